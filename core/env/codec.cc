@@ -1,0 +1,43 @@
+#include "core/env/codec.h"
+
+namespace onceflow {
+
+Encoder& Encoder::u64(uint64_t v) {
+  while (v >= 0x80) {
+    out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out_.push_back(static_cast<char>(v));
+  return *this;
+}
+
+Encoder& Encoder::bytes(std::string_view v) {
+  u64(v.size());
+  out_.append(v);
+  return *this;
+}
+
+uint64_t Decoder::u64() {
+  uint64_t result = 0;
+  for (int shift = 0; ok_ && shift <= 63; shift += 7) {
+    if (pos_ >= in_.size()) break;
+    const auto byte = static_cast<uint8_t>(in_[pos_++]);
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return result;
+  }
+  ok_ = false;
+  return 0;
+}
+
+std::string_view Decoder::bytes() {
+  const uint64_t size = u64();
+  if (!ok_ || size > in_.size() - pos_) {
+    ok_ = false;
+    return {};
+  }
+  std::string_view out = in_.substr(pos_, size);
+  pos_ += size;
+  return out;
+}
+
+}  // namespace onceflow

@@ -1,0 +1,54 @@
+// Codec: a compact binary encoding for requests and stored rows.
+//
+// Unsigned integers are LEB128 varints, signed ones zig-zag varints, strings are a varint
+// length and the bytes. Decoding never reads past the input: a short or malformed input
+// makes the Decoder fail, and every later read fails too, so a caller checks ok() once.
+// Written here rather than taken from a serialization library because the store and
+// engine encode millions of small rows and this costs a few instructions per field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace onceflow {
+
+class Encoder {
+ public:
+  Encoder& u64(uint64_t v);
+  Encoder& i64(int64_t v) { return u64((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  Encoder& boolean(bool v) { return u64(v ? 1 : 0); }
+  Encoder& bytes(std::string_view v);
+
+  std::string& buffer() { return out_; }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(std::string_view in) : in_(in) {}
+
+  uint64_t u64();
+  int64_t i64() {
+    const uint64_t v = u64();
+    return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
+  }
+  bool boolean() { return u64() != 0; }
+  std::string_view bytes();
+  std::string string() { return std::string(bytes()); }
+
+  // True while every read so far succeeded.
+  bool ok() const { return ok_; }
+  // True when every read succeeded and all input was consumed.
+  bool done() const { return ok_ && pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace onceflow

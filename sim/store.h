@@ -1,0 +1,159 @@
+// The simulated store: a store node serving the Store interface over the simulated network.
+//
+// StoreData is the store's disk: committed versions, Leases, transaction outcomes and the
+// commit log. It outlives crashes of the store node. StoreServer is the process on the store
+// node: it keeps the active transactions (volatile: a store crash forgets them, and their
+// commits then fail with kUnavailable) and answers the "store" service. SimStoreClient is
+// the Store a node uses; a lost reply to a commit surfaces as kAmbiguous, whether the commit
+// applied (the reply was lost) or not (the request was lost).
+//
+// Version chains are pruned when a key is written again, keeping what the oldest active
+// snapshot can still read. Thread-safety: none.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/env/codec.h"
+#include "core/env/network.h"
+#include "core/env/store.h"
+#include "sim/world.h"
+
+namespace onceflow::sim {
+
+inline constexpr const char* kStoreService = "store";
+
+struct StoreOptions {
+  // A transaction neither committed nor aborted for this long (store clock) is forgotten.
+  Micros tx_timeout_us = 60 * kSeconds;
+  // How many transaction outcomes resolve() can still answer for.
+  size_t outcome_retention = 1 << 20;
+};
+
+// Durable state of the store; survives store crashes.
+class StoreData {
+ public:
+  struct LeaseRecord {
+    Micros ttl_us = 0;
+    Micros started_at = 0;
+    Micros last_ping = 0;
+    LeaseState state = LeaseState::kActive;
+    Micros ended_at = 0;  // store time the Lease ended (abort time or expiry time)
+  };
+  struct CommitRecord {
+    Version version = 0;
+    TxId tx = 0;
+    Micros store_time = 0;
+    std::vector<LeaseId> prerequisites;
+    size_t writes = 0;
+  };
+  struct Outcome {
+    bool committed = false;
+    Version version = 0;
+  };
+  struct Versioned {
+    Version version;
+    std::optional<std::string> value;  // nullopt: erased
+  };
+  using Chain = std::vector<Versioned>;  // ascending versions
+  using Table = std::map<std::string, Chain, std::less<>>;
+
+  // Fault switch: while set, every request is answered kUnavailable.
+  bool unavailable = false;
+
+  // Committed value visible at `snapshot`; nullopt when absent.
+  std::optional<std::string> read(const std::string& table, const std::string& key,
+                                  Version snapshot) const;
+  std::vector<Row> read_range(const std::string& table, const std::string& from,
+                              const std::string& to, Version snapshot, size_t limit) const;
+  // The latest committed value (what a fresh snapshot reads). For tests and checkers.
+  std::optional<std::string> latest(const std::string& table, const std::string& key) const;
+  const std::map<std::string, Table, std::less<>>& tables() const { return tables_; }
+
+  // Moves the Lease to expired when `now` (store clock) is past its deadline.
+  LeaseState lease_state(LeaseId lease, Micros now);
+  const std::map<LeaseId, LeaseRecord>& leases() const { return leases_; }
+  const std::vector<CommitRecord>& commit_log() const { return commit_log_; }
+  Version last_version() const { return last_version_; }
+
+ private:
+  friend class StoreServer;
+
+  std::map<std::string, Table, std::less<>> tables_;
+  std::map<LeaseId, LeaseRecord> leases_;
+  std::map<TxId, Outcome> outcomes_;
+  TxId outcomes_forgotten_below_ = 0;
+  std::vector<CommitRecord> commit_log_;
+  Version last_version_ = 0;
+  TxId last_tx_ = 0;
+  LeaseId last_lease_ = 0;
+};
+
+// The store node's process.
+class StoreServer {
+ public:
+  StoreServer(NodeContext& node, StoreData& data, StoreOptions options);
+
+  // Boot function for World::add_node: a StoreServer over `data`.
+  static BootFn boot(StoreData& data, StoreOptions options = {});
+
+ private:
+  struct ActiveTx {
+    Version snapshot;
+    Micros began_at;
+  };
+
+  Result<std::string> handle(std::string_view request);
+  Result<std::string> begin(Micros now);
+  Result<std::string> commit(Decoder& in, Micros now);
+  Result<std::string> resolve(TxId tx);
+  Status check_active(TxId tx, Micros now);
+  void expire_transactions(Micros now);
+  void record_outcome(TxId tx, bool committed, Version version);
+  void prune(StoreData::Chain& chain) const;
+  Version oldest_snapshot() const;
+
+  World& world_;
+  NodeIndex node_;
+  const Clock& clock_;
+  StoreData& data_;
+  StoreOptions options_;
+  std::map<TxId, ActiveTx> active_;
+  std::multiset<Version> snapshots_;
+};
+
+// A node's view of the store, over the simulated network.
+class SimStoreClient final : public Store {
+ public:
+  SimStoreClient(Network& network, std::string store_node, Micros rpc_timeout_us);
+
+  Result<LeaseId> start_lease(Micros ttl_us) override;
+  Status ping_lease(LeaseId lease) override;
+  Status abort_lease(LeaseId lease) override;
+  Result<LeaseState> lease_state(LeaseId lease) override;
+  Result<Transaction> begin() override;
+  Result<Version> commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) override;
+  void abort(const Transaction& tx) override;
+  Result<TxOutcome> resolve(TxId tx) override;
+
+ protected:
+  Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,
+                                          const std::string& key) override;
+  Result<std::vector<Row>> read_range(const Transaction& tx, const std::string& table,
+                                      const std::string& from, const std::string& to,
+                                      size_t limit) override;
+
+ private:
+  // Sends one request; a lost or refused exchange becomes kUnavailable.
+  Result<std::string> rpc(std::string request);
+
+  Network& network_;
+  std::string store_node_;
+  Micros rpc_timeout_us_;
+};
+
+}  // namespace onceflow::sim

@@ -1,0 +1,208 @@
+#include "sim/store.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace onceflow::sim {
+namespace {
+
+// A store node and a client node; run() executes `body` on a client fiber with a Store.
+class StoreTest : public ::testing::Test {
+ protected:
+  StoreTest() { build(LinkOptions{}); }
+
+  void build(LinkOptions link) {
+    World::Options options;
+    options.seed = 7;
+    options.network.link = link;
+    world_ = std::make_unique<World>(options);
+    store_ = world_->add_node("store", StoreServer::boot(data_));
+    client_ = world_->add_node("client", [](NodeContext&) { return nullptr; });
+    world_->start(store_);
+    world_->start(client_);
+  }
+
+  void run(const std::function<void(Store&)>& body) {
+    bool finished = false;
+    world_->runtime(client_).spawn("test", [&] {
+      SimStoreClient store(world_->network_endpoint(client_), "store", 10'000);
+      body(store);
+      finished = true;
+    });
+    world_->run_until(kNever);
+    ASSERT_TRUE(finished);
+  }
+
+  StoreData data_;
+  std::unique_ptr<World> world_;
+  NodeIndex store_ = 0, client_ = 0;
+};
+
+TEST_F(StoreTest, CommittedWritesAreVisibleToLaterSnapshotsOnly) {
+  run([&](Store& store) {
+    auto before = store.begin();
+    ASSERT_TRUE(before.has_value());
+    auto tx = store.begin();
+    tx->put("t", "k", "v1");
+    auto own = store.get(*tx, "t", "k");  // reads its own write
+    ASSERT_TRUE(own.has_value());
+    EXPECT_EQ(own->value_or(""), "v1");
+    ASSERT_TRUE(store.commit(*tx, {}).has_value());
+    auto old = store.get(*before, "t", "k");
+    ASSERT_TRUE(old.has_value());
+    EXPECT_FALSE(old->has_value());  // snapshot taken before the commit
+    auto after = store.begin();
+    EXPECT_EQ(store.get(*after, "t", "k")->value_or(""), "v1");
+  });
+}
+
+TEST_F(StoreTest, WriteWriteConflictRejectsTheLaterCommit) {
+  run([&](Store& store) {
+    auto a = store.begin();
+    auto b = store.begin();
+    a->put("t", "k", "a");
+    b->put("t", "k", "b");
+    ASSERT_TRUE(store.commit(*a, {}).has_value());
+    auto second = store.commit(*b, {});
+    ASSERT_FALSE(second.has_value());
+    EXPECT_TRUE(second.error().is_conflict());
+  });
+  EXPECT_EQ(data_.latest("t", "k").value_or(""), "a");
+}
+
+TEST_F(StoreTest, DisjointWritesDoNotConflict) {
+  run([&](Store& store) {
+    auto a = store.begin();
+    auto b = store.begin();
+    a->put("t", "x", "a");
+    b->put("t", "y", "b");
+    EXPECT_TRUE(store.commit(*a, {}).has_value());
+    EXPECT_TRUE(store.commit(*b, {}).has_value());
+  });
+}
+
+TEST_F(StoreTest, ScanMergesBufferedWritesInKeyOrder) {
+  run([&](Store& store) {
+    auto setup = store.begin();
+    for (const char* k : {"a", "b", "c", "d", "e"}) setup->put("t", k, std::string("old-") + k);
+    ASSERT_TRUE(store.commit(*setup, {}).has_value());
+    auto tx = store.begin();
+    tx->erase("t", "b");
+    tx->put("t", "c", "new-c");
+    tx->put("t", "bb", "new-bb");
+    auto rows = store.scan(*tx, "t", "a", "", 4);
+    ASSERT_TRUE(rows.has_value());
+    std::vector<Row> expected{{"a", "old-a"}, {"bb", "new-bb"}, {"c", "new-c"}, {"d", "old-d"}};
+    EXPECT_EQ(*rows, expected);
+  });
+}
+
+TEST_F(StoreTest, LeaseExpiresByTheStoreClockAndFencesCommits) {
+  run([&](Store& store) {
+    auto lease = store.start_lease(1'000'000);
+    ASSERT_TRUE(lease.has_value());
+    world_->runtime(client_).sleep_for(600'000);
+    EXPECT_TRUE(store.ping_lease(*lease).is_ok());
+    world_->runtime(client_).sleep_for(900'000);  // within TTL of the last ping
+    auto tx = store.begin();
+    tx->put("t", "k", "live");
+    EXPECT_TRUE(store.commit(*tx, {*lease}).has_value());
+    world_->runtime(client_).sleep_for(1'200'000);  // now past it
+    EXPECT_EQ(*store.lease_state(*lease), LeaseState::kExpired);
+    auto late = store.begin();
+    late->put("t", "k", "zombie");
+    auto result = store.commit(*late, {*lease});
+    ASSERT_FALSE(result.has_value());
+    EXPECT_TRUE(result.error().is_prerequisite_failed());
+    EXPECT_TRUE(store.ping_lease(*lease).is_prerequisite_failed());  // never revived
+  });
+  EXPECT_EQ(data_.latest("t", "k").value_or(""), "live");
+}
+
+TEST_F(StoreTest, AbortedLeaseFencesCommits) {
+  run([&](Store& store) {
+    auto lease = store.start_lease(10'000'000);
+    EXPECT_TRUE(store.abort_lease(*lease).is_ok());
+    auto tx = store.begin();
+    tx->put("t", "k", "v");
+    auto result = store.commit(*tx, {*lease});
+    ASSERT_FALSE(result.has_value());
+    EXPECT_TRUE(result.error().is_prerequisite_failed());
+    EXPECT_EQ(*store.lease_state(*lease), LeaseState::kAborted);
+  });
+}
+
+TEST_F(StoreTest, LostReplyGivesAmbiguousCommitThatDidApply) {
+  LinkOptions link;
+  build(link);
+  const NodeIndex store_node = store_;
+  run([&](Store& store) {
+    auto tx = store.begin();
+    tx->put("t", "k", "v");
+    world_->network().block(store_node, client_);  // replies from the store are lost
+    auto result = store.commit(*tx, {});
+    ASSERT_FALSE(result.has_value());
+    EXPECT_TRUE(result.error().is_ambiguous());
+    world_->network().heal();
+    EXPECT_EQ(*store.resolve(tx->id()), TxOutcome::kCommitted);
+  });
+  EXPECT_EQ(data_.latest("t", "k").value_or(""), "v");
+}
+
+TEST_F(StoreTest, LostRequestGivesAmbiguousCommitThatDidNotApplyAndIsFenced) {
+  const NodeIndex store_node = store_;
+  run([&](Store& store) {
+    auto tx = store.begin();
+    tx->put("t", "k", "v");
+    world_->network().block(client_, store_node);  // the commit request is lost
+    auto result = store.commit(*tx, {});
+    ASSERT_FALSE(result.has_value());
+    EXPECT_TRUE(result.error().is_ambiguous());
+    world_->network().heal();
+    EXPECT_EQ(*store.resolve(tx->id()), TxOutcome::kNotCommitted);
+    // A late copy of the same commit can no longer apply.
+    EXPECT_FALSE(store.commit(*tx, {}).has_value());
+  });
+  EXPECT_FALSE(data_.latest("t", "k").has_value());
+}
+
+TEST_F(StoreTest, StoreCrashKeepsCommittedDataAndForgetsOpenTransactions) {
+  run([&](Store& store) {
+    auto committed = store.begin();
+    committed->put("t", "k", "durable");
+    ASSERT_TRUE(store.commit(*committed, {}).has_value());
+    auto open = store.begin();
+    open->put("t", "k", "lost");
+    world_->scheduler().at(world_->now(), kWorldNode, [&] { world_->restart(store_); });
+    world_->runtime(client_).sleep_for(10);
+    auto result = store.commit(*open, {});
+    ASSERT_FALSE(result.has_value());
+    EXPECT_TRUE(result.error().is_unavailable());
+  });
+  EXPECT_EQ(data_.latest("t", "k").value_or(""), "durable");
+}
+
+TEST_F(StoreTest, UnavailableStoreRefusesEverything) {
+  data_.unavailable = true;
+  run([&](Store& store) {
+    auto tx = store.begin();
+    ASSERT_FALSE(tx.has_value());
+    EXPECT_TRUE(tx.error().is_unavailable());
+  });
+}
+
+TEST_F(StoreTest, DuplicatedCommitRequestAppliesOnce) {
+  LinkOptions link;
+  link.duplicate_probability = 1.0;
+  build(link);
+  run([&](Store& store) {
+    auto tx = store.begin();
+    tx->put("t", "k", "v");
+    ASSERT_TRUE(store.commit(*tx, {}).has_value());
+  });
+  EXPECT_EQ(data_.commit_log().size(), 1u);
+}
+
+}  // namespace
+}  // namespace onceflow::sim
