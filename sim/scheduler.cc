@@ -5,6 +5,7 @@
 #include <boost/context/stack_context.hpp>
 #include <cassert>
 #include <cstdlib>
+#include <exception>
 #include <new>
 
 #include "core/env/random.h"
@@ -100,6 +101,7 @@ struct Scheduler::Fiber {
   bool woken = false;
   bool killed = false;
   bool done = false;
+  std::exception_ptr failure;  // an exception that escaped the fiber's function
   const void* stack_bottom = nullptr;
   size_t stack_size = 0;
   void* fake_stack = nullptr;
@@ -160,6 +162,8 @@ FiberId Scheduler::spawn(NodeIndex node, std::string name, std::function<void()>
                            try {
                              f->fn();
                            } catch (const FiberKilled&) {
+                           } catch (...) {
+                             f->failure = std::current_exception();
                            }
                          }
                          f->done = true;
@@ -226,7 +230,11 @@ void Scheduler::resume(Fiber* f) {
   f->self = std::move(f->self).resume();
   finish_switch(scheduler_fake_stack_, nullptr, nullptr);
   current_ = nullptr;
-  if (f->done) finish(f);
+  if (!f->done) return;
+  std::exception_ptr failure = std::move(f->failure);
+  finish(f);
+  // An exception that escaped a fiber surfaces in whoever drives the scheduler.
+  if (failure) std::rethrow_exception(failure);
 }
 
 void Scheduler::finish(Fiber* f) {

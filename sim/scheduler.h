@@ -95,6 +95,8 @@ class Scheduler {
   void kill_node(NodeIndex node);
 
   // --- Running ---
+  // An exception that escapes a fiber's function ends that fiber and is rethrown from the
+  // step() (or run_until()) that was running it.
   // Runs the next event. Returns false when there is none.
   bool step();
   // Runs every event with time <= t, then advances the clock to t.
