@@ -73,6 +73,10 @@ std::optional<std::string> StoreData::latest(const std::string& table,
   return read(table, key, last_version_);
 }
 
+void StoreData::load(const std::string& table, const std::string& key, std::string value) {
+  tables_[table][key].push_back({++last_version_, std::move(value)});
+}
+
 LeaseState StoreData::lease_state(LeaseId lease, Micros now) {
   auto it = leases_.find(lease);
   if (it == leases_.end()) return LeaseState::kUnknown;

@@ -62,6 +62,9 @@ class StoreData {
   using Chain = std::vector<Versioned>;  // ascending versions
   using Table = std::map<std::string, Chain, std::less<>>;
 
+  // Writes a row as committed data before a run starts (bulk load; no transaction).
+  void load(const std::string& table, const std::string& key, std::string value);
+
   // Fault switch: while set, every request is answered kUnavailable.
   bool unavailable = false;
 

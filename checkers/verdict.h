@@ -1,0 +1,29 @@
+// Verdict: what one checker concluded about one run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace onceflow::checkers {
+
+struct Verdict {
+  std::string check;   // the invariant's name, e.g. "lease-fencing"
+  bool passed = true;
+  std::string detail;  // on failure: what broke, naming the ids involved
+
+  static Verdict pass(std::string check, std::string detail = "") {
+    return Verdict{std::move(check), true, std::move(detail)};
+  }
+  static Verdict fail(std::string check, std::string detail) {
+    return Verdict{std::move(check), false, std::move(detail)};
+  }
+};
+
+inline bool all_passed(const std::vector<Verdict>& verdicts) {
+  for (const Verdict& v : verdicts) {
+    if (!v.passed) return false;
+  }
+  return true;
+}
+
+}  // namespace onceflow::checkers

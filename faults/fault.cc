@@ -1,0 +1,66 @@
+#include "faults/fault.h"
+
+#include <fmt/format.h>
+
+namespace onceflow::faults {
+
+namespace {
+struct KindName {
+  FaultKind kind;
+  std::string_view name;
+};
+constexpr KindName kKindNames[] = {
+    {FaultKind::kCrash, "crash"},
+    {FaultKind::kPause, "pause"},
+    {FaultKind::kPartition, "partition"},
+    {FaultKind::kOneWayPartition, "one_way_partition"},
+    {FaultKind::kIsolate, "isolate"},
+    {FaultKind::kDrop, "drop"},
+    {FaultKind::kDuplicate, "duplicate"},
+    {FaultKind::kDelay, "delay"},
+    {FaultKind::kReorder, "reorder"},
+    {FaultKind::kLostReplies, "lost_replies"},
+    {FaultKind::kStoreUnavailable, "store_unavailable"},
+    {FaultKind::kClockSkew, "clock_skew"},
+    {FaultKind::kClockJump, "clock_jump"},
+};
+
+std::string seconds(Micros us) { return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6); }
+}  // namespace
+
+std::string_view fault_kind_name(FaultKind kind) {
+  for (const auto& entry : kKindNames) {
+    if (entry.kind == kind) return entry.name;
+  }
+  return "unknown";
+}
+
+std::optional<FaultKind> parse_fault_kind(std::string_view name) {
+  for (const auto& entry : kKindNames) {
+    if (entry.name == name) return entry.kind;
+  }
+  return std::nullopt;
+}
+
+bool fault_needs_peer(FaultKind kind) {
+  return kind == FaultKind::kPartition || kind == FaultKind::kOneWayPartition;
+}
+
+std::string Fault::describe() const {
+  std::string out(fault_kind_name(kind));
+  if (!node.empty()) out += " " + node;
+  if (!peer.empty()) out += (kind == FaultKind::kOneWayPartition ? " -> " : " <-> ") + peer;
+  if (intensity > 0) out += fmt::format(" p={:.2f}", intensity);
+  if (amount_us != 0) out += fmt::format(" by {}us", amount_us);
+  out += " at " + seconds(at_us) + " for " + seconds(duration_us);
+  return out;
+}
+
+std::string FaultPlan::describe() const {
+  std::string out;
+  for (const Fault& f : faults) out += "  " + f.describe() + "\n";
+  out += "  heal at " + seconds(heal_at_us) + "\n";
+  return out;
+}
+
+}  // namespace onceflow::faults

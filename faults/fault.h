@@ -1,0 +1,68 @@
+// Faults and fault plans.
+//
+// A Fault is one timed disturbance of the simulated world: it starts at `at_us` (virtual
+// time), lasts `duration_us`, and is then lifted (a crashed node restarts, a paused one
+// resumes, a partition heals, a link gets its options back). A FaultPlan is a list of faults
+// plus the time of its heal phase, after which no fault is active, so liveness can be
+// checked. Plans are written in scenarios or generated from a seed (see swarm.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env/clock.h"
+
+namespace onceflow::faults {
+
+enum class FaultKind {
+  kCrash,             // node crashes; restarts when the fault ends
+  kPause,             // node freezes (a zombie); resumes when the fault ends
+  kPartition,         // node <-> peer cut both ways
+  kOneWayPartition,   // node -> peer cut
+  kIsolate,           // every link of node cut
+  kDrop,              // packets from node dropped with probability `intensity`
+  kDuplicate,         // packets from node duplicated with probability `intensity`
+  kDelay,             // packets from node take `amount_us` more on average
+  kReorder,           // packets from node delayed at random by up to `amount_us`
+  kLostReplies,       // replies from node lost with probability `intensity` (ambiguous commits)
+  kStoreUnavailable,  // the store answers every request with kUnavailable
+  kClockSkew,         // node's clock is offset by `amount_us` for the duration
+  kClockJump,         // node's clock jumps by `amount_us` and stays there
+};
+
+inline constexpr FaultKind kAllKernelFaultKinds[] = {
+    FaultKind::kCrash,           FaultKind::kPause,      FaultKind::kPartition,
+    FaultKind::kOneWayPartition, FaultKind::kIsolate,    FaultKind::kDrop,
+    FaultKind::kDuplicate,       FaultKind::kDelay,      FaultKind::kReorder,
+    FaultKind::kLostReplies,     FaultKind::kStoreUnavailable, FaultKind::kClockSkew,
+    FaultKind::kClockJump,
+};
+
+std::string_view fault_kind_name(FaultKind kind);
+std::optional<FaultKind> parse_fault_kind(std::string_view name);
+// Whether the kind needs a peer node.
+bool fault_needs_peer(FaultKind kind);
+
+struct Fault {
+  FaultKind kind = FaultKind::kCrash;
+  Micros at_us = 0;
+  Micros duration_us = 0;
+  std::string node;       // the node it acts on (empty for kStoreUnavailable)
+  std::string peer;       // partitions only
+  double intensity = 0;   // probabilities
+  Micros amount_us = 0;   // delays, skews, jumps
+
+  // "crash client-2 at 1.200s for 0.300s" style.
+  std::string describe() const;
+};
+
+struct FaultPlan {
+  std::vector<Fault> faults;
+  Micros heal_at_us = 0;  // every fault is lifted by then
+
+  std::string describe() const;
+};
+
+}  // namespace onceflow::faults

@@ -1,0 +1,144 @@
+#include "faults/injector.h"
+
+#include <cassert>
+
+namespace onceflow::faults {
+
+FaultInjector::FaultInjector(sim::World& world, sim::StoreData* store)
+    : world_(world), store_(store), base_link_(world.network().link(0, 0)) {}
+
+void FaultInjector::schedule(const FaultPlan& plan) {
+  sim::Scheduler& sched = world_.scheduler();
+  for (const Fault& f : plan.faults) {
+    assert(f.duration_us >= 0 && f.at_us >= 0);
+    assert(f.kind == FaultKind::kStoreUnavailable || world_.has_node(f.node));
+    assert(!fault_needs_peer(f.kind) || world_.has_node(f.peer));
+    assert(f.kind != FaultKind::kStoreUnavailable || store_ != nullptr);
+    const size_t id = faults_.size();
+    faults_.push_back(f);
+    sched.at(f.at_us, sim::kWorldNode, [this, id] { begin(id); });
+    sched.at(f.at_us + f.duration_us, sim::kWorldNode, [this, id] { end(id); });
+  }
+  sched.at(plan.heal_at_us, sim::kWorldNode, [this] { heal_all(); });
+}
+
+void FaultInjector::begin(size_t id) {
+  const Fault& f = faults_[id];
+  world_.record(sim::kWorldNode, "fault begins: " + f.describe());
+  active_.insert(id);
+  switch (f.kind) {
+    case FaultKind::kCrash:
+      if (crashed_[node(f.node)]++ == 0) world_.crash(node(f.node));
+      break;
+    case FaultKind::kPause:
+      if (paused_[node(f.node)]++ == 0) world_.pause(node(f.node));
+      break;
+    case FaultKind::kPartition:
+    case FaultKind::kOneWayPartition:
+    case FaultKind::kIsolate:
+    case FaultKind::kDrop:
+    case FaultKind::kDuplicate:
+    case FaultKind::kDelay:
+    case FaultKind::kReorder:
+    case FaultKind::kLostReplies:
+      recompute_links();
+      break;
+    case FaultKind::kStoreUnavailable:
+      if (store_unavailable_++ == 0) store_->unavailable = true;
+      break;
+    case FaultKind::kClockSkew:
+      recompute_clocks();
+      break;
+    case FaultKind::kClockJump:
+      jumped_us_[node(f.node)] += f.amount_us;
+      recompute_clocks();
+      break;
+  }
+}
+
+void FaultInjector::end(size_t id) {
+  if (active_.erase(id) == 0) return;  // already lifted by the heal phase
+  const Fault& f = faults_[id];
+  world_.record(sim::kWorldNode, "fault ends: " + f.describe());
+  switch (f.kind) {
+    case FaultKind::kCrash:
+      if (--crashed_[node(f.node)] == 0 && !world_.is_up(node(f.node))) world_.start(node(f.node));
+      break;
+    case FaultKind::kPause:
+      if (--paused_[node(f.node)] == 0) world_.resume(node(f.node));
+      break;
+    case FaultKind::kStoreUnavailable:
+      if (--store_unavailable_ == 0) store_->unavailable = false;
+      break;
+    case FaultKind::kClockSkew:
+    case FaultKind::kClockJump:
+      recompute_clocks();
+      break;
+    default:
+      recompute_links();
+      break;
+  }
+}
+
+void FaultInjector::heal_all() {
+  world_.record(sim::kWorldNode, "heal: every fault lifted");
+  while (!active_.empty()) end(*active_.begin());
+}
+
+void FaultInjector::recompute_links() {
+  sim::SimNetwork& net = world_.network();
+  net.heal();
+  net.clear_link_overrides();
+  const auto n = static_cast<sim::NodeIndex>(world_.node_count());
+  std::map<sim::NodeIndex, sim::LinkOptions> from_node;  // options of links leaving a node
+  for (size_t id : active_) {
+    const Fault& f = faults_[id];
+    if (f.kind == FaultKind::kStoreUnavailable || f.node.empty()) continue;
+    const sim::NodeIndex a = node(f.node);
+    switch (f.kind) {
+      case FaultKind::kPartition: net.partition(a, node(f.peer)); break;
+      case FaultKind::kOneWayPartition: net.block(a, node(f.peer)); break;
+      case FaultKind::kIsolate: net.isolate(a); break;
+      default: break;
+    }
+    auto [it, inserted] = from_node.try_emplace(a, base_link_);
+    sim::LinkOptions& link = it->second;
+    switch (f.kind) {
+      case FaultKind::kDrop: link.drop_probability = std::max(link.drop_probability, f.intensity); break;
+      case FaultKind::kDuplicate:
+        link.duplicate_probability = std::max(link.duplicate_probability, f.intensity);
+        break;
+      case FaultKind::kDelay:
+        link.latency_us_min += f.amount_us / 2;
+        link.latency_us_mean += f.amount_us;
+        break;
+      case FaultKind::kReorder:
+        link.reorder_probability = std::max(link.reorder_probability, f.intensity);
+        link.reorder_delay_us_max = std::max(link.reorder_delay_us_max, f.amount_us);
+        break;
+      case FaultKind::kLostReplies:
+        link.reply_drop_probability = std::max(link.reply_drop_probability, f.intensity);
+        break;
+      default: break;
+    }
+  }
+  for (const auto& [a, link] : from_node) {
+    for (sim::NodeIndex b = 0; b < n; ++b) {
+      if (b != a) net.set_link(a, b, link);
+    }
+  }
+}
+
+void FaultInjector::recompute_clocks() {
+  std::map<sim::NodeIndex, Micros> offset = jumped_us_;
+  for (size_t id : active_) {
+    const Fault& f = faults_[id];
+    if (f.kind == FaultKind::kClockSkew) offset[node(f.node)] += f.amount_us;
+  }
+  for (sim::NodeIndex i = 0; i < world_.node_count(); ++i) {
+    const Micros want = offset.count(i) != 0 ? offset[i] : 0;
+    if (world_.clock_offset(i) != want) world_.set_clock_offset(i, want);
+  }
+}
+
+}  // namespace onceflow::faults

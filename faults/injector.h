@@ -1,0 +1,52 @@
+// FaultInjector: applies a FaultPlan to a simulated World.
+//
+// Faults may overlap. Node faults are counted (a node crashed by two overlapping faults
+// restarts when the later one ends); link faults, partitions and clock skews are recomputed
+// from the set of active faults whenever one starts or ends, so ending one never lifts
+// another. At the plan's heal time every fault still active is lifted.
+//
+// Thread-safety: none; it schedules its actions on the world's scheduler and must outlive
+// the run.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "faults/fault.h"
+#include "sim/store.h"
+#include "sim/world.h"
+
+namespace onceflow::faults {
+
+class FaultInjector {
+ public:
+  // `store` may be null when the plan has no store faults.
+  FaultInjector(sim::World& world, sim::StoreData* store);
+
+  // Schedules every fault of `plan` and its heal phase. REQUIRES: every node named exists.
+  void schedule(const FaultPlan& plan);
+
+  size_t active_faults() const { return active_.size(); }
+
+ private:
+  void begin(size_t id);
+  void end(size_t id);
+  void heal_all();
+  void recompute_links();
+  void recompute_clocks();
+  sim::NodeIndex node(const std::string& name) const { return world_.find(name); }
+
+  sim::World& world_;
+  sim::StoreData* store_;
+  sim::LinkOptions base_link_;
+  std::vector<Fault> faults_;
+  std::set<size_t> active_;
+  std::map<sim::NodeIndex, int> crashed_;
+  std::map<sim::NodeIndex, int> paused_;
+  std::map<sim::NodeIndex, Micros> jumped_us_;  // permanent clock jumps per node
+  int store_unavailable_ = 0;
+};
+
+}  // namespace onceflow::faults

@@ -1,0 +1,43 @@
+// The kernel self-test: the bank workload under a (swarm) fault plan, then its checkers.
+//
+// One seed decides everything: the workload's choices, the network's draws, the fault mix
+// and plan. The same seed and build give the same trace_hash.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "checkers/verdict.h"
+#include "faults/fault.h"
+#include "sim/bank_workload.h"
+
+namespace onceflow::faults {
+
+struct SelftestOptions {
+  uint64_t seed = 1;
+  bool swarm = true;  // false: no faults at all
+  sim::BankWorkload::Options workload;
+  Micros faults_start_us = 100 * kMillis;
+  Micros heal_at_us = 6 * kSeconds;
+  Micros liveness_bound_us = 30 * kSeconds;
+  uint64_t max_events = 20'000'000;  // a run past this is a liveness failure
+  size_t trace_keep_lines = 0;
+};
+
+struct SelftestResult {
+  uint64_t seed = 0;
+  uint64_t trace_hash = 0;
+  uint64_t events = 0;
+  Micros sim_time_us = 0;
+  std::string fault_mix;
+  FaultPlan plan;
+  std::vector<checkers::Verdict> verdicts;
+  bool passed = false;
+  sim::BankWorkload::Observations observations;
+  std::deque<std::string> trace;
+};
+
+SelftestResult run_kernel_selftest(const SelftestOptions& options);
+
+}  // namespace onceflow::faults

@@ -1,0 +1,99 @@
+#include "faults/swarm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <iterator>
+
+namespace onceflow::faults {
+
+std::string SwarmMix::describe() const {
+  std::string out;
+  for (const Entry& e : entries) {
+    if (!out.empty()) out += ' ';
+    out += fmt::format("{}@{:.2f}", fault_kind_name(e.kind), e.intensity);
+  }
+  return out.empty() ? "none" : out;
+}
+
+namespace {
+
+// One fault of `kind` at a random time, scaled by `intensity`.
+Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double intensity) {
+  const Micros span = o.heal_at_us - o.start_us;
+  Fault f;
+  f.kind = kind;
+  f.at_us = o.start_us + rng.uniform_range(0, span - 1);
+  // Longer faults at higher intensity, never past the heal time.
+  const Micros longest = std::max<Micros>(1, static_cast<Micros>(static_cast<double>(span) * 0.3 * intensity));
+  f.duration_us = std::min(rng.uniform_range(1, longest), o.heal_at_us - f.at_us);
+
+  std::vector<std::string> targets = o.nodes;
+  const bool store_may_be_hit = kind == FaultKind::kCrash || kind == FaultKind::kPause ||
+                                kind == FaultKind::kPartition || kind == FaultKind::kLostReplies;
+  // The store's clock is left alone: Lease expiry needs a monotonic clock there.
+  if (store_may_be_hit && !o.store_node.empty()) targets.push_back(o.store_node);
+  f.node = targets[rng.uniform(targets.size())];
+  if (kind == FaultKind::kStoreUnavailable) f.node.clear();
+
+  if (fault_needs_peer(kind)) {
+    std::vector<std::string> peers = o.nodes;
+    if (!o.store_node.empty()) peers.push_back(o.store_node);
+    peers.erase(std::remove(peers.begin(), peers.end(), f.node), peers.end());
+    if (peers.empty()) {
+      f.kind = FaultKind::kIsolate;
+    } else {
+      f.peer = peers[rng.uniform(peers.size())];
+    }
+  }
+  switch (f.kind) {
+    case FaultKind::kDrop: f.intensity = 0.05 + 0.45 * intensity; break;
+    case FaultKind::kDuplicate: f.intensity = 0.05 + 0.45 * intensity; break;
+    case FaultKind::kLostReplies: f.intensity = 0.1 + 0.6 * intensity; break;
+    case FaultKind::kReorder:
+      f.intensity = 0.1 + 0.6 * intensity;
+      f.amount_us = 1'000 + static_cast<Micros>(49'000 * intensity);
+      break;
+    case FaultKind::kDelay: f.amount_us = 1'000 + static_cast<Micros>(99'000 * intensity); break;
+    case FaultKind::kClockSkew:
+    case FaultKind::kClockJump:
+      f.amount_us = rng.uniform_range(-2 * kSeconds, 2 * kSeconds);
+      break;
+    default: break;
+  }
+  return f;
+}
+
+}  // namespace
+
+FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
+  assert(o.heal_at_us > o.start_us);
+  assert(!o.nodes.empty());
+  assert(o.max_faults_per_kind > 0);
+  std::vector<FaultKind> kinds = o.kinds;
+  if (kinds.empty()) kinds.assign(std::begin(kAllKernelFaultKinds), std::end(kAllKernelFaultKinds));
+
+  SwarmMix chosen;
+  for (FaultKind kind : kinds) {
+    const bool pick = rng.bernoulli(0.5);
+    const double intensity = 0.05 + 0.95 * rng.unit();
+    if (pick) chosen.entries.push_back({kind, intensity});
+  }
+  if (chosen.entries.empty()) {
+    chosen.entries.push_back({kinds[rng.uniform(kinds.size())], 0.05 + 0.95 * rng.unit()});
+  }
+
+  FaultPlan plan;
+  plan.heal_at_us = o.heal_at_us;
+  for (const auto& entry : chosen.entries) {
+    const int count = 1 + static_cast<int>(entry.intensity * (o.max_faults_per_kind - 1) + 0.5);
+    for (int i = 0; i < count; ++i) plan.faults.push_back(draw_fault(rng, o, entry.kind, entry.intensity));
+  }
+  std::stable_sort(plan.faults.begin(), plan.faults.end(),
+                   [](const Fault& a, const Fault& b) { return a.at_us < b.at_us; });
+  if (mix != nullptr) *mix = chosen;
+  return plan;
+}
+
+}  // namespace onceflow::faults
