@@ -28,8 +28,9 @@ SelftestResult run_kernel_selftest(const SelftestOptions& options) {
     result.plan = generate_swarm(rng, swarm, &mix);
     result.fault_mix = mix.describe();
   } else {
-    result.plan.heal_at_us = options.faults_start_us;
-    result.fault_mix = "none";
+    result.plan = options.scripted;
+    if (result.plan.heal_at_us == 0) result.plan.heal_at_us = options.faults_start_us;
+    result.fault_mix = result.plan.faults.empty() ? "none" : "scripted";
   }
   FaultInjector injector(world, &data);
   injector.schedule(result.plan);

@@ -16,7 +16,8 @@ namespace onceflow::faults {
 
 struct SelftestOptions {
   uint64_t seed = 1;
-  bool swarm = true;  // false: no faults at all
+  bool swarm = true;  // false: run `scripted` instead (which may be empty)
+  FaultPlan scripted;
   sim::BankWorkload::Options workload;
   Micros faults_start_us = 100 * kMillis;
   Micros heal_at_us = 6 * kSeconds;

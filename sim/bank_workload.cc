@@ -85,7 +85,8 @@ class BankWorkload::Client {
       int to = static_cast<int>(random_.uniform(o.accounts - 1));
       if (to >= from) ++to;
       const int64_t amount = random_.uniform_range(1, 10);
-      if (!transfer(*tx, seq, account_name(from), account_name(to), amount)) {
+      // A transaction belongs to the Lease held when it began, as an epoch belongs to its job.
+      if (!transfer(*tx, lease_, seq, account_name(from), account_name(to), amount)) {
         runtime_.sleep_for(o.retry_backoff_us);
       }
       audit(seq);
@@ -94,7 +95,7 @@ class BankWorkload::Client {
   }
 
   // One attempt; true when it committed.
-  bool transfer(Transaction& tx, uint64_t seq, const std::string& from, const std::string& to,
+  bool transfer(Transaction& tx, LeaseId lease, uint64_t seq, const std::string& from, const std::string& to,
                 int64_t amount) {
     auto a = store_.get(tx, kAccounts, from);
     auto b = store_.get(tx, kAccounts, to);
@@ -103,7 +104,7 @@ class BankWorkload::Client {
     tx.put(kAccounts, to, std::to_string(parse_i64(**b) + amount));
     tx.put(kLog, log_key(name_, seq), fmt::format("{},{},{}", from, to, amount));
     tx.put(kProgress, name_, std::to_string(seq + 1));
-    auto result = store_.commit(tx, {lease_});
+    auto result = store_.commit(tx, {lease});
     Observations& seen = w_.seen_;
     if (result) {
       ++seen.commits_ok;
@@ -116,7 +117,7 @@ class BankWorkload::Client {
     }
     if (error.is_prerequisite_failed()) {
       ++seen.fenced;
-      lease_ = 0;
+      if (lease_ == lease) lease_ = 0;
     } else if (error.is_conflict()) {
       ++seen.conflicts;
     } else {

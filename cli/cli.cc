@@ -1,0 +1,392 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/scenario.h"
+#include "faults/selftest.h"
+
+namespace onceflow {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kExitPass = 0;
+constexpr int kExitViolation = 1;
+constexpr int kExitUsage = 2;
+
+struct UsageError {
+  std::string message;
+};
+
+double wall_ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+cli::Scenario load_or_fail(const std::string& path) {
+  auto scenario = cli::load_scenario(path);
+  if (!scenario) throw UsageError{scenario.error().message()};
+  return *scenario;
+}
+
+faults::SelftestResult run_seed(const cli::Scenario& s, uint64_t seed, bool swarm, size_t keep_lines) {
+  faults::SelftestOptions options = s.kernel;
+  options.seed = seed;
+  options.swarm = swarm;
+  options.scripted = s.scripted;
+  options.trace_keep_lines = keep_lines;
+  return faults::run_kernel_selftest(options);
+}
+
+std::string replay_command(const cli::Scenario& s, uint64_t seed, bool swarm) {
+  return fmt::format("onceflow replay {} --seed {}{}", s.path, seed, swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"));
+}
+
+json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
+  json faults = json::array();
+  for (const auto& f : plan.faults) {
+    json item{{"kind", std::string(faults::fault_kind_name(f.kind))},
+              {"at_us", f.at_us},
+              {"for_us", f.duration_us}};
+    if (!f.node.empty()) item["node"] = f.node;
+    if (!f.peer.empty()) item["peer"] = f.peer;
+    if (f.intensity > 0) item["probability"] = f.intensity;
+    if (f.amount_us != 0) item["amount_us"] = f.amount_us;
+    faults.push_back(item);
+  }
+  return json{{"mix", mix}, {"heal_at_us", plan.heal_at_us}, {"plan", faults}};
+}
+
+json run_json(const cli::Scenario& s, const faults::SelftestResult& r, bool swarm, double wall_ms) {
+  json checks = json::array();
+  json violations = json::array();
+  for (const auto& v : r.verdicts) {
+    checks.push_back({{"name", v.check}, {"verdict", v.passed ? "pass" : "fail"}, {"detail", v.detail}});
+    if (!v.passed) {
+      violations.push_back({{"check", v.check},
+                            {"detail", v.detail},
+                            {"seed", r.seed},
+                            {"replay", replay_command(s, r.seed, swarm)}});
+    }
+  }
+  return json{{"scenario", s.path},   {"seed", r.seed},
+              {"verdict", r.passed ? "pass" : "fail"},
+              {"trace_hash", hex(r.trace_hash)},
+              {"events", r.events},   {"sim_time_us", r.sim_time_us},
+              {"wall_ms", wall_ms},   {"faults", plan_json(r.plan, r.fault_mix)},
+              {"checks", checks},     {"violations", violations},
+              {"observed", {{"commits", r.observations.commits_ok},
+                            {"conflicts", r.observations.conflicts},
+                            {"fenced", r.observations.fenced},
+                            {"ambiguous", r.observations.ambiguous},
+                            {"unavailable", r.observations.unavailable}}}};
+}
+
+void print_run(const cli::Scenario& s, const faults::SelftestResult& r, bool swarm, double wall_ms) {
+  fmt::print("scenario {} seed {}: {}\n", s.path, r.seed, r.passed ? "PASS" : "FAIL");
+  fmt::print("  trace_hash {}  events {}  simulated {:.3f}s  wall {:.0f}ms\n", hex(r.trace_hash),
+             r.events, static_cast<double>(r.sim_time_us) / 1e6, wall_ms);
+  fmt::print("  faults: {}\n", r.fault_mix);
+  const auto& o = r.observations;
+  fmt::print("  observed: {} commits, {} conflicts, {} fenced by their Lease, {} ambiguous, {} unavailable\n",
+             o.commits_ok, o.conflicts, o.fenced, o.ambiguous, o.unavailable);
+  for (const auto& v : r.verdicts) {
+    fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
+  }
+  if (!r.passed) fmt::print("  replay: {}\n", replay_command(s, r.seed, swarm));
+}
+
+int cmd_run(const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
+            const std::string& trace_file, bool replay) {
+  const cli::Scenario s = load_or_fail(path);
+  const bool swarm = swarm_flag.value_or(s.swarm);
+  const bool keep = replay || !trace_file.empty();
+  const auto start = std::chrono::steady_clock::now();
+  const faults::SelftestResult r = run_seed(s, seed, swarm, keep ? SIZE_MAX : 0);
+  const double wall_ms = wall_ms_since(start);
+  if (!trace_file.empty()) {
+    std::ofstream out(trace_file);
+    if (!out) throw UsageError{"cannot write trace file " + trace_file};
+    for (const auto& line : r.trace) out << line << '\n';
+  }
+  if (replay) {
+    fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
+    fmt::print("trace ({} lines):\n", r.trace.size());
+    for (const auto& line : r.trace) fmt::print("{}\n", line);
+  }
+  if (as_json) {
+    fmt::print("{}\n", run_json(s, r, swarm, wall_ms).dump(2));
+  } else {
+    print_run(s, r, swarm, wall_ms);
+  }
+  return r.passed ? kExitPass : kExitViolation;
+}
+
+// One seed's summary, as a worker process reports it to the parent (a JSON line).
+struct SeedSummary {
+  uint64_t seed = 0;
+  bool passed = false;
+  uint64_t events = 0;
+  std::string mix;
+  std::vector<std::pair<std::string, bool>> checks;
+  std::string first_failure;
+};
+
+json summary_json(const faults::SelftestResult& r) {
+  json checks = json::array();
+  std::string first_failure;
+  for (const auto& v : r.verdicts) {
+    checks.push_back({v.check, v.passed});
+    if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
+  }
+  return json{{"seed", r.seed}, {"passed", r.passed}, {"events", r.events}, {"mix", r.fault_mix},
+              {"checks", checks}, {"first_failure", first_failure}};
+}
+
+SeedSummary parse_summary(const json& j) {
+  SeedSummary s;
+  s.seed = j.at("seed").get<uint64_t>();
+  s.passed = j.at("passed").get<bool>();
+  s.events = j.at("events").get<uint64_t>();
+  s.mix = j.at("mix").get<std::string>();
+  for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<bool>());
+  s.first_failure = j.at("first_failure").get<std::string>();
+  return s;
+}
+
+// Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
+void explore_seeds(const cli::Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
+                   const std::function<void(const SeedSummary&)>& done) {
+  if (jobs <= 1) {
+    for (uint64_t seed = first; seed < first + count; ++seed) {
+      done(parse_summary(summary_json(run_seed(s, seed, swarm, 0))));
+    }
+    return;
+  }
+  struct Worker {
+    pid_t pid;
+    int fd;
+    std::string buffer;
+  };
+  std::vector<Worker> workers;
+  for (int j = 0; j < jobs; ++j) {
+    int fds[2];
+    if (pipe(fds) != 0) throw UsageError{"pipe() failed"};
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw UsageError{"fork() failed"};
+    if (pid == 0) {
+      close(fds[0]);
+      FILE* out = fdopen(fds[1], "w");
+      for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
+        const std::string line = summary_json(run_seed(s, seed, swarm, 0)).dump() + "\n";
+        std::fputs(line.c_str(), out);
+        std::fflush(out);
+      }
+      std::fclose(out);
+      _exit(0);
+    }
+    close(fds[1]);
+    workers.push_back({pid, fds[0], ""});
+  }
+  size_t open = workers.size();
+  while (open > 0) {
+    std::vector<pollfd> fds;
+    for (const auto& w : workers) {
+      if (w.fd >= 0) fds.push_back({w.fd, POLLIN, 0});
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) continue;
+    for (auto& w : workers) {
+      if (w.fd < 0) continue;
+      pollfd* p = nullptr;
+      for (auto& f : fds) if (f.fd == w.fd) p = &f;
+      if (p == nullptr || p->revents == 0) continue;
+      char chunk[65536];
+      const ssize_t n = read(w.fd, chunk, sizeof chunk);
+      if (n <= 0) {
+        close(w.fd);
+        w.fd = -1;
+        --open;
+        continue;
+      }
+      w.buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = w.buffer.find('\n')) != std::string::npos) {
+        done(parse_summary(json::parse(w.buffer.substr(0, nl))));
+        w.buffer.erase(0, nl + 1);
+      }
+    }
+  }
+  for (const auto& w : workers) {
+    int status = 0;
+    waitpid(w.pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw UsageError{fmt::format("worker process {} failed (status {})", w.pid, status)};
+    }
+  }
+}
+
+int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, int jobs,
+                std::optional<bool> swarm_flag, bool as_json) {
+  const cli::Scenario s = load_or_fail(path);
+  const bool swarm = swarm_flag.value_or(s.swarm);
+  if (seeds == 0) throw UsageError{"--seeds must be at least 1"};
+  if (jobs < 1) throw UsageError{"--jobs must be at least 1"};
+  const auto start = std::chrono::steady_clock::now();
+  const bool progress = !as_json && isatty(STDERR_FILENO);
+
+  std::map<uint64_t, SeedSummary> results;  // by seed: the report is in seed order
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_check;  // name -> (pass, fail)
+  std::vector<std::string> check_order;
+  uint64_t events = 0;
+  explore_seeds(s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
+    events += r.events;
+    for (const auto& [name, ok] : r.checks) {
+      if (by_check.count(name) == 0) check_order.push_back(name);
+      auto& counts = by_check[name];
+      (ok ? counts.first : counts.second)++;
+    }
+    results[r.seed] = r;
+    if (progress) {
+      const size_t width = 40;
+      const size_t filled = results.size() * width / seeds;
+      fmt::print(stderr, "\r[{}{}] {}/{} seeds", std::string(filled, '#'),
+                 std::string(width - filled, '.'), results.size(), seeds);
+    }
+  });
+  if (progress) fmt::print(stderr, "\n");
+  const double wall_ms = wall_ms_since(start);
+
+  std::vector<const SeedSummary*> failing;
+  for (const auto& [seed, r] : results) {
+    if (!r.passed) failing.push_back(&r);
+  }
+  const bool expected_failure = s.demonstrates_failure;
+  if (as_json) {
+    json failing_seeds = json::array();
+    for (const auto* r : failing) {
+      failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
+                               {"replay", replay_command(s, r->seed, swarm)}});
+    }
+    json checks = json::object();
+    for (const auto& name : check_order) {
+      checks[name] = {{"pass", by_check[name].first}, {"fail", by_check[name].second}};
+    }
+    fmt::print("{}\n", json{{"scenario", s.path},
+                            {"seeds", seeds},
+                            {"first_seed", first_seed},
+                            {"passed", seeds - failing.size()},
+                            {"failed", failing.size()},
+                            {"failing_seeds", failing_seeds},
+                            {"checks", checks},
+                            {"events_total", events},
+                            {"wall_ms", wall_ms}}
+                           .dump(2));
+  } else {
+    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed\n", s.path, seeds,
+               first_seed, swarm ? "swarm faults" : "scripted faults", seeds - failing.size(),
+               failing.size());
+    fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, events,
+               static_cast<double>(seeds) / (wall_ms / 1e3));
+    fmt::print("  {:<24} {:>8} {:>8}\n", "check", "pass", "fail");
+    for (const auto& name : check_order) {
+      fmt::print("  {:<24} {:>8} {:>8}\n", name, by_check[name].first, by_check[name].second);
+    }
+    if (!failing.empty()) {
+      fmt::print("\nfailing seeds:\n");
+      for (const auto* r : failing) {
+        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, r->first_failure,
+                   r->mix, replay_command(s, r->seed, swarm));
+      }
+    }
+    if (expected_failure) {
+      fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail\n");
+    }
+  }
+  return failing.empty() ? kExitPass : kExitViolation;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"onceflow: deterministic simulation and verification of exactly-once pipelines"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every command");
+
+  std::string path;
+  uint64_t seed = 1, seeds = 100, first_seed = 1;
+  int jobs = 1;
+  std::optional<bool> swarm;
+  bool as_json = false;
+  std::string trace_file;
+
+  const auto add_swarm = [&](CLI::App* cmd) {
+    cmd->add_flag_function(
+        "--swarm,!--no-swarm", [&](int64_t count) { swarm = count > 0; },
+        "Swarm faults (a random mix per seed) instead of the scenario's scripted plan");
+  };
+
+  CLI::App* run = app.add_subcommand("run", "Run one seed of a scenario and check it");
+  run->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
+  run->add_option("--seed", seed, "Seed of the run");
+  add_swarm(run);
+  run->add_flag("--json", as_json, "Print one JSON object");
+  run->add_option("--trace", trace_file, "Write the run's trace to FILE");
+
+  CLI::App* explore = app.add_subcommand("explore", "Run many seeds and tabulate the checks");
+  explore->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
+  explore->add_option("--seeds", seeds, "How many seeds");
+  explore->add_option("--first-seed", first_seed, "The first seed");
+  explore->add_option("--jobs,-j", jobs, "Worker processes");
+  add_swarm(explore);
+  explore->add_flag("--json", as_json, "Print one JSON object");
+
+  CLI::App* replay = app.add_subcommand("replay", "Run one seed and print its full trace");
+  replay->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
+  replay->add_option("--seed", seed, "Seed of the run")->required();
+  add_swarm(replay);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return kExitPass;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return kExitPass;
+  } catch (const CLI::ParseError& e) {
+    // CLI11 puts the subcommand's help behind --help; one line is enough here.
+    std::string what = e.what();
+    if (what.empty()) what = e.get_name();
+    fmt::print(stderr, "onceflow: {} (see onceflow --help)\n", what);
+    return kExitUsage;
+  }
+
+  try {
+    if (run->parsed()) return cmd_run(path, seed, swarm, as_json, trace_file, false);
+    if (explore->parsed()) return cmd_explore(path, seeds, first_seed, jobs, swarm, as_json);
+    if (replay->parsed()) return cmd_run(path, seed, swarm, false, "", true);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "onceflow: {}\n", e.message);
+    return kExitUsage;
+  }
+  return kExitUsage;
+}
+
+}  // namespace onceflow

@@ -1,0 +1,253 @@
+#include "cli/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+namespace onceflow::cli {
+
+namespace {
+
+// Thrown inside the loader only, turned into a Status at its boundary.
+struct ScenarioError {
+  std::string message;
+};
+
+class Loader {
+ public:
+  explicit Loader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
+    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
+    throw ScenarioError{line > 0 ? fmt::format("{}:{}: {}: {}", path_, line, key, what)
+                                 : fmt::format("{}: {}: {}", path_, key, what)};
+  }
+
+  // Refuses keys other than `allowed`, so a typo does not pass silently.
+  void only_keys(const YAML::Node& map, const std::string& where,
+                 const std::set<std::string>& allowed) const {
+    if (!map.IsMap()) fail(map, where, "expected a mapping");
+    for (const auto& entry : map) {
+      const std::string key = entry.first.as<std::string>();
+      if (allowed.count(key) == 0) {
+        std::string known;
+        for (const auto& k : allowed) known += (known.empty() ? "" : ", ") + k;
+        fail(entry.first, join(where, key), "unknown key (known: " + known + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& where, const std::string& key) {
+    return where.empty() ? key : where + "." + key;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(node, key, "expected a string");
+    return node.as<std::string>();
+  }
+
+  int64_t integer(const YAML::Node& node, const std::string& key, int64_t min, int64_t max) const {
+    if (!node.IsScalar()) fail(node, key, "expected an integer");
+    const std::string text = node.as<std::string>();
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+      fail(node, key, fmt::format("expected an integer, got '{}'", text));
+    }
+    if (v < min || v > max) fail(node, key, fmt::format("must be in [{}, {}], got {}", min, max, v));
+    return v;
+  }
+
+  double probability(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(node, key, "expected a number in [0, 1]");
+    const std::string text = node.as<std::string>();
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !(v >= 0 && v <= 1)) {
+      fail(node, key, fmt::format("expected a number in [0, 1], got '{}'", text));
+    }
+    return v;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    bool v = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, v)) {
+      fail(node, key, "expected true or false");
+    }
+    return v;
+  }
+
+  Micros duration(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(node, key, "expected a duration such as 250ms");
+    auto d = parse_duration(node.as<std::string>());
+    if (!d) fail(node, key, d.error().message());
+    return *d;
+  }
+
+  Scenario load() {
+    if (!std::filesystem::exists(path_)) throw ScenarioError{path_ + ": no such file"};
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(path_);
+    } catch (const YAML::Exception& e) {
+      throw ScenarioError{fmt::format("{}:{}: malformed YAML: {}", path_, e.mark.line + 1, e.msg)};
+    }
+    if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
+    only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
+                         "faults", "liveness_bound", "guarantees"});
+    Scenario s;
+    s.path = path_;
+    if (!root["name"]) fail(root, "name", "missing");
+    s.name = string(root["name"], "name");
+    if (root["description"]) s.description = string(root["description"], "description");
+    if (!root["kind"]) fail(root, "kind", "missing (kinds: kernel)");
+    s.kind = string(root["kind"], "kind");
+    if (s.kind != "kernel") fail(root["kind"], "kind", "unknown kind '" + s.kind + "' (kinds: kernel)");
+    if (root["demonstrates_failure"]) {
+      s.demonstrates_failure = boolean(root["demonstrates_failure"], "demonstrates_failure");
+    }
+    if (root["workload"]) load_kernel_workload(root["workload"], s);
+    if (root["faults"]) load_faults(root["faults"], s);
+    if (root["liveness_bound"]) s.kernel.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    if (root["guarantees"]) {
+      if (!root["guarantees"].IsSequence()) fail(root["guarantees"], "guarantees", "expected a list");
+      for (const auto& g : root["guarantees"]) s.guarantees.push_back(string(g, "guarantees"));
+    }
+    if (s.guarantees.empty()) {
+      s.guarantees = {"conservation", "ledger", "ambiguous-resolution", "lease-fencing", "liveness"};
+    }
+    return s;
+  }
+
+  void load_kernel_workload(const YAML::Node& w, Scenario& s) {
+    only_keys(w, "workload", {"clients", "accounts", "initial_balance", "transfers_per_client",
+                              "lease_ttl", "ping_interval", "rpc_timeout", "think_time_max"});
+    auto& o = s.kernel.workload;
+    if (w["clients"]) o.clients = static_cast<int>(integer(w["clients"], "workload.clients", 1, 64));
+    if (w["accounts"]) o.accounts = static_cast<int>(integer(w["accounts"], "workload.accounts", 2, 10'000));
+    if (w["initial_balance"]) {
+      o.initial_balance = integer(w["initial_balance"], "workload.initial_balance", 0, 1'000'000'000);
+    }
+    if (w["transfers_per_client"]) {
+      o.transfers_per_client = static_cast<uint64_t>(
+          integer(w["transfers_per_client"], "workload.transfers_per_client", 0, 10'000'000));
+    }
+    if (w["lease_ttl"]) o.lease_ttl_us = duration(w["lease_ttl"], "workload.lease_ttl");
+    if (w["ping_interval"]) o.ping_interval_us = duration(w["ping_interval"], "workload.ping_interval");
+    if (w["rpc_timeout"]) o.rpc_timeout_us = duration(w["rpc_timeout"], "workload.rpc_timeout");
+    if (w["think_time_max"]) o.think_time_us_max = duration(w["think_time_max"], "workload.think_time_max");
+    if (o.ping_interval_us >= o.lease_ttl_us) {
+      fail(w, "workload.ping_interval", "must be shorter than workload.lease_ttl");
+    }
+  }
+
+  void load_faults(const YAML::Node& f, Scenario& s) {
+    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan"});
+    if (f["swarm"]) s.swarm = boolean(f["swarm"], "faults.swarm");
+    if (f["start"]) s.kernel.faults_start_us = duration(f["start"], "faults.start");
+    if (f["heal_at"]) s.kernel.heal_at_us = duration(f["heal_at"], "faults.heal_at");
+    if (s.kernel.heal_at_us <= s.kernel.faults_start_us) {
+      fail(f, "faults.heal_at", "must come after faults.start");
+    }
+    s.scripted.heal_at_us = s.kernel.heal_at_us;
+    if (!f["plan"]) return;
+    if (!f["plan"].IsSequence()) fail(f["plan"], "faults.plan", "expected a list of faults");
+    int i = 0;
+    for (const auto& item : f["plan"]) {
+      const std::string where = fmt::format("faults.plan[{}]", i++);
+      s.scripted.faults.push_back(load_fault(item, where, s));
+    }
+  }
+
+  faults::Fault load_fault(const YAML::Node& item, const std::string& where, const Scenario& s) {
+    only_keys(item, where, {"kind", "at", "for", "node", "peer", "probability", "amount"});
+    faults::Fault f;
+    if (!item["kind"]) fail(item, where + ".kind", "missing");
+    const std::string kind = string(item["kind"], where + ".kind");
+    const auto parsed = faults::parse_fault_kind(kind);
+    if (!parsed) fail(item["kind"], where + ".kind", "unknown fault kind '" + kind + "'");
+    f.kind = *parsed;
+    if (!item["at"]) fail(item, where + ".at", "missing");
+    f.at_us = duration(item["at"], where + ".at");
+    if (item["for"]) f.duration_us = duration(item["for"], where + ".for");
+    if (f.at_us + f.duration_us > s.kernel.heal_at_us) {
+      fail(item, where, "ends after faults.heal_at");
+    }
+    const std::set<std::string> nodes = kernel_nodes(s);
+    if (f.kind != faults::FaultKind::kStoreUnavailable) {
+      if (!item["node"]) fail(item, where + ".node", "missing");
+      f.node = string(item["node"], where + ".node");
+      if (nodes.count(f.node) == 0) fail(item["node"], where + ".node", "no node '" + f.node + "'");
+    }
+    if (faults::fault_needs_peer(f.kind)) {
+      if (!item["peer"]) fail(item, where + ".peer", "missing");
+      f.peer = string(item["peer"], where + ".peer");
+      if (nodes.count(f.peer) == 0) fail(item["peer"], where + ".peer", "no node '" + f.peer + "'");
+    }
+    if (item["probability"]) f.intensity = probability(item["probability"], where + ".probability");
+    if (item["amount"]) {
+      const bool negative = item["amount"].as<std::string>().rfind('-', 0) == 0;
+      YAML::Node magnitude(negative ? item["amount"].as<std::string>().substr(1) : item["amount"].as<std::string>());
+      f.amount_us = duration(magnitude, where + ".amount") * (negative ? -1 : 1);
+    }
+    return f;
+  }
+
+  static std::set<std::string> kernel_nodes(const Scenario& s) {
+    std::set<std::string> nodes{sim::BankWorkload::kStoreNode};
+    for (int i = 1; i <= s.kernel.workload.clients; ++i) nodes.insert(fmt::format("client-{}", i));
+    return nodes;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+Result<Micros> parse_duration(const std::string& text) {
+  const auto bad = [&] {
+    return Status::invalid_argument(fmt::format("expected a duration such as 250ms, 2s or 500us, got '{}'", text));
+  };
+  size_t unit_at = 0;
+  while (unit_at < text.size() && (std::isdigit(static_cast<unsigned char>(text[unit_at])) || text[unit_at] == '.')) {
+    ++unit_at;
+  }
+  if (unit_at == 0) return bad();
+  char* end = nullptr;
+  const std::string number = text.substr(0, unit_at);
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size()) return bad();
+  const std::string unit = text.substr(unit_at);
+  double scale = 0;
+  if (unit.empty() || unit == "us") {
+    scale = 1;
+  } else if (unit == "ms") {
+    scale = 1e3;
+  } else if (unit == "s") {
+    scale = 1e6;
+  } else if (unit == "m" || unit == "min") {
+    scale = 60e6;
+  } else {
+    return bad();
+  }
+  const double us = value * scale;
+  if (!(us >= 0 && us < 9e15)) return bad();
+  return static_cast<Micros>(std::llround(us));
+}
+
+Result<Scenario> load_scenario(const std::string& path) {
+  try {
+    return Loader(path).load();
+  } catch (const ScenarioError& e) {
+    return Status::invalid_argument(e.message);
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(fmt::format("{}:{}: {}", path, e.mark.line + 1, e.msg));
+  }
+}
+
+}  // namespace onceflow::cli

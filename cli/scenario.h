@@ -1,0 +1,34 @@
+// Scenario files (YAML): what to simulate, under which faults, and what must hold.
+//
+// See docs/scenarios.md for the format. A scenario that cannot be loaded yields a one-line
+// error naming the file, the line and the key at fault.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/env/status.h"
+#include "faults/fault.h"
+#include "faults/selftest.h"
+
+namespace onceflow::cli {
+
+struct Scenario {
+  std::string path;
+  std::string name;
+  std::string description;
+  std::string kind;  // "kernel": the simulator's self-test workload
+  bool demonstrates_failure = false;
+  faults::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
+  bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
+  faults::FaultPlan scripted;      // faults written in the file (used when not swarming)
+  std::vector<std::string> guarantees;
+};
+
+// Loads and validates a scenario file.
+Result<Scenario> load_scenario(const std::string& path);
+
+// Parses "250us", "20ms", "1.5s" or a bare number of microseconds.
+Result<Micros> parse_duration(const std::string& text);
+
+}  // namespace onceflow::cli
