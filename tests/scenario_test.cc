@@ -1,0 +1,85 @@
+#include "cli/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace onceflow::cli {
+namespace {
+
+std::string write_temp(const std::string& text) {
+  static int counter = 0;
+  const std::string path = ::testing::TempDir() + "scenario_" + std::to_string(counter++) + ".yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::string& text) {
+  auto s = load_scenario(write_temp(text));
+  EXPECT_FALSE(s.has_value());
+  return s.has_value() ? "" : s.error().message();
+}
+
+TEST(ScenarioTest, LibraryScenariosLoad) {
+  for (const char* name : {"kernel_bank.yaml", "kernel_zombie.yaml"}) {
+    auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name);
+    ASSERT_TRUE(s.has_value()) << s.error().message();
+    EXPECT_EQ(s->kind, "kernel");
+  }
+}
+
+TEST(ScenarioTest, ReadsWorkloadFaultsAndDurations) {
+  auto s = load_scenario(write_temp(R"(
+name: t
+kind: kernel
+workload: {clients: 3, transfers_per_client: 7, lease_ttl: 1.5s, ping_interval: 250ms}
+faults:
+  swarm: false
+  heal_at: 4s
+  plan:
+    - {kind: partition, node: client-1, peer: store, at: 1s, for: 500ms}
+    - {kind: clock_jump, node: client-2, at: 2s, amount: -300ms}
+    - {kind: store_unavailable, at: 3s, for: 100ms}
+)"));
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->kernel.workload.clients, 3);
+  EXPECT_EQ(s->kernel.workload.transfers_per_client, 7u);
+  EXPECT_EQ(s->kernel.workload.lease_ttl_us, 1'500'000);
+  EXPECT_FALSE(s->swarm);
+  ASSERT_EQ(s->scripted.faults.size(), 3u);
+  EXPECT_EQ(s->scripted.faults[0].peer, "store");
+  EXPECT_EQ(s->scripted.faults[1].amount_us, -300'000);
+  EXPECT_EQ(s->scripted.heal_at_us, 4'000'000);
+}
+
+TEST(ScenarioTest, ErrorsNameTheFileLineAndKey) {
+  EXPECT_NE(error_of("name: t\nkind: kernel\nworkload:\n  clients: many\n").find(":4: workload.clients"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: kernel\nwrkload: {}\n").find(":3: wrkload: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: pipeline-of-dreams\n").find("unknown kind"), std::string::npos);
+  EXPECT_NE(error_of("kind: kernel\n").find("name: missing"), std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: kernel\nfaults:\n  plan:\n    - {kind: meteor, at: 1s}\n")
+                .find(":5: faults.plan[0].kind: unknown fault kind 'meteor'"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: kernel\nfaults:\n  plan:\n    - {kind: crash, node: nobody, at: 1s}\n")
+                .find("no node 'nobody'"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: [oops\n").find("malformed YAML"), std::string::npos);
+  auto missing = load_scenario("/nonexistent/x.yaml");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message().find("no such file"), std::string::npos);
+}
+
+TEST(ScenarioTest, ParsesDurations) {
+  EXPECT_EQ(*parse_duration("250us"), 250);
+  EXPECT_EQ(*parse_duration("20ms"), 20'000);
+  EXPECT_EQ(*parse_duration("1.5s"), 1'500'000);
+  EXPECT_EQ(*parse_duration("42"), 42);
+  EXPECT_FALSE(parse_duration("soon").has_value());
+  EXPECT_FALSE(parse_duration("5 parsecs").has_value());
+}
+
+}  // namespace
+}  // namespace onceflow::cli
