@@ -1,0 +1,187 @@
+#include "core/builtin.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cctype>
+
+#include "core/env/codec.h"
+
+namespace onceflow::builtin {
+
+namespace {
+
+int64_t parse_int(std::string_view text) {
+  int64_t v = 0;
+  bool negative = !text.empty() && text[0] == '-';
+  for (char c : text.substr(negative ? 1 : 0)) v = v * 10 + (c - '0');
+  return negative ? -v : v;
+}
+
+struct Request {
+  uint64_t request_id = 0;
+  uint64_t event_key = 0;
+  std::string data;
+};
+
+Request decode_request(std::string_view bytes) {
+  Decoder in(bytes);
+  Request r;
+  r.request_id = in.u64();
+  r.event_key = in.u64();
+  r.data = in.string();
+  assert(in.done());
+  return r;
+}
+
+// TStateKeeper: events become requests; responses add up into the external state.
+class StateKeeper final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override {
+    init.init_external_state_client(state_, kStateKeeperExternalState);
+  }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    if (m.stream == "event") {
+      const uint64_t request_id = context.random().next_u64();
+      out.add_message(request_id, request_payload(request_id, m.key, m.payload));
+      return;
+    }
+    assert(m.stream == "response");
+    Decoder in(m.payload);
+    (void)in.u64();
+    const uint64_t event_key = in.u64();
+    const int64_t length = in.i64();
+    const int64_t total = parse_int(state_.get(event_key).value_or("0")) + length;
+    state_.set(event_key, std::to_string(total));
+  }
+
+ private:
+  ExternalStateClient state_;
+};
+
+// TRequestProcessor: keeps the request and FailedAttempts in its state, retries by timer.
+class RequestProcessor final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(state_, "request_state"); }
+
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    Encoder state;
+    state.bytes(m.payload).i64(0);  // the request, FailedAttempts = 0
+    try_request(m.key, state.take(), out, context);
+  }
+
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext& context) override {
+    auto state = state_.get(t.key);
+    if (!state) return;  // already answered
+    try_request(t.key, *state, out, context);
+  }
+
+ private:
+  static bool successful(uint64_t request_id, int64_t failed_attempts) {
+    return (request_id + static_cast<uint64_t>(failed_attempts)) % kMaxRetries == 0;
+  }
+
+  void try_request(uint64_t key, const std::string& state, OutputCollector& out, RuntimeContext& context) {
+    Decoder in(state);
+    const std::string request_bytes = in.string();
+    int64_t failed = in.i64();
+    const Request request = decode_request(request_bytes);
+    if (!successful(request.request_id, failed)) {
+      ++failed;
+      Encoder next;
+      next.bytes(request_bytes).i64(failed);
+      state_.set(key, next.take());
+      out.add_timer(context.current_timestamp() + kRetryDelay);
+      return;
+    }
+    state_.clear(key);
+    out.add_message(request.event_key,
+                    response_payload(request.request_id, request.event_key,
+                                     static_cast<int64_t>(request.data.size())));
+  }
+
+  StateClient state_;
+};
+
+// Counts per key; emits every new count.
+class Counter final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    const int64_t n = parse_int(count_.get(m.key).value_or("0")) + 1;
+    count_.set(m.key, std::to_string(n));
+    out.add_message(m.key, fmt::format("key={} count={}", m.key, n));
+  }
+
+ private:
+  StateClient count_;
+};
+
+// Swift map: deterministic, stateless.
+class Normalize final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    std::string word = m.payload;
+    std::transform(word.begin(), word.end(), word.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    out.add_message(hash_bytes(word), word);
+  }
+};
+
+class Annotate final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    // A batched input (relaxed swift batching) carries several words, one per line.
+    size_t start = 0;
+    while (start <= m.payload.size()) {
+      const size_t end = std::min(m.payload.find('\n', start), m.payload.size());
+      const std::string word = m.payload.substr(start, end - start);
+      out.add_message(m.key, fmt::format("{}:{}", word, word.size()));
+      start = end + 1;
+    }
+  }
+};
+
+class WordCount final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    const int64_t n = parse_int(count_.get(m.key).value_or("0")) + 1;
+    count_.set(m.key, std::to_string(n));
+    out.add_message(m.key, fmt::format("{} n={}", m.payload, n));
+  }
+
+ private:
+  StateClient count_;
+};
+
+template <typename T>
+ProcessFunctionFactory factory() {
+  return [] { return std::make_unique<T>(); };
+}
+
+}  // namespace
+
+std::string request_payload(uint64_t request_id, uint64_t event_key, const std::string& data) {
+  Encoder out;
+  out.u64(request_id).u64(event_key).bytes(data);
+  return out.take();
+}
+
+std::string response_payload(uint64_t request_id, uint64_t event_key, int64_t length) {
+  Encoder out;
+  out.u64(request_id).u64(event_key).i64(length);
+  return out.take();
+}
+
+void register_all(ComputationRegistry& registry) {
+  registry.add("StateKeeper", factory<StateKeeper>());
+  registry.add("RequestProcessor", factory<RequestProcessor>());
+  registry.add("Counter", factory<Counter>());
+  registry.add("Normalize", factory<Normalize>());
+  registry.add("Annotate", factory<Annotate>());
+  registry.add("WordCount", factory<WordCount>());
+}
+
+}  // namespace onceflow::builtin

@@ -1,0 +1,125 @@
+// The computation API, mirroring Flow's: a ProcessFunction gets Init, ProcessMessage and
+// ProcessTimer; it emits through an OutputCollector (AddMessage, AddTimer), keeps per-key
+// state through a StateClient and external state through an ExternalStateClient, and reads
+// the system time from its RuntimeContext.
+//
+// The same interface serves every computation type: a transform or swift map implements
+// process_message only; a process function may also use timers. Functions are registered by
+// name in a ComputationRegistry, and specs refer to them by that name.
+//
+// Determinism: a swift map must give the same outputs for the same input on every attempt;
+// a regular computation may not, but then only one attempt's effects are ever applied.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env/clock.h"
+#include "core/env/random.h"
+#include "core/message.h"
+
+namespace onceflow {
+
+struct Timer {
+  uint64_t key = 0;
+  Micros trigger_ts = 0;
+  Micros event_ts = 0;
+  std::string timer_stream;
+};
+
+class OutputCollector {
+ public:
+  virtual ~OutputCollector() = default;
+  // Emits a message with `key` on `stream` (empty: the computation's first output stream).
+  virtual void add_message(uint64_t key, std::string payload, std::string_view stream = {}) = 0;
+  // Adds a durable timer bound to the current key; it fires once the timer stream's
+  // watermark passes `trigger_ts`. `event_ts` < 0 means the current message's event time.
+  virtual void add_timer(Micros trigger_ts, Micros event_ts = -1,
+                         std::string_view timer_stream = {}) = 0;
+};
+
+// Where a state client reads and writes: the job's epoch transaction.
+class StateBackend {
+ public:
+  virtual ~StateBackend() = default;
+  virtual std::optional<std::string> get(const std::string& table, uint64_t key) = 0;
+  virtual void put(const std::string& table, uint64_t key, std::string value) = 0;
+  virtual void erase(const std::string& table, uint64_t key) = 0;
+};
+
+// Per-key state kept in the pipeline's own tables (Flow's TMutableStateKeyClient).
+class StateClient {
+ public:
+  std::optional<std::string> get(uint64_t key) const { return backend_->get(table_, key); }
+  void set(uint64_t key, std::string value) { backend_->put(table_, key, std::move(value)); }
+  void clear(uint64_t key) { backend_->erase(table_, key); }
+  bool bound() const { return backend_ != nullptr; }
+
+ private:
+  friend class InitContext;
+  StateBackend* backend_ = nullptr;
+  std::string table_;
+};
+
+// State in a user table outside the pipeline's tables (Flow's external state). Updates made
+// through it commit in the epoch transaction like any other state.
+using ExternalStateClient = StateClient;
+
+class InitContext {
+ public:
+  InitContext(StateBackend& backend, std::string computation)
+      : backend_(backend), computation_(std::move(computation)) {}
+  // Binds `client` to the computation's state named `name`.
+  void init_state_client(StateClient& client, const std::string& name) const;
+  // Binds `client` to the external table at `path` (shared by every computation using it).
+  void init_external_state_client(ExternalStateClient& client, const std::string& path) const;
+
+  static std::string state_table(std::string_view computation, std::string_view name);
+  static std::string external_table(std::string_view path);
+
+ private:
+  StateBackend& backend_;
+  std::string computation_;
+};
+
+class RuntimeContext {
+ public:
+  virtual ~RuntimeContext() = default;
+  // The system time of the current epoch on this job's clock.
+  virtual Micros current_timestamp() const = 0;
+  // A generator for computations that want randomness; seeded per job attempt, so a regular
+  // computation that uses it is non-deterministic across attempts (as Flow allows).
+  virtual Random& random() = 0;
+};
+
+class ProcessFunction {
+ public:
+  virtual ~ProcessFunction() = default;
+  virtual void init(const InitContext&) {}
+  virtual void process_message(const Message& message, OutputCollector& output,
+                               RuntimeContext& context) = 0;
+  virtual void process_timer(const Timer& /*timer*/, OutputCollector& /*output*/,
+                             RuntimeContext& /*context*/) {}
+};
+
+using ProcessFunctionFactory = std::function<std::unique_ptr<ProcessFunction>()>;
+
+class ComputationRegistry {
+ public:
+  // REQUIRES: the name is new.
+  void add(const std::string& name, ProcessFunctionFactory factory);
+  bool has(std::string_view name) const { return factories_.find(name) != factories_.end(); }
+  // REQUIRES: has(name).
+  std::unique_ptr<ProcessFunction> create(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, ProcessFunctionFactory, std::less<>> factories_;
+};
+
+}  // namespace onceflow

@@ -1,0 +1,170 @@
+#include "core/controller.h"
+
+#include <cassert>
+
+#include "core/env/codec.h"
+#include "core/worker.h"
+
+namespace onceflow {
+
+namespace {
+constexpr std::string_view kStateNames[] = {"running", "paused", "stopped", "completed"};
+constexpr const char* kStateKey = "state";
+const std::string kJobPrefix = "job/";
+}  // namespace
+
+std::string_view pipeline_state_name(PipelineState state) { return kStateNames[static_cast<int>(state)]; }
+
+std::optional<PipelineState> parse_pipeline_state(std::string_view name) {
+  for (int i = 0; i < 4; ++i) {
+    if (kStateNames[i] == name) return static_cast<PipelineState>(i);
+  }
+  return std::nullopt;
+}
+
+Controller::Controller(const EngineEnv& env) : env_(env) {
+  env_.network.serve(Worker::kHeartbeatService, [this](const std::string&, std::string_view req) {
+    return on_heartbeat(req);
+  });
+  env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) {
+    return on_set_state(req);
+  });
+  env_.runtime.spawn("scheduler", [this] { loop(); });
+}
+
+void Controller::loop() {
+  while (true) {
+    cycle();
+    env_.runtime.sleep_for(env_.spec.scheduling_period_us);
+  }
+}
+
+// Reads the previous life's assignments and aborts their Leases: whatever ran under them is
+// fenced before anything new is scheduled.
+bool Controller::boot() {
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  auto state = env_.store.get(*tx, tables::kController, kStateKey);
+  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", 1'000'000);
+  env_.store.abort(*tx);
+  if (!state || !rows) return false;
+  if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
+  for (const Row& row : *rows) {
+    Decoder in(row.value);
+    (void)in.string();
+    const LeaseId lease = in.u64();
+    const Status aborted = env_.store.abort_lease(lease);
+    if (!aborted.is_ok() && !aborted.is_prerequisite_failed()) return false;
+  }
+  assignments_.clear();
+  if (!persist()) return false;
+  booted_ = true;
+  return true;
+}
+
+void Controller::remove(const std::string& job, const char* why) {
+  auto it = assignments_.find(job);
+  assert(it != assignments_.end());
+  const bool skip_abort = env_.bugs.no_abort_on_rebalance && std::string_view(why) == "rebalance";
+  if (!skip_abort) (void)env_.store.abort_lease(it->second.lease);
+  assignments_.erase(it);
+}
+
+bool Controller::persist() {
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", 1'000'000);
+  if (!rows) return false;
+  for (const Row& row : *rows) {
+    if (assignments_.count(row.key.substr(kJobPrefix.size())) == 0) tx->erase(tables::kController, row.key);
+  }
+  for (const auto& [job, a] : assignments_) {
+    Encoder out;
+    out.bytes(a.worker).u64(a.lease).i64(a.assigned_at);
+    tx->put(tables::kController, kJobPrefix + job, out.take());
+  }
+  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  auto result = env_.store.commit(*tx, {});
+  if (result) return true;
+  if (!result.error().is_ambiguous()) return false;
+  while (true) {
+    auto outcome = env_.store.resolve(tx->id());
+    if (outcome) return *outcome == TxOutcome::kCommitted;
+    env_.runtime.sleep_for(env_.spec.scheduling_period_us);
+  }
+}
+
+void Controller::cycle() {
+  if (!booted_ && !boot()) return;
+  const Micros now = env_.runtime.clock().now();
+  std::vector<std::string> live;
+  for (const auto& [name, info] : workers_) {
+    if (now - info.heard_at <= env_.options.worker_timeout_us) live.push_back(name);
+  }
+  bool changed = state_dirty_;
+  state_dirty_ = false;
+  if (state_ != PipelineState::kRunning) {
+    changed |= !assignments_.empty();
+    while (!assignments_.empty()) remove(assignments_.begin()->first, "pipeline not running");
+    if (changed) (void)persist();
+    return;
+  }
+  const std::vector<JobId> jobs = all_jobs(env_.spec);
+  std::map<std::string, Assignment> added;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string id = jobs[i].str();
+    const std::string* target = live.empty() ? nullptr : &live[i % live.size()];
+    if (auto it = assignments_.find(id); it != assignments_.end()) {
+      const Assignment a = it->second;
+      const Status ping = env_.store.ping_lease(a.lease);
+      const bool reported = workers_[a.worker].running.count(id) != 0 && workers_[a.worker].running[id] == a.lease;
+      if (ping.is_prerequisite_failed()) {
+        remove(id, "lease ended");
+      } else if (std::find(live.begin(), live.end(), a.worker) == live.end()) {
+        remove(id, "worker lost");
+      } else if (target != nullptr && *target != a.worker) {
+        remove(id, "rebalance");
+      } else if (now - a.assigned_at > env_.options.start_grace_us && !reported) {
+        remove(id, "not running");
+      } else {
+        continue;
+      }
+      changed = true;
+    }
+    if (target == nullptr) continue;
+    auto lease = env_.store.start_lease(env_.spec.lease_ttl_us);
+    if (!lease) continue;
+    added[id] = Assignment{*target, *lease, now};
+  }
+  if (added.empty() && !changed) return;
+  auto before = assignments_;
+  assignments_.insert(added.begin(), added.end());
+  if (persist()) return;
+  // Not persisted: forget the new assignments (nobody learned of them) and end their Leases.
+  for (const auto& [id, a] : added) (void)env_.store.abort_lease(a.lease);
+  assignments_ = std::move(before);
+}
+
+Result<std::string> Controller::on_heartbeat(std::string_view request) {
+  auto report = decode_job_leases(request);
+  if (!report) return report.error();
+  WorkerInfo& info = workers_[report->first];
+  info.heard_at = env_.runtime.clock().now();
+  info.running = std::move(report->second);
+  std::map<std::string, LeaseId> assigned;
+  for (const auto& [job, a] : assignments_) {
+    if (a.worker == report->first) assigned[job] = a.lease;
+  }
+  return encode_job_leases(report->first, assigned);
+}
+
+Result<std::string> Controller::on_set_state(std::string_view request) {
+  const auto state = parse_pipeline_state(request);
+  if (!state) return Status::invalid_argument("unknown pipeline state " + std::string(request));
+  if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
+  state_ = *state;
+  state_dirty_ = true;
+  return std::string(pipeline_state_name(state_));
+}
+
+}  // namespace onceflow

@@ -1,0 +1,116 @@
+#include "core/engine.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace onceflow {
+
+namespace {
+constexpr std::string_view kKindNames[] = {"source", "computation", "sink"};
+}  // namespace
+
+std::string JobId::str() const {
+  return fmt::format("{}/{}/{}", kKindNames[static_cast<int>(kind)], name, partition);
+}
+
+std::optional<JobId> JobId::parse(std::string_view text) {
+  const auto first = text.find('/');
+  const auto last = text.rfind('/');
+  if (first == std::string_view::npos || first == last) return std::nullopt;
+  JobId id;
+  const std::string_view kind = text.substr(0, first);
+  bool known = false;
+  for (int k = 0; k < 3; ++k) {
+    if (kind == kKindNames[k]) {
+      id.kind = static_cast<JobKind>(k);
+      known = true;
+    }
+  }
+  if (!known) return std::nullopt;
+  id.name = std::string(text.substr(first + 1, last - first - 1));
+  const std::string_view number = text.substr(last + 1);
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), id.partition);
+  if (ec != std::errc() || ptr != number.data() + number.size()) return std::nullopt;
+  return id;
+}
+
+std::vector<JobId> all_jobs(const PipelineSpec& spec) {
+  std::vector<JobId> jobs;
+  for (const auto& s : spec.sources) {
+    for (int p = 0; p < s.partitions; ++p) jobs.push_back({JobKind::kSource, s.name, p});
+  }
+  for (const auto& c : spec.computations) {
+    for (int p = 0; p < c.partitions; ++p) jobs.push_back({JobKind::kComputation, c.name, p});
+  }
+  for (const auto& s : spec.sinks) {
+    for (int p = 0; p < s.partitions; ++p) jobs.push_back({JobKind::kSink, s.name, p});
+  }
+  return jobs;
+}
+
+namespace tables {
+std::string queue(std::string_view source) { return "queue/" + std::string(source); }
+std::string stream(std::string_view stream) { return "stream/" + std::string(stream); }
+std::string input_messages(std::string_view c) { return "input_messages/" + std::string(c); }
+std::string compact_input_messages(std::string_view c) {
+  return "compact_input_messages/" + std::string(c);
+}
+std::string timers(std::string_view c) { return "timers/" + std::string(c); }
+std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
+std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink); }
+std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string partition_prefix(int partition) { return fmt::format("{:04x}/", partition); }
+std::string stream_row_key(int partition, const Message& m) {
+  // Offset so negative timestamps (clock skew) still sort before positive ones.
+  const uint64_t ts = static_cast<uint64_t>(m.alignment_ts) ^ (1ULL << 63);
+  return partition_prefix(partition) + hex16(ts) + "/" + hex16(m.id);
+}
+}  // namespace tables
+
+namespace {
+struct BugName {
+  std::string_view name;
+  bool BugSwitches::*flag;
+};
+constexpr BugName kBugNames[] = {
+    {"no-lease-prerequisite", &BugSwitches::no_lease_prerequisite},
+    {"no-input-dedup", &BugSwitches::no_input_dedup},
+    {"ambiguous-as-success", &BugSwitches::ambiguous_as_success},
+    {"ambiguous-as-failure", &BugSwitches::ambiguous_as_failure},
+    {"new-seqno-on-resend", &BugSwitches::new_seqno_on_resend},
+    {"deliver-before-commit", &BugSwitches::deliver_before_commit},
+    {"timer-delete-apart", &BugSwitches::timer_delete_apart},
+    {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early},
+    {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat},
+    {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance},
+    {"offsets-before-commit", &BugSwitches::offsets_before_commit},
+};
+}  // namespace
+
+bool BugSwitches::enable(std::string_view name) {
+  for (const auto& b : kBugNames) {
+    if (b.name == name) {
+      this->*b.flag = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> BugSwitches::names() {
+  std::vector<std::string> out;
+  for (const auto& b : kBugNames) out.emplace_back(b.name);
+  return out;
+}
+
+bool BugSwitches::any() const {
+  for (const auto& b : kBugNames) {
+    if (this->*b.flag) return true;
+  }
+  return false;
+}
+
+std::string sink_target_node(std::string_view sink) { return "target-" + std::string(sink); }
+
+}  // namespace onceflow

@@ -1,0 +1,132 @@
+// Shared pieces of the engine: job identity, table layout, bug switches, the observer, and
+// the environment a controller or worker runs in.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/computation.h"
+#include "core/env/network.h"
+#include "core/env/random.h"
+#include "core/env/runtime.h"
+#include "core/env/store.h"
+#include "core/message.h"
+#include "core/spec.h"
+
+namespace onceflow {
+
+// --- Jobs ------------------------------------------------------------------------------
+
+enum class JobKind : uint8_t { kSource, kComputation, kSink };
+
+struct JobId {
+  JobKind kind = JobKind::kComputation;
+  std::string name;
+  int partition = 0;
+
+  std::string str() const;  // "source/events/0", "computation/StateKeeper/1", "sink/out/0"
+  static std::optional<JobId> parse(std::string_view text);
+  friend auto operator<=>(const JobId&, const JobId&) = default;
+};
+
+// Every job of the pipeline, in a stable order.
+std::vector<JobId> all_jobs(const PipelineSpec& spec);
+
+// --- Tables --------------------------------------------------------------------------------
+// The store tables the engine uses. Keys that hold numbers use fixed-width hex so that key
+// order is numeric order.
+namespace tables {
+inline constexpr const char* kController = "controller";
+inline constexpr const char* kJobMeta = "job_meta";  // key: JobId::str()
+inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source/partition
+std::string queue(std::string_view source);  // rows "<p>/<offset>"
+std::string stream(std::string_view stream);  // rows "<p>/<alignment_ts>/<id>"
+std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
+std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
+std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
+std::string outbox(std::string_view sink);  // rows "<p>/<seqno>"
+std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
+std::string hex16(uint64_t v);
+std::string partition_prefix(int partition);  // "0003/"
+std::string stream_row_key(int partition, const Message& m);
+}  // namespace tables
+
+// --- Bug switches ---------------------------------------------------------------------------
+// Deliberate mistakes an engineer could make, each off by default. They exist so that the
+// checkers can be shown to catch them.
+struct BugSwitches {
+  bool no_lease_prerequisite = false;  // commit epochs without the Lease as prerequisite
+  bool no_input_dedup = false;         // exactly-once computations skip input_messages
+  bool ambiguous_as_success = false;   // treat an ambiguous commit as committed
+  bool ambiguous_as_failure = false;   // treat an ambiguous commit as not committed
+  bool new_seqno_on_resend = false;    // async sink: resend under a fresh seqNo
+  bool deliver_before_commit = false;  // async sink: send before the epoch commits
+  bool timer_delete_apart = false;     // delete fired timers in a separate transaction
+  bool dedup_cleanup_early = false;    // drop input_messages rows without the watermark
+  bool no_idle_heartbeat = false;      // an idle job does not commit near-empty epochs
+  bool no_abort_on_rebalance = false;  // controller moves jobs without aborting Leases
+  bool offsets_before_commit = false;  // source offsets committed before the stream rows
+
+  // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
+  bool enable(std::string_view name);
+  static std::vector<std::string> names();
+  bool any() const;
+};
+
+// --- Observer ---------------------------------------------------------------------------------
+// What the engine tells an onlooker (the simulator's history recorder). It must not change
+// behaviour: the engine never reads anything back from it.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  struct Epoch {
+    JobId job;
+    LeaseId lease = 0;
+    uint64_t epoch = 0;
+    Version version = 0;
+    std::vector<MessageId> consumed;  // inputs processed (not those dropped as duplicates)
+    std::vector<Message> produced;    // messages written to streams or sinks
+    std::vector<Timer> timers_fired;
+  };
+  virtual void epoch_committed(const Epoch& /*epoch*/) {}
+  virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
+  virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
+  // At-most-once sinks: a message accepted into the in-memory queue, sent, or dropped.
+  virtual void amo_queued(const std::string& /*sink*/, const Message& /*m*/) {}
+  virtual void amo_sent(const std::string& /*sink*/, MessageId /*id*/) {}
+  virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
+};
+
+// --- Environment ---------------------------------------------------------------------------------
+
+struct EngineOptions {
+  Micros heartbeat_interval_us = 100 * kMillis;
+  Micros worker_timeout_us = 1 * kSeconds;  // a worker not heard from for this long is lost
+  Micros start_grace_us = 600 * kMillis;    // an assigned job must be reported running by then
+  Micros rpc_timeout_us = 100 * kMillis;
+  Micros dedup_cleanup_every_epochs = 8;
+  std::string controller_node = "controller";
+};
+
+// What a controller or worker process runs against. References outlive the process.
+struct EngineEnv {
+  Runtime& runtime;
+  Network& network;
+  Store& store;
+  Random& random;
+  const PipelineSpec& spec;
+  const ComputationRegistry& registry;
+  const EngineOptions& options;
+  const BugSwitches& bugs;
+  EngineObserver* observer = nullptr;  // may be null
+};
+
+// The name of the node an async queue sink delivers to.
+std::string sink_target_node(std::string_view sink);
+inline constexpr const char* kSinkAppendService = "append";
+
+}  // namespace onceflow

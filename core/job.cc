@@ -1,0 +1,717 @@
+#include "core/job.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+
+#include "core/env/codec.h"
+
+namespace onceflow {
+
+namespace {
+
+// Partitions of the consumer of `stream`, or 0 when nothing consumes it.
+int consumer_partitions(const PipelineSpec& spec, const std::string& stream) {
+  for (const auto& c : spec.computations) {
+    for (const auto& in : c.input_streams) {
+      if (in == stream) return c.partitions;
+    }
+  }
+  for (const auto& s : spec.sinks) {
+    if (s.input_stream == stream) return s.partitions;
+  }
+  return 0;
+}
+
+// The jobs that write into `stream`: all partitions of its producer.
+std::vector<JobId> producers(const PipelineSpec& spec, const std::string& stream) {
+  std::vector<JobId> out;
+  for (const auto& s : spec.sources) {
+    if (s.output_stream != stream) continue;
+    for (int p = 0; p < s.partitions; ++p) out.push_back({JobKind::kSource, s.name, p});
+  }
+  for (const auto& c : spec.computations) {
+    if (std::find(c.output_streams.begin(), c.output_streams.end(), stream) == c.output_streams.end()) continue;
+    for (int p = 0; p < c.partitions; ++p) out.push_back({JobKind::kComputation, c.name, p});
+  }
+  return out;
+}
+
+constexpr Micros kNoWatermark = INT64_MAX;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Meta: the job's own row, rewritten by every epoch.
+
+struct Job::Meta {
+  uint64_t epoch = 0;
+  Micros last_output_ts = INT64_MIN;
+  Micros low_watermark = INT64_MIN;  // no message this job may still emit is older
+  Micros event_watermark = INT64_MIN;
+  uint64_t next_seqno = 1;   // async sinks: seqNo of the next outbox row
+  uint64_t acked_seqno = 0;  // async sinks: every seqNo up to this one is delivered
+  uint64_t sink_offset = 0;  // sync sinks: next row offset in the sink table
+
+  std::string encode() const {
+    Encoder out;
+    out.u64(epoch).i64(last_output_ts).i64(low_watermark).i64(event_watermark);
+    out.u64(next_seqno).u64(acked_seqno).u64(sink_offset);
+    return out.take();
+  }
+  static Meta decode(std::string_view bytes) {
+    Decoder in(bytes);
+    Meta m;
+    m.epoch = in.u64();
+    m.last_output_ts = in.i64();
+    m.low_watermark = in.i64();
+    m.event_watermark = in.i64();
+    m.next_seqno = in.u64();
+    m.acked_seqno = in.u64();
+    m.sink_offset = in.u64();
+    assert(in.done());
+    return m;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// EpochTx: one epoch's transaction, the state backend user code writes through.
+
+class Job::EpochTx final : public StateBackend {
+ public:
+  EpochTx(Store& store, Transaction tx, Micros now) : store_(store), tx(std::move(tx)), now(now) {}
+
+  std::optional<std::string> get(const std::string& table, uint64_t key) override {
+    return read(table, tables::hex16(key));
+  }
+  void put(const std::string& table, uint64_t key, std::string value) override {
+    tx.put(table, tables::hex16(key), std::move(value));
+  }
+  void erase(const std::string& table, uint64_t key) override { tx.erase(table, tables::hex16(key)); }
+
+  std::optional<std::string> read(const std::string& table, const std::string& key) {
+    if (!failed.is_ok()) return std::nullopt;
+    auto r = store_.get(tx, table, key);
+    if (!r) {
+      failed = r.error();
+      return std::nullopt;
+    }
+    return *r;
+  }
+  std::vector<Row> scan(const std::string& table, const std::string& from, const std::string& to,
+                        size_t limit) {
+    if (!failed.is_ok()) return {};
+    auto r = store_.scan(tx, table, from, to, limit);
+    if (!r) {
+      failed = r.error();
+      return {};
+    }
+    return std::move(*r);
+  }
+
+  Store& store_;
+  Transaction tx;
+  Micros now;
+  Meta meta;
+  Status failed;       // the first read error; the epoch is abandoned when set
+  bool has_work = false;
+  EngineObserver::Epoch record;
+  std::vector<std::string> consumed_rows;    // swift: acknowledged after the next commit
+  std::vector<Message> amo_outputs;          // at-most-once: queued after commit
+  std::vector<std::pair<std::string, std::string>> timer_deletes_apart;  // bug switch
+};
+
+// ---------------------------------------------------------------------------------------
+// Collector and Context: what user code talks to while processing one input or timer.
+
+class Job::Collector final : public OutputCollector {
+ public:
+  Collector(const ComputationSpec& spec, uint64_t key, Micros event_ts)
+      : spec_(spec), key_(key), event_ts_(event_ts) {}
+
+  void add_message(uint64_t key, std::string payload, std::string_view stream) override {
+    const std::string out = stream.empty() ? spec_.output_streams.at(0) : std::string(stream);
+    assert(std::find(spec_.output_streams.begin(), spec_.output_streams.end(), out) !=
+           spec_.output_streams.end());
+    messages.push_back({key, out, std::move(payload)});
+  }
+  void add_timer(Micros trigger_ts, Micros event_ts, std::string_view timer_stream) override {
+    assert(!spec_.timer_streams.empty());
+    const std::string stream = timer_stream.empty() ? spec_.timer_streams.at(0).name : std::string(timer_stream);
+    timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts, stream});
+  }
+
+  struct Out {
+    uint64_t key;
+    std::string stream;
+    std::string payload;
+  };
+  std::vector<Out> messages;
+  std::vector<Timer> timers;
+
+ private:
+  const ComputationSpec& spec_;
+  uint64_t key_;
+  Micros event_ts_;
+};
+
+class Job::Context final : public RuntimeContext {
+ public:
+  Context(Micros now, Random& random) : now_(now), random_(random) {}
+  Micros current_timestamp() const override { return now_; }
+  Random& random() override { return random_; }
+
+ private:
+  Micros now_;
+  Random& random_;
+};
+
+// Forwards state calls to the epoch being run. REQUIRES: called while an epoch runs.
+class Job::StateForward final : public StateBackend {
+ public:
+  explicit StateForward(Job& job) : job_(job) {}
+  std::optional<std::string> get(const std::string& t, uint64_t k) override { return epoch().get(t, k); }
+  void put(const std::string& t, uint64_t k, std::string v) override { epoch().put(t, k, std::move(v)); }
+  void erase(const std::string& t, uint64_t k) override { epoch().erase(t, k); }
+
+ private:
+  EpochTx& epoch() {
+    assert(job_.current_ != nullptr);
+    return *job_.current_;
+  }
+  Job& job_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Job
+
+Job::Job(const EngineEnv& env, JobId id, LeaseId lease) : env_(env), id_(std::move(id)), lease_(lease) {
+  switch (id_.kind) {
+    case JobKind::kSource: source_ = env_.spec.source(id_.name); break;
+    case JobKind::kComputation: computation_ = env_.spec.computation(id_.name); break;
+    case JobKind::kSink: sink_ = env_.spec.sink(id_.name); break;
+  }
+  assert(source_ != nullptr || computation_ != nullptr || sink_ != nullptr);
+  if (computation_ != nullptr) {
+    state_backend_ = std::make_unique<StateForward>(*this);
+    function_ = env_.registry.create(computation_->processing_function);
+    function_->init(InitContext(*state_backend_, computation_->name));
+  }
+}
+
+Job::~Job() = default;
+
+void Job::run() {
+  const Micros period = env_.spec.epoch_period_us;
+  while (!stop_requested_) {
+    const Outcome outcome = run_epoch();
+    if (outcome == Outcome::kFenced) {
+      fenced_ = true;
+      if (env_.observer != nullptr) env_.observer->job_fenced(id_, lease_);
+      break;
+    }
+    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled) deliver_outbox();
+    env_.runtime.sleep_for(period);
+  }
+  finished_ = true;
+}
+
+Job::Outcome Job::run_epoch() {
+  auto began = env_.store.begin();
+  if (!began) return Outcome::kRetry;
+  EpochTx etx(env_.store, std::move(*began), env_.runtime.clock().now());
+  current_ = &etx;
+  struct Reset {
+    EpochTx** slot;
+    ~Reset() { *slot = nullptr; }
+  } reset{&current_};
+
+  const std::string meta_key = id_.str();
+  if (auto meta = etx.read(tables::kJobMeta, meta_key)) etx.meta = Meta::decode(*meta);
+  if (!etx.failed.is_ok()) return Outcome::kRetry;
+  ++etx.meta.epoch;
+  switch (id_.kind) {
+    case JobKind::kSource: step_source(etx); break;
+    case JobKind::kComputation: step_computation(etx); break;
+    case JobKind::kSink: step_sink(etx); break;
+  }
+  if (!etx.failed.is_ok()) {
+    env_.store.abort(etx.tx);
+    return Outcome::kRetry;
+  }
+  if (!etx.has_work && env_.bugs.no_idle_heartbeat) {
+    env_.store.abort(etx.tx);
+    return Outcome::kRetry;
+  }
+  etx.tx.put(tables::kJobMeta, meta_key, etx.meta.encode());
+  const Outcome outcome = commit(etx);
+  if (outcome == Outcome::kCommitted) after_commit(etx);
+  return outcome;
+}
+
+Job::Outcome Job::commit(EpochTx& etx) {
+  std::vector<LeaseId> prerequisites;
+  if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
+  if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_outbox();
+  auto result = env_.store.commit(etx.tx, prerequisites);
+  if (result) {
+    etx.record.version = *result;
+    return Outcome::kCommitted;
+  }
+  const Status& error = result.error();
+  if (error.is_prerequisite_failed()) return Outcome::kFenced;
+  if (!error.is_ambiguous()) return Outcome::kRetry;
+  if (env_.bugs.ambiguous_as_success) return Outcome::kCommitted;
+  if (env_.bugs.ambiguous_as_failure) return Outcome::kRetry;
+  // Ask until the store answers; resolve() also fences the transaction if it did not apply.
+  while (true) {
+    auto outcome = env_.store.resolve(etx.tx.id());
+    if (outcome) return *outcome == TxOutcome::kCommitted ? Outcome::kCommitted : Outcome::kRetry;
+    env_.runtime.sleep_for(env_.spec.epoch_period_us);
+  }
+}
+
+void Job::after_commit(EpochTx& etx) {
+  if (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap) {
+    pending_ack_.clear();
+    pending_ack_.insert(etx.consumed_rows.begin(), etx.consumed_rows.end());
+  }
+  for (const auto& [table, key] : etx.timer_deletes_apart) {
+    // The bug: the fired timer is deleted in a transaction of its own, after its result.
+    auto tx = env_.store.begin();
+    if (!tx) continue;
+    tx->erase(table, key);
+    (void)env_.store.commit(*tx, {lease_});
+  }
+  for (Message& m : etx.amo_outputs) {
+    const uint64_t bytes = m.payload.size() + 64;
+    if (amo_queue_bytes_ + bytes > sink_->at_most_once_strategy.total_queue_bytes_limit) {
+      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "queue full");
+      continue;
+    }
+    if (env_.observer != nullptr) env_.observer->amo_queued(sink_->name, m);
+    amo_queue_bytes_ += bytes;
+    amo_queue_.push_back(std::move(m));
+  }
+  if (!amo_queue_.empty() && !amo_sender_running_) {
+    amo_sender_running_ = true;
+    env_.runtime.spawn("amo-sender:" + id_.str(), [this] { send_at_most_once(); });
+  }
+  etx.record.job = id_;
+  etx.record.lease = lease_;
+  etx.record.epoch = etx.meta.epoch;
+  if (env_.observer != nullptr) env_.observer->epoch_committed(etx.record);
+}
+
+// --- Sources ---------------------------------------------------------------------------
+
+void Job::step_source(EpochTx& etx) {
+  const std::string offset_key = fmt::format("{}/{}", source_->name, id_.partition);
+  uint64_t offset = 0;
+  if (auto stored = etx.read(tables::kSourceOffsets, offset_key)) {
+    Decoder in(*stored);
+    offset = in.u64();
+  }
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  const auto rows = etx.scan(tables::queue(source_->name), prefix + tables::hex16(offset),
+                             prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit));
+  Micros last_write = etx.meta.low_watermark;
+  for (const Row& row : rows) {
+    Decoder in(row.value);
+    Message m;
+    m.key = in.u64();
+    m.payload = in.string();
+    m.event_ts = in.i64();
+    m.system_ts = m.alignment_ts = in.i64();
+    assert(in.done());
+    m.id = source_message_id(source_->name, id_.partition, offset);
+    m.stream = source_->output_stream;
+    last_write = std::max(last_write, m.system_ts);
+    emit(etx, std::move(m));
+    ++offset;
+    etx.has_work = true;
+  }
+  etx.meta.low_watermark = last_write;  // later appends are written later
+  Encoder out;
+  out.u64(offset);
+  if (env_.bugs.offsets_before_commit && etx.has_work) {
+    // The bug: the offset moves in its own transaction before the epoch's rows commit.
+    auto tx = env_.store.begin();
+    if (tx) {
+      tx->put(tables::kSourceOffsets, offset_key, out.buffer());
+      (void)env_.store.commit(*tx, {lease_});
+    }
+    return;
+  }
+  etx.tx.put(tables::kSourceOffsets, offset_key, out.take());
+}
+
+// --- Shared input handling ---------------------------------------------------------------
+
+bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
+                      std::vector<std::pair<std::string, Message>>* rows) {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  for (const auto& stream : streams) {
+    const std::string table = tables::stream(stream);
+    for (Row& row : etx.scan(table, prefix, prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit))) {
+      auto m = decode_message(row.value);
+      if (!m) {
+        etx.failed = m.error();
+        return false;
+      }
+      rows->emplace_back(table + "\x1f" + row.key, std::move(*m));
+    }
+  }
+  std::stable_sort(rows->begin(), rows->end(), [](const auto& a, const auto& b) {
+    return a.second.alignment_ts != b.second.alignment_ts ? a.second.alignment_ts < b.second.alignment_ts
+                                                          : a.second.id < b.second.id;
+  });
+  return etx.failed.is_ok();
+}
+
+std::string Job::dedup_table() const {
+  const std::string owner = computation_ != nullptr ? computation_->name : "sink:" + sink_->name;
+  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+  return compact ? tables::compact_input_messages(owner) : tables::input_messages(owner);
+}
+
+namespace {
+// compact_input_messages keeps one row per key: (id, system_ts) pairs.
+std::vector<std::pair<MessageId, Micros>> decode_compact(std::string_view bytes) {
+  std::vector<std::pair<MessageId, Micros>> out;
+  Decoder in(bytes);
+  const uint64_t n = in.u64();
+  for (uint64_t i = 0; in.ok() && i < n; ++i) {
+    const MessageId id = in.u64();
+    out.emplace_back(id, in.i64());
+  }
+  return out;
+}
+std::string encode_compact(const std::vector<std::pair<MessageId, Micros>>& entries) {
+  Encoder out;
+  out.u64(entries.size());
+  for (const auto& [id, ts] : entries) out.u64(id).i64(ts);
+  return out.take();
+}
+}  // namespace
+
+bool Job::is_duplicate(EpochTx& etx, const Message& m) {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+  if (!compact) return etx.read(dedup_table(), prefix + tables::hex16(m.id)).has_value();
+  const auto row = etx.read(dedup_table(), prefix + tables::hex16(m.key));
+  if (!row) return false;
+  for (const auto& [id, ts] : decode_compact(*row)) {
+    if (id == m.id) return true;
+  }
+  return false;
+}
+
+void Job::record_processed(EpochTx& etx, const Message& m) {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  Encoder ts;
+  ts.i64(m.system_ts);
+  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+  if (!compact) {
+    etx.tx.put(dedup_table(), prefix + tables::hex16(m.id), ts.take());
+    return;
+  }
+  const std::string key = prefix + tables::hex16(m.key);
+  auto entries = decode_compact(etx.read(dedup_table(), key).value_or(std::string("\0", 1)));
+  entries.emplace_back(m.id, m.system_ts);
+  etx.tx.put(dedup_table(), key, encode_compact(entries));
+}
+
+Micros Job::producers_low_watermark(EpochTx& etx, const std::vector<std::string>& streams) {
+  Micros low = kNoWatermark;
+  for (const auto& stream : streams) {
+    for (const JobId& producer : producers(env_.spec, stream)) {
+      const auto meta = etx.read(tables::kJobMeta, producer.str());
+      if (!meta) return INT64_MIN;  // a producer that never committed may emit anything
+      low = std::min(low, Meta::decode(*meta).low_watermark);
+    }
+  }
+  return low;
+}
+
+// Removes input_messages rows no replay can need: a duplicate of a message can only come
+// from a producer that may still re-emit it, and no producer will re-emit anything older
+// than its low watermark.
+void Job::clean_dedup(EpochTx& etx) {
+  if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
+  const std::vector<std::string> inputs =
+      computation_ != nullptr ? computation_->input_streams : std::vector<std::string>{sink_->input_stream};
+  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_low_watermark(etx, inputs);
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+  for (const Row& row : etx.scan(dedup_table(), prefix, prefix + "~", 256)) {
+    if (!compact) {
+      Decoder in(row.value);
+      if (in.i64() < watermark) etx.tx.erase(dedup_table(), row.key);
+      continue;
+    }
+    auto entries = decode_compact(row.value);
+    const size_t before = entries.size();
+    std::erase_if(entries, [&](const auto& e) { return e.second < watermark; });
+    if (entries.empty()) {
+      etx.tx.erase(dedup_table(), row.key);
+    } else if (entries.size() != before) {
+      etx.tx.put(dedup_table(), row.key, encode_compact(entries));
+    }
+  }
+}
+
+Micros Job::next_output_ts(EpochTx& etx) {
+  // Strictly increasing per job, across restarts and clock jumps, so that the order of a
+  // job's outputs is the order they were made in.
+  etx.meta.last_output_ts = std::max(etx.now, etx.meta.last_output_ts + 1);
+  return etx.meta.last_output_ts;
+}
+
+void Job::emit(EpochTx& etx, Message m) {
+  const int partitions = consumer_partitions(env_.spec, m.stream);
+  etx.record.produced.push_back(m);
+  if (partitions == 0) return;  // nothing reads this stream
+  const int partition = static_cast<int>(m.key % static_cast<uint64_t>(partitions));
+  etx.tx.put(tables::stream(m.stream), tables::stream_row_key(partition, m), encode_message(m));
+}
+
+// --- Computations ---------------------------------------------------------------------------
+
+void Job::step_computation(EpochTx& etx) {
+  const ComputationSpec& spec = *computation_;
+  const bool swift = spec.type == ComputationType::kSwiftMap;
+  const bool dedup = spec.processing_mode == ProcessingMode::kExactlyOnce && !swift && !env_.bugs.no_input_dedup;
+  std::vector<std::pair<std::string, Message>> rows;
+  if (!read_inputs(etx, spec.input_streams, &rows)) return;
+
+  // Swift: acknowledge what the previous committed epoch processed.
+  for (const std::string& row : pending_ack_) {
+    const auto sep = row.find('\x1f');
+    etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+  }
+  Context context(etx.now, env_.random);
+  Micros first_pending = kNoWatermark;
+  struct BatchKey {
+    std::string stream;
+    uint64_t key;
+    auto operator<=>(const BatchKey&) const = default;
+  };
+  std::map<BatchKey, std::vector<std::pair<Message, std::string>>> batches;  // parent, payload
+
+  for (auto& [row, m] : rows) {
+    if (pending_ack_.count(row) != 0) continue;
+    first_pending = std::min(first_pending, m.system_ts);
+    etx.has_work = true;
+    const auto sep = row.find('\x1f');
+    if (dedup && is_duplicate(etx, m)) {
+      etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
+      continue;
+    }
+    Collector out(spec, m.key, m.event_ts);
+    function_->process_message(m, out, context);
+    if (!etx.failed.is_ok()) return;
+    etx.record.consumed.push_back(m.id);
+    etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
+    if (dedup) record_processed(etx, m);
+    if (swift) {
+      etx.consumed_rows.push_back(row);
+    } else {
+      etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+    }
+    for (Collector::Out& o : out.messages) {
+      if (swift && spec.allow_batching_with_relaxed_guarantees) {
+        batches[{o.stream, o.key}].emplace_back(m, std::move(o.payload));
+        continue;
+      }
+      Message child;
+      child.id = derived_message_id(m.id, static_cast<uint32_t>(&o - out.messages.data()));
+      child.key = o.key;
+      child.stream = o.stream;
+      child.event_ts = m.event_ts;
+      child.system_ts = child.alignment_ts = swift ? m.system_ts : next_output_ts(etx);
+      child.payload = std::move(o.payload);
+      emit(etx, std::move(child));
+    }
+    for (const Timer& t : out.timers) {
+      const std::string key = tables::partition_prefix(id_.partition) + tables::hex16(static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63)) + "/" +
+                              tables::hex16(t.key) + "/" + t.timer_stream;
+      Encoder ev;
+      ev.i64(t.event_ts);
+      const auto existing = etx.read(tables::timers(spec.name), key);
+      if (existing) {
+        Decoder in(*existing);
+        if (in.i64() <= t.event_ts) continue;  // deduplicate_equal_timestamps keeps the smallest
+      }
+      etx.tx.put(tables::timers(spec.name), key, ev.take());
+    }
+  }
+  // Batching: one message per (stream, key) group of up to batch_size inputs.
+  for (auto& [where, items] : batches) {
+    for (size_t at = 0; at < items.size(); at += static_cast<size_t>(spec.batch_size)) {
+      const size_t end = std::min(items.size(), at + static_cast<size_t>(spec.batch_size));
+      Message batch;
+      batch.key = where.key;
+      batch.stream = where.stream;
+      batch.event_ts = items[at].first.event_ts;
+      batch.system_ts = batch.alignment_ts = items[at].first.system_ts;
+      for (size_t i = at; i < end; ++i) {
+        batch.parents.push_back(items[i].first.id);
+        if (!batch.payload.empty()) batch.payload += '\n';
+        batch.payload += items[i].second;
+      }
+      batch.id = batched_message_id(batch.parents);
+      emit(etx, std::move(batch));
+    }
+  }
+  fire_timers(etx);
+  if (dedup) clean_dedup(etx);
+  const Micros upstream = producers_low_watermark(etx, spec.input_streams);
+  etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_pending, upstream));
+}
+
+void Job::fire_timers(EpochTx& etx) {
+  const ComputationSpec& spec = *computation_;
+  if (spec.timer_streams.empty()) return;
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  Context context(etx.now, env_.random);
+  for (const Row& row : etx.scan(tables::timers(spec.name), prefix, prefix + "~", 256)) {
+    // key: <p>/<trigger>/<key>/<stream>
+    const std::string rest = row.key.substr(prefix.size());
+    Timer t;
+    t.trigger_ts = static_cast<Micros>(std::stoull(rest.substr(0, 16), nullptr, 16) ^ (1ULL << 63));
+    t.key = std::stoull(rest.substr(17, 16), nullptr, 16);
+    t.timer_stream = rest.substr(34);
+    Decoder in(row.value);
+    t.event_ts = in.i64();
+    const TimerStreamSpec* ts = nullptr;
+    for (const auto& s : spec.timer_streams) {
+      if (s.name == t.timer_stream) ts = &s;
+    }
+    assert(ts != nullptr);
+    const Micros watermark = ts->watermark == Watermark::kEventTime ? etx.meta.event_watermark : etx.now;
+    if (t.trigger_ts > watermark) continue;
+    etx.has_work = true;
+    Collector out(spec, t.key, t.event_ts);
+    function_->process_timer(t, out, context);
+    if (!etx.failed.is_ok()) return;
+    etx.record.timers_fired.push_back(t);
+    if (env_.bugs.timer_delete_apart) {
+      etx.timer_deletes_apart.emplace_back(tables::timers(spec.name), row.key);
+    } else {
+      etx.tx.erase(tables::timers(spec.name), row.key);
+    }
+    for (Collector::Out& o : out.messages) {
+      Message child;
+      child.id = timer_output_id(spec.name, t.key, t.trigger_ts, static_cast<uint32_t>(&o - out.messages.data()));
+      child.key = o.key;
+      child.stream = o.stream;
+      child.event_ts = t.event_ts;
+      child.system_ts = child.alignment_ts = next_output_ts(etx);
+      child.payload = std::move(o.payload);
+      emit(etx, std::move(child));
+    }
+    for (const Timer& added : out.timers) {
+      const std::string key = prefix + tables::hex16(static_cast<uint64_t>(added.trigger_ts) ^ (1ULL << 63)) + "/" +
+                              tables::hex16(added.key) + "/" + added.timer_stream;
+      Encoder ev;
+      ev.i64(added.event_ts);
+      etx.tx.put(tables::timers(spec.name), key, ev.take());
+    }
+  }
+}
+
+// --- Sinks -----------------------------------------------------------------------------------
+
+void Job::step_sink(EpochTx& etx) {
+  const SinkSpec& spec = *sink_;
+  const bool amo = spec.at_most_once_strategy.enabled;
+  const bool dedup = !amo && !env_.bugs.no_input_dedup;
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  // Outbox rows delivered since the last epoch are acknowledged now.
+  if (spec.type == SinkType::kAsyncQueue && !amo) {
+    for (uint64_t s = etx.meta.acked_seqno + 1; s <= delivered_seqno_ && s < etx.meta.next_seqno; ++s) {
+      etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
+    }
+    etx.meta.acked_seqno = std::max(etx.meta.acked_seqno, std::min(delivered_seqno_, etx.meta.next_seqno - 1));
+  }
+  std::vector<std::pair<std::string, Message>> rows;
+  if (!read_inputs(etx, {spec.input_stream}, &rows)) return;
+  for (auto& [row, m] : rows) {
+    etx.has_work = true;
+    const auto sep = row.find('\x1f');
+    etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+    if (dedup && is_duplicate(etx, m)) {
+      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
+      continue;
+    }
+    if (dedup) record_processed(etx, m);
+    etx.record.consumed.push_back(m.id);
+    if (amo) {
+      etx.amo_outputs.push_back(std::move(m));
+    } else if (spec.type == SinkType::kSyncQueue) {
+      etx.tx.put(tables::sync_sink(spec.name), prefix + tables::hex16(etx.meta.sink_offset++), encode_message(m));
+    } else {
+      etx.tx.put(tables::outbox(spec.name), prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
+    }
+  }
+  if (dedup) clean_dedup(etx);
+}
+
+// Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
+// one fails; the rest wait for the next round. The target drops seqNos it has seen.
+void Job::deliver_outbox() {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  auto tx = env_.store.begin();
+  if (!tx) return;
+  auto rows = env_.store.scan(*tx, tables::outbox(sink_->name), prefix, prefix + "~", 256);
+  env_.store.abort(*tx);
+  if (!rows) return;
+  const std::string producer = id_.str();
+  for (const Row& row : *rows) {
+    uint64_t seqno = std::stoull(row.key.substr(prefix.size()), nullptr, 16);
+    if (seqno <= delivered_seqno_ && !env_.bugs.new_seqno_on_resend) continue;
+    if (env_.bugs.new_seqno_on_resend) seqno += (++resend_salt_) << 32;  // a fresh number each send
+    Encoder req;
+    req.bytes(producer).u64(seqno).bytes(row.value);
+    auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
+                                 env_.options.rpc_timeout_us);
+    if (!ack) return;
+    delivered_seqno_ = std::max<uint64_t>(delivered_seqno_, seqno & 0xffffffffULL);
+  }
+}
+
+// At-most-once: each queued message is sent once, without a producer id; a failed send is
+// a counted drop, never a retry.
+void Job::send_at_most_once() {
+  const auto& strategy = sink_->at_most_once_strategy;
+  Micros give_up_at = INT64_MAX;
+  while (!amo_queue_.empty()) {
+    if (finished_ && give_up_at == INT64_MAX) {
+      give_up_at = env_.runtime.clock().now() + strategy.suspend_destruction_duration_us;
+    }
+    Message m = std::move(amo_queue_.front());
+    amo_queue_.pop_front();
+    amo_queue_bytes_ -= m.payload.size() + 64;
+    if (env_.runtime.clock().now() > give_up_at) {
+      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
+      continue;
+    }
+    Encoder req;
+    req.bytes("").u64(0).bytes(encode_message(m));
+    auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
+                                 env_.options.rpc_timeout_us);
+    if (env_.observer != nullptr) {
+      if (ack) {
+        env_.observer->amo_sent(sink_->name, m.id);
+      } else {
+        env_.observer->amo_dropped(sink_->name, m.id, "send failed");
+      }
+    }
+  }
+  amo_sender_running_ = false;
+}
+
+}  // namespace onceflow

@@ -1,0 +1,90 @@
+// Job: one partition of a source, computation or sink, run by a worker under one Lease.
+//
+// A job keeps nothing between epochs that the store does not also have (a swift job's
+// not-yet-acknowledged inputs excepted, which is what makes it swift), so restoring from
+// the last committed epoch is simply reading the store. Each epoch is ONE transaction with
+// the job's Lease as prerequisite: stream rows written downstream, consumed rows deleted,
+// input_messages rows, state, timer adds and deletes, source offsets, sync-sink rows and
+// outbox rows, and the job's meta row. An idle job still commits its meta row, so it learns
+// that its Lease is gone. kPrerequisiteFailed stops the job for good (it was a zombie);
+// kAmbiguous is resolved with Store::resolve before anything else happens.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "core/engine.h"
+
+namespace onceflow {
+
+class Job {
+ public:
+  Job(const EngineEnv& env, JobId id, LeaseId lease);
+  ~Job();
+
+  // The fiber body: epochs until stopped or fenced.
+  void run();
+  // Asks the job to end after its current epoch.
+  void request_stop() { stop_requested_ = true; }
+  bool finished() const { return finished_; }
+  bool fenced() const { return fenced_; }
+  // False once the job and its at-most-once sender have both ended: it may be destroyed.
+  bool busy() const { return !finished_ || amo_sender_running_; }
+  const JobId& id() const { return id_; }
+  LeaseId lease() const { return lease_; }
+
+ private:
+  struct Meta;
+  class EpochTx;
+  class Collector;
+  class Context;
+  class StateForward;
+
+  enum class Outcome { kCommitted, kRetry, kFenced };
+  Outcome run_epoch();
+  Outcome commit(EpochTx& etx);
+  void after_commit(EpochTx& etx);
+  void step_source(EpochTx& etx);
+  void step_computation(EpochTx& etx);
+  void step_sink(EpochTx& etx);
+  // Reads the inputs of this partition in (alignment_ts, id) order.
+  bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
+                   std::vector<std::pair<std::string, Message>>* rows);
+  bool is_duplicate(EpochTx& etx, const Message& m);
+  void record_processed(EpochTx& etx, const Message& m);
+  void clean_dedup(EpochTx& etx);
+  Micros producers_low_watermark(EpochTx& etx, const std::vector<std::string>& streams);
+  void fire_timers(EpochTx& etx);
+  void emit(EpochTx& etx, Message m);
+  Micros next_output_ts(EpochTx& etx);
+  std::string dedup_table() const;
+  void deliver_outbox();
+  void send_at_most_once();
+
+  const EngineEnv& env_;
+  JobId id_;
+  LeaseId lease_;
+  const ComputationSpec* computation_ = nullptr;
+  const SourceSpec* source_ = nullptr;
+  const SinkSpec* sink_ = nullptr;
+  std::unique_ptr<ProcessFunction> function_;
+  std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
+  EpochTx* current_ = nullptr;
+  bool stop_requested_ = false;
+  bool finished_ = false;
+  bool fenced_ = false;
+  // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
+  std::set<std::string> pending_ack_;
+  // Async sinks: the outbox as delivered so far (volatile; resends start from the store).
+  uint64_t delivered_seqno_ = 0;
+  uint64_t resend_salt_ = 0;  // new-seqno-on-resend only
+  // At-most-once sinks: the in-memory queue.
+  std::deque<Message> amo_queue_;
+  uint64_t amo_queue_bytes_ = 0;
+  bool amo_sender_running_ = false;
+};
+
+}  // namespace onceflow

@@ -1,0 +1,73 @@
+#include "core/message.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+
+#include "core/env/codec.h"
+#include "core/env/random.h"
+
+namespace onceflow {
+
+namespace {
+// Distinct tags keep ids of different origins apart even when their inputs coincide.
+constexpr uint64_t kSourceTag = 0x736f75726365ULL;   // "source"
+constexpr uint64_t kDerivedTag = 0x64657269766564ULL;  // "derived"
+constexpr uint64_t kBatchTag = 0x6261746368ULL;        // "batch"
+constexpr uint64_t kTimerTag = 0x74696d6572ULL;        // "timer"
+}  // namespace
+
+MessageId source_message_id(std::string_view source, int partition, uint64_t offset) {
+  uint64_t h = mix64(kSourceTag ^ hash_bytes(source));
+  h = mix64(h ^ static_cast<uint64_t>(partition));
+  return mix64(h ^ offset);
+}
+
+MessageId derived_message_id(MessageId parent, uint32_t output_index) {
+  return mix64(mix64(kDerivedTag ^ parent) ^ output_index);
+}
+
+MessageId batched_message_id(std::vector<MessageId> parents) {
+  assert(!parents.empty());
+  std::sort(parents.begin(), parents.end());
+  uint64_t h = kBatchTag;
+  for (MessageId p : parents) h = mix64(h ^ p);
+  return mix64(h ^ parents.size());
+}
+
+MessageId timer_output_id(std::string_view computation, uint64_t key, Micros trigger_ts,
+                          uint32_t output_index) {
+  uint64_t h = mix64(kTimerTag ^ hash_bytes(computation));
+  h = mix64(h ^ key);
+  h = mix64(h ^ static_cast<uint64_t>(trigger_ts));
+  return mix64(h ^ output_index);
+}
+
+std::string format_id(uint64_t id) { return fmt::format("{:016x}", id); }
+
+std::string encode_message(const Message& m) {
+  Encoder out;
+  out.u64(m.id).u64(m.key).bytes(m.stream).i64(m.system_ts).i64(m.event_ts).i64(m.alignment_ts);
+  out.bytes(m.payload).u64(m.parents.size());
+  for (MessageId p : m.parents) out.u64(p);
+  return out.take();
+}
+
+Result<Message> decode_message(std::string_view bytes) {
+  Decoder in(bytes);
+  Message m;
+  m.id = in.u64();
+  m.key = in.u64();
+  m.stream = in.string();
+  m.system_ts = in.i64();
+  m.event_ts = in.i64();
+  m.alignment_ts = in.i64();
+  m.payload = in.string();
+  const uint64_t parents = in.u64();
+  for (uint64_t i = 0; in.ok() && i < parents; ++i) m.parents.push_back(in.u64());
+  if (!in.done()) return Status::corruption("malformed message row");
+  return m;
+}
+
+}  // namespace onceflow

@@ -1,0 +1,50 @@
+// Messages and their ids.
+//
+// A MessageId is a 64-bit hash of the message's origin, so a replay computes the same id:
+// a source message's id comes from (source, partition, offset); a derived message's from
+// (parent id, output index); a batched message's from the sorted set of its parents; a
+// timer's outputs from the timer's identity. Ids are printed as 16 hex digits.
+//
+// Within a stream partition a job processes messages by (alignment_ts, id). A source
+// message's alignment time is the time it was written to its queue; a transform's output
+// takes its creation time (its SystemTimestamp); any other message inherits its parent's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env/clock.h"
+#include "core/env/status.h"
+
+namespace onceflow {
+
+using MessageId = uint64_t;
+
+struct Message {
+  MessageId id = 0;
+  uint64_t key = 0;
+  std::string stream;
+  Micros system_ts = 0;
+  Micros event_ts = 0;
+  Micros alignment_ts = 0;
+  std::string payload;
+  std::vector<MessageId> parents;  // batched messages only: the inputs they combine
+
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+MessageId source_message_id(std::string_view source, int partition, uint64_t offset);
+MessageId derived_message_id(MessageId parent, uint32_t output_index);
+// Independent of the order of `parents`. REQUIRES: parents is not empty.
+MessageId batched_message_id(std::vector<MessageId> parents);
+MessageId timer_output_id(std::string_view computation, uint64_t key, Micros trigger_ts,
+                          uint32_t output_index);
+
+std::string format_id(uint64_t id);  // 16 hex digits
+
+std::string encode_message(const Message& m);
+Result<Message> decode_message(std::string_view bytes);
+
+}  // namespace onceflow

@@ -1,0 +1,540 @@
+#include "core/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+
+namespace onceflow {
+
+std::string_view processing_mode_name(ProcessingMode mode) {
+  switch (mode) {
+    case ProcessingMode::kExactlyOnce:
+      return "exactly_once";
+    case ProcessingMode::kAtLeastOnceConsistent:
+      return "at_least_once_consistent";
+  }
+  return "unknown";
+}
+
+std::string_view computation_type_name(ComputationType type) {
+  switch (type) {
+    case ComputationType::kTransform:
+      return "transform";
+    case ComputationType::kSwiftMap:
+      return "swift_map";
+    case ComputationType::kProcessFunction:
+      return "process_function";
+  }
+  return "unknown";
+}
+
+std::string_view watermark_name(Watermark watermark) {
+  switch (watermark) {
+    case Watermark::kEventTime:
+      return "event_time";
+    case Watermark::kSystemTime:
+      return "system_time";
+    case Watermark::kRealTime:
+      return "real_time";
+  }
+  return "unknown";
+}
+
+std::string_view sink_type_name(SinkType type) {
+  switch (type) {
+    case SinkType::kSyncQueue:
+      return "sync_queue";
+    case SinkType::kAsyncQueue:
+      return "async_queue";
+  }
+  return "unknown";
+}
+
+namespace {
+
+template <typename T>
+const T* find_named(const std::vector<T>& items, std::string_view name) {
+  for (const auto& item : items) {
+    if (item.name == name) return &item;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const ComputationSpec* PipelineSpec::computation(std::string_view name) const {
+  return find_named(computations, name);
+}
+const SourceSpec* PipelineSpec::source(std::string_view name) const {
+  return find_named(sources, name);
+}
+const SinkSpec* PipelineSpec::sink(std::string_view name) const { return find_named(sinks, name); }
+
+namespace {
+
+// The keys leading to a value, e.g. {"computations", "StateKeeper", "partitions"}.
+using Path = std::vector<std::string>;
+
+// A broken rule or a bad value at `path`. Thrown inside this file only and turned into a
+// Status at its boundaries. `line` is 1-based, 0 when the YAML node is not known.
+struct Violation {
+  Path path;
+  std::string what;
+  int line = 0;
+};
+
+std::string dotted(const Path& path) {
+  std::string out;
+  for (const auto& key : path) out += (out.empty() ? "" : ".") + key;
+  return out;
+}
+
+Path at(Path path, std::string key) {
+  path.push_back(std::move(key));
+  return path;
+}
+
+// "WHERE:LINE: dotted.key: what", leaving out the parts that are unknown.
+std::string message_of(const Violation& v, const std::string& where) {
+  std::string out = where;
+  if (v.line > 0) out += (out.empty() ? "" : ":") + std::to_string(v.line);
+  if (!out.empty()) out += ": ";
+  if (!v.path.empty()) out += dotted(v.path) + ": ";
+  return out + v.what;
+}
+
+std::optional<Micros> parse_duration(const std::string& text) {
+  size_t unit_at = 0;
+  while (unit_at < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[unit_at])) || text[unit_at] == '.')) {
+    ++unit_at;
+  }
+  if (unit_at == 0) return std::nullopt;
+  const std::string number = text.substr(0, unit_at);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size()) return std::nullopt;
+  static constexpr std::array<std::pair<std::string_view, double>, 6> kUnits{
+      {{"", 1}, {"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"min", 60e6}}};
+  const std::string unit = text.substr(unit_at);
+  const auto* found =
+      std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& u) { return u.first == unit; });
+  if (found == kUnits.end()) return std::nullopt;
+  const double us = value * found->second;
+  if (!(us >= 0 && us < 9e15)) return std::nullopt;
+  return static_cast<Micros>(std::llround(us));
+}
+
+// ---- Validation -------------------------------------------------------------------------
+
+[[noreturn]] void violate(Path path, std::string what) {
+  throw Violation{std::move(path), std::move(what)};
+}
+
+void check_range(int64_t value, int64_t min, int64_t max, const Path& path) {
+  if (value < min || value > max) {
+    violate(path, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                      std::to_string(value));
+  }
+}
+
+void check_partitions(int partitions, const Path& owner) {
+  check_range(partitions, 1, 4096, at(owner, "partitions"));
+}
+
+void check_top_level(const PipelineSpec& spec) {
+  if (spec.name.empty()) violate({"name"}, "must not be empty");
+  if (spec.epoch_period_us <= 0) violate({"epoch_period"}, "must be positive");
+  if (spec.lease_ttl_us <= 0) violate({"lease_ttl"}, "must be positive");
+  if (spec.scheduling_period_us <= 0) violate({"scheduling_period"}, "must be positive");
+  check_range(spec.epoch_batch_limit, 1, 100'000, {"epoch_batch_limit"});
+  if (spec.sources.empty()) violate({"sources"}, "needs at least one source");
+}
+
+void check_source(const SourceSpec& s) {
+  const Path owner{"sources", s.name};
+  if (s.type != "queue") {
+    violate(at(owner, "type"), "unknown source type '" + s.type + "' (types: queue)");
+  }
+  check_partitions(s.partitions, owner);
+  if (s.output_stream.empty()) violate(at(owner, "output_stream"), "missing");
+}
+
+void check_computation(const ComputationSpec& c) {
+  const Path owner{"computations", c.name};
+  if (c.processing_function.empty()) violate(at(owner, "processing_function"), "missing");
+  if (c.input_streams.empty()) violate(at(owner, "input_streams"), "needs at least one stream");
+  check_partitions(c.partitions, owner);
+  if (c.processing_mode == ProcessingMode::kAtLeastOnceConsistent &&
+      c.type == ComputationType::kSwiftMap) {
+    violate(
+        at(owner, "processing_mode"),
+        "at_least_once_consistent is allowed only on transform and process_function computations");
+  }
+  const Path parameters = at(owner, "parameters");
+  if (c.allow_batching_with_relaxed_guarantees && c.type != ComputationType::kSwiftMap) {
+    violate(at(parameters, "allow_batching_with_relaxed_guarantees"),
+            "allowed only on swift_map computations");
+  }
+  check_range(c.batch_size, 1, 100'000, at(parameters, "batch_size"));
+  if (!c.timer_streams.empty() && c.type != ComputationType::kProcessFunction) {
+    violate(at(owner, "timer_streams"), "timer_streams need type process_function");
+  }
+}
+
+void check_sink(const SinkSpec& s) {
+  const Path owner{"sinks", s.name};
+  if (s.input_stream.empty()) violate(at(owner, "input_stream"), "missing");
+  check_partitions(s.partitions, owner);
+  const Path strategy = at(owner, "at_most_once_strategy");
+  if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue) {
+    violate(at(strategy, "enabled"), "at_most_once_strategy is supported only by async sinks");
+  }
+  if (s.at_most_once_strategy.total_queue_bytes_limit < 1) {
+    violate(at(strategy, "total_queue_bytes_limit"), "must be at least 1");
+  }
+  if (s.at_most_once_strategy.suspend_destruction_duration_us < 0) {
+    violate(at(strategy, "suspend_destruction_duration"), "must not be negative");
+  }
+}
+
+// Sources, computations and sinks share one namespace.
+void check_names_unique(const PipelineSpec& spec) {
+  std::map<std::string, Path> seen;
+  const auto claim = [&](const char* kind, const std::string& name) {
+    const Path owner{kind, name};
+    const auto [it, inserted] = seen.emplace(name, owner);
+    if (!inserted) violate(owner, "name '" + name + "' is already used by " + dotted(it->second));
+  };
+  for (const auto& s : spec.sources) claim("sources", s.name);
+  for (const auto& c : spec.computations) claim("computations", c.name);
+  for (const auto& s : spec.sinks) claim("sinks", s.name);
+}
+
+// Every stream has exactly one producer, and at most one consumer. Cycles among
+// computations are allowed (Flow's Retryable Request pipeline has one).
+void check_streams(const PipelineSpec& spec) {
+  std::map<std::string, Path> producers;
+  const auto produce = [&](const std::string& stream, const Path& owner, const char* key) {
+    const auto [it, inserted] = producers.emplace(stream, owner);
+    if (!inserted) {
+      violate(at(owner, key),
+              "stream '" + stream + "' is produced twice (also by " + dotted(it->second) + ")");
+    }
+  };
+  for (const auto& s : spec.sources) produce(s.output_stream, {"sources", s.name}, "output_stream");
+  for (const auto& c : spec.computations) {
+    for (const auto& out : c.output_streams) {
+      produce(out, {"computations", c.name}, "output_streams");
+    }
+  }
+  std::map<std::string, Path> consumers;
+  const auto consume = [&](const std::string& stream, const Path& owner, const char* key) {
+    if (producers.count(stream) == 0) violate(at(owner, key), "unknown stream '" + stream + "'");
+    const auto [it, inserted] = consumers.emplace(stream, owner);
+    if (!inserted) {
+      violate(at(owner, key),
+              "stream '" + stream + "' is consumed twice (also by " + dotted(it->second) + ")");
+    }
+  };
+  for (const auto& c : spec.computations) {
+    for (const auto& in : c.input_streams) consume(in, {"computations", c.name}, "input_streams");
+  }
+  for (const auto& s : spec.sinks) consume(s.input_stream, {"sinks", s.name}, "input_stream");
+}
+
+void check_spec(const PipelineSpec& spec) {
+  check_top_level(spec);
+  for (const auto& s : spec.sources) check_source(s);
+  for (const auto& c : spec.computations) check_computation(c);
+  for (const auto& s : spec.sinks) check_sink(s);
+  check_names_unique(spec);
+  check_streams(spec);
+}
+
+// ---- Parsing ----------------------------------------------------------------------------
+
+int line_of(const YAML::Node& node) { return node.IsDefined() ? node.Mark().line + 1 : 0; }
+
+[[noreturn]] void fail(const YAML::Node& node, Path path, std::string what) {
+  throw Violation{std::move(path), std::move(what), line_of(node)};
+}
+
+// The line of the deepest key along `path` that the document has, 0 if none (for rules
+// checked on the parsed spec, whose nodes are gone by then).
+int key_line(const YAML::Node& map, std::span<const std::string> path) {
+  if (path.empty() || !map.IsMap()) return 0;
+  for (const auto& entry : map) {
+    if (entry.first.Scalar() != path.front()) continue;
+    const int deeper = key_line(entry.second, path.subspan(1));
+    return deeper > 0 ? deeper : line_of(entry.first);
+  }
+  return 0;
+}
+
+// Refuses keys other than `known`, so a typo does not pass silently.
+void only_keys(const YAML::Node& map, const Path& path, const std::set<std::string>& known) {
+  if (!map.IsMap()) fail(map, path, "expected a mapping");
+  for (const auto& entry : map) {
+    const std::string key = entry.first.Scalar();
+    if (known.count(key) > 0) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    fail(entry.first, at(path, key), "unknown key (known: " + list + ")");
+  }
+}
+
+std::string string_value(const YAML::Node& node, const Path& path) {
+  if (!node.IsScalar()) fail(node, path, "expected a string");
+  return node.Scalar();
+}
+
+int64_t integer_value(const YAML::Node& node, const Path& path, int64_t min, int64_t max) {
+  if (!node.IsScalar()) fail(node, path, "expected an integer");
+  const std::string& text = node.Scalar();
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    fail(node, path, "expected an integer, got '" + text + "'");
+  }
+  if (value < min || value > max) {
+    fail(node, path,
+         "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + text);
+  }
+  return value;
+}
+
+int int_value(const YAML::Node& node, const Path& path) {
+  return static_cast<int>(
+      integer_value(node, path, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+}
+
+bool bool_value(const YAML::Node& node, const Path& path) {
+  bool value = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+    fail(node, path, "expected true or false");
+  }
+  return value;
+}
+
+Micros duration_value(const YAML::Node& node, const Path& path) {
+  const auto text = node.IsScalar() ? node.Scalar() : std::string();
+  const auto us = parse_duration(text);
+  if (!us) fail(node, path, "expected a duration such as 250ms, 2s or 500us, got '" + text + "'");
+  return *us;
+}
+
+std::vector<std::string> string_list(const YAML::Node& node, const Path& path) {
+  if (!node.IsSequence()) fail(node, path, "expected a list of stream names");
+  std::vector<std::string> out;
+  for (const auto& item : node) out.push_back(string_value(item, path));
+  return out;
+}
+
+template <typename E, size_t N>
+E enum_value(const YAML::Node& node, const Path& path, const std::array<E, N>& values,
+             std::string_view (*name)(E)) {
+  const std::string text = string_value(node, path);
+  std::string allowed;
+  for (const E value : values) {
+    if (name(value) == text) return value;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(name(value));
+  }
+  fail(node, path, "unknown value '" + text + "' (allowed: " + allowed + ")");
+}
+
+// A mapping of names to items (sources, computations, sinks, timer streams); absent or
+// null means none.
+template <typename T, typename ParseOne>
+std::vector<T> named_items(const YAML::Node& map, const Path& path, ParseOne parse_one) {
+  std::vector<T> out;
+  std::set<std::string> names;
+  if (!map || map.IsNull()) return out;
+  if (!map.IsMap()) fail(map, path, "expected a mapping of names to entries");
+  for (const auto& entry : map) {
+    const std::string name = string_value(entry.first, path);
+    if (!names.insert(name).second) fail(entry.first, at(path, name), "defined twice");
+    out.push_back(parse_one(entry.second, at(path, name)));
+    out.back().name = name;
+  }
+  return out;
+}
+
+SourceSpec parse_source(const YAML::Node& node, const Path& path) {
+  only_keys(node, path, {"type", "partitions", "output_stream"});
+  SourceSpec s;
+  if (const auto v = node["type"]) s.type = string_value(v, at(path, "type"));
+  if (const auto v = node["partitions"]) s.partitions = int_value(v, at(path, "partitions"));
+  if (const auto v = node["output_stream"]) {
+    s.output_stream = string_value(v, at(path, "output_stream"));
+  }
+  return s;
+}
+
+TimerStreamSpec parse_timer_stream(const YAML::Node& node, const Path& path) {
+  TimerStreamSpec t;
+  if (node.IsNull()) return t;
+  only_keys(node, path, {"watermark", "deduplicate_equal_timestamps"});
+  static constexpr std::array kWatermarks{Watermark::kEventTime, Watermark::kSystemTime,
+                                          Watermark::kRealTime};
+  if (const auto v = node["watermark"]) {
+    t.watermark = enum_value(v, at(path, "watermark"), kWatermarks, watermark_name);
+  }
+  if (const auto v = node["deduplicate_equal_timestamps"]) {
+    t.deduplicate_equal_timestamps = bool_value(v, at(path, "deduplicate_equal_timestamps"));
+  }
+  return t;
+}
+
+void parse_parameters(const YAML::Node& node, const Path& path, ComputationSpec& c) {
+  only_keys(node, path,
+            {"allow_batching_with_relaxed_guarantees", "use_compact_input_messages",
+             "experimental_enable_non_uint_key", "batch_size"});
+  if (const auto v = node["allow_batching_with_relaxed_guarantees"]) {
+    c.allow_batching_with_relaxed_guarantees =
+        bool_value(v, at(path, "allow_batching_with_relaxed_guarantees"));
+  }
+  if (const auto v = node["use_compact_input_messages"]) {
+    c.use_compact_input_messages = bool_value(v, at(path, "use_compact_input_messages"));
+  }
+  if (const auto v = node["experimental_enable_non_uint_key"]) {
+    c.experimental_enable_non_uint_key =
+        bool_value(v, at(path, "experimental_enable_non_uint_key"));
+  }
+  if (const auto v = node["batch_size"]) c.batch_size = int_value(v, at(path, "batch_size"));
+}
+
+ComputationSpec parse_computation(const YAML::Node& node, const Path& path) {
+  only_keys(node, path,
+            {"type", "processing_function", "input_streams", "output_streams", "partitions",
+             "processing_mode", "parameters", "timer_streams"});
+  static constexpr std::array kTypes{ComputationType::kTransform, ComputationType::kSwiftMap,
+                                     ComputationType::kProcessFunction};
+  static constexpr std::array kModes{ProcessingMode::kExactlyOnce,
+                                     ProcessingMode::kAtLeastOnceConsistent};
+  ComputationSpec c;
+  if (const auto v = node["type"]) {
+    c.type = enum_value(v, at(path, "type"), kTypes, computation_type_name);
+  }
+  if (const auto v = node["processing_function"]) {
+    c.processing_function = string_value(v, at(path, "processing_function"));
+  }
+  if (const auto v = node["input_streams"]) {
+    c.input_streams = string_list(v, at(path, "input_streams"));
+  }
+  if (const auto v = node["output_streams"]) {
+    c.output_streams = string_list(v, at(path, "output_streams"));
+  }
+  if (const auto v = node["partitions"]) c.partitions = int_value(v, at(path, "partitions"));
+  if (const auto v = node["processing_mode"]) {
+    c.processing_mode = enum_value(v, at(path, "processing_mode"), kModes, processing_mode_name);
+  }
+  if (const auto v = node["parameters"]) parse_parameters(v, at(path, "parameters"), c);
+  c.timer_streams = named_items<TimerStreamSpec>(node["timer_streams"], at(path, "timer_streams"),
+                                                 parse_timer_stream);
+  return c;
+}
+
+AtMostOnceStrategy parse_at_most_once(const YAML::Node& node, const Path& path) {
+  only_keys(node, path, {"enabled", "total_queue_bytes_limit", "suspend_destruction_duration"});
+  constexpr int64_t kMaxMillis = std::numeric_limits<Micros>::max() / kMillis;
+  AtMostOnceStrategy a;
+  if (const auto v = node["enabled"]) a.enabled = bool_value(v, at(path, "enabled"));
+  if (const auto v = node["total_queue_bytes_limit"]) {
+    a.total_queue_bytes_limit = static_cast<uint64_t>(integer_value(
+        v, at(path, "total_queue_bytes_limit"), 0, std::numeric_limits<int64_t>::max()));
+  }
+  if (const auto v = node["suspend_destruction_duration"]) {  // milliseconds, as in Flow
+    a.suspend_destruction_duration_us =
+        integer_value(v, at(path, "suspend_destruction_duration"), 0, kMaxMillis) * kMillis;
+  }
+  return a;
+}
+
+SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
+  only_keys(node, path, {"type", "input_stream", "partitions", "at_most_once_strategy"});
+  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue};
+  SinkSpec s;
+  if (const auto v = node["type"]) s.type = enum_value(v, at(path, "type"), kTypes, sink_type_name);
+  if (const auto v = node["input_stream"]) {
+    s.input_stream = string_value(v, at(path, "input_stream"));
+  }
+  if (const auto v = node["partitions"]) s.partitions = int_value(v, at(path, "partitions"));
+  if (const auto v = node["at_most_once_strategy"]) {
+    s.at_most_once_strategy = parse_at_most_once(v, at(path, "at_most_once_strategy"));
+  }
+  return s;
+}
+
+PipelineSpec parse_spec(const YAML::Node& root) {
+  if (!root.IsMap()) fail(root, {}, "expected a mapping at the top level");
+  only_keys(root, {},
+            {"name", "epoch_period", "lease_ttl", "scheduling_period", "epoch_batch_limit",
+             "sources", "computations", "sinks"});
+  PipelineSpec spec;
+  if (const auto v = root["name"]) spec.name = string_value(v, {"name"});
+  if (const auto v = root["epoch_period"]) {
+    spec.epoch_period_us = duration_value(v, {"epoch_period"});
+  }
+  if (const auto v = root["lease_ttl"]) spec.lease_ttl_us = duration_value(v, {"lease_ttl"});
+  if (const auto v = root["scheduling_period"]) {
+    spec.scheduling_period_us = duration_value(v, {"scheduling_period"});
+  }
+  if (const auto v = root["epoch_batch_limit"]) {
+    spec.epoch_batch_limit = static_cast<int>(integer_value(v, {"epoch_batch_limit"}, 1, 100'000));
+  }
+  spec.sources = named_items<SourceSpec>(root["sources"], {"sources"}, parse_source);
+  spec.computations =
+      named_items<ComputationSpec>(root["computations"], {"computations"}, parse_computation);
+  spec.sinks = named_items<SinkSpec>(root["sinks"], {"sinks"}, parse_sink);
+  return spec;
+}
+
+}  // namespace
+
+Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::string& where) {
+  try {
+    PipelineSpec spec = parse_spec(node);
+    check_spec(spec);
+    return spec;
+  } catch (Violation& v) {
+    if (v.line == 0) v.line = key_line(node, v.path);
+    if (v.line == 0) v.line = line_of(node);
+    return Status::invalid_argument(message_of(v, where));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(message_of(Violation{{}, e.msg, e.mark.line + 1}, where));
+  }
+}
+
+Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
+  if (!std::filesystem::exists(path)) return Status::invalid_argument(path + ": no such file");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(
+        message_of(Violation{{}, "malformed YAML: " + e.msg, e.mark.line + 1}, path));
+  }
+  return parse_pipeline_spec(root, path);
+}
+
+Status validate_pipeline_spec(const PipelineSpec& spec) {
+  try {
+    check_spec(spec);
+    return Status::ok();
+  } catch (const Violation& v) {
+    return Status::invalid_argument(message_of(v, ""));
+  }
+}
+
+}  // namespace onceflow

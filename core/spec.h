@@ -1,0 +1,112 @@
+// PipelineSpec: what a pipeline is made of, with Flow's names.
+//
+// A pipeline has sources, computations, internal streams and sinks. A source is read by
+// its own reader jobs (one per source partition), which give each message its MessageId and
+// write it into the source's output stream. A computation reads one or more streams and
+// writes zero or more; it runs as one job per partition, and messages go to partition
+// `key % partitions`. A sink reads one stream. Streams are named implicitly: a stream
+// exists when some source or computation names it as an output.
+//
+// The spec is loaded from YAML (load_pipeline_spec) and validated; an invalid spec is
+// refused with a one-line error naming the key and line at fault.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/env/clock.h"
+#include "core/env/status.h"
+
+namespace YAML {
+class Node;
+}
+
+namespace onceflow {
+
+enum class ProcessingMode : uint8_t { kExactlyOnce, kAtLeastOnceConsistent };
+enum class ComputationType : uint8_t { kTransform, kSwiftMap, kProcessFunction };
+enum class Watermark : uint8_t { kEventTime, kSystemTime, kRealTime };
+enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue };
+
+std::string_view processing_mode_name(ProcessingMode mode);
+std::string_view computation_type_name(ComputationType type);
+std::string_view watermark_name(Watermark watermark);
+std::string_view sink_type_name(SinkType type);
+
+struct TimerStreamSpec {
+  std::string name;
+  Watermark watermark = Watermark::kEventTime;
+  bool deduplicate_equal_timestamps = true;
+};
+
+struct ComputationSpec {
+  std::string name;
+  ComputationType type = ComputationType::kTransform;
+  std::string processing_function;          // a name in the ComputationRegistry
+  std::vector<std::string> input_streams;   // at least one
+  std::vector<std::string> output_streams;  // may be empty
+  int partitions = 1;
+  ProcessingMode processing_mode = ProcessingMode::kExactlyOnce;
+  // parameters:
+  bool allow_batching_with_relaxed_guarantees = false;  // swift_map only
+  bool experimental_enable_non_uint_key = false;
+  std::optional<bool> use_compact_input_messages;  // unset: !experimental_enable_non_uint_key
+  int batch_size = 8;  // messages per batch when batching is allowed
+  std::vector<TimerStreamSpec> timer_streams;  // process_function only
+
+  // The dedup table this computation uses: the seed's selection rule plus the override.
+  bool compact_input_messages() const {
+    return use_compact_input_messages.value_or(!experimental_enable_non_uint_key);
+  }
+};
+
+struct SourceSpec {
+  std::string name;
+  std::string type = "queue";
+  int partitions = 1;
+  std::string output_stream;
+};
+
+struct AtMostOnceStrategy {
+  bool enabled = false;
+  uint64_t total_queue_bytes_limit = 100 * 1024 * 1024;
+  Micros suspend_destruction_duration_us = 60 * kSeconds;
+};
+
+struct SinkSpec {
+  std::string name;
+  SinkType type = SinkType::kAsyncQueue;
+  std::string input_stream;
+  int partitions = 1;  // writer jobs; messages go to partition key % partitions
+  AtMostOnceStrategy at_most_once_strategy;  // async sinks only
+};
+
+struct PipelineSpec {
+  std::string name;
+  std::vector<SourceSpec> sources;
+  std::vector<ComputationSpec> computations;
+  std::vector<SinkSpec> sinks;
+  // Engine timing (not Flow names; Flow keeps these in its cluster config).
+  Micros epoch_period_us = 50 * kMillis;
+  Micros lease_ttl_us = 2 * kSeconds;
+  Micros scheduling_period_us = 200 * kMillis;
+  int epoch_batch_limit = 64;  // messages read per input per epoch
+
+  const ComputationSpec* computation(std::string_view name) const;
+  const SourceSpec* source(std::string_view name) const;
+  const SinkSpec* sink(std::string_view name) const;
+  // The number of partitions of a stream's consumer side, where it is read.
+  // Every stream has exactly one consumer (a computation or a sink).
+};
+
+// Parses and validates a pipeline spec from a YAML mapping. `where` prefixes error messages
+// (e.g. "scenarios/x.yaml"); keys are reported as dotted paths (computations.Name.partitions).
+Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::string& where);
+// Loads a YAML file whose top level is a pipeline spec.
+Result<PipelineSpec> load_pipeline_spec(const std::string& path);
+// Checks the cross-references and rules; used by the parser and by code that builds specs.
+Status validate_pipeline_spec(const PipelineSpec& spec);
+
+}  // namespace onceflow

@@ -1,0 +1,156 @@
+#include "faults/pipeline_world.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+#include "core/controller.h"
+#include "core/env/codec.h"
+#include "core/worker.h"
+
+namespace onceflow::faults {
+
+using namespace sim;
+
+namespace {
+constexpr const char* kWords[] = {"Apple", "banana", "CHERRY", "date", "Elderberry", "fig",
+                                  "Grape", "honeydew", "KIWI", "lemon", "Mango", "nectarine"};
+constexpr const char* kStoreNode = "store";
+}  // namespace
+
+struct PipelineWorld::Process {
+  Process(NodeContext& node, PipelineWorld& w, bool is_controller)
+      : store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
+        env{node.runtime, node.network, store, node.random, w.spec_, w.registry_,
+            w.options_.engine, w.options_.bugs, w.options_.observer} {
+    if (is_controller) {
+      controller = std::make_unique<Controller>(env);
+    } else {
+      worker = std::make_unique<Worker>(env, node.name);
+    }
+  }
+  SimStoreClient store;
+  EngineEnv env;
+  std::unique_ptr<Controller> controller;
+  std::unique_ptr<Worker> worker;
+};
+
+PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& registry, PipelineWorldOptions options)
+    : spec_(std::move(spec)), registry_(registry), options_(std::move(options)) {
+  assert(validate_pipeline_spec(spec_).is_ok());
+  assert(options_.workers >= 1);
+  World::Options world_options;
+  world_options.seed = options_.seed;
+  world_options.trace_keep_lines = options_.trace_keep_lines;
+  world_ = std::make_unique<World>(world_options);
+  make_inputs();
+}
+
+PipelineWorld::~PipelineWorld() { world_.reset(); }  // fibers go before what they use
+
+void PipelineWorld::make_inputs() {
+  Xoshiro256StarStar rng = Xoshiro256StarStar(options_.seed).fork("workload");
+  const auto& w = options_.workload;
+  for (int i = 0; i < w.messages; ++i) {
+    const SourceSpec& source = spec_.sources[static_cast<size_t>(i) % spec_.sources.size()];
+    SourceInput in;
+    in.source = source.name;
+    in.partition = static_cast<int>(rng.uniform(static_cast<uint64_t>(source.partitions)));
+    in.key = rng.uniform(static_cast<uint64_t>(w.keys));
+    in.payload = kWords[rng.uniform(std::size(kWords))];
+    in.write_ts = (i + 1) * w.interval_us;
+    in.event_ts = in.write_ts - rng.uniform_range(0, kMillis);
+    inputs_.push_back(std::move(in));
+  }
+}
+
+BootFn PipelineWorld::engine_boot(bool controller) {
+  return [this, controller](NodeContext& node) -> std::shared_ptr<void> {
+    return std::make_shared<Process>(node, *this, controller);
+  };
+}
+
+void PipelineWorld::start() {
+  world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
+  world_->start(world_->add_node(options_.engine.controller_node, engine_boot(true)));
+  for (const std::string& name : worker_names()) world_->start(world_->add_node(name, engine_boot(false)));
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type != SinkType::kAsyncQueue) continue;
+    world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
+  }
+  for (const SourceInput& in : inputs_) {
+    world_->scheduler().at(in.write_ts, kWorldNode, [this, &in] {
+      const uint64_t offset = produced_[{in.source, in.partition}]++;
+      Encoder row;
+      row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
+      data_.load(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+    });
+  }
+}
+
+std::vector<std::string> PipelineWorld::worker_names() const {
+  std::vector<std::string> out;
+  for (int i = 1; i <= options_.workers; ++i) out.push_back(fmt::format("worker-{}", i));
+  return out;
+}
+
+Micros PipelineWorld::last_write_ts() const { return inputs_.empty() ? 0 : inputs_.back().write_ts; }
+
+bool PipelineWorld::drained() const {
+  if (world_->now() < last_write_ts()) return false;
+  for (const auto& source : spec_.sources) {
+    for (int p = 0; p < source.partitions; ++p) {
+      auto it = produced_.find({source.name, p});
+      const uint64_t want = it == produced_.end() ? 0 : it->second;
+      const auto stored = data_.latest(tables::kSourceOffsets, fmt::format("{}/{}", source.name, p));
+      uint64_t offset = 0;
+      if (stored) {
+        Decoder in(*stored);
+        offset = in.u64();
+      }
+      if (offset != want) return false;
+    }
+  }
+  for (const auto& [table, rows] : data_.tables()) {
+    const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0 ||
+                      table.rfind("timers/", 0) == 0;
+    if (work && !data_.read_range(table, "", "", data_.last_version(), 1).empty()) return false;
+  }
+  return true;
+}
+
+bool PipelineWorld::run_until_drained(Micros deadline) {
+  const Micros slice = 50 * kMillis;
+  for (Micros t = world_->now() + slice; t <= deadline + slice; t += slice) {
+    world_->run_until(std::min(t, deadline));
+    if (drained()) return true;
+  }
+  return false;
+}
+
+PipelineResult PipelineWorld::result() const {
+  PipelineResult r;
+  for (const auto& sink : spec_.sinks) {
+    auto& out = r.sinks[sink.name];
+    if (sink.type == SinkType::kSyncQueue) {
+      for (const Row& row : data_.read_range(tables::sync_sink(sink.name), "", "", data_.last_version(), SIZE_MAX)) {
+        auto m = decode_message(row.value);
+        assert(m.has_value());
+        out.emplace_back(m->key, m->payload);
+      }
+    } else if (auto t = targets_.find(sink.name); t != targets_.end()) {
+      for (const Message& m : t->second.appended) out.emplace_back(m.key, m.payload);
+    }
+    std::sort(out.begin(), out.end());
+  }
+  for (const auto& [table, rows] : data_.tables()) {
+    if (table.rfind("state/", 0) != 0 && table.rfind("external/", 0) != 0) continue;
+    for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
+      r.tables[table][row.key] = row.value;
+    }
+  }
+  std::erase_if(r.tables, [](const auto& t) { return t.second.empty(); });
+  return r;
+}
+
+}  // namespace onceflow::faults

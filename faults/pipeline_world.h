@@ -1,0 +1,84 @@
+// PipelineWorld: a pipeline running in the simulator.
+//
+// Nodes: "store" (the transactional store), "controller", "worker-1".."worker-N", and
+// "target-<sink>" for each async sink (a queue with (producer_id, seqNo) dedup). An outside
+// producer appends the workload's messages to the source queues at their write times; the
+// queues live in the store, as Flow's queues live in YTsaurus.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/computation.h"
+#include "core/engine.h"
+#include "core/reference.h"
+#include "core/spec.h"
+#include "sim/queue_target.h"
+#include "sim/store.h"
+#include "sim/world.h"
+
+namespace onceflow::faults {
+
+using sim::BootFn;
+using sim::NodeContext;
+using sim::StoreData;
+using sim::TargetLog;
+using sim::World;
+
+struct PipelineWorkload {
+  int messages = 200;
+  int keys = 16;
+  Micros interval_us = 5 * kMillis;  // between two writes to the source queues
+};
+
+struct PipelineWorldOptions {
+  uint64_t seed = 1;
+  int workers = 3;
+  PipelineWorkload workload;
+  EngineOptions engine;
+  BugSwitches bugs;
+  size_t trace_keep_lines = 0;
+  EngineObserver* observer = nullptr;
+};
+
+class PipelineWorld {
+ public:
+  PipelineWorld(PipelineSpec spec, const ComputationRegistry& registry, PipelineWorldOptions options);
+  ~PipelineWorld();
+
+  // Adds and starts every node and schedules the producer.
+  void start();
+  // Runs until everything is produced and drained, or until `deadline` (virtual time).
+  // Returns true when drained.
+  bool run_until_drained(Micros deadline);
+  bool drained() const;
+
+  World& world() { return *world_; }
+  StoreData& store_data() { return data_; }
+  const PipelineSpec& spec() const { return spec_; }
+  const std::vector<SourceInput>& inputs() const { return inputs_; }
+  std::vector<std::string> worker_names() const;
+  const std::map<std::string, TargetLog>& targets() const { return targets_; }
+  Micros last_write_ts() const;
+
+  // What the sinks expose and what the tables hold now.
+  PipelineResult result() const;
+
+ private:
+  struct Process;
+  void make_inputs();
+  BootFn engine_boot(bool controller);
+
+  PipelineSpec spec_;
+  const ComputationRegistry& registry_;
+  PipelineWorldOptions options_;
+  StoreData data_;
+  std::map<std::string, TargetLog> targets_;
+  std::unique_ptr<World> world_;
+  std::vector<SourceInput> inputs_;
+  std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
+};
+
+}  // namespace onceflow::faults

@@ -1,0 +1,31 @@
+#include "sim/queue_target.h"
+
+#include "core/engine.h"
+#include "core/env/codec.h"
+
+namespace onceflow::sim {
+
+BootFn queue_target_boot(TargetLog& log) {
+  return [&log](NodeContext& node) -> std::shared_ptr<void> {
+    node.network.serve(kSinkAppendService, [&log](const std::string&, std::string_view request) -> Result<std::string> {
+      Decoder in(request);
+      const std::string producer = in.string();
+      const uint64_t seqno = in.u64();
+      auto message = decode_message(in.bytes());
+      if (!in.done() || !message) return Status::invalid_argument("malformed append");
+      if (!producer.empty()) {
+        uint64_t& last = log.last_seqno[producer];
+        if (seqno <= last) {
+          ++log.deduplicated;
+          return std::string("duplicate");
+        }
+        last = seqno;
+      }
+      log.appended.push_back(std::move(*message));
+      return std::string("appended");
+    });
+    return nullptr;
+  };
+}
+
+}  // namespace onceflow::sim

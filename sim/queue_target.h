@@ -1,0 +1,24 @@
+// A simulated queue that async sinks deliver to, with Flow's Queue API deduplication: a
+// message carrying (producer_id, seqNo) is appended only if seqNo is above the last one seen
+// from that producer; a repeat is acknowledged without appending. A message without a
+// producer id is always appended. The log is the target's disk: it survives crashes.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/message.h"
+#include "sim/world.h"
+
+namespace onceflow::sim {
+
+struct TargetLog {
+  std::vector<Message> appended;
+  std::map<std::string, uint64_t> last_seqno;
+  uint64_t deduplicated = 0;
+};
+
+BootFn queue_target_boot(TargetLog& log);
+
+}  // namespace onceflow::sim
