@@ -111,6 +111,11 @@ bool BugSwitches::any() const {
   return false;
 }
 
+void fault_point(const EngineEnv& env, std::string_view point) {
+  if (env.fault_points == nullptr || !env.fault_points->crash_here(point)) return;
+  while (true) env.runtime.sleep_for(kSeconds);  // the crash unwinds this fiber
+}
+
 std::string sink_target_node(std::string_view sink) { return "target-" + std::string(sink); }
 
 }  // namespace onceflow

@@ -101,6 +101,16 @@ class EngineObserver {
   virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
 };
 
+// --- Fault points ------------------------------------------------------------------------------
+// Named places in the engine where a simulation may crash the node (FoundationDB's BUGGIFY
+// idea); the names are listed in faults/points.h. Real deployments pass no hook.
+class FaultPointHook {
+ public:
+  virtual ~FaultPointHook() = default;
+  // True when the node crashes here: the caller then suspends and is unwound.
+  virtual bool crash_here(std::string_view point) = 0;
+};
+
 // --- Environment ---------------------------------------------------------------------------------
 
 struct EngineOptions {
@@ -123,7 +133,11 @@ struct EngineEnv {
   const EngineOptions& options;
   const BugSwitches& bugs;
   EngineObserver* observer = nullptr;  // may be null
+  FaultPointHook* fault_points = nullptr;  // may be null
 };
+
+// Calls the hook at `point`; when it crashes the node, never returns (the fiber is unwound).
+void fault_point(const EngineEnv& env, std::string_view point);
 
 // The name of the node an async queue sink delivers to.
 std::string sink_target_node(std::string_view sink);

@@ -254,7 +254,9 @@ Job::Outcome Job::commit(EpochTx& etx) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
   if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_outbox();
+  if (etx.has_work) fault_point(env_, "epoch.before_commit");
   auto result = env_.store.commit(etx.tx, prerequisites);
+  if (etx.has_work) fault_point(env_, "epoch.after_commit");
   if (result) {
     etx.record.version = *result;
     return Outcome::kCommitted;
@@ -679,6 +681,7 @@ void Job::deliver_outbox() {
     auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                  env_.options.rpc_timeout_us);
     if (!ack) return;
+    fault_point(env_, "sink.after_delivery");
     delivered_seqno_ = std::max<uint64_t>(delivered_seqno_, seqno & 0xffffffffULL);
   }
 }

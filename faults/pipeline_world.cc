@@ -18,17 +18,44 @@ constexpr const char* kWords[] = {"Apple", "banana", "CHERRY", "date", "Elderber
 constexpr const char* kStoreNode = "store";
 }  // namespace
 
+// Crashes its node at a fault point when the run's policy says so, and restarts it later.
+class PipelineWorld::NodeFaultPoints final : public FaultPointHook {
+ public:
+  NodeFaultPoints(PipelineWorld& w, NodeIndex node) : w_(w), node_(node) {}
+  bool crash_here(std::string_view point) override {
+    const auto& policy = w_.options_.fault_point_policy;
+    World& world = *w_.world_;
+    if (!policy || !policy(world.name(node_), point)) return false;
+    world.record(node_, fmt::format("fault point {} fires: crash", point));
+    const NodeIndex node = node_;
+    const Micros restart_at = world.now() + w_.options_.fault_point_restart_us;
+    world.scheduler().at(world.now(), kWorldNode, [&world, node, restart_at] {
+      world.crash(node);
+      world.scheduler().at(restart_at, kWorldNode, [&world, node] {
+        if (!world.is_up(node)) world.start(node);
+      });
+    });
+    return true;
+  }
+
+ private:
+  PipelineWorld& w_;
+  NodeIndex node_;
+};
+
 struct PipelineWorld::Process {
   Process(NodeContext& node, PipelineWorld& w, bool is_controller)
-      : store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
+      : points(w, node.index),
+        store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
         env{node.runtime, node.network, store, node.random, w.spec_, w.registry_,
-            w.options_.engine, w.options_.bugs, w.options_.observer} {
+            w.options_.engine, w.options_.bugs, w.options_.observer, &points} {
     if (is_controller) {
       controller = std::make_unique<Controller>(env);
     } else {
       worker = std::make_unique<Worker>(env, node.name);
     }
   }
+  NodeFaultPoints points;
   SimStoreClient store;
   EngineEnv env;
   std::unique_ptr<Controller> controller;

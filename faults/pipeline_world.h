@@ -6,6 +6,7 @@
 // queues live in the store, as Flow's queues live in YTsaurus.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,9 @@ struct PipelineWorldOptions {
   BugSwitches bugs;
   size_t trace_keep_lines = 0;
   EngineObserver* observer = nullptr;
+  // Decides, for a node reaching a fault point (faults/points.h), whether it crashes there.
+  std::function<bool(const std::string& node, std::string_view point)> fault_point_policy;
+  Micros fault_point_restart_us = 300 * kMillis;  // a node crashed at a point restarts after
 };
 
 class PipelineWorld {
@@ -68,6 +72,7 @@ class PipelineWorld {
 
  private:
   struct Process;
+  class NodeFaultPoints;
   void make_inputs();
   BootFn engine_boot(bool controller);
 

@@ -250,6 +250,7 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
     const LeaseState state = data_.lease_state(lease, now);
     if (state != LeaseState::kActive) {
       record_outcome(tx, false, 0);
+      data_.rejections_.push_back({tx, lease, now, state});
       world_.record(node_, fmt::format("commit tx {} rejected: lease {} is {}", tx,
                                                   lease, lease_state_name(state)));
       return Status::prerequisite_failed(

@@ -51,6 +51,12 @@ class StoreData {
     std::vector<LeaseId> prerequisites;
     size_t writes = 0;
   };
+  struct Rejection {  // a commit refused because a prerequisite Lease had ended
+    TxId tx = 0;
+    LeaseId lease = 0;
+    Micros store_time = 0;
+    LeaseState state = LeaseState::kUnknown;
+  };
   struct Outcome {
     bool committed = false;
     Version version = 0;
@@ -81,6 +87,7 @@ class StoreData {
   LeaseState lease_state(LeaseId lease, Micros now);
   const std::map<LeaseId, LeaseRecord>& leases() const { return leases_; }
   const std::vector<CommitRecord>& commit_log() const { return commit_log_; }
+  const std::vector<Rejection>& rejections() const { return rejections_; }
   Version last_version() const { return last_version_; }
 
  private:
@@ -91,6 +98,7 @@ class StoreData {
   std::map<TxId, Outcome> outcomes_;
   TxId outcomes_forgotten_below_ = 0;
   std::vector<CommitRecord> commit_log_;
+  std::vector<Rejection> rejections_;
   Version last_version_ = 0;
   TxId last_tx_ = 0;
   LeaseId last_lease_ = 0;
