@@ -256,14 +256,27 @@ Job::Outcome Job::commit(EpochTx& etx) {
   if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_outbox();
   if (etx.has_work) fault_point(env_, "epoch.before_commit");
   auto result = env_.store.commit(etx.tx, prerequisites);
-  if (etx.has_work) fault_point(env_, "epoch.after_commit");
+  Outcome outcome = Outcome::kRetry;
   if (result) {
     etx.record.version = *result;
-    return Outcome::kCommitted;
+    outcome = Outcome::kCommitted;
+  } else if (result.error().is_prerequisite_failed()) {
+    outcome = Outcome::kFenced;
+  } else if (result.error().is_ambiguous()) {
+    outcome = resolve_ambiguous(etx);
   }
-  const Status& error = result.error();
-  if (error.is_prerequisite_failed()) return Outcome::kFenced;
-  if (!error.is_ambiguous()) return Outcome::kRetry;
+  if (outcome == Outcome::kCommitted && env_.observer != nullptr) {
+    // Told at once: the history must hold every epoch that committed, crash or not.
+    etx.record.job = id_;
+    etx.record.lease = lease_;
+    etx.record.epoch = etx.meta.epoch;
+    env_.observer->epoch_committed(etx.record);
+  }
+  if (etx.has_work) fault_point(env_, "epoch.after_commit");
+  return outcome;
+}
+
+Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
   if (env_.bugs.ambiguous_as_success) return Outcome::kCommitted;
   if (env_.bugs.ambiguous_as_failure) return Outcome::kRetry;
   // Ask until the store answers; resolve() also fences the transaction if it did not apply.
@@ -300,10 +313,6 @@ void Job::after_commit(EpochTx& etx) {
     amo_sender_running_ = true;
     env_.runtime.spawn("amo-sender:" + id_.str(), [this] { send_at_most_once(); });
   }
-  etx.record.job = id_;
-  etx.record.lease = lease_;
-  etx.record.epoch = etx.meta.epoch;
-  if (env_.observer != nullptr) env_.observer->epoch_committed(etx.record);
 }
 
 // --- Sources ---------------------------------------------------------------------------
@@ -570,8 +579,16 @@ void Job::step_computation(EpochTx& etx) {
   }
   fire_timers(etx);
   if (dedup) clean_dedup(etx);
-  const Micros upstream = producers_low_watermark(etx, spec.input_streams);
-  etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_pending, upstream));
+  // The low watermark of what this job may still emit. A swift job re-emits what it has not
+  // acknowledged, with its inputs' timestamps; a regular job never re-emits, and stamps
+  // whatever it emits next above its last output.
+  if (swift) {
+    const Micros upstream = producers_low_watermark(etx, spec.input_streams);
+    etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_pending, upstream));
+  } else {
+    etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, etx.now);
+    etx.meta.low_watermark = etx.meta.last_output_ts + 1;
+  }
 }
 
 void Job::fire_timers(EpochTx& etx) {

@@ -46,6 +46,7 @@ class Job {
   enum class Outcome { kCommitted, kRetry, kFenced };
   Outcome run_epoch();
   Outcome commit(EpochTx& etx);
+  Outcome resolve_ambiguous(EpochTx& etx);
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
   void step_computation(EpochTx& etx);

@@ -1,0 +1,262 @@
+// The engine's mechanisms one at a time: Leases, dedup and its cleanup, timers, state,
+// outbox resend, the at-most-once queue, and pipeline pause.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <set>
+
+#include "core/builtin.h"
+#include "core/controller.h"
+#include "core/reference.h"
+#include "faults/injector.h"
+#include "faults/pipeline_world.h"
+#include "sim/store.h"
+
+namespace onceflow::faults {
+namespace {
+
+ComputationRegistry registry() {
+  ComputationRegistry r;
+  builtin::register_all(r);
+  return r;
+}
+
+PipelineSpec load(const std::string& name) {
+  auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml");
+  EXPECT_TRUE(spec.has_value()) << spec.error().message();
+  return *spec;
+}
+
+PipelineSpec parse(const std::string& yaml) {
+  auto spec = parse_pipeline_spec(YAML::Load(yaml), "test");
+  EXPECT_TRUE(spec.has_value()) << spec.error().message();
+  return *spec;
+}
+
+size_t live_rows(sim::StoreData& data, const std::string& table) {
+  return data.read_range(table, "", "", data.last_version(), SIZE_MAX).size();
+}
+
+class Recorder final : public EngineObserver {
+ public:
+  void epoch_committed(const Epoch& e) override {
+    ++epochs;
+    timers_fired += e.timers_fired.size();
+    for (MessageId id : e.consumed) ++consumed[e.job.name][id];
+  }
+  void job_fenced(const JobId&, LeaseId) override { ++fenced; }
+  void duplicate_dropped(const JobId&, MessageId) override { ++duplicates; }
+  void amo_queued(const std::string&, const Message&) override { ++amo_queued_count; }
+  void amo_sent(const std::string&, MessageId) override { ++amo_sent_count; }
+  void amo_dropped(const std::string&, MessageId, std::string_view why) override { ++amo_drops[std::string(why)]; }
+
+  uint64_t epochs = 0, fenced = 0, duplicates = 0, timers_fired = 0;
+  uint64_t amo_queued_count = 0, amo_sent_count = 0;
+  std::map<std::string, uint64_t> amo_drops;
+  std::map<std::string, std::map<MessageId, int>> consumed;  // computation -> id -> times
+};
+
+void expect_reference(PipelineWorld& w, const ComputationRegistry& reg) {
+  const PipelineResult expected = run_reference(w.spec(), reg, w.inputs());
+  const PipelineResult got = w.result();
+  EXPECT_EQ(got.sinks, expected.sinks);
+  EXPECT_EQ(got.tables, expected.tables);
+}
+
+TEST(EngineTest, AnAbortedLeaseFencesItsJobAndTheControllerReplacesIt) {
+  const ComputationRegistry reg = registry();
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  PipelineWorld w(load("keyed_aggregation"), reg, options);
+  w.start();
+  w.world().run_until(400 * kMillis);
+  // End every Lease behind the controller's back, as an operator or a bug would.
+  std::vector<LeaseId> active;
+  for (const auto& [id, lease] : w.store_data().leases()) {
+    if (lease.state == LeaseState::kActive) active.push_back(id);
+  }
+  ASSERT_FALSE(active.empty());
+  const sim::NodeIndex worker = w.world().find("worker-1");
+  w.world().runtime(worker).spawn("operator", [&] {
+    sim::SimStoreClient store(w.world().network_endpoint(worker), "store", 100 * kMillis);
+    for (LeaseId lease : active) EXPECT_TRUE(store.abort_lease(lease).is_ok());
+  });
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GE(rec.fenced, active.size());  // every job learned it, by its next commit
+  EXPECT_GE(w.store_data().leases().size(), 2 * active.size());  // replacements, new Leases
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, ARestartedControllerFencesEveryLeaseOfItsPreviousLife) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("three_stage"), reg, PipelineWorldOptions{});
+  w.start();
+  w.world().run_until(500 * kMillis);
+  std::vector<LeaseId> before;
+  for (const auto& [id, lease] : w.store_data().leases()) {
+    if (lease.state == LeaseState::kActive) before.push_back(id);
+  }
+  ASSERT_FALSE(before.empty());
+  const sim::NodeIndex controller = w.world().find("controller");
+  w.world().crash(controller);
+  w.world().run_until(w.world().now() + 100 * kMillis);  // well inside the Lease TTL
+  w.world().start(controller);
+  w.world().run_until(w.world().now() + 300 * kMillis);
+  for (LeaseId lease : before) {
+    EXPECT_EQ(w.store_data().leases().at(lease).state, LeaseState::kAborted) << "lease " << lease;
+  }
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, SwiftRecomputationIsDeduplicatedDownstreamAndDedupRowsAreCleanedLater) {
+  const ComputationRegistry reg = registry();
+  Recorder rec;
+  int crashes = 0;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  // Crash worker-1 (which runs Normalize/1 while both Annotate jobs run elsewhere) right
+  // after commits: a swift job's outputs are durable then, its acknowledgement is not.
+  options.fault_point_policy = [&](const std::string& node, std::string_view point) {
+    return point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6;
+  };
+  PipelineWorld w(load("three_stage"), reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  int recomputed = 0;
+  for (const auto& [id, times] : rec.consumed["Normalize"]) recomputed += times > 1 ? 1 : 0;
+  EXPECT_GT(recomputed, 0) << "crashes: " << crashes;
+  EXPECT_GT(rec.duplicates, 0u);  // recomputed messages reached Annotate and were dropped
+  for (const auto& [computation, ids] : rec.consumed) {
+    if (computation == "Normalize") continue;  // swift: recomputation is allowed
+    for (const auto& [id, times] : ids) EXPECT_EQ(times, 1) << computation << " processed " << format_id(id) << " twice";
+  }
+  expect_reference(w, reg);
+  // Once no producer can re-emit them, input_messages rows go (all but those at the
+  // watermark's edge); the duplicates above show they stayed while a replay could need them.
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  EXPECT_LT(live_rows(w.store_data(), "input_messages/sink:words_out"), 50u);
+}
+
+TEST(EngineTest, CompactAndFullDedupTablesFollowTheSelectionRule) {
+  const ComputationRegistry reg = registry();
+  PipelineSpec spec = load("three_stage");
+  spec.computations[1].use_compact_input_messages = false;  // Annotate: full table
+  PipelineWorld w(spec, reg, PipelineWorldOptions{});
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  const auto& tables = w.store_data().tables();
+  EXPECT_EQ(tables.count("input_messages/Annotate"), 1u);
+  EXPECT_EQ(tables.count("compact_input_messages/Annotate"), 0u);
+  EXPECT_EQ(tables.count("compact_input_messages/WordCount"), 1u);  // the default rule
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, TimersFireOnceAndCommitWithTheirDeletion) {
+  const ComputationRegistry reg = registry();
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  PipelineWorld w(load("retryable_request"), reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GT(rec.timers_fired, 0u);
+  EXPECT_EQ(live_rows(w.store_data(), "timers/RequestProcessor"), 0u);
+  // Every request was answered once: its state cleared, its length added once.
+  EXPECT_EQ(live_rows(w.store_data(), "state/RequestProcessor/request_state"), 0u);
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, StateEqualsTheReferenceCounters) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  std::map<uint64_t, int> counts;
+  for (const auto& in : w.inputs()) ++counts[in.key];
+  const auto tables = w.result().tables;
+  ASSERT_EQ(tables.count("state/Counter/count"), 1u);
+  for (const auto& [key, n] : counts) {
+    EXPECT_EQ(tables.at("state/Counter/count").at(format_id(key)), std::to_string(n));
+  }
+}
+
+TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
+  w.start();
+  // The target's acknowledgements are lost for a while: every delivery is retried.
+  FaultInjector injector(w.world(), &w.store_data());
+  Fault lost;
+  lost.kind = FaultKind::kLostReplies;
+  lost.node = "target-counts_out";
+  lost.intensity = 1.0;
+  lost.at_us = 300 * kMillis;
+  lost.duration_us = 700 * kMillis;
+  injector.schedule(FaultPlan{{lost}, 1 * kSeconds});
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GT(w.targets().at("counts_out").deduplicated, 0u);
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, AtMostOnceQueueDropsOnOverflowAndCountsEveryDrop) {
+  const ComputationRegistry reg = registry();
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  options.workload.interval_us = 100;  // a burst
+  PipelineWorld w(parse(R"(
+name: amo
+epoch_batch_limit: 512
+sources:
+  events: {type: queue, partitions: 1, output_stream: event}
+computations:
+  Counter: {type: process_function, processing_function: Counter, input_streams: [event], output_streams: [counts]}
+sinks:
+  telemetry:
+    type: async_queue
+    input_stream: counts
+    at_most_once_strategy: {enabled: true, total_queue_bytes_limit: 2000, suspend_destruction_duration: 1000}
+)"),
+                  reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  const auto& delivered = w.targets().at("telemetry").appended;
+  uint64_t dropped = 0;
+  for (const auto& [why, n] : rec.amo_drops) dropped += n;
+  EXPECT_GT(rec.amo_drops["queue full"], 0u);
+  EXPECT_EQ(delivered.size() + dropped, static_cast<size_t>(w.inputs().size()));
+  std::set<MessageId> seen;
+  for (const auto& m : delivered) EXPECT_TRUE(seen.insert(m.id).second) << "duplicate " << format_id(m.id);
+}
+
+TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
+  w.start();
+  w.world().run_until(300 * kMillis);
+  const sim::NodeIndex worker = w.world().find("worker-1");
+  const auto set_state = [&](const char* state) {
+    w.world().runtime(worker).spawn("operator", [&w, worker, state] {
+      auto r = w.world().network_endpoint(worker).call("controller", Controller::kSetStateService, state, kSeconds);
+      EXPECT_TRUE(r.has_value());
+    });
+  };
+  set_state("paused");
+  w.world().run_until(w.world().now() + 1 * kSeconds);
+  for (const auto& [id, lease] : w.store_data().leases()) {
+    EXPECT_NE(w.store_data().lease_state(id, w.world().now()), LeaseState::kActive) << "lease " << id;
+  }
+  const size_t leases_while_paused = w.store_data().leases().size();
+  w.world().run_until(w.world().now() + 1 * kSeconds);
+  EXPECT_EQ(w.store_data().leases().size(), leases_while_paused);  // nothing scheduled
+  set_state("running");
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
+}  // namespace
+}  // namespace onceflow::faults
