@@ -88,7 +88,7 @@ class EngineObserver {
     LeaseId lease = 0;
     uint64_t epoch = 0;
     Version version = 0;
-    std::vector<MessageId> consumed;  // inputs processed (not those dropped as duplicates)
+    std::vector<Message> consumed;    // inputs processed (not those dropped as duplicates)
     std::vector<Message> produced;    // messages written to streams or sinks
     std::vector<Timer> timers_fired;
   };

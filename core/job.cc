@@ -524,7 +524,7 @@ void Job::step_computation(EpochTx& etx) {
     Collector out(spec, m.key, m.event_ts);
     function_->process_message(m, out, context);
     if (!etx.failed.is_ok()) return;
-    etx.record.consumed.push_back(m.id);
+    etx.record.consumed.push_back(m);
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
     if (dedup) record_processed(etx, m);
     if (swift) {
@@ -667,7 +667,7 @@ void Job::step_sink(EpochTx& etx) {
       continue;
     }
     if (dedup) record_processed(etx, m);
-    etx.record.consumed.push_back(m.id);
+    etx.record.consumed.push_back(m);
     if (amo) {
       etx.amo_outputs.push_back(std::move(m));
     } else if (spec.type == SinkType::kSyncQueue) {

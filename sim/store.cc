@@ -284,6 +284,7 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
 Result<std::string> StoreServer::resolve(TxId tx) {
   Encoder out;
   if (auto o = data_.outcomes_.find(tx); o != data_.outcomes_.end()) {
+    ++(o->second.committed ? data_.resolved_committed_ : data_.resolved_not_committed_);
     out.boolean(o->second.committed).u64(o->second.version);
     return out.take();
   }
@@ -297,6 +298,7 @@ Result<std::string> StoreServer::resolve(TxId tx) {
     active_.erase(a);
   }
   record_outcome(tx, false, 0);
+  ++data_.resolved_not_committed_;
   out.boolean(false).u64(0);
   return out.take();
 }

@@ -88,6 +88,9 @@ class StoreData {
   const std::map<LeaseId, LeaseRecord>& leases() const { return leases_; }
   const std::vector<CommitRecord>& commit_log() const { return commit_log_; }
   const std::vector<Rejection>& rejections() const { return rejections_; }
+  // resolve() calls answered so far, by answer.
+  uint64_t resolved_committed() const { return resolved_committed_; }
+  uint64_t resolved_not_committed() const { return resolved_not_committed_; }
   Version last_version() const { return last_version_; }
 
  private:
@@ -99,6 +102,8 @@ class StoreData {
   TxId outcomes_forgotten_below_ = 0;
   std::vector<CommitRecord> commit_log_;
   std::vector<Rejection> rejections_;
+  uint64_t resolved_committed_ = 0;
+  uint64_t resolved_not_committed_ = 0;
   Version last_version_ = 0;
   TxId last_tx_ = 0;
   LeaseId last_lease_ = 0;

@@ -43,7 +43,10 @@ class Recorder final : public EngineObserver {
   void epoch_committed(const Epoch& e) override {
     ++epochs;
     timers_fired += e.timers_fired.size();
-    for (MessageId id : e.consumed) ++consumed[e.job.name][id];
+    for (const Message& m : e.consumed) {
+      ++consumed[e.job.name][m.id];
+      ++consumed_keys[e.job.name][m.key];
+    }
   }
   void job_fenced(const JobId&, LeaseId) override { ++fenced; }
   void duplicate_dropped(const JobId&, MessageId) override { ++duplicates; }
@@ -55,6 +58,7 @@ class Recorder final : public EngineObserver {
   uint64_t amo_queued_count = 0, amo_sent_count = 0;
   std::map<std::string, uint64_t> amo_drops;
   std::map<std::string, std::map<MessageId, int>> consumed;  // computation -> id -> times
+  std::map<std::string, std::map<uint64_t, int>> consumed_keys;  // computation -> key -> times
 };
 
 void expect_reference(PipelineWorld& w, const ComputationRegistry& reg) {
@@ -256,6 +260,127 @@ TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {
   set_state("running");
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   expect_reference(w, reg);
+}
+
+}  // namespace
+}  // namespace onceflow::faults
+
+namespace onceflow::faults {
+namespace {
+
+TEST(EngineTest, ALostWorkersJobsMoveAndAJoiningWorkerTriggersARebalanceWithAborts) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
+  w.start();
+  FaultInjector injector(w.world(), &w.store_data());
+  Fault down;  // worker-3 is lost for three seconds, then joins again
+  down.kind = FaultKind::kCrash;
+  down.node = "worker-3";
+  down.at_us = 200 * kMillis;
+  down.duration_us = 3 * kSeconds;
+  injector.schedule(FaultPlan{{down}, down.at_us + down.duration_us});
+  w.world().run_until(down.at_us + down.duration_us + 2 * kSeconds);
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  size_t aborted = 0;
+  for (const auto& [id, lease] : w.store_data().leases()) aborted += lease.state == LeaseState::kAborted;
+  // Jobs were removed twice with their Leases aborted: when worker-3 was lost, and when it
+  // came back and the controller rebalanced onto it.
+  EXPECT_GE(aborted, 4u);
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, AmbiguousCommitsAreResolvedAndTheResultStillMatches) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
+  w.start();
+  FaultInjector injector(w.world(), &w.store_data());
+  Fault lost;
+  lost.kind = FaultKind::kLostReplies;
+  lost.node = "store";
+  lost.intensity = 0.3;
+  lost.at_us = 100 * kMillis;
+  lost.duration_us = 2 * kSeconds;
+  injector.schedule(FaultPlan{{lost}, 3 * kSeconds});
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GT(w.store_data().resolved_committed(), 0u);  // commits whose ack was lost, applied
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, AtLeastOnceConsistentSkipsDedupButKeepsStateAtomic) {
+  const ComputationRegistry reg = registry();
+  PipelineSpec spec = parse(R"(
+name: alo
+sources:
+  words: {type: queue, partitions: 2, output_stream: raw}
+computations:
+  Normalize: {type: swift_map, processing_function: Normalize, input_streams: [raw], output_streams: [normalized], partitions: 2}
+  WordCount:
+    type: process_function
+    processing_function: WordCount
+    input_streams: [normalized]
+    output_streams: [counted]
+    partitions: 2
+    processing_mode: at_least_once_consistent
+sinks:
+  out: {type: sync_queue, input_stream: counted}
+)");
+  int crashes = 0;
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  options.fault_point_policy = [&](const std::string& node, std::string_view point) {
+    return point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6;
+  };
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_EQ(w.store_data().tables().count("compact_input_messages/WordCount"), 0u);  // no dedup
+  EXPECT_EQ(w.store_data().tables().count("input_messages/WordCount"), 0u);
+  // Consistent: a word's count in state equals the number of times WordCount processed a
+  // message of it in committed epochs, because the increment commits with the processing.
+  // At least once: no word is counted fewer times than it was written.
+  const PipelineResult r = w.result();
+  std::map<uint64_t, int> inputs;
+  for (const auto& in : w.inputs()) {
+    std::string word = in.payload;
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ++inputs[hash_bytes(word)];
+  }
+  int reprocessed = 0;
+  for (const auto& [key, written] : inputs) {
+    const int processed = rec.consumed_keys["WordCount"][key];
+    EXPECT_EQ(r.tables.at("state/WordCount/count").at(format_id(key)), std::to_string(processed));
+    EXPECT_GE(processed, written);
+    reprocessed += processed - written;
+  }
+  EXPECT_GT(reprocessed, 0) << "the swift recomputation should have reached WordCount twice";
+}
+
+TEST(EngineTest, RelaxedBatchingGroupsInputsUnderParentSetIds) {
+  const ComputationRegistry reg = registry();
+  PipelineSpec spec = load("three_stage");
+  spec.computations[0].allow_batching_with_relaxed_guarantees = true;
+  spec.computations[0].batch_size = 4;
+  class Batches final : public EngineObserver {
+   public:
+    void epoch_committed(const Epoch& e) override {
+      for (const Message& m : e.produced) {
+        if (m.parents.size() > 1) {
+          ++batched;
+          EXPECT_EQ(m.id, batched_message_id(m.parents));
+        }
+      }
+    }
+    int batched = 0;
+  } batches;
+  PipelineWorldOptions options;
+  options.observer = &batches;
+  options.workload.interval_us = 200;  // bursts, so epochs hold several words per key
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GT(batches.batched, 0);
+  expect_reference(w, reg);  // without faults nothing is recomputed: the same words counted
 }
 
 }  // namespace

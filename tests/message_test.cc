@@ -1,0 +1,55 @@
+#include "core/message.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace onceflow {
+namespace {
+
+TEST(MessageTest, IdsAreDeterministic) {
+  EXPECT_EQ(source_message_id("events", 1, 42), source_message_id("events", 1, 42));
+  EXPECT_EQ(derived_message_id(7, 0), derived_message_id(7, 0));
+  EXPECT_EQ(timer_output_id("C", 3, 100, 0), timer_output_id("C", 3, 100, 0));
+}
+
+TEST(MessageTest, IdsDoNotCollideAcrossOriginsParentsAndIndexes) {
+  std::set<MessageId> ids;
+  size_t made = 0;
+  for (int p = 0; p < 4; ++p) {
+    for (uint64_t offset = 0; offset < 500; ++offset) {
+      const MessageId s = source_message_id("events", p, offset);
+      ids.insert(s);
+      ids.insert(source_message_id("other", p, offset));
+      for (uint32_t i = 0; i < 3; ++i) ids.insert(derived_message_id(s, i));
+      made += 5;
+    }
+  }
+  EXPECT_EQ(ids.size(), made);
+}
+
+TEST(MessageTest, BatchedIdsDependOnTheParentSetNotItsOrder) {
+  EXPECT_EQ(batched_message_id({1, 2, 3}), batched_message_id({3, 1, 2}));
+  EXPECT_NE(batched_message_id({1, 2, 3}), batched_message_id({1, 2}));
+  EXPECT_NE(batched_message_id({1, 2}), batched_message_id({1, 3}));
+  EXPECT_NE(batched_message_id({5}), 5u);
+}
+
+TEST(MessageTest, EncodingRoundTrips) {
+  Message m;
+  m.id = 1;
+  m.key = 2;
+  m.stream = "s";
+  m.system_ts = -3;
+  m.event_ts = 4;
+  m.alignment_ts = 5;
+  m.payload = std::string("a\0b", 3);
+  m.parents = {9, 8};
+  auto back = decode_message(encode_message(m));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, m);
+  EXPECT_FALSE(decode_message("garbage").has_value());
+}
+
+}  // namespace
+}  // namespace onceflow
