@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/scenario.h"
+#include "core/builtin.h"
 #include "faults/selftest.h"
 
 namespace onceflow {
@@ -45,7 +46,26 @@ cli::Scenario load_or_fail(const std::string& path) {
   return *scenario;
 }
 
-faults::SelftestResult run_seed(const cli::Scenario& s, uint64_t seed, bool swarm, size_t keep_lines) {
+// What one invocation of the command line runs with.
+struct Invocation {
+  const ComputationRegistry& registry;
+  BugSwitches bugs;      // --bug: one deliberate engine mistake, for checking the checkers
+  std::string bug_name;
+};
+
+std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm);
+
+faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
+                            size_t keep_lines) {
+  if (s.kind == "pipeline") {
+    faults::PipelineRunOptions options = s.pipeline;
+    options.seed = seed;
+    options.swarm = swarm;
+    options.trace_keep_lines = keep_lines;
+    options.bugs = inv.bugs;
+    options.replay_command = replay_command(inv, s, seed, swarm);
+    return faults::run_pipeline(options, inv.registry).outcome;
+  }
   faults::SelftestOptions options = s.kernel;
   options.seed = seed;
   options.swarm = swarm;
@@ -54,8 +74,10 @@ faults::SelftestResult run_seed(const cli::Scenario& s, uint64_t seed, bool swar
   return faults::run_kernel_selftest(options);
 }
 
-std::string replay_command(const cli::Scenario& s, uint64_t seed, bool swarm) {
-  return fmt::format("onceflow replay {} --seed {}{}", s.path, seed, swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"));
+std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm) {
+  return fmt::format("onceflow replay {} --seed {}{}{}", s.path, seed,
+                     swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),
+                     inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
 }
 
 json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
@@ -73,7 +95,7 @@ json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
   return json{{"mix", mix}, {"heal_at_us", plan.heal_at_us}, {"plan", faults}};
 }
 
-json run_json(const cli::Scenario& s, const faults::SelftestResult& r, bool swarm, double wall_ms) {
+json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
   json checks = json::array();
   json violations = json::array();
   for (const auto& v : r.verdicts) {
@@ -82,7 +104,7 @@ json run_json(const cli::Scenario& s, const faults::SelftestResult& r, bool swar
       violations.push_back({{"check", v.check},
                             {"detail", v.detail},
                             {"seed", r.seed},
-                            {"replay", replay_command(s, r.seed, swarm)}});
+                            {"replay", replay_command(inv, s, r.seed, swarm)}});
     }
   }
   return json{{"scenario", s.path},   {"seed", r.seed},
@@ -91,34 +113,30 @@ json run_json(const cli::Scenario& s, const faults::SelftestResult& r, bool swar
               {"events", r.events},   {"sim_time_us", r.sim_time_us},
               {"wall_ms", wall_ms},   {"faults", plan_json(r.plan, r.fault_mix)},
               {"checks", checks},     {"violations", violations},
-              {"observed", {{"commits", r.observations.commits_ok},
-                            {"conflicts", r.observations.conflicts},
-                            {"fenced", r.observations.fenced},
-                            {"ambiguous", r.observations.ambiguous},
-                            {"unavailable", r.observations.unavailable}}}};
+              {"observed", r.observed}};
 }
 
-void print_run(const cli::Scenario& s, const faults::SelftestResult& r, bool swarm, double wall_ms) {
+void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
   fmt::print("scenario {} seed {}: {}\n", s.path, r.seed, r.passed ? "PASS" : "FAIL");
   fmt::print("  trace_hash {}  events {}  simulated {:.3f}s  wall {:.0f}ms\n", hex(r.trace_hash),
              r.events, static_cast<double>(r.sim_time_us) / 1e6, wall_ms);
   fmt::print("  faults: {}\n", r.fault_mix);
-  const auto& o = r.observations;
-  fmt::print("  observed: {} commits, {} conflicts, {} fenced by their Lease, {} ambiguous, {} unavailable\n",
-             o.commits_ok, o.conflicts, o.fenced, o.ambiguous, o.unavailable);
+  std::string observed;
+  for (const auto& [what, n] : r.observed) observed += fmt::format("{}{} {}", observed.empty() ? "" : ", ", n, what);
+  if (!observed.empty()) fmt::print("  observed: {}\n", observed);
   for (const auto& v : r.verdicts) {
     fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
   }
-  if (!r.passed) fmt::print("  replay: {}\n", replay_command(s, r.seed, swarm));
+  if (!r.passed) fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
 }
 
-int cmd_run(const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
+int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
             const std::string& trace_file, bool replay) {
   const cli::Scenario s = load_or_fail(path);
   const bool swarm = swarm_flag.value_or(s.swarm);
   const bool keep = replay || !trace_file.empty();
   const auto start = std::chrono::steady_clock::now();
-  const faults::SelftestResult r = run_seed(s, seed, swarm, keep ? SIZE_MAX : 0);
+  const faults::RunOutcome r = run_seed(inv, s, seed, swarm, keep ? SIZE_MAX : 0);
   const double wall_ms = wall_ms_since(start);
   if (!trace_file.empty()) {
     std::ofstream out(trace_file);
@@ -131,9 +149,9 @@ int cmd_run(const std::string& path, uint64_t seed, std::optional<bool> swarm_fl
     for (const auto& line : r.trace) fmt::print("{}\n", line);
   }
   if (as_json) {
-    fmt::print("{}\n", run_json(s, r, swarm, wall_ms).dump(2));
+    fmt::print("{}\n", run_json(inv, s, r, swarm, wall_ms).dump(2));
   } else {
-    print_run(s, r, swarm, wall_ms);
+    print_run(inv, s, r, swarm, wall_ms);
   }
   return r.passed ? kExitPass : kExitViolation;
 }
@@ -148,7 +166,7 @@ struct SeedSummary {
   std::string first_failure;
 };
 
-json summary_json(const faults::SelftestResult& r) {
+json summary_json(const faults::RunOutcome& r) {
   json checks = json::array();
   std::string first_failure;
   for (const auto& v : r.verdicts) {
@@ -171,11 +189,11 @@ SeedSummary parse_summary(const json& j) {
 }
 
 // Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
-void explore_seeds(const cli::Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
+void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
                    const std::function<void(const SeedSummary&)>& done) {
   if (jobs <= 1) {
     for (uint64_t seed = first; seed < first + count; ++seed) {
-      done(parse_summary(summary_json(run_seed(s, seed, swarm, 0))));
+      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0))));
     }
     return;
   }
@@ -195,7 +213,7 @@ void explore_seeds(const cli::Scenario& s, uint64_t first, uint64_t count, int j
       close(fds[0]);
       FILE* out = fdopen(fds[1], "w");
       for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
-        const std::string line = summary_json(run_seed(s, seed, swarm, 0)).dump() + "\n";
+        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0)).dump() + "\n";
         std::fputs(line.c_str(), out);
         std::fflush(out);
       }
@@ -242,7 +260,7 @@ void explore_seeds(const cli::Scenario& s, uint64_t first, uint64_t count, int j
   }
 }
 
-int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, int jobs,
+int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, uint64_t first_seed, int jobs,
                 std::optional<bool> swarm_flag, bool as_json) {
   const cli::Scenario s = load_or_fail(path);
   const bool swarm = swarm_flag.value_or(s.swarm);
@@ -255,7 +273,7 @@ int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, in
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_check;  // name -> (pass, fail)
   std::vector<std::string> check_order;
   uint64_t events = 0;
-  explore_seeds(s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
+  explore_seeds(inv, s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
     events += r.events;
     for (const auto& [name, ok] : r.checks) {
       if (by_check.count(name) == 0) check_order.push_back(name);
@@ -282,7 +300,7 @@ int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, in
     json failing_seeds = json::array();
     for (const auto* r : failing) {
       failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
-                               {"replay", replay_command(s, r->seed, swarm)}});
+                               {"replay", replay_command(inv, s, r->seed, swarm)}});
     }
     json checks = json::object();
     for (const auto& name : check_order) {
@@ -312,7 +330,7 @@ int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, in
       fmt::print("\nfailing seeds:\n");
       for (const auto* r : failing) {
         fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, r->first_failure,
-                   r->mix, replay_command(s, r->seed, swarm));
+                   r->mix, replay_command(inv, s, r->seed, swarm));
       }
     }
     if (expected_failure) {
@@ -325,6 +343,12 @@ int cmd_explore(const std::string& path, uint64_t seeds, uint64_t first_seed, in
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  ComputationRegistry registry;
+  builtin::register_all(registry);
+  return cli_main(argc, argv, registry);
+}
+
+int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   CLI::App app{"onceflow: deterministic simulation and verification of exactly-once pipelines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
@@ -335,7 +359,11 @@ int cli_main(int argc, char** argv) {
   std::optional<bool> swarm;
   bool as_json = false;
   std::string trace_file;
+  std::string bug;
 
+  const auto add_bug = [&](CLI::App* cmd) {
+    cmd->add_option("--bug", bug, "Switch on one engine bug (see onceflow mutants)");
+  };
   const auto add_swarm = [&](CLI::App* cmd) {
     cmd->add_flag_function(
         "--swarm,!--no-swarm", [&](int64_t count) { swarm = count > 0; },
@@ -348,6 +376,7 @@ int cli_main(int argc, char** argv) {
   add_swarm(run);
   run->add_flag("--json", as_json, "Print one JSON object");
   run->add_option("--trace", trace_file, "Write the run's trace to FILE");
+  add_bug(run);
 
   CLI::App* explore = app.add_subcommand("explore", "Run many seeds and tabulate the checks");
   explore->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
@@ -356,11 +385,13 @@ int cli_main(int argc, char** argv) {
   explore->add_option("--jobs,-j", jobs, "Worker processes");
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
+  add_bug(explore);
 
   CLI::App* replay = app.add_subcommand("replay", "Run one seed and print its full trace");
   replay->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
   replay->add_option("--seed", seed, "Seed of the run")->required();
   add_swarm(replay);
+  add_bug(replay);
 
   try {
     app.parse(argc, argv);
@@ -378,10 +409,17 @@ int cli_main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  Invocation inv{registry, {}, bug};
+  if (!bug.empty() && !inv.bugs.enable(bug)) {
+    std::string known;
+    for (const auto& name : BugSwitches::names()) known += (known.empty() ? "" : ", ") + name;
+    fmt::print(stderr, "onceflow: unknown bug switch '{}' (known: {})\n", bug, known);
+    return kExitUsage;
+  }
   try {
-    if (run->parsed()) return cmd_run(path, seed, swarm, as_json, trace_file, false);
-    if (explore->parsed()) return cmd_explore(path, seeds, first_seed, jobs, swarm, as_json);
-    if (replay->parsed()) return cmd_run(path, seed, swarm, false, "", true);
+    if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
+    if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
+    if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
   } catch (const UsageError& e) {
     fmt::print(stderr, "onceflow: {}\n", e.message);
     return kExitUsage;

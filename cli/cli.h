@@ -3,8 +3,14 @@
 // Exit codes: 0 every check passed, 1 a violation was found, 2 bad input or usage.
 #pragma once
 
+#include "core/computation.h"
+
 namespace onceflow {
 
+// The onceflow command line with the built-in computations.
 int cli_main(int argc, char** argv);
+// The same command line with `registry`: a program with its own computations registers them
+// and hands the registry here, and its pipelines get run, explore, replay and the rest.
+int cli_main(int argc, char** argv, const ComputationRegistry& registry);
 
 }  // namespace onceflow

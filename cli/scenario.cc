@@ -1,5 +1,7 @@
 #include "cli/scenario.h"
 
+#include "core/engine.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -98,15 +100,18 @@ class Loader {
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
-                         "faults", "liveness_bound", "guarantees"});
+                         "faults", "liveness_bound", "guarantees", "pipeline", "topology"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
     s.name = string(root["name"], "name");
     if (root["description"]) s.description = string(root["description"], "description");
-    if (!root["kind"]) fail(root, "kind", "missing (kinds: kernel)");
+    if (!root["kind"]) fail(root, "kind", "missing (kinds: kernel, pipeline)");
     s.kind = string(root["kind"], "kind");
-    if (s.kind != "kernel") fail(root["kind"], "kind", "unknown kind '" + s.kind + "' (kinds: kernel)");
+    if (s.kind != "kernel" && s.kind != "pipeline") {
+      fail(root["kind"], "kind", "unknown kind '" + s.kind + "' (kinds: kernel, pipeline)");
+    }
+    if (s.kind == "pipeline") return load_pipeline(root, s);
     if (root["demonstrates_failure"]) {
       s.demonstrates_failure = boolean(root["demonstrates_failure"], "demonstrates_failure");
     }
@@ -121,6 +126,70 @@ class Loader {
       s.guarantees = {"conservation", "ledger", "ambiguous-resolution", "lease-fencing", "liveness"};
     }
     return s;
+  }
+
+  Scenario load_pipeline(const YAML::Node& root, Scenario& s) {
+    if (!root["pipeline"]) fail(root, "pipeline", "missing: the pipeline spec file");
+    const std::string relative = string(root["pipeline"], "pipeline");
+    s.pipeline_path = (std::filesystem::path(path_).parent_path() / relative).lexically_normal().string();
+    auto spec = load_pipeline_spec(s.pipeline_path);
+    if (!spec) fail(root["pipeline"], "pipeline", spec.error().message());
+    faults::PipelineRunOptions& o = s.pipeline;
+    o.spec = *spec;
+    if (root["topology"]) {
+      only_keys(root["topology"], "topology", {"workers"});
+      if (root["topology"]["workers"]) o.workers = static_cast<int>(integer(root["topology"]["workers"], "topology.workers", 1, 64));
+    }
+    if (root["workload"]) {
+      const YAML::Node& w = root["workload"];
+      only_keys(w, "workload", {"messages", "keys", "interval"});
+      if (w["messages"]) o.workload.messages = static_cast<int>(integer(w["messages"], "workload.messages", 0, 10'000'000));
+      if (w["keys"]) o.workload.keys = static_cast<int>(integer(w["keys"], "workload.keys", 1, 1'000'000'000));
+      if (w["interval"]) o.workload.interval_us = duration(w["interval"], "workload.interval");
+    }
+    if (root["guarantees"]) load_sink_guarantees(root["guarantees"], s);
+    if (root["faults"]) {
+      load_faults(root["faults"], s);
+      o.scripted = s.scripted;
+      o.faults_start_us = s.kernel.faults_start_us;
+      o.heal_at_us = s.kernel.heal_at_us;
+    }
+    if (root["liveness_bound"]) o.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    for (const auto& sink : o.spec.sinks) {
+      if (o.sink_guarantees.count(sink.name) == 0) o.sink_guarantees[sink.name] = faults::default_guarantee(sink);
+    }
+    s.guarantees.clear();
+    for (const auto& [sink, g] : o.sink_guarantees) s.guarantees.push_back(sink + ":" + guarantee_name(g));
+    s.guarantees.push_back(std::string("state:") + (o.spec.computations.empty() ? "none" : "reference"));
+    return s;
+  }
+
+  static std::string guarantee_name(checkers::Guarantee g) {
+    switch (g) {
+      case checkers::Guarantee::kExactlyOnce: return "exactly_once";
+      case checkers::Guarantee::kAtLeastOnce: return "at_least_once";
+      case checkers::Guarantee::kAtMostOnce: return "at_most_once";
+    }
+    return "?";
+  }
+
+  void load_sink_guarantees(const YAML::Node& g, Scenario& s) {
+    if (!g.IsMap()) fail(g, "guarantees", "expected a mapping of sink name to guarantee");
+    for (const auto& entry : g) {
+      const std::string sink = entry.first.as<std::string>();
+      const std::string key = "guarantees." + sink;
+      if (s.pipeline.spec.sink(sink) == nullptr) fail(entry.first, key, "no sink '" + sink + "' in the pipeline");
+      const std::string value = string(entry.second, key);
+      if (value == "exactly_once") {
+        s.pipeline.sink_guarantees[sink] = checkers::Guarantee::kExactlyOnce;
+      } else if (value == "at_least_once") {
+        s.pipeline.sink_guarantees[sink] = checkers::Guarantee::kAtLeastOnce;
+      } else if (value == "at_most_once") {
+        s.pipeline.sink_guarantees[sink] = checkers::Guarantee::kAtMostOnce;
+      } else {
+        fail(entry.second, key, "unknown guarantee '" + value + "' (exactly_once, at_least_once, at_most_once)");
+      }
+    }
   }
 
   void load_kernel_workload(const YAML::Node& w, Scenario& s) {
@@ -146,7 +215,18 @@ class Loader {
   }
 
   void load_faults(const YAML::Node& f, Scenario& s) {
-    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan"});
+    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability"});
+    if (f["kinds"]) {
+      if (!f["kinds"].IsSequence()) fail(f["kinds"], "faults.kinds", "expected a list of fault kinds");
+      for (const auto& k : f["kinds"]) {
+        const auto kind = faults::parse_fault_kind(string(k, "faults.kinds"));
+        if (!kind) fail(k, "faults.kinds", "unknown fault kind '" + k.as<std::string>() + "'");
+        s.pipeline.swarm_kinds.push_back(*kind);
+      }
+    }
+    if (f["fault_point_probability"]) {
+      s.pipeline.fault_point_probability = probability(f["fault_point_probability"], "faults.fault_point_probability");
+    }
     if (f["swarm"]) s.swarm = boolean(f["swarm"], "faults.swarm");
     if (f["start"]) s.kernel.faults_start_us = duration(f["start"], "faults.start");
     if (f["heal_at"]) s.kernel.heal_at_us = duration(f["heal_at"], "faults.heal_at");
@@ -174,7 +254,7 @@ class Loader {
     if (!item["at"]) fail(item, where + ".at", "missing");
     f.at_us = duration(item["at"], where + ".at");
     if (item["for"]) f.duration_us = duration(item["for"], where + ".for");
-    if (f.at_us + f.duration_us > s.kernel.heal_at_us) {
+    if (f.at_us + f.duration_us > heal_at_of(s)) {
       fail(item, where, "ends after faults.heal_at");
     }
     const std::set<std::string> nodes = kernel_nodes(s);
@@ -197,7 +277,17 @@ class Loader {
     return f;
   }
 
+  static Micros heal_at_of(const Scenario& s) { return s.kernel.heal_at_us; }
+
   static std::set<std::string> kernel_nodes(const Scenario& s) {
+    if (s.kind == "pipeline") {
+      std::set<std::string> nodes{"store", "controller"};
+      for (int i = 1; i <= s.pipeline.workers; ++i) nodes.insert(fmt::format("worker-{}", i));
+      for (const auto& sink : s.pipeline.spec.sinks) {
+        if (sink.type == SinkType::kAsyncQueue) nodes.insert(sink_target_node(sink.name));
+      }
+      return nodes;
+    }
     std::set<std::string> nodes{sim::BankWorkload::kStoreNode};
     for (int i = 1; i <= s.kernel.workload.clients; ++i) nodes.insert(fmt::format("client-{}", i));
     return nodes;

@@ -9,6 +9,7 @@
 
 #include "core/env/status.h"
 #include "faults/fault.h"
+#include "faults/pipeline_run.h"
 #include "faults/selftest.h"
 
 namespace onceflow::cli {
@@ -17,11 +18,13 @@ struct Scenario {
   std::string path;
   std::string name;
   std::string description;
-  std::string kind;  // "kernel": the simulator's self-test workload
+  std::string kind;  // "kernel": the simulator's self-test; "pipeline": a pipeline spec
   bool demonstrates_failure = false;
   faults::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
   bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
   faults::FaultPlan scripted;      // faults written in the file (used when not swarming)
+  faults::PipelineRunOptions pipeline;  // for kind "pipeline"; seed and swarm are set per run
+  std::string pipeline_path;
   std::vector<std::string> guarantees;
 };
 

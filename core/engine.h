@@ -43,6 +43,9 @@ namespace tables {
 inline constexpr const char* kController = "controller";
 inline constexpr const char* kJobMeta = "job_meta";  // key: JobId::str()
 inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source/partition
+// The time before which a source queue partition will get no more rows (written by the
+// queue's producer side); key: source/partition, value: i64.
+inline constexpr const char* kQueueHeads = "queue_heads";
 std::string queue(std::string_view source);  // rows "<p>/<offset>"
 std::string stream(std::string_view stream);  // rows "<p>/<alignment_ts>/<id>"
 std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
@@ -86,12 +89,17 @@ class EngineObserver {
   struct Epoch {
     JobId job;
     LeaseId lease = 0;
+    TxId tx = 0;
     uint64_t epoch = 0;
     Version version = 0;
     std::vector<Message> consumed;    // inputs processed (not those dropped as duplicates)
     std::vector<Message> produced;    // messages written to streams or sinks
     std::vector<Timer> timers_fired;
   };
+  // An epoch is about to be committed as transaction `epoch.tx`. Whether it applied is the
+  // store's to say (the job may crash before it learns): a history asks the store.
+  virtual void epoch_committing(const Epoch& /*epoch*/) {}
+  // The job learned that its epoch committed.
   virtual void epoch_committed(const Epoch& /*epoch*/) {}
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
   virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}

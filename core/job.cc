@@ -48,7 +48,8 @@ constexpr Micros kNoWatermark = INT64_MAX;
 struct Job::Meta {
   uint64_t epoch = 0;
   Micros last_output_ts = INT64_MIN;
-  Micros low_watermark = INT64_MIN;  // no message this job may still emit is older
+  Micros low_watermark = INT64_MIN;     // no NEW message this job emits will be older
+  Micros replay_watermark = INT64_MIN;  // nothing it may emit again (a replay) is older
   Micros event_watermark = INT64_MIN;
   uint64_t next_seqno = 1;   // async sinks: seqNo of the next outbox row
   uint64_t acked_seqno = 0;  // async sinks: every seqNo up to this one is delivered
@@ -57,7 +58,7 @@ struct Job::Meta {
   std::string encode() const {
     Encoder out;
     out.u64(epoch).i64(last_output_ts).i64(low_watermark).i64(event_watermark);
-    out.u64(next_seqno).u64(acked_seqno).u64(sink_offset);
+    out.u64(next_seqno).u64(acked_seqno).u64(sink_offset).i64(replay_watermark);
     return out.take();
   }
   static Meta decode(std::string_view bytes) {
@@ -70,6 +71,7 @@ struct Job::Meta {
     m.next_seqno = in.u64();
     m.acked_seqno = in.u64();
     m.sink_offset = in.u64();
+    m.replay_watermark = in.i64();
     assert(in.done());
     return m;
   }
@@ -254,6 +256,11 @@ Job::Outcome Job::commit(EpochTx& etx) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
   if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_outbox();
+  etx.record.job = id_;
+  etx.record.lease = lease_;
+  etx.record.tx = etx.tx.id();
+  etx.record.epoch = etx.meta.epoch;
+  if (env_.observer != nullptr) env_.observer->epoch_committing(etx.record);
   if (etx.has_work) fault_point(env_, "epoch.before_commit");
   auto result = env_.store.commit(etx.tx, prerequisites);
   Outcome outcome = Outcome::kRetry;
@@ -265,13 +272,7 @@ Job::Outcome Job::commit(EpochTx& etx) {
   } else if (result.error().is_ambiguous()) {
     outcome = resolve_ambiguous(etx);
   }
-  if (outcome == Outcome::kCommitted && env_.observer != nullptr) {
-    // Told at once: the history must hold every epoch that committed, crash or not.
-    etx.record.job = id_;
-    etx.record.lease = lease_;
-    etx.record.epoch = etx.meta.epoch;
-    env_.observer->epoch_committed(etx.record);
-  }
+  if (outcome == Outcome::kCommitted && env_.observer != nullptr) env_.observer->epoch_committed(etx.record);
   if (etx.has_work) fault_point(env_, "epoch.after_commit");
   return outcome;
 }
@@ -281,7 +282,7 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
   if (env_.bugs.ambiguous_as_failure) return Outcome::kRetry;
   // Ask until the store answers; resolve() also fences the transaction if it did not apply.
   while (true) {
-    auto outcome = env_.store.resolve(etx.tx.id());
+    auto outcome = env_.store.resolve(etx.tx.id(), &etx.record.version);
     if (outcome) return *outcome == TxOutcome::kCommitted ? Outcome::kCommitted : Outcome::kRetry;
     env_.runtime.sleep_for(env_.spec.epoch_period_us);
   }
@@ -343,7 +344,15 @@ void Job::step_source(EpochTx& etx) {
     ++offset;
     etx.has_work = true;
   }
-  etx.meta.low_watermark = last_write;  // later appends are written later
+  // Appends to a partition come in time order, so nothing older than the last row read can
+  // follow; once caught up, the queue's head time (nothing older will be written) holds too.
+  if (rows.size() < static_cast<size_t>(env_.spec.epoch_batch_limit)) {
+    if (auto head = etx.read(tables::kQueueHeads, offset_key)) {
+      Decoder in(*head);
+      last_write = std::max(last_write, in.i64());
+    }
+  }
+  etx.meta.low_watermark = etx.meta.replay_watermark = last_write;
   Encoder out;
   out.u64(offset);
   if (env_.bugs.offsets_before_commit && etx.has_work) {
@@ -361,16 +370,21 @@ void Job::step_source(EpochTx& etx) {
 // --- Shared input handling ---------------------------------------------------------------
 
 bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
-                      std::vector<std::pair<std::string, Message>>* rows) {
+                      std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from) {
   const std::string prefix = tables::partition_prefix(id_.partition);
+  const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
+  *unseen_from = kNoWatermark;
   for (const auto& stream : streams) {
     const std::string table = tables::stream(stream);
-    for (Row& row : etx.scan(table, prefix, prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit))) {
+    const std::vector<Row> page = etx.scan(table, prefix, prefix + "~", limit);
+    for (const Row& row : page) {
       auto m = decode_message(row.value);
       if (!m) {
         etx.failed = m.error();
         return false;
       }
+      // A full page may hide more rows, none older than its last one.
+      if (page.size() == limit && &row == &page.back()) *unseen_from = std::min(*unseen_from, m->alignment_ts);
       rows->emplace_back(table + "\x1f" + row.key, std::move(*m));
     }
   }
@@ -434,13 +448,14 @@ void Job::record_processed(EpochTx& etx, const Message& m) {
   etx.tx.put(dedup_table(), key, encode_compact(entries));
 }
 
-Micros Job::producers_low_watermark(EpochTx& etx, const std::vector<std::string>& streams) {
+Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay) {
   Micros low = kNoWatermark;
   for (const auto& stream : streams) {
     for (const JobId& producer : producers(env_.spec, stream)) {
       const auto meta = etx.read(tables::kJobMeta, producer.str());
       if (!meta) return INT64_MIN;  // a producer that never committed may emit anything
-      low = std::min(low, Meta::decode(*meta).low_watermark);
+      const Meta m = Meta::decode(*meta);
+      low = std::min(low, replay ? m.replay_watermark : m.low_watermark);
     }
   }
   return low;
@@ -453,7 +468,7 @@ void Job::clean_dedup(EpochTx& etx) {
   if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
   const std::vector<std::string> inputs =
       computation_ != nullptr ? computation_->input_streams : std::vector<std::string>{sink_->input_stream};
-  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_low_watermark(etx, inputs);
+  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, inputs, true);
   const std::string prefix = tables::partition_prefix(id_.partition);
   const bool compact = computation_ != nullptr && computation_->compact_input_messages();
   for (const Row& row : etx.scan(dedup_table(), prefix, prefix + "~", 256)) {
@@ -495,7 +510,8 @@ void Job::step_computation(EpochTx& etx) {
   const bool swift = spec.type == ComputationType::kSwiftMap;
   const bool dedup = spec.processing_mode == ProcessingMode::kExactlyOnce && !swift && !env_.bugs.no_input_dedup;
   std::vector<std::pair<std::string, Message>> rows;
-  if (!read_inputs(etx, spec.input_streams, &rows)) return;
+  Micros unseen_from = kNoWatermark;
+  if (!read_inputs(etx, spec.input_streams, &rows, &unseen_from)) return;
 
   // Swift: acknowledge what the previous committed epoch processed.
   for (const std::string& row : pending_ack_) {
@@ -503,7 +519,11 @@ void Job::step_computation(EpochTx& etx) {
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
   }
   Context context(etx.now, env_.random);
-  Micros first_pending = kNoWatermark;
+  // Alignment: only messages older than every producer's watermark are taken, so a message
+  // that arrives late can never be older than one already processed.
+  const Micros input_watermark = producers_watermark(etx, spec.input_streams, false);
+  Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
+  Micros first_unprocessed = unseen_from;  // oldest input not yet processed
   struct BatchKey {
     std::string stream;
     uint64_t key;
@@ -513,7 +533,11 @@ void Job::step_computation(EpochTx& etx) {
 
   for (auto& [row, m] : rows) {
     if (pending_ack_.count(row) != 0) continue;
-    first_pending = std::min(first_pending, m.system_ts);
+    first_unacked = std::min(first_unacked, m.system_ts);
+    if (m.alignment_ts >= input_watermark) {
+      first_unprocessed = std::min(first_unprocessed, m.system_ts);
+      break;
+    }
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     if (dedup && is_duplicate(etx, m)) {
@@ -583,11 +607,15 @@ void Job::step_computation(EpochTx& etx) {
   // acknowledged, with its inputs' timestamps; a regular job never re-emits, and stamps
   // whatever it emits next above its last output.
   if (swift) {
-    const Micros upstream = producers_low_watermark(etx, spec.input_streams);
-    etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_pending, upstream));
+    // New outputs inherit their inputs' times; re-emissions after a restart are repeats of
+    // what was emitted already, which consumers drop by MessageId.
+    const Micros upstream_replay = producers_watermark(etx, spec.input_streams, true);
+    etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_unprocessed, input_watermark));
+    etx.meta.replay_watermark =
+        std::max(etx.meta.replay_watermark, std::min({first_unacked, input_watermark, upstream_replay}));
   } else {
     etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, etx.now);
-    etx.meta.low_watermark = etx.meta.last_output_ts + 1;
+    etx.meta.low_watermark = etx.meta.replay_watermark = etx.meta.last_output_ts + 1;
   }
 }
 
@@ -657,8 +685,11 @@ void Job::step_sink(EpochTx& etx) {
     etx.meta.acked_seqno = std::max(etx.meta.acked_seqno, std::min(delivered_seqno_, etx.meta.next_seqno - 1));
   }
   std::vector<std::pair<std::string, Message>> rows;
-  if (!read_inputs(etx, {spec.input_stream}, &rows)) return;
+  Micros unseen_from = kNoWatermark;
+  if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
+  const Micros input_watermark = producers_watermark(etx, {spec.input_stream}, false);
   for (auto& [row, m] : rows) {
+    if (m.alignment_ts >= input_watermark) break;
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
@@ -694,7 +725,7 @@ void Job::deliver_outbox() {
     if (seqno <= delivered_seqno_ && !env_.bugs.new_seqno_on_resend) continue;
     if (env_.bugs.new_seqno_on_resend) seqno += (++resend_salt_) << 32;  // a fresh number each send
     Encoder req;
-    req.bytes(producer).u64(seqno).bytes(row.value);
+    req.bytes(producer).u64(seqno).u64(lease_).bytes(row.value);
     auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                  env_.options.rpc_timeout_us);
     if (!ack) return;
@@ -720,7 +751,7 @@ void Job::send_at_most_once() {
       continue;
     }
     Encoder req;
-    req.bytes("").u64(0).bytes(encode_message(m));
+    req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
     auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                  env_.options.rpc_timeout_us);
     if (env_.observer != nullptr) {

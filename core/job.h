@@ -51,13 +51,15 @@ class Job {
   void step_source(EpochTx& etx);
   void step_computation(EpochTx& etx);
   void step_sink(EpochTx& etx);
-  // Reads the inputs of this partition in (alignment_ts, id) order.
+  // Reads the inputs of this partition in (alignment_ts, id) order. `unseen_from` is the
+  // alignment time from which rows may exist that the bounded read did not return.
   bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
-                   std::vector<std::pair<std::string, Message>>* rows);
+                   std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from);
   bool is_duplicate(EpochTx& etx, const Message& m);
   void record_processed(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx);
-  Micros producers_low_watermark(EpochTx& etx, const std::vector<std::string>& streams);
+  // The lowest emit (alignment) or replay watermark among the producers of `streams`.
+  Micros producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay);
   void fire_timers(EpochTx& etx);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);

@@ -105,6 +105,7 @@ void PipelineWorld::start() {
     if (sink.type != SinkType::kAsyncQueue) continue;
     world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
   }
+  heartbeat_queue_heads();
   for (const SourceInput& in : inputs_) {
     world_->scheduler().at(in.write_ts, kWorldNode, [this, &in] {
       const uint64_t offset = produced_[{in.source, in.partition}]++;
@@ -113,6 +114,22 @@ void PipelineWorld::start() {
       data_.load(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
     });
   }
+}
+
+// The queue's side of alignment: every few milliseconds each partition's head time moves to
+// now (nothing older will be appended); after the last write it moves past every message.
+void PipelineWorld::heartbeat_queue_heads() {
+  const bool done = world_->now() > last_write_ts();
+  const Micros head = done ? INT64_MAX / 4 : world_->now();
+  for (const auto& source : spec_.sources) {
+    for (int p = 0; p < source.partitions; ++p) {
+      Encoder out;
+      out.i64(head);
+      data_.load(tables::kQueueHeads, fmt::format("{}/{}", source.name, p), out.take());
+    }
+  }
+  if (done) return;
+  world_->scheduler().at(world_->now() + kQueueHeartbeatUs, kWorldNode, [this] { heartbeat_queue_heads(); });
 }
 
 std::vector<std::string> PipelineWorld::worker_names() const {
@@ -166,7 +183,7 @@ PipelineResult PipelineWorld::result() const {
         out.emplace_back(m->key, m->payload);
       }
     } else if (auto t = targets_.find(sink.name); t != targets_.end()) {
-      for (const Message& m : t->second.appended) out.emplace_back(m.key, m.payload);
+      for (const auto& e : t->second.appended) out.emplace_back(e.message.key, e.message.payload);
     }
     std::sort(out.begin(), out.end());
   }

@@ -74,6 +74,8 @@ class PipelineWorld {
   struct Process;
   class NodeFaultPoints;
   void make_inputs();
+  void heartbeat_queue_heads();
+  static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
   BootFn engine_boot(bool controller);
 
   PipelineSpec spec_;

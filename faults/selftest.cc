@@ -6,7 +6,7 @@
 
 namespace onceflow::faults {
 
-SelftestResult run_kernel_selftest(const SelftestOptions& options) {
+RunOutcome run_kernel_selftest(const SelftestOptions& options) {
   sim::World::Options world_options;
   world_options.seed = options.seed;
   world_options.trace_keep_lines = options.trace_keep_lines;
@@ -15,7 +15,7 @@ SelftestResult run_kernel_selftest(const SelftestOptions& options) {
   sim::BankWorkload workload(world, data, options.workload);
   workload.start();
 
-  SelftestResult result;
+  RunOutcome result;
   result.seed = options.seed;
   if (options.swarm) {
     SwarmOptions swarm;
@@ -52,7 +52,10 @@ SelftestResult run_kernel_selftest(const SelftestOptions& options) {
   result.trace_hash = world.trace_hash();
   result.events = world.scheduler().events_run();
   result.sim_time_us = world.now();
-  result.observations = workload.observations();
+  const auto& seen = workload.observations();
+  result.observed = {{"commits", seen.commits_ok},   {"conflicts", seen.conflicts},
+                     {"fenced", seen.fenced},        {"ambiguous", seen.ambiguous},
+                     {"unavailable", seen.unavailable}};
   result.trace = world.trace().lines();
   return result;
 }

@@ -10,6 +10,7 @@
 
 #include "checkers/verdict.h"
 #include "faults/fault.h"
+#include "faults/run_outcome.h"
 #include "sim/bank_workload.h"
 
 namespace onceflow::faults {
@@ -26,19 +27,6 @@ struct SelftestOptions {
   size_t trace_keep_lines = 0;
 };
 
-struct SelftestResult {
-  uint64_t seed = 0;
-  uint64_t trace_hash = 0;
-  uint64_t events = 0;
-  Micros sim_time_us = 0;
-  std::string fault_mix;
-  FaultPlan plan;
-  std::vector<checkers::Verdict> verdicts;
-  bool passed = false;
-  sim::BankWorkload::Observations observations;
-  std::deque<std::string> trace;
-};
-
-SelftestResult run_kernel_selftest(const SelftestOptions& options);
+RunOutcome run_kernel_selftest(const SelftestOptions& options);
 
 }  // namespace onceflow::faults

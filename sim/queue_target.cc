@@ -7,10 +7,12 @@ namespace onceflow::sim {
 
 BootFn queue_target_boot(TargetLog& log) {
   return [&log](NodeContext& node) -> std::shared_ptr<void> {
-    node.network.serve(kSinkAppendService, [&log](const std::string&, std::string_view request) -> Result<std::string> {
+    World& world = node.world;
+    node.network.serve(kSinkAppendService, [&log, &world](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string producer = in.string();
       const uint64_t seqno = in.u64();
+      const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
       if (!producer.empty()) {
@@ -21,7 +23,7 @@ BootFn queue_target_boot(TargetLog& log) {
         }
         last = seqno;
       }
-      log.appended.push_back(std::move(*message));
+      log.appended.push_back({std::move(*message), producer, lease, world.now()});
       return std::string("appended");
     });
     return nullptr;

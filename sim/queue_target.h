@@ -2,6 +2,7 @@
 // message carrying (producer_id, seqNo) is appended only if seqNo is above the last one seen
 // from that producer; a repeat is acknowledged without appending. A message without a
 // producer id is always appended. The log is the target's disk: it survives crashes.
+// Request: producer id, seqNo, the sender's Lease (recorded for the fencing checker), message.
 #pragma once
 
 #include <map>
@@ -14,7 +15,13 @@
 namespace onceflow::sim {
 
 struct TargetLog {
-  std::vector<Message> appended;
+  struct Entry {
+    Message message;
+    std::string producer;  // empty for at-most-once sends
+    uint64_t lease = 0;    // the sending job's Lease, as it said
+    Micros time = 0;       // virtual time of the append
+  };
+  std::vector<Entry> appended;
   std::map<std::string, uint64_t> last_seqno;
   uint64_t deduplicated = 0;
 };

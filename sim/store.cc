@@ -457,15 +457,16 @@ void SimStoreClient::abort(const Transaction& tx) {
   (void)rpc(req.take());
 }
 
-Result<TxOutcome> SimStoreClient::resolve(TxId tx) {
+Result<TxOutcome> SimStoreClient::resolve(TxId tx, Version* version) {
   Encoder req = request(Op::kResolve);
   req.u64(tx);
   auto reply = rpc(req.take());
   if (!reply) return reply.error();
   Decoder in(*reply);
   const bool committed = in.boolean();
-  (void)in.u64();
+  const Version at = in.u64();
   if (!in.done()) return bad_reply();
+  if (version != nullptr) *version = at;
   return committed ? TxOutcome::kCommitted : TxOutcome::kNotCommitted;
 }
 

@@ -88,6 +88,12 @@ class StoreData {
   const std::map<LeaseId, LeaseRecord>& leases() const { return leases_; }
   const std::vector<CommitRecord>& commit_log() const { return commit_log_; }
   const std::vector<Rejection>& rejections() const { return rejections_; }
+  // The commit version of `tx` if it committed (and its outcome is still retained).
+  std::optional<Version> committed_version(TxId tx) const {
+    auto it = outcomes_.find(tx);
+    if (it == outcomes_.end() || !it->second.committed) return std::nullopt;
+    return it->second.version;
+  }
   // resolve() calls answered so far, by answer.
   uint64_t resolved_committed() const { return resolved_committed_; }
   uint64_t resolved_not_committed() const { return resolved_not_committed_; }
@@ -154,7 +160,7 @@ class SimStoreClient final : public Store {
   Result<Transaction> begin() override;
   Result<Version> commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) override;
   void abort(const Transaction& tx) override;
-  Result<TxOutcome> resolve(TxId tx) override;
+  Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
 
  protected:
   Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,

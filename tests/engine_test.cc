@@ -234,7 +234,7 @@ sinks:
   EXPECT_GT(rec.amo_drops["queue full"], 0u);
   EXPECT_EQ(delivered.size() + dropped, static_cast<size_t>(w.inputs().size()));
   std::set<MessageId> seen;
-  for (const auto& m : delivered) EXPECT_TRUE(seen.insert(m.id).second) << "duplicate " << format_id(m.id);
+  for (const auto& e : delivered) EXPECT_TRUE(seen.insert(e.message.id).second) << "duplicate " << format_id(e.message.id);
 }
 
 TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {

@@ -13,8 +13,8 @@ TEST(SelftestTest, SameSeedGivesTheSameTraceHash) {
   for (uint64_t seed : {1u, 7u, 42u}) {
     SelftestOptions options;
     options.seed = seed;
-    const SelftestResult a = run_kernel_selftest(options);
-    const SelftestResult b = run_kernel_selftest(options);
+    const RunOutcome a = run_kernel_selftest(options);
+    const RunOutcome b = run_kernel_selftest(options);
     EXPECT_EQ(a.trace_hash, b.trace_hash) << "seed " << seed;
     EXPECT_EQ(a.events, b.events) << "seed " << seed;
     EXPECT_EQ(a.fault_mix, b.fault_mix) << "seed " << seed;
@@ -44,8 +44,8 @@ TEST(SelftestTest, KeepingTraceLinesDoesNotChangeTheHash) {
   SelftestOptions quiet, verbose;
   quiet.seed = verbose.seed = 5;
   verbose.trace_keep_lines = 1'000'000;
-  const SelftestResult q = run_kernel_selftest(quiet);
-  const SelftestResult v = run_kernel_selftest(verbose);
+  const RunOutcome q = run_kernel_selftest(quiet);
+  const RunOutcome v = run_kernel_selftest(verbose);
   EXPECT_EQ(q.trace_hash, v.trace_hash);
   EXPECT_TRUE(q.trace.empty());
   EXPECT_GT(v.trace.size(), 100u);
@@ -56,12 +56,12 @@ TEST(SelftestTest, EveryCheckPassesUnderSwarmFaults) {
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SelftestOptions options;
     options.seed = seed;
-    const SelftestResult r = run_kernel_selftest(options);
+    const RunOutcome r = run_kernel_selftest(options);
     for (const auto& v : r.verdicts) {
       EXPECT_TRUE(v.passed) << "seed " << seed << " " << v.check << ": " << v.detail;
     }
-    fenced += r.observations.fenced;
-    ambiguous += r.observations.ambiguous;
+    fenced += r.observed.at("fenced");
+    ambiguous += r.observed.at("ambiguous");
   }
   // The faults did bite: zombies were fenced and commits were ambiguous.
   EXPECT_GT(fenced, 0u);

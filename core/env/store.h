@@ -95,8 +95,9 @@ class Store {
   virtual Result<Version> commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) = 0;
   // Releases the snapshot of a transaction that will not commit. Best effort.
   virtual void abort(const Transaction& tx) = 0;
-  // Whether `tx` committed. A transaction that has not committed by now never will.
-  virtual Result<TxOutcome> resolve(TxId tx) = 0;
+  // Whether `tx` committed (and, when it did and `version` is given, at which version). A
+  // transaction that has not committed by now never will.
+  virtual Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) = 0;
 
  protected:
   // Snapshot reads of committed data, without the transaction's buffered writes.

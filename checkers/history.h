@@ -1,0 +1,78 @@
+// The history of one simulated pipeline run, as plain data, for the checkers.
+//
+// Recorded by the simulator (faults/pipeline_run.cc) from the engine's observer, the store's
+// commit log and Lease records, and the sink targets' logs; the checkers read only this.
+// Times are virtual microseconds; store times are on the store's clock (never skewed).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace onceflow::checkers {
+
+enum class Guarantee { kExactlyOnce, kAtLeastOnce, kAtMostOnce };
+
+struct MessageRecord {
+  uint64_t id = 0;
+  uint64_t key = 0;
+  std::string stream;
+  int64_t alignment_ts = 0;
+  std::string payload;
+};
+
+struct EpochRecord {
+  std::string job;          // "computation/Name/3"
+  std::string computation;  // the job's computation, source or sink name
+  bool swift = false;
+  uint64_t lease = 0;
+  uint64_t version = 0;     // the store's commit version
+  int64_t commit_time = -1; // store time of the commit (-1: unknown)
+  std::vector<MessageRecord> consumed;  // in processing order
+  std::vector<MessageRecord> produced;
+  std::vector<std::string> timers_fired;  // "computation/key/trigger/stream"
+};
+
+struct DeliveryRecord {  // a message the target made visible
+  std::string sink;
+  std::string producer_job;  // empty for at-most-once sends
+  uint64_t lease = 0;        // the delivering job's Lease (0: unknown)
+  int64_t time = 0;
+  MessageRecord message;
+};
+
+struct LeaseSpan {
+  int64_t started_at = 0;
+  int64_t ended_at = -1;  // -1: still active at the end of the run
+};
+
+struct SinkExpectation {
+  std::string sink;
+  Guarantee guarantee = Guarantee::kExactlyOnce;
+  // What the reference run delivered: (key, payload), sorted.
+  std::vector<std::pair<uint64_t, std::string>> reference;
+};
+
+struct PipelineHistory {
+  uint64_t seed = 0;
+  std::string replay_command;
+  std::vector<EpochRecord> epochs;  // in commit-version order
+  std::vector<DeliveryRecord> deliveries;
+  std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> sink_outputs;  // sorted
+  std::vector<SinkExpectation> sinks;
+  std::map<std::string, std::set<uint64_t>> counted_drops;  // at-most-once: sink -> dropped ids
+  // State and external tables: table -> key -> value, at the end and in the reference.
+  std::map<std::string, std::map<std::string, std::string>> tables;
+  std::map<std::string, std::map<std::string, std::string>> reference_tables;
+  bool compare_state = true;  // false when some computation is at-least-once-consistent
+  std::map<uint64_t, LeaseSpan> leases;
+  std::vector<std::string> pending_timers;  // timers still stored at the end
+  int64_t heal_at = 0;
+  int64_t liveness_bound = 0;
+  int64_t drained_at = -1;  // -1: never drained
+  std::vector<std::string> trace_tail;  // the last trace lines, for violation reports
+};
+
+}  // namespace onceflow::checkers

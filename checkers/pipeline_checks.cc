@@ -1,0 +1,408 @@
+#include "checkers/pipeline_checks.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace onceflow::checkers {
+namespace {
+
+using Item = std::pair<uint64_t, std::string>;  // (key, payload) as a sink exposes it
+using ItemCounts = std::map<Item, size_t>;
+using Table = std::map<std::string, std::string>;
+
+constexpr size_t kShownBytesMax = 40;
+
+std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
+
+// At most kShownBytesMax bytes of `bytes`, quoted; anything but printable ASCII (and the
+// quote and backslash, to stay unambiguous) is shown as \xNN.
+std::string shown(std::string_view bytes) {
+  std::string out = "\"";
+  const std::string_view head = bytes.substr(0, kShownBytesMax);
+  for (const char c : head) {
+    const auto byte = static_cast<unsigned char>(c);
+    const bool plain = byte >= 0x20 && byte < 0x7f && c != '"' && c != '\\';
+    if (plain) {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  out += "\"";
+  if (head.size() < bytes.size()) out += fmt::format("...({} bytes)", bytes.size());
+  return out;
+}
+
+std::string shown(const Item& item) {
+  return fmt::format("(key {}, {})", hex_id(item.first), shown(item.second));
+}
+
+Verdict failure(std::string_view check, const PipelineHistory& h, std::string detail) {
+  if (!h.replay_command.empty()) detail += " — replay: " + h.replay_command;
+  return Verdict::fail(std::string(check), std::move(detail));
+}
+
+std::string_view guarantee_name(Guarantee g) {
+  switch (g) {
+    case Guarantee::kExactlyOnce:
+      return "exactly-once";
+    case Guarantee::kAtLeastOnce:
+      return "at-least-once";
+    case Guarantee::kAtMostOnce:
+      return "at-most-once";
+  }
+  return "unknown-guarantee";
+}
+
+// ---- delivery ----
+
+ItemCounts count_items(std::span<const Item> items) {
+  ItemCounts counts;
+  for (const Item& item : items) ++counts[item];
+  return counts;
+}
+
+// An absent sink delivered nothing.
+std::span<const Item> sink_output(const PipelineHistory& h, const std::string& sink) {
+  auto it = h.sink_outputs.find(sink);
+  if (it == h.sink_outputs.end()) return {};
+  return it->second;
+}
+
+struct OutputDiff {
+  std::string first_missing;  // empty: nothing missing
+  std::string first_extra;    // empty: nothing extra
+  size_t missing_total = 0;
+};
+
+OutputDiff diff_outputs(const ItemCounts& want, const ItemCounts& got) {
+  OutputDiff diff;
+  for (const auto& [item, wanted] : want) {
+    auto it = got.find(item);
+    const size_t have = it == got.end() ? 0 : it->second;
+    if (have >= wanted) continue;
+    diff.missing_total += wanted - have;
+    if (diff.first_missing.empty()) {
+      diff.first_missing = fmt::format("missing {} delivered {} of {} times", shown(item), have, wanted);
+    }
+  }
+  for (const auto& [item, have] : got) {
+    auto it = want.find(item);
+    const size_t wanted = it == want.end() ? 0 : it->second;
+    if (have <= wanted) continue;
+    diff.first_extra = fmt::format("extra {} delivered {} times, reference {}", shown(item), have, wanted);
+    break;
+  }
+  return diff;
+}
+
+std::string join_problems(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "; " + b;
+}
+
+// What is wrong with one sink's output under its guarantee; empty when nothing is.
+std::string sink_problem(const SinkExpectation& e, const PipelineHistory& h) {
+  const OutputDiff diff = diff_outputs(count_items(e.reference), count_items(sink_output(h, e.sink)));
+  switch (e.guarantee) {
+    case Guarantee::kExactlyOnce:
+      return join_problems(diff.first_missing, diff.first_extra);
+    case Guarantee::kAtLeastOnce:
+      return diff.first_missing;
+    case Guarantee::kAtMostOnce: {
+      auto it = h.counted_drops.find(e.sink);
+      const size_t drops = it == h.counted_drops.end() ? 0 : it->second.size();
+      std::string lost;
+      if (diff.missing_total > drops) {
+        lost = fmt::format("{} missing but only {} drops counted; first {}", diff.missing_total,
+                           drops, diff.first_missing);
+      }
+      return join_problems(diff.first_extra, lost);
+    }
+  }
+  return "";
+}
+
+// A MessageId made visible twice by a sink that promises no duplicates; empty when none.
+std::string visible_twice(const PipelineHistory& h) {
+  std::map<std::string_view, Guarantee> guarantees;
+  for (const SinkExpectation& e : h.sinks) guarantees[e.sink] = e.guarantee;
+  std::map<std::pair<std::string_view, uint64_t>, const DeliveryRecord*> first;
+  for (const DeliveryRecord& d : h.deliveries) {
+    auto g = guarantees.find(d.sink);
+    if (g == guarantees.end() || g->second == Guarantee::kAtLeastOnce) continue;
+    auto [it, fresh] = first.try_emplace({d.sink, d.message.id}, &d);
+    if (fresh) continue;
+    const DeliveryRecord& before = *it->second;
+    return fmt::format("message {} made visible twice by sink {} ({}): by job '{}' at {}us and job '{}' at {}us",
+                       hex_id(d.message.id), d.sink, guarantee_name(g->second), before.producer_job,
+                       before.time, d.producer_job, d.time);
+  }
+  return "";
+}
+
+// ---- state ----
+
+std::string table_problem(const std::string& table, const Table& got, const Table& want) {
+  auto g = got.begin();
+  auto w = want.begin();
+  while (g != got.end() || w != want.end()) {
+    if (w == want.end() || (g != got.end() && g->first < w->first)) {
+      return fmt::format("table {} key {}: extra, value {}", table, shown(g->first), shown(g->second));
+    }
+    if (g == got.end() || w->first < g->first) {
+      return fmt::format("table {} key {}: missing, reference {}", table, shown(w->first), shown(w->second));
+    }
+    if (g->second != w->second) {
+      return fmt::format("table {} key {}: value {}, reference {}", table, shown(g->first),
+                         shown(g->second), shown(w->second));
+    }
+    ++g;
+    ++w;
+  }
+  return "";
+}
+
+// An absent table has no rows.
+const Table& table_or(const std::map<std::string, Table>& tables, const std::string& name,
+                      const Table& empty) {
+  auto it = tables.find(name);
+  return it == tables.end() ? empty : it->second;
+}
+
+// ---- fencing ----
+
+std::string commit_problem(const EpochRecord& e, const PipelineHistory& h) {
+  auto it = h.leases.find(e.lease);
+  if (it == h.leases.end()) {
+    return fmt::format("job {} committed version {} at {}us under unknown lease {}", e.job,
+                       e.version, e.commit_time, hex_id(e.lease));
+  }
+  const LeaseSpan& span = it->second;
+  const bool before_start = e.commit_time < span.started_at;
+  const bool after_end = span.ended_at >= 0 && e.commit_time > span.ended_at;
+  if (!before_start && !after_end) return "";
+  return fmt::format("job {} committed version {} at {}us under lease {} that lived {}..{}us",
+                     e.job, e.version, e.commit_time, hex_id(e.lease), span.started_at, span.ended_at);
+}
+
+// When each sink committed each message (the earliest commit of an epoch of that sink that
+// took it): sink -> id -> commit time.
+std::map<std::string, std::map<uint64_t, int64_t>> sink_commits(const PipelineHistory& h) {
+  std::map<std::string, std::map<uint64_t, int64_t>> out;
+  for (const EpochRecord& e : h.epochs) {
+    if (!e.job.starts_with("sink/") || e.commit_time < 0) continue;
+    auto& committed = out[e.computation];
+    for (const MessageRecord& m : e.consumed) {
+      auto [it, fresh] = committed.try_emplace(m.id, e.commit_time);
+      if (!fresh) it->second = std::min(it->second, e.commit_time);
+    }
+  }
+  return out;
+}
+
+// An async sink's output is decided when its epoch commits (outbox or at-most-once queue)
+// under a valid Lease; delivering it later, even by a job whose Lease has since ended, only
+// repeats that decision, and the target drops repeats. What must never happen is a message
+// becoming visible before (or without) that commit.
+std::string delivery_problem(const DeliveryRecord& d, const PipelineHistory& h,
+                             const std::map<std::string, std::map<uint64_t, int64_t>>& commits) {
+  const auto sink = commits.find(d.sink);
+  const auto committed = sink == commits.end() ? nullptr : &sink->second;
+  const auto it = committed == nullptr ? decltype(sink->second.end()){} : committed->find(d.message.id);
+  if (committed != nullptr && it != committed->end() && it->second <= d.time) return "";
+  const auto span = h.leases.find(d.lease);
+  const std::string lease = span == h.leases.end() ? "" : fmt::format(" (lease {})", hex_id(d.lease));
+  if (committed == nullptr || it == committed->end()) {
+    return fmt::format("job '{}'{} made message {} visible in sink {} at {}us, but no epoch of the sink ever "
+                       "committed it", d.producer_job, lease, hex_id(d.message.id), d.sink, d.time);
+  }
+  return fmt::format("job '{}'{} made message {} visible in sink {} at {}us, before the sink committed it at {}us",
+                     d.producer_job, lease, hex_id(d.message.id), d.sink, d.time, it->second);
+}
+
+// ---- ordering ----
+
+bool is_consumer_job(std::string_view job) {
+  return job.starts_with("computation/") || job.starts_with("sink/");
+}
+
+std::map<uint64_t, std::string_view> producers_by_id(const PipelineHistory& h) {
+  std::map<uint64_t, std::string_view> producers;
+  for (const EpochRecord& e : h.epochs) {
+    for (const MessageRecord& m : e.produced) producers.try_emplace(m.id, e.job);
+  }
+  return producers;
+}
+
+// (consumer computation, key, stream, producer job)
+using LineageKey = std::tuple<std::string_view, uint64_t, std::string_view, std::string_view>;
+
+struct OrderingState {
+  std::map<uint64_t, std::string_view> producers;
+  std::set<std::pair<std::string_view, uint64_t>> consumed;  // (computation, id) seen
+  std::map<LineageKey, const MessageRecord*> last;
+};
+
+// Records the first consumption of `m` by `e`'s computation; a problem if it went backwards.
+std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord& m) {
+  if (!s.consumed.emplace(e.computation, m.id).second) return "";
+  auto producer = s.producers.find(m.id);
+  if (producer == s.producers.end()) return "";
+  const LineageKey lineage{e.computation, m.key, m.stream, producer->second};
+  auto [it, fresh] = s.last.try_emplace(lineage, &m);
+  if (fresh) return "";
+  const MessageRecord& before = *it->second;
+  it->second = &m;
+  if (m.alignment_ts >= before.alignment_ts) return "";
+  return fmt::format(
+      "computation {} (job {}) key {} stream {} from producer {}: message {} (alignment {}) "
+      "processed after message {} (alignment {})",
+      e.computation, e.job, hex_id(m.key), m.stream, producer->second, hex_id(m.id),
+      m.alignment_ts, hex_id(before.id), before.alignment_ts);
+}
+
+}  // namespace
+
+Verdict DeliveryCheck::check(const PipelineHistory& h) const {
+  std::string summary;
+  for (const SinkExpectation& e : h.sinks) {
+    const std::string problem = sink_problem(e, h);
+    if (!problem.empty()) {
+      return failure(name(), h, fmt::format("sink {} ({}): {}", e.sink, guarantee_name(e.guarantee), problem));
+    }
+    summary += fmt::format("{}{} {} {} messages", summary.empty() ? "" : ", ", e.sink,
+                           guarantee_name(e.guarantee), sink_output(h, e.sink).size());
+  }
+  const std::string twice = visible_twice(h);
+  if (!twice.empty()) return failure(name(), h, twice);
+  return Verdict::pass(std::string(name()), fmt::format("{} sinks: {}", h.sinks.size(), summary));
+}
+
+Verdict StateCheck::check(const PipelineHistory& h) const {
+  if (!h.compare_state) {
+    return Verdict::pass(std::string(name()), "not compared: at-least-once-consistent computations");
+  }
+  std::set<std::string> names;
+  for (const auto& [table, rows] : h.tables) names.insert(table);
+  for (const auto& [table, rows] : h.reference_tables) names.insert(table);
+  const Table empty;
+  size_t keys = 0;
+  for (const std::string& table : names) {
+    const Table& want = table_or(h.reference_tables, table, empty);
+    const std::string problem = table_problem(table, table_or(h.tables, table, empty), want);
+    if (!problem.empty()) return failure(name(), h, problem);
+    keys += want.size();
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} tables, {} keys equal the reference", names.size(), keys));
+}
+
+Verdict FencingCheck::check(const PipelineHistory& h) const {
+  size_t fenced = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (e.lease == 0 || e.commit_time < 0) continue;
+    ++fenced;
+    const std::string problem = commit_problem(e, h);
+    if (!problem.empty()) return failure(name(), h, problem);
+  }
+  const auto commits = sink_commits(h);
+  for (const DeliveryRecord& d : h.deliveries) {
+    ++fenced;
+    const std::string problem = delivery_problem(d, h, commits);
+    if (!problem.empty()) return failure(name(), h, problem);
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} commits inside their Lease, deliveries after their commit", fenced));
+}
+
+Verdict TimerCheck::check(const PipelineHistory& h) const {
+  std::map<std::string_view, const EpochRecord*> fired;
+  for (const EpochRecord& e : h.epochs) {
+    for (const std::string& timer : e.timers_fired) {
+      auto [it, fresh] = fired.try_emplace(timer, &e);
+      if (fresh) continue;
+      const EpochRecord& before = *it->second;
+      return failure(name(), h,
+                     fmt::format("timer {} fired twice: by job {} (version {}) and job {} (version {})",
+                                 timer, before.job, before.version, e.job, e.version));
+    }
+  }
+  if (h.drained_at >= 0 && !h.pending_timers.empty()) {
+    return failure(name(), h,
+                   fmt::format("timer {} still pending after the run drained at {}us ({} pending)",
+                               h.pending_timers.front(), h.drained_at, h.pending_timers.size()));
+  }
+  return Verdict::pass(std::string(name()), fmt::format("{} timers fired once", fired.size()));
+}
+
+Verdict OrderingCheck::check(const PipelineHistory& h) const {
+  OrderingState state{producers_by_id(h), {}, {}};
+  for (const EpochRecord& e : h.epochs) {
+    if (!is_consumer_job(e.job)) continue;
+    for (const MessageRecord& m : e.consumed) {
+      const std::string problem = consume(state, e, m);
+      if (!problem.empty()) return failure(name(), h, problem);
+    }
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} first consumptions in order on {} lineages",
+                                   state.consumed.size(), state.last.size()));
+}
+
+Verdict SwiftDeterminismCheck::check(const PipelineHistory& h) const {
+  std::map<uint64_t, std::pair<const MessageRecord*, const EpochRecord*>> first;
+  for (const EpochRecord& e : h.epochs) {
+    if (!e.swift) continue;
+    for (const MessageRecord& m : e.produced) {
+      auto [it, fresh] = first.try_emplace(m.id, &m, &e);
+      if (fresh || it->second.first->payload == m.payload) continue;
+      const auto& [before, before_epoch] = it->second;
+      return failure(name(), h,
+                     fmt::format("message {} produced with payload {} by job {} and {} by job {}",
+                                 hex_id(m.id), shown(before->payload), before_epoch->job,
+                                 shown(m.payload), e.job));
+    }
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} swift messages produced deterministically", first.size()));
+}
+
+Verdict LivenessCheck::check(const PipelineHistory& h) const {
+  const int64_t deadline = h.heal_at + h.liveness_bound;
+  if (h.drained_at < 0 || h.drained_at > deadline) {
+    const std::string when =
+        h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}us", h.drained_at);
+    return failure(name(), h,
+                   fmt::format("not drained by {}us (heal at {}us); {}", deadline, h.heal_at, when));
+  }
+  return Verdict::pass(std::string(name()), fmt::format("drained at {}us", h.drained_at));
+}
+
+std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
+  std::vector<std::unique_ptr<PipelineChecker>> out;
+  out.push_back(std::make_unique<DeliveryCheck>());
+  out.push_back(std::make_unique<StateCheck>());
+  out.push_back(std::make_unique<FencingCheck>());
+  out.push_back(std::make_unique<TimerCheck>());
+  out.push_back(std::make_unique<OrderingCheck>());
+  out.push_back(std::make_unique<SwiftDeterminismCheck>());
+  out.push_back(std::make_unique<LivenessCheck>());
+  return out;
+}
+
+std::vector<Verdict> run_pipeline_checks(const PipelineHistory& history) {
+  std::vector<Verdict> out;
+  for (const auto& checker : all_pipeline_checkers()) out.push_back(checker->check(history));
+  return out;
+}
+
+}  // namespace onceflow::checkers

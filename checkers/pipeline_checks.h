@@ -1,0 +1,83 @@
+// Checkers for a simulated pipeline run, one class per invariant.
+//
+// Each reads only a PipelineHistory (checkers/history.h) and returns a Verdict. A failing
+// Verdict's detail names the ids involved (MessageIds and Lease ids as 16 hex digits) and
+// ends with " — replay: <command>" when the history carries a replay command. Checkers hold
+// no state: check() may be called on any number of histories, in any order.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "checkers/history.h"
+#include "checkers/verdict.h"
+
+namespace onceflow::checkers {
+
+class PipelineChecker {
+ public:
+  virtual ~PipelineChecker() = default;
+  virtual std::string_view name() const = 0;
+  virtual Verdict check(const PipelineHistory& history) const = 0;
+};
+
+// Each sink's output matches the reference under its guarantee: exactly once (equal
+// multisets), at least once (nothing lost), at most once (nothing duplicated, every loss
+// counted as a drop). An exactly-once or at-most-once sink never makes one MessageId
+// visible twice.
+class DeliveryCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "delivery"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// State and external tables equal the reference run's, unless compare_state is off.
+class StateCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "state"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// No epoch committed outside its Lease's lifetime, and no output became visible before the
+// sink's epoch that decided it had committed (under its then valid Lease).
+class FencingCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "fencing"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// Every timer fired in at most one epoch (its deletion committed with it), and a drained run
+// has no timer left.
+class TimerCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "timers"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// Per (consumer computation, key, stream, producer job), first consumptions arrive in
+// non-decreasing alignment timestamp order.
+class OrderingCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "ordering"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// A swift computation produces each MessageId with one payload, however often it re-runs.
+class SwiftDeterminismCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "swift-determinism"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// After the faults heal, the pipeline drains within the bound.
+class LivenessCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "liveness"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers();
+std::vector<Verdict> run_pipeline_checks(const PipelineHistory& history);
+
+}  // namespace onceflow::checkers

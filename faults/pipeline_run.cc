@@ -1,0 +1,227 @@
+#include "faults/pipeline_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "checkers/pipeline_checks.h"
+#include "core/reference.h"
+#include "faults/injector.h"
+#include "faults/points.h"
+#include "faults/swarm.h"
+
+namespace onceflow::faults {
+
+namespace {
+
+checkers::MessageRecord record_of(const Message& m) {
+  return checkers::MessageRecord{m.id, m.key, m.stream, m.alignment_ts, m.payload};
+}
+
+// Listens to the engine and keeps what the history needs. It lives outside every node, so
+// a crash loses nothing here.
+class Recorder final : public EngineObserver {
+ public:
+  explicit Recorder(const PipelineSpec& spec) : spec_(spec) {}
+
+  // Every attempt is kept; the store's outcomes decide later which ones applied.
+  void epoch_committing(const Epoch& e) override {
+    checkers::EpochRecord r;
+    r.job = e.job.str();
+    r.computation = e.job.name;
+    const ComputationSpec* c = e.job.kind == JobKind::kComputation ? spec_.computation(e.job.name) : nullptr;
+    r.swift = c != nullptr && c->type == ComputationType::kSwiftMap;
+    r.lease = e.lease;
+    attempts_tx.push_back(e.tx);
+    for (const Message& m : e.consumed) r.consumed.push_back(record_of(m));
+    for (const Message& m : e.produced) r.produced.push_back(record_of(m));
+    for (const Timer& t : e.timers_fired) {
+      r.timers_fired.push_back(fmt::format("{}/{:016x}/{}/{}", e.job.name, t.key, t.trigger_ts, t.timer_stream));
+    }
+    attempts.push_back(std::move(r));
+  }
+  void epoch_committed(const Epoch& e) override {
+    ++counters["epochs"];
+    counters["processed"] += e.consumed.size();
+  }
+  void job_fenced(const JobId&, LeaseId) override { ++counters["fenced"]; }
+  void duplicate_dropped(const JobId&, MessageId) override { ++counters["duplicates dropped"]; }
+  void amo_queued(const std::string& sink, const Message& m) override { in_queue[sink].insert(m.id); }
+  void amo_sent(const std::string& sink, MessageId id) override { in_queue[sink].erase(id); }
+  void amo_dropped(const std::string& sink, MessageId id, std::string_view) override {
+    in_queue[sink].erase(id);
+    drops[sink].insert(id);
+    ++counters["at-most-once drops"];
+  }
+
+  std::vector<checkers::EpochRecord> attempts;
+  std::vector<TxId> attempts_tx;
+  std::map<std::string, std::set<uint64_t>> drops;
+  std::map<std::string, std::set<uint64_t>> in_queue;  // queued, neither sent nor dropped yet
+  std::map<std::string, uint64_t> counters;
+
+ private:
+  const PipelineSpec& spec_;
+};
+
+// Each named point is enabled for the run with probability 1/2; an enabled point fires at a
+// node with `probability` per visit, never after the heal.
+class PointPolicy {
+ public:
+  PointPolicy(uint64_t seed, double probability, Micros heal_at)
+      : rng_(Xoshiro256StarStar(seed).fork("fault-points")), probability_(probability), heal_at_(heal_at) {
+    for (const auto& point : kFaultPoints) {
+      if (rng_.bernoulli(0.5)) enabled_.insert(std::string(point.name));
+    }
+  }
+  void watch(const sim::World* world) { world_ = world; }
+  bool operator()(const std::string&, std::string_view point) {
+    if (enabled_.count(std::string(point)) == 0 || world_->now() >= heal_at_) return false;
+    return rng_.bernoulli(probability_);
+  }
+  const std::set<std::string>& enabled() const { return enabled_; }
+
+ private:
+  Xoshiro256StarStar rng_;
+  double probability_;
+  Micros heal_at_;
+  const sim::World* world_ = nullptr;
+  std::set<std::string> enabled_;
+};
+
+}  // namespace
+
+checkers::Guarantee default_guarantee(const SinkSpec& sink) {
+  return sink.at_most_once_strategy.enabled ? checkers::Guarantee::kAtMostOnce : checkers::Guarantee::kExactlyOnce;
+}
+
+namespace {
+
+checkers::PipelineHistory collect(const PipelineRunOptions& o, const ComputationRegistry& registry,
+                                  PipelineWorld& w, Recorder& rec, Micros drained_at) {
+  checkers::PipelineHistory h;
+  h.seed = o.seed;
+  h.replay_command = o.replay_command;
+  sim::StoreData& data = w.store_data();
+  std::map<Version, Micros> commit_time;
+  for (const auto& c : data.commit_log()) commit_time[c.version] = c.store_time;
+  for (size_t i = 0; i < rec.attempts.size(); ++i) {
+    const auto version = data.committed_version(rec.attempts_tx[i]);
+    if (!version) continue;  // the store says it never applied
+    rec.attempts[i].version = *version;
+    h.epochs.push_back(std::move(rec.attempts[i]));
+  }
+  std::stable_sort(h.epochs.begin(), h.epochs.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
+  for (auto& e : h.epochs) {
+    auto it = commit_time.find(e.version);
+    e.commit_time = it == commit_time.end() ? -1 : it->second;
+  }
+  for (const auto& [sink, log] : w.targets()) {
+    for (const auto& entry : log.appended) {
+      h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(entry.message)});
+    }
+  }
+  const PipelineResult actual = w.result();
+  const PipelineResult reference = run_reference(w.spec(), registry, w.inputs());
+  h.sink_outputs = actual.sinks;
+  for (const auto& sink : w.spec().sinks) {
+    auto g = o.sink_guarantees.find(sink.name);
+    const auto guarantee = g != o.sink_guarantees.end() ? g->second : default_guarantee(sink);
+    auto ref = reference.sinks.find(sink.name);
+    h.sinks.push_back({sink.name, guarantee, ref == reference.sinks.end() ? decltype(ref->second){} : ref->second});
+    // At-most-once: what a crash took from the in-memory queue is lost and counted as such.
+    auto& dropped = h.counted_drops[sink.name];
+    dropped = rec.drops[sink.name];
+    dropped.insert(rec.in_queue[sink.name].begin(), rec.in_queue[sink.name].end());
+  }
+  h.tables = actual.tables;
+  h.reference_tables = reference.tables;
+  for (const auto& c : w.spec().computations) {
+    if (c.processing_mode == ProcessingMode::kAtLeastOnceConsistent) h.compare_state = false;
+  }
+  for (const auto& [id, lease] : data.leases()) {
+    const bool ended = lease.state != LeaseState::kActive;
+    h.leases[id] = {lease.started_at, ended ? lease.ended_at : lease.last_ping + lease.ttl_us};
+  }
+  for (const auto& [table, rows] : data.tables()) {
+    if (table.rfind("timers/", 0) != 0) continue;
+    for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
+      h.pending_timers.push_back(table + ":" + row.key);
+    }
+  }
+  h.heal_at = o.heal_at_us;
+  h.liveness_bound = o.liveness_bound_us;
+  h.drained_at = drained_at;
+  const auto& lines = w.world().trace().lines();
+  const size_t tail = std::min<size_t>(lines.size(), 30);
+  h.trace_tail.assign(lines.end() - static_cast<long>(tail), lines.end());
+  return h;
+}
+
+}  // namespace
+
+PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry& registry) {
+  Recorder recorder(o.spec);
+  PipelineWorldOptions wo;
+  wo.seed = o.seed;
+  wo.workers = o.workers;
+  wo.workload = o.workload;
+  wo.bugs = o.bugs;
+  wo.observer = &recorder;
+  wo.trace_keep_lines = o.trace_keep_lines;
+  PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
+  if (o.swarm && o.fault_point_probability > 0) {
+    wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };
+  }
+  PipelineWorld world(o.spec, registry, wo);
+  points.watch(&world.world());
+  world.start();
+
+  PipelineRun run;
+  RunOutcome& out = run.outcome;
+  out.seed = o.seed;
+  std::vector<std::string> nodes = world.worker_names();
+  nodes.push_back(EngineOptions{}.controller_node);
+  for (const auto& [sink, log] : world.targets()) nodes.push_back(sink_target_node(sink));
+  if (o.swarm) {
+    SwarmOptions swarm;
+    swarm.start_us = o.faults_start_us;
+    swarm.heal_at_us = o.heal_at_us;
+    swarm.nodes = nodes;
+    swarm.store_node = "store";
+    swarm.kinds = o.swarm_kinds;
+    Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
+    SwarmMix mix;
+    out.plan = generate_swarm(rng, swarm, &mix);
+    out.fault_mix = mix.describe();
+    std::string enabled;
+    for (const auto& p : points.enabled()) enabled += (enabled.empty() ? "" : ",") + p;
+    if (!enabled.empty() && o.fault_point_probability > 0) out.fault_mix += " points:" + enabled;
+  } else {
+    out.plan = o.scripted;
+    if (out.plan.heal_at_us == 0) out.plan.heal_at_us = o.heal_at_us;
+    out.fault_mix = out.plan.faults.empty() ? "none" : "scripted";
+  }
+  FaultInjector injector(world.world(), &world.store_data());
+  injector.schedule(out.plan);
+
+  // Past the heal, so that paused nodes come back; then until drained or out of bound.
+  world.world().run_until(std::max(out.plan.heal_at_us, world.last_write_ts()) + 200 * kMillis);
+  Micros drained_at = -1;
+  if (world.run_until_drained(out.plan.heal_at_us + o.liveness_bound_us)) drained_at = world.world().now();
+
+  run.history = collect(o, registry, world, recorder, drained_at);
+  out.verdicts = checkers::run_pipeline_checks(run.history);
+  out.passed = checkers::all_passed(out.verdicts);
+  out.trace_hash = world.world().trace_hash();
+  out.events = world.world().scheduler().events_run();
+  out.sim_time_us = world.world().now();
+  out.observed = recorder.counters;
+  out.observed["leases"] = world.store_data().leases().size();
+  out.observed["rejected commits"] = world.store_data().rejections().size();
+  out.trace = world.world().trace().lines();
+  return run;
+}
+
+}  // namespace onceflow::faults

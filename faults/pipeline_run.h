@@ -1,0 +1,51 @@
+// One seeded run of a pipeline under faults, recorded as a history and checked.
+//
+// The seed decides the workload, every network draw, the swarm mix and plan, which named
+// fault points are enabled and when they fire. The run lasts past the heal time (so that
+// zombies come back and try their luck), then until everything drains or the liveness
+// bound passes; then the checkers read the history.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkers/history.h"
+#include "core/computation.h"
+#include "core/engine.h"
+#include "core/spec.h"
+#include "faults/fault.h"
+#include "faults/pipeline_world.h"
+#include "faults/run_outcome.h"
+
+namespace onceflow::faults {
+
+struct PipelineRunOptions {
+  PipelineSpec spec;
+  int workers = 3;
+  PipelineWorkload workload;
+  std::map<std::string, checkers::Guarantee> sink_guarantees;  // unset sinks: from the spec
+  uint64_t seed = 1;
+  bool swarm = true;
+  FaultPlan scripted;                 // when !swarm
+  std::vector<FaultKind> swarm_kinds;  // empty: every kernel kind
+  Micros faults_start_us = 100 * kMillis;
+  Micros heal_at_us = 5 * kSeconds;
+  Micros liveness_bound_us = 60 * kSeconds;
+  double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
+  BugSwitches bugs;
+  size_t trace_keep_lines = 0;
+  std::string replay_command;  // put into violation reports
+};
+
+// The guarantee a sink promises by its spec: at-most-once when its strategy is enabled.
+checkers::Guarantee default_guarantee(const SinkSpec& sink);
+
+struct PipelineRun {
+  RunOutcome outcome;
+  checkers::PipelineHistory history;
+};
+
+PipelineRun run_pipeline(const PipelineRunOptions& options, const ComputationRegistry& registry);
+
+}  // namespace onceflow::faults

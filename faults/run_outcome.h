@@ -1,0 +1,28 @@
+// RunOutcome: what one seeded simulation run yields, whatever it simulated.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkers/verdict.h"
+#include "faults/fault.h"
+
+namespace onceflow::faults {
+
+struct RunOutcome {
+  uint64_t seed = 0;
+  uint64_t trace_hash = 0;
+  uint64_t events = 0;
+  Micros sim_time_us = 0;
+  std::string fault_mix;  // the swarm mix, "scripted" or "none"
+  FaultPlan plan;
+  std::vector<checkers::Verdict> verdicts;
+  bool passed = false;
+  std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)
+  std::deque<std::string> trace;             // kept lines, when asked for
+};
+
+}  // namespace onceflow::faults

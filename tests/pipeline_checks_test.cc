@@ -1,0 +1,327 @@
+#include "checkers/pipeline_checks.h"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace onceflow::checkers {
+namespace {
+
+constexpr std::string_view kReplay = "onceflow replay --seed 42";
+
+MessageRecord message(uint64_t id, uint64_t key, std::string stream, int64_t alignment_ts,
+                      std::string payload) {
+  return MessageRecord{id, key, std::move(stream), alignment_ts, std::move(payload)};
+}
+
+// A source emits m11 and m12 (key 7); Count consumes both, fires one timer and emits 0x21 to
+// the exactly-once sink counts_out; the swift Double consumes m11 and emits 0x31. The
+// at-most-once sink alerts lost one of its two messages and counted the drop; the
+// at-least-once sink log holds a duplicate.
+PipelineHistory good_history() {
+  PipelineHistory h;
+  h.seed = 42;
+  h.replay_command = std::string(kReplay);
+  const MessageRecord m11 = message(0x11, 7, "in", 10, "a");
+  const MessageRecord m12 = message(0x12, 7, "in", 20, "b");
+  const MessageRecord out = message(0x21, 7, "counts", 20, "7:2");
+  h.epochs = {
+      {"source/numbers/0", "numbers", false, 1, 1, 100, {}, {m11, m12}, {}},
+      {"computation/Count/0", "Count", false, 1, 2, 200, {m11, m12}, {out}, {"Count/7/100/t"}},
+      {"computation/Double/0", "Double", true, 2, 3, 300, {m11}, {message(0x31, 7, "doubled", 10, "aa")}, {}},
+      {"sink/counts_out/0", "counts_out", false, 2, 4, 400, {out}, {}, {}},
+      {"sink/alerts/0", "alerts", false, 2, 5, 410, {message(0x41, 7, "alerts", 10, "x")}, {}, {}},
+  };
+  h.deliveries = {{"counts_out", "sink/counts_out/0", 2, 450, out},
+                  {"alerts", "", 0, 460, message(0x41, 7, "alerts", 10, "x")}};
+  h.sinks = {{"counts_out", Guarantee::kExactlyOnce, {{7, "7:2"}}},
+             {"alerts", Guarantee::kAtMostOnce, {{7, "x"}, {8, "y"}}},
+             {"log", Guarantee::kAtLeastOnce, {{7, "a"}}}};
+  h.sink_outputs = {{"counts_out", {{7, "7:2"}}}, {"alerts", {{7, "x"}}}, {"log", {{7, "a"}, {7, "a"}}}};
+  h.counted_drops = {{"alerts", {0x42}}};
+  h.tables = {{"Count/state", {{std::string("\x07", 1), "2"}}}};
+  h.reference_tables = h.tables;
+  h.leases = {{1, {0, 10'000}}, {2, {0, -1}}};
+  h.heal_at = 1'000;
+  h.liveness_bound = 5'000;
+  h.drained_at = 2'000;
+  return h;
+}
+
+// The verdict failed, its detail mentions every one of `mentions`, and it ends with the replay.
+void expect_failure(const Verdict& v, std::initializer_list<std::string_view> mentions) {
+  EXPECT_FALSE(v.passed) << v.check;
+  for (std::string_view mention : mentions) {
+    EXPECT_NE(v.detail.find(mention), std::string::npos) << "'" << mention << "' not in: " << v.detail;
+  }
+  const std::string suffix = " — replay: " + std::string(kReplay);
+  EXPECT_TRUE(v.detail.ends_with(suffix)) << v.detail;
+}
+
+TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
+  const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
+  ASSERT_EQ(verdicts.size(), 7u);
+  for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
+}
+
+TEST(PipelineChecksTest, CheckersHaveTheirNames) {
+  std::vector<std::string_view> names;
+  for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
+  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "timers",
+                                                  "ordering", "swift-determinism", "liveness"};
+  EXPECT_EQ(names, expected);
+  for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
+}
+
+TEST(PipelineChecksTest, DeliveryPassDetailSummarizesTheSinks) {
+  const Verdict v = DeliveryCheck().check(good_history());
+  EXPECT_TRUE(v.passed);
+  EXPECT_EQ(v.detail, "3 sinks: counts_out exactly-once 1 messages, alerts at-most-once 1 messages, "
+                      "log at-least-once 2 messages");
+}
+
+TEST(PipelineChecksTest, DeliveryFailsOnAnExactlyOnceDuplicate) {
+  PipelineHistory h = good_history();
+  h.sink_outputs["counts_out"] = {{7, "7:2"}, {7, "7:2"}};
+  expect_failure(DeliveryCheck().check(h),
+                 {"counts_out", "exactly-once", "extra (key 0000000000000007, \"7:2\")",
+                  "delivered 2 times, reference 1"});
+}
+
+TEST(PipelineChecksTest, DeliveryFailsOnAnExactlyOnceLoss) {
+  PipelineHistory h = good_history();
+  h.sink_outputs.erase("counts_out");
+  expect_failure(DeliveryCheck().check(h),
+                 {"counts_out", "missing (key 0000000000000007, \"7:2\")", "delivered 0 of 1 times"});
+}
+
+TEST(PipelineChecksTest, DeliveryReportsBothTheLossAndTheExtraOfOneSink) {
+  PipelineHistory h = good_history();
+  h.sink_outputs["counts_out"] = {{7, "7:3"}};
+  expect_failure(DeliveryCheck().check(h), {"missing (key 0000000000000007, \"7:2\")",
+                                            "extra (key 0000000000000007, \"7:3\")"});
+}
+
+TEST(PipelineChecksTest, DeliveryFailsOnAnAtLeastOnceLoss) {
+  PipelineHistory h = good_history();
+  h.sink_outputs["log"] = {{8, "z"}, {8, "z"}};
+  expect_failure(DeliveryCheck().check(h),
+                 {"log", "at-least-once", "missing (key 0000000000000007, \"a\")"});
+}
+
+TEST(PipelineChecksTest, DeliveryFailsOnAnAtMostOnceDuplicate) {
+  PipelineHistory h = good_history();
+  h.sink_outputs["alerts"] = {{7, "x"}, {7, "x"}};
+  expect_failure(DeliveryCheck().check(h),
+                 {"alerts", "at-most-once", "extra (key 0000000000000007, \"x\")", "delivered 2 times"});
+}
+
+TEST(PipelineChecksTest, DeliveryCountsAtMostOnceLossesAgainstTheDrops) {
+  PipelineHistory h = good_history();
+  h.sink_outputs.erase("alerts");
+  h.counted_drops["alerts"] = {0x42};
+  expect_failure(DeliveryCheck().check(h),
+                 {"alerts", "2 missing but only 1 drops counted", "(key 0000000000000007, \"x\")"});
+  h.counted_drops["alerts"].insert(0x41);
+  const Verdict covered = DeliveryCheck().check(h);
+  EXPECT_TRUE(covered.passed) << covered.detail;
+}
+
+TEST(PipelineChecksTest, DeliveryFailsWhenASinkMakesAMessageVisibleTwice) {
+  PipelineHistory h = good_history();
+  h.deliveries.push_back(h.deliveries[0]);
+  h.deliveries.back().time = 470;
+  expect_failure(DeliveryCheck().check(h),
+                 {"message 0000000000000021 made visible twice by sink counts_out", "450us", "470us"});
+  PipelineHistory at_most = good_history();
+  at_most.deliveries.push_back(at_most.deliveries[1]);
+  expect_failure(DeliveryCheck().check(at_most),
+                 {"message 0000000000000041 made visible twice by sink alerts"});
+}
+
+TEST(PipelineChecksTest, DeliveryAllowsAnAtLeastOnceSinkToDeliverTwice) {
+  PipelineHistory h = good_history();
+  const DeliveryRecord log{"log", "computation/Count/0", 1, 480, message(0x51, 7, "log", 10, "a")};
+  h.deliveries.push_back(log);
+  h.deliveries.push_back(log);
+  EXPECT_TRUE(DeliveryCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, StateIsNotComparedForAtLeastOnceConsistentComputations) {
+  PipelineHistory h = good_history();
+  h.compare_state = false;
+  h.tables.clear();
+  const Verdict v = StateCheck().check(h);
+  EXPECT_TRUE(v.passed);
+  EXPECT_EQ(v.detail, "not compared: at-least-once-consistent computations");
+}
+
+TEST(PipelineChecksTest, StateFailsOnADifferentValue) {
+  PipelineHistory h = good_history();
+  h.tables["Count/state"][std::string("\x07", 1)] = std::string("3\x00\xff", 3);
+  expect_failure(StateCheck().check(h),
+                 {"table Count/state key \"\\x07\"", "value \"3\\x00\\xff\"", "reference \"2\""});
+}
+
+TEST(PipelineChecksTest, StateTruncatesLongValues) {
+  PipelineHistory h = good_history();
+  h.tables["Count/state"][std::string("\x07", 1)] = std::string(100, 'v');
+  const Verdict v = StateCheck().check(h);
+  expect_failure(v, {"\"" + std::string(40, 'v') + "\"...(100 bytes)"});
+  EXPECT_EQ(v.detail.find(std::string(41, 'v')), std::string::npos) << v.detail;
+}
+
+TEST(PipelineChecksTest, StateFailsOnAMissingOrAnExtraKey) {
+  PipelineHistory missing = good_history();
+  missing.tables["Count/state"].clear();
+  expect_failure(StateCheck().check(missing), {"table Count/state key \"\\x07\": missing"});
+  PipelineHistory extra = good_history();
+  extra.tables["Count/state"]["8"] = "1";
+  expect_failure(StateCheck().check(extra), {"table Count/state key \"8\": extra"});
+  PipelineHistory extra_table = good_history();
+  extra_table.tables["sink/clickhouse"]["k"] = "v";
+  expect_failure(StateCheck().check(extra_table), {"table sink/clickhouse key \"k\": extra"});
+}
+
+TEST(PipelineChecksTest, FencingFailsForACommitAfterItsLeaseEnded) {
+  PipelineHistory h = good_history();
+  h.epochs[1].commit_time = 10'001;
+  expect_failure(FencingCheck().check(h),
+                 {"job computation/Count/0", "version 2", "10001us", "lease 0000000000000001", "0..10000us"});
+}
+
+TEST(PipelineChecksTest, FencingFailsForACommitBeforeItsLeaseStarted) {
+  PipelineHistory h = good_history();
+  h.leases[2].started_at = 350;
+  expect_failure(FencingCheck().check(h), {"job computation/Double/0", "version 3", "lease 0000000000000002"});
+}
+
+TEST(PipelineChecksTest, FencingFailsForADeliveryBeforeItsCommit) {
+  PipelineHistory h = good_history();
+  h.deliveries[0].time = 350;  // the sink's epoch committed it at 400
+  expect_failure(FencingCheck().check(h), {"sink/counts_out/0", "message 0000000000000021", "counts_out",
+                                           "350us", "before the sink committed it at 400us"});
+}
+
+TEST(PipelineChecksTest, FencingFailsForADeliveryNeverCommitted) {
+  PipelineHistory h = good_history();
+  h.epochs[3].consumed.clear();
+  expect_failure(FencingCheck().check(h), {"message 0000000000000021", "no epoch of the sink ever committed it"});
+}
+
+TEST(PipelineChecksTest, FencingAllowsAnOutboxRedeliveryAfterTheLeaseEnded) {
+  PipelineHistory h = good_history();
+  h.leases[2].ended_at = 420;  // committed at 400 under the Lease, delivered at 450
+  EXPECT_TRUE(FencingCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, FencingFailsForAnUnknownLease) {
+  PipelineHistory h = good_history();
+  h.epochs[0].lease = 99;
+  expect_failure(FencingCheck().check(h), {"job source/numbers/0", "version 1", "unknown lease 0000000000000063"});
+}
+
+TEST(PipelineChecksTest, FencingIgnoresCommitsWithoutALeaseOrATime) {
+  PipelineHistory h = good_history();
+  h.epochs[0].lease = 0;
+  h.epochs[1].commit_time = -1;
+  h.leases.erase(1);
+  EXPECT_TRUE(FencingCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, TimersFailWhenATimerFiresTwice) {
+  PipelineHistory h = good_history();
+  h.epochs[3].timers_fired = {"Count/7/100/t"};
+  expect_failure(TimerCheck().check(h), {"timer Count/7/100/t fired twice", "computation/Count/0 (version 2)",
+                                         "sink/counts_out/0 (version 4)"});
+}
+
+TEST(PipelineChecksTest, TimersFailWhenADrainedRunStillHoldsATimer) {
+  PipelineHistory h = good_history();
+  h.pending_timers = {"Count/7/200/t"};
+  expect_failure(TimerCheck().check(h), {"timer Count/7/200/t still pending", "2000us"});
+  h.drained_at = -1;
+  EXPECT_TRUE(TimerCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, OrderingFailsWhenALineageGoesBackwards) {
+  PipelineHistory h = good_history();
+  std::swap(h.epochs[1].consumed[0], h.epochs[1].consumed[1]);
+  expect_failure(OrderingCheck().check(h), {"computation Count", "key 0000000000000007", "source/numbers/0",
+                                            "message 0000000000000011 (alignment 10)",
+                                            "after message 0000000000000012 (alignment 20)"});
+}
+
+TEST(PipelineChecksTest, OrderingFailsAcrossEpochsOfOneComputation) {
+  PipelineHistory h = good_history();
+  EpochRecord late = h.epochs[1];
+  late.job = "computation/Count/1";
+  late.version = 5;
+  late.consumed = {message(0x13, 7, "in", 15, "c")};
+  late.produced.clear();
+  h.epochs[0].produced.push_back(late.consumed[0]);
+  h.epochs.push_back(late);
+  expect_failure(OrderingCheck().check(h), {"message 0000000000000013", "message 0000000000000012"});
+}
+
+TEST(PipelineChecksTest, OrderingSkipsRedeliveriesUnknownProducersAndOtherKeys) {
+  PipelineHistory h = good_history();
+  auto& consumed = h.epochs[1].consumed;
+  consumed.push_back(consumed[0]);                         // a re-delivery of 0x11
+  consumed.push_back(message(0x99, 7, "in", 1, "?"));      // nobody produced it
+  consumed.push_back(message(0x14, 8, "in", 1, "d"));      // another key
+  h.epochs[0].produced.push_back(consumed.back());
+  const Verdict v = OrderingCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+}
+
+TEST(PipelineChecksTest, OrderingIgnoresJobsThatAreNotConsumers) {
+  PipelineHistory h = good_history();
+  h.epochs[1].job = "source/Count/0";
+  std::swap(h.epochs[1].consumed[0], h.epochs[1].consumed[1]);
+  EXPECT_TRUE(OrderingCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, SwiftDeterminismFailsOnADifferentPayload) {
+  PipelineHistory h = good_history();
+  EpochRecord rerun = h.epochs[2];
+  rerun.job = "computation/Double/1";
+  rerun.version = 5;
+  rerun.produced[0].payload = "ab";
+  h.epochs.push_back(rerun);
+  expect_failure(SwiftDeterminismCheck().check(h), {"message 0000000000000031", "\"aa\" by job computation/Double/0",
+                                                    "\"ab\" by job computation/Double/1"});
+}
+
+TEST(PipelineChecksTest, SwiftDeterminismAllowsARerunWithTheSamePayloadAndIgnoresOthers) {
+  PipelineHistory h = good_history();
+  h.epochs.push_back(h.epochs[2]);
+  EpochRecord not_swift = h.epochs[1];
+  not_swift.produced[0].payload = "7:9";
+  h.epochs.push_back(not_swift);
+  EXPECT_TRUE(SwiftDeterminismCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, LivenessFailsWhenNotDrainedInTime) {
+  PipelineHistory h = good_history();
+  h.drained_at = -1;
+  expect_failure(LivenessCheck().check(h), {"not drained by 6000us (heal at 1000us)", "never drained"});
+  h.drained_at = 6'001;
+  expect_failure(LivenessCheck().check(h), {"not drained by 6000us (heal at 1000us)", "drained at 6001us"});
+  h.drained_at = 6'000;
+  EXPECT_TRUE(LivenessCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, NoReplaySuffixWithoutAReplayCommand) {
+  PipelineHistory h = good_history();
+  h.replay_command.clear();
+  h.drained_at = -1;
+  const Verdict v = LivenessCheck().check(h);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.detail.find("replay"), std::string::npos) << v.detail;
+}
+
+}  // namespace
+}  // namespace onceflow::checkers
