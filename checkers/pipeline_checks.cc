@@ -314,6 +314,21 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
     const std::string problem = commit_problem(e, h);
     if (!problem.empty()) return failure(name(), h, problem);
   }
+  // One owner at a time: once a job's replacement (a newer Lease) has committed, nothing
+  // may commit under an older Lease of that job.
+  std::map<std::string, const EpochRecord*> newest;
+  for (const EpochRecord& e : h.epochs) {
+    if (e.lease == 0) continue;
+    auto [it, fresh] = newest.try_emplace(e.job, &e);
+    if (fresh || e.lease >= it->second->lease) {
+      it->second = &e;
+      continue;
+    }
+    return failure(name(), h,
+                   fmt::format("job {} committed version {} under lease {} after its replacement committed "
+                               "version {} under lease {}",
+                               e.job, e.version, hex_id(e.lease), it->second->version, hex_id(it->second->lease)));
+  }
   const auto commits = sink_commits(h);
   for (const DeliveryRecord& d : h.deliveries) {
     ++fenced;

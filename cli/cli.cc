@@ -6,7 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <set>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -340,6 +343,116 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
   return failing.empty() ? kExitPass : kExitViolation;
 }
 
+// The scenario files in `dir`, sorted by path; a file that does not load is an error.
+std::vector<cli::Scenario> load_library(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) throw UsageError{dir + ": no such directory"};
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<cli::Scenario> out;
+  for (const auto& path : paths) out.push_back(load_or_fail(path));
+  return out;
+}
+
+std::vector<std::string> fault_kinds_of(const cli::Scenario& s) {
+  std::set<std::string> kinds;
+  const bool pipeline = s.kind == "pipeline";
+  if (s.swarm) {
+    const auto& chosen = pipeline ? s.pipeline.swarm_kinds : std::vector<faults::FaultKind>{};
+    if (chosen.empty()) {
+      for (auto k : faults::kAllKernelFaultKinds) kinds.insert(std::string(faults::fault_kind_name(k)));
+    }
+    for (auto k : chosen) kinds.insert(std::string(faults::fault_kind_name(k)));
+    if (pipeline && s.pipeline.fault_point_probability > 0) kinds.insert("fault_points");
+  }
+  for (const auto& f : s.scripted.faults) kinds.insert(std::string(faults::fault_kind_name(f.kind)));
+  return {kinds.begin(), kinds.end()};
+}
+
+int cmd_list(const std::string& dir, bool as_json) {
+  const auto library = load_library(dir);
+  json scenarios = json::array();
+  for (const auto& s : library) {
+    scenarios.push_back({{"path", s.path},
+                         {"name", s.name},
+                         {"kind", s.kind},
+                         {"guarantees", s.guarantees},
+                         {"fault_kinds", fault_kinds_of(s)},
+                         {"demonstrates_failure", s.demonstrates_failure}});
+  }
+  if (as_json) {
+    fmt::print("{}\n", json{{"scenarios", scenarios}}.dump(2));
+    return kExitPass;
+  }
+  for (const auto& s : library) {
+    fmt::print("{:<44} {:<9} {}{}\n", s.path, s.kind, s.description.empty() ? s.name : s.description,
+               s.demonstrates_failure ? "  [demonstrates a known-bad design: must fail]" : "");
+  }
+  return kExitPass;
+}
+
+// Runs every bug switch against the pipeline scenarios of `dir` until a checker catches it.
+int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uint64_t max_seeds, int jobs,
+                bool as_json) {
+  std::vector<cli::Scenario> library;
+  for (auto& s : load_library(dir)) {
+    if (s.kind == "pipeline" && !s.demonstrates_failure) library.push_back(std::move(s));
+  }
+  if (library.empty()) throw UsageError{dir + ": no pipeline scenarios"};
+  const auto start = std::chrono::steady_clock::now();
+  json results = json::array();
+  bool all_caught = true;
+  const uint64_t batch = 10;
+  for (const std::string& bug : BugSwitches::names()) {
+    Invocation inv{registry, {}, bug};
+    (void)inv.bugs.enable(bug);
+    json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
+    uint64_t tried = 0;
+    for (const auto& s : library) {
+      std::optional<SeedSummary> caught;
+      for (uint64_t first = 1; first <= max_seeds && !caught; first += batch) {
+        const uint64_t count = std::min(batch, max_seeds - first + 1);
+        std::map<uint64_t, SeedSummary> found;
+        explore_seeds(inv, s, first, count, jobs, s.swarm, [&](const SeedSummary& r) {
+          ++tried;
+          if (!r.passed) found.emplace(r.seed, r);
+        });
+        if (!found.empty()) caught = found.begin()->second;
+      }
+      if (!caught) continue;
+      std::string checker;
+      for (const auto& [name, ok] : caught->checks) {
+        if (!ok && checker.empty()) checker = name;
+      }
+      row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
+                 {"seed", caught->seed}, {"detail", caught->first_failure}};
+      break;
+    }
+    row["seeds_tried"] = tried;
+    all_caught &= row["caught"].get<bool>();
+    if (!as_json) {
+      fmt::print("{:<24} {:<7} {:<18} {:<44} {:>6} {:>6}\n", bug, row["caught"].get<bool>() ? "caught" : "MISSED",
+                 row["checker"].is_null() ? "-" : row["checker"].get<std::string>(),
+                 row["scenario"].is_null() ? "-" : row["scenario"].get<std::string>(),
+                 row["seed"].is_null() ? std::string("-") : std::to_string(row["seed"].get<uint64_t>()), tried);
+      std::fflush(stdout);
+    }
+    results.push_back(row);
+  }
+  const double wall_ms = wall_ms_since(start);
+  if (as_json) {
+    fmt::print("{}\n", json{{"mutants", results}, {"all_caught", all_caught}, {"max_seeds_per_scenario", max_seeds},
+                            {"wall_ms", wall_ms}}.dump(2));
+  } else {
+    fmt::print("\n{} of {} bug switches caught ({:.1f}s)\n", std::count_if(results.begin(), results.end(), [](const json& r) {
+                 return r["caught"].get<bool>();
+               }), results.size(), wall_ms / 1e3);
+  }
+  return all_caught ? kExitPass : kExitViolation;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -393,6 +506,17 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   add_swarm(replay);
   add_bug(replay);
 
+  std::string library_dir = "scenarios";
+  uint64_t max_seeds = 200;
+  CLI::App* list = app.add_subcommand("list", "List the scenario library");
+  list->add_option("--scenarios", library_dir, "Directory of scenario files");
+  list->add_flag("--json", as_json, "Print one JSON object");
+  CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
+  mutants->add_option("--scenarios", library_dir, "Directory of scenario files");
+  mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up");
+  mutants->add_option("--jobs,-j", jobs, "Worker processes");
+  mutants->add_flag("--json", as_json, "Print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -420,6 +544,8 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
+    if (list->parsed()) return cmd_list(library_dir, as_json);
+    if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);
   } catch (const UsageError& e) {
     fmt::print(stderr, "onceflow: {}\n", e.message);
     return kExitUsage;

@@ -62,12 +62,19 @@ bool Controller::boot() {
   return true;
 }
 
-void Controller::remove(const std::string& job, const char* why) {
+bool Controller::remove(const std::string& job, const char* why) {
   auto it = assignments_.find(job);
   assert(it != assignments_.end());
   const bool skip_abort = env_.bugs.no_abort_on_rebalance && std::string_view(why) == "rebalance";
-  if (!skip_abort) (void)env_.store.abort_lease(it->second.lease);
+  if (!skip_abort) {
+    const Status aborted = env_.store.abort_lease(it->second.lease);
+    if (!aborted.is_ok() && !aborted.is_prerequisite_failed()) {
+      it->second.retiring = true;  // try again next cycle; the Lease may still be live
+      return false;
+    }
+  }
   assignments_.erase(it);
+  return true;
 }
 
 bool Controller::persist() {
@@ -94,6 +101,18 @@ bool Controller::persist() {
   }
 }
 
+const char* Controller::removal_reason(const std::string& id, const Assignment& a, const std::string* target,
+                                       const std::vector<std::string>& live, Micros now) {
+  if (env_.store.ping_lease(a.lease).is_prerequisite_failed()) return "lease ended";
+  if (std::find(live.begin(), live.end(), a.worker) == live.end()) return "worker lost";
+  if (target != nullptr && *target != a.worker) return "rebalance";
+  const auto& running = workers_[a.worker].running;
+  const auto reported = running.find(id);
+  const bool is_running = reported != running.end() && reported->second == a.lease;
+  if (now - a.assigned_at > env_.options.start_grace_us && !is_running) return "not running";
+  return nullptr;
+}
+
 void Controller::cycle() {
   if (!booted_ && !boot()) return;
   const Micros now = env_.runtime.clock().now();
@@ -105,7 +124,9 @@ void Controller::cycle() {
   state_dirty_ = false;
   if (state_ != PipelineState::kRunning) {
     changed |= !assignments_.empty();
-    while (!assignments_.empty()) remove(assignments_.begin()->first, "pipeline not running");
+    std::vector<std::string> jobs;
+    for (const auto& [job, a] : assignments_) jobs.push_back(job);
+    for (const auto& job : jobs) (void)remove(job, "pipeline not running");
     if (changed) (void)persist();
     return;
   }
@@ -115,21 +136,10 @@ void Controller::cycle() {
     const std::string id = jobs[i].str();
     const std::string* target = live.empty() ? nullptr : &live[i % live.size()];
     if (auto it = assignments_.find(id); it != assignments_.end()) {
-      const Assignment a = it->second;
-      const Status ping = env_.store.ping_lease(a.lease);
-      const bool reported = workers_[a.worker].running.count(id) != 0 && workers_[a.worker].running[id] == a.lease;
-      if (ping.is_prerequisite_failed()) {
-        remove(id, "lease ended");
-      } else if (std::find(live.begin(), live.end(), a.worker) == live.end()) {
-        remove(id, "worker lost");
-      } else if (target != nullptr && *target != a.worker) {
-        remove(id, "rebalance");
-      } else if (now - a.assigned_at > env_.options.start_grace_us && !reported) {
-        remove(id, "not running");
-      } else {
-        continue;
-      }
+      const char* why = it->second.retiring ? "retiring" : removal_reason(id, it->second, target, live, now);
+      if (why == nullptr) continue;
       changed = true;
+      if (!remove(id, why)) continue;  // retiring: no replacement until its Lease has ended
     }
     if (target == nullptr) continue;
     auto lease = env_.store.start_lease(env_.spec.lease_ttl_us);
@@ -153,7 +163,7 @@ Result<std::string> Controller::on_heartbeat(std::string_view request) {
   info.running = std::move(report->second);
   std::map<std::string, LeaseId> assigned;
   for (const auto& [job, a] : assignments_) {
-    if (a.worker == report->first) assigned[job] = a.lease;
+    if (a.worker == report->first && !a.retiring) assigned[job] = a.lease;
   }
   return encode_job_leases(report->first, assigned);
 }

@@ -3,7 +3,8 @@
 // Each scheduling cycle it pings every job's Lease; removes the job whose Lease ended,
 // whose worker was lost, whose worker no longer reports it running, or that a rebalance
 // moves (aborting the Lease of each job it removes); and schedules a replacement under a
-// new Lease. Assignments are persisted before workers learn of them. When the pipeline is
+// new Lease, but only once the old Lease is known to have ended (aborted, or found ended).
+// Assignments are persisted before workers learn of them. When the pipeline is
 // paused, stopped or completed it aborts every Lease and schedules nothing. After a restart
 // it reads its persisted assignments and aborts every Lease of its previous life before
 // scheduling anew.
@@ -11,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/engine.h"
 
@@ -31,6 +33,9 @@ class Controller {
     std::string worker;
     LeaseId lease = 0;
     Micros assigned_at = 0;
+    // Removed, but its Lease is not yet known to have ended: no replacement until it has, or
+    // the old job and its replacement could both commit.
+    bool retiring = false;
   };
   struct WorkerInfo {
     Micros heard_at = 0;
@@ -40,7 +45,13 @@ class Controller {
   void loop();
   bool boot();
   void cycle();
-  void remove(const std::string& job, const char* why);
+  // Aborts the job's Lease and forgets the job; when the abort cannot be confirmed, the job
+  // stays as retiring. Returns true when the job is gone.
+  bool remove(const std::string& job, const char* why);
+  // Why an assigned job must go (its Lease ended, its worker was lost, a rebalance moves it,
+  // or its worker does not run it), or nullptr when it stays. Pings the job's Lease.
+  const char* removal_reason(const std::string& id, const Assignment& a, const std::string* target,
+                             const std::vector<std::string>& live, Micros now);
   bool persist();
   Result<std::string> on_heartbeat(std::string_view request);
   Result<std::string> on_set_state(std::string_view request);

@@ -88,6 +88,7 @@ class EngineObserver {
   virtual ~EngineObserver() = default;
   struct Epoch {
     JobId job;
+    std::string node;  // the worker running the job
     LeaseId lease = 0;
     TxId tx = 0;
     uint64_t epoch = 0;

@@ -255,8 +255,9 @@ Job::Outcome Job::run_epoch() {
 Job::Outcome Job::commit(EpochTx& etx) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
-  if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_outbox();
+  if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_uncommitted(etx);
   etx.record.job = id_;
+  etx.record.node = env_.network.self();
   etx.record.lease = lease_;
   etx.record.tx = etx.tx.id();
   etx.record.epoch = etx.meta.epoch;
@@ -731,6 +732,17 @@ void Job::deliver_outbox() {
     if (!ack) return;
     fault_point(env_, "sink.after_delivery");
     delivered_seqno_ = std::max<uint64_t>(delivered_seqno_, seqno & 0xffffffffULL);
+  }
+}
+
+// The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
+void Job::deliver_uncommitted(EpochTx& etx) {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  for (const auto& [where, value] : etx.tx.writes()) {
+    if (where.first != tables::outbox(sink_->name) || !value) continue;
+    Encoder req;
+    req.bytes(id_.str()).u64(std::stoull(where.second.substr(prefix.size()), nullptr, 16)).u64(lease_).bytes(*value);
+    (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
   }
 }
 

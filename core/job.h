@@ -65,6 +65,7 @@ class Job {
   Micros next_output_ts(EpochTx& etx);
   std::string dedup_table() const;
   void deliver_outbox();
+  void deliver_uncommitted(EpochTx& etx);
   void send_at_most_once();
 
   const EngineEnv& env_;

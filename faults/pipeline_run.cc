@@ -34,6 +34,7 @@ class Recorder final : public EngineObserver {
     r.swift = c != nullptr && c->type == ComputationType::kSwiftMap;
     r.lease = e.lease;
     attempts_tx.push_back(e.tx);
+    attempts_node.push_back(e.node);
     for (const Message& m : e.consumed) r.consumed.push_back(record_of(m));
     for (const Message& m : e.produced) r.produced.push_back(record_of(m));
     for (const Timer& t : e.timers_fired) {
@@ -47,16 +48,22 @@ class Recorder final : public EngineObserver {
   }
   void job_fenced(const JobId&, LeaseId) override { ++counters["fenced"]; }
   void duplicate_dropped(const JobId&, MessageId) override { ++counters["duplicates dropped"]; }
-  void amo_queued(const std::string& sink, const Message& m) override { in_queue[sink].insert(m.id); }
+  void amo_queued(const std::string& sink, const Message& m) override {
+    in_queue[sink].insert(m.id);
+    amo_seen.insert(m.id);
+  }
   void amo_sent(const std::string& sink, MessageId id) override { in_queue[sink].erase(id); }
   void amo_dropped(const std::string& sink, MessageId id, std::string_view) override {
     in_queue[sink].erase(id);
+    amo_seen.insert(id);
     drops[sink].insert(id);
     ++counters["at-most-once drops"];
   }
 
   std::vector<checkers::EpochRecord> attempts;
   std::vector<TxId> attempts_tx;
+  std::vector<std::string> attempts_node;
+  std::set<uint64_t> amo_seen;  // at-most-once messages queued or dropped at least once
   std::map<std::string, std::set<uint64_t>> drops;
   std::map<std::string, std::set<uint64_t>> in_queue;  // queued, neither sent nor dropped yet
   std::map<std::string, uint64_t> counters;
@@ -106,11 +113,28 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   sim::StoreData& data = w.store_data();
   std::map<Version, Micros> commit_time;
   for (const auto& c : data.commit_log()) commit_time[c.version] = c.store_time;
+  // When each node crashed, for at-most-once accounting below.
+  std::map<std::string, std::vector<Micros>> crashes;
+  for (const auto& [node, at] : w.world().crashes()) crashes[w.world().name(node)].push_back(at);
+  std::map<std::string, std::set<uint64_t>> lost_in_crash;  // sink -> ids
   for (size_t i = 0; i < rec.attempts.size(); ++i) {
     const auto version = data.committed_version(rec.attempts_tx[i]);
     if (!version) continue;  // the store says it never applied
-    rec.attempts[i].version = *version;
-    h.epochs.push_back(std::move(rec.attempts[i]));
+    checkers::EpochRecord& e = rec.attempts[i];
+    e.version = *version;
+    // An at-most-once sink hands committed messages to an in-memory queue; a crash of its
+    // worker between that commit and the queue loses them, and the simulator counts that.
+    const SinkSpec* sink = e.job.rfind("sink/", 0) == 0 ? w.spec().sink(e.computation) : nullptr;
+    if (sink != nullptr && sink->at_most_once_strategy.enabled) {
+      const auto c = crashes.find(rec.attempts_node[i]);
+      const Micros committed_at = data.commit_log().empty() ? 0 : commit_time[e.version];
+      const bool crashed = c != crashes.end() &&
+                           std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= committed_at; });
+      for (const auto& m : e.consumed) {
+        if (crashed && rec.amo_seen.count(m.id) == 0) lost_in_crash[sink->name].insert(m.id);
+      }
+    }
+    h.epochs.push_back(std::move(e));
   }
   std::stable_sort(h.epochs.begin(), h.epochs.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
   for (auto& e : h.epochs) {
@@ -134,6 +158,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     auto& dropped = h.counted_drops[sink.name];
     dropped = rec.drops[sink.name];
     dropped.insert(rec.in_queue[sink.name].begin(), rec.in_queue[sink.name].end());
+    dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
   h.tables = actual.tables;
   h.reference_tables = reference.tables;

@@ -110,6 +110,7 @@ void World::crash(NodeIndex index) {
   Node& n = node(index);
   if (!n.up) return;
   record(index, "crash");
+  crashes_.emplace_back(index, now());
   n.up = false;
   scheduler_.resume_node(index);  // a paused node that crashes is no longer paused
   scheduler_.kill_node(index);

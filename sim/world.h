@@ -74,6 +74,8 @@ class World {
   void pause(NodeIndex node);
   void resume(NodeIndex node);
   bool is_up(NodeIndex node) const;
+  // Every crash so far: (node, virtual time).
+  const std::vector<std::pair<NodeIndex, Micros>>& crashes() const { return crashes_; }
   bool is_paused(NodeIndex node) const;
   uint64_t incarnation(NodeIndex node) const;
 
@@ -115,6 +117,7 @@ class World {
   std::unique_ptr<SimNetwork> network_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<std::string, NodeIndex, std::less<>> by_name_;
+  std::vector<std::pair<NodeIndex, Micros>> crashes_;
 };
 
 }  // namespace onceflow::sim

@@ -211,6 +211,21 @@ TEST(PipelineChecksTest, FencingFailsForADeliveryNeverCommitted) {
   expect_failure(FencingCheck().check(h), {"message 0000000000000021", "no epoch of the sink ever committed it"});
 }
 
+TEST(PipelineChecksTest, FencingFailsWhenAnOldLeaseCommitsAfterItsReplacement) {
+  PipelineHistory h = good_history();
+  h.leases[3] = {0, -1};
+  EpochRecord replacement = h.epochs[1];  // computation/Count/0 under a newer Lease
+  replacement.lease = 3;
+  replacement.version = 5;
+  EpochRecord old = h.epochs[1];  // then the old Lease commits again
+  old.version = 6;
+  old.commit_time = 500;
+  h.epochs.push_back(replacement);
+  h.epochs.push_back(old);
+  expect_failure(FencingCheck().check(h), {"computation/Count/0", "version 6", "lease 0000000000000001",
+                                           "replacement committed version 5", "lease 0000000000000003"});
+}
+
 TEST(PipelineChecksTest, FencingAllowsAnOutboxRedeliveryAfterTheLeaseEnded) {
   PipelineHistory h = good_history();
   h.leases[2].ended_at = 420;  // committed at 400 under the Lease, delivered at 450
