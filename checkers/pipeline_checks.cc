@@ -109,9 +109,20 @@ std::string join_problems(const std::string& a, const std::string& b) {
   return a + "; " + b;
 }
 
+// The MessageIds under which `sink` made (key, payload) visible, for the report.
+std::string delivered_ids(const PipelineHistory& h, const std::string& sink, const std::string& extra) {
+  std::string ids;
+  for (const DeliveryRecord& d : h.deliveries) {
+    if (d.sink != sink || extra.find(shown(Item{d.message.key, d.message.payload})) == std::string::npos) continue;
+    ids += fmt::format("{}{:016x}", ids.empty() ? "" : " ", d.message.id);
+  }
+  return ids.empty() ? std::string() : fmt::format(" (message ids {})", ids);
+}
+
 // What is wrong with one sink's output under its guarantee; empty when nothing is.
 std::string sink_problem(const SinkExpectation& e, const PipelineHistory& h) {
-  const OutputDiff diff = diff_outputs(count_items(e.reference), count_items(sink_output(h, e.sink)));
+  OutputDiff diff = diff_outputs(count_items(e.reference), count_items(sink_output(h, e.sink)));
+  if (!diff.first_extra.empty()) diff.first_extra += delivered_ids(h, e.sink, diff.first_extra);
   switch (e.guarantee) {
     case Guarantee::kExactlyOnce:
       return join_problems(diff.first_missing, diff.first_extra);

@@ -27,3 +27,14 @@ inline bool all_passed(const std::vector<Verdict>& verdicts) {
 }
 
 }  // namespace onceflow::checkers
+
+namespace onceflow::checkers {
+
+// Same seed, same build: same run. Compares the trace hashes of two runs of one seed.
+class DeterminismCheck {
+ public:
+  static constexpr const char* kName = "determinism";
+  Verdict check(uint64_t seed, uint64_t first_hash, uint64_t second_hash, const std::string& replay) const;
+};
+
+}  // namespace onceflow::checkers

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checkers/verdict.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "faults/selftest.h"
@@ -32,6 +34,7 @@ using json = nlohmann::json;
 constexpr int kExitPass = 0;
 constexpr int kExitViolation = 1;
 constexpr int kExitUsage = 2;
+constexpr size_t kTraceTailLines = 40;
 
 struct UsageError {
   std::string message;
@@ -59,7 +62,10 @@ struct Invocation {
 std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm);
 
 faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
-                            size_t keep_lines) {
+                            size_t keep_lines, bool twice);
+
+faults::RunOutcome run_seed_once(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
+                                 size_t keep_lines) {
   if (s.kind == "pipeline") {
     faults::PipelineRunOptions options = s.pipeline;
     options.seed = seed;
@@ -77,10 +83,48 @@ faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint6
   return faults::run_kernel_selftest(options);
 }
 
+// One seed, checked; with `twice`, run again and check that the run was the same.
+faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
+                            size_t keep_lines, bool twice) {
+  faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
+  if (!twice) return r;
+  const uint64_t again = run_seed_once(inv, s, seed, swarm, 0).trace_hash;
+  r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again, replay_command(inv, s, seed, swarm)));
+  r.passed = checkers::all_passed(r.verdicts);
+  return r;
+}
+
+// Explore checks same-seed determinism on every tenth seed: it costs a second run.
+bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
+
 std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm) {
   return fmt::format("onceflow replay {} --seed {}{}{}", s.path, seed,
                      swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),
                      inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
+}
+
+// The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
+// failing checks name, else the last lines.
+std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
+  if (r.passed || r.trace.empty()) return {};
+  std::set<std::string> ids;
+  static const std::regex kId("[0-9a-f]{16}");
+  for (const auto& v : r.verdicts) {
+    if (v.passed) continue;
+    for (std::sregex_iterator it(v.detail.begin(), v.detail.end(), kId), end; it != end; ++it) ids.insert(it->str());
+  }
+  std::vector<std::string> out;
+  for (const auto& line : r.trace) {
+    for (const auto& id : ids) {
+      if (line.find(id) != std::string::npos) {
+        out.push_back(line);
+        break;
+      }
+    }
+  }
+  if (out.empty()) out.assign(r.trace.end() - static_cast<long>(std::min(r.trace.size(), kTraceTailLines)), r.trace.end());
+  if (out.size() > kTraceTailLines) out.erase(out.begin(), out.end() - static_cast<long>(kTraceTailLines));
+  return out;
 }
 
 json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
@@ -116,7 +160,8 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"events", r.events},   {"sim_time_us", r.sim_time_us},
               {"wall_ms", wall_ms},   {"faults", plan_json(r.plan, r.fault_mix)},
               {"checks", checks},     {"violations", violations},
-              {"observed", r.observed}};
+              {"observed", r.observed},
+              {"trace_excerpt", trace_excerpt(r)}};
 }
 
 void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
@@ -130,16 +175,20 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   for (const auto& v : r.verdicts) {
     fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
   }
-  if (!r.passed) fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
+  if (r.passed) return;
+  fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
+  const auto excerpt = trace_excerpt(r);
+  if (!excerpt.empty()) fmt::print("  trace excerpt ({} lines):\n", excerpt.size());
+  for (const auto& line : excerpt) fmt::print("    {}\n", line);
 }
 
 int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
             const std::string& trace_file, bool replay) {
   const cli::Scenario s = load_or_fail(path);
   const bool swarm = swarm_flag.value_or(s.swarm);
-  const bool keep = replay || !trace_file.empty();
   const auto start = std::chrono::steady_clock::now();
-  const faults::RunOutcome r = run_seed(inv, s, seed, swarm, keep ? SIZE_MAX : 0);
+  // The whole trace is kept: a violation is reported with the lines that show it.
+  const faults::RunOutcome r = run_seed(inv, s, seed, swarm, SIZE_MAX, true);
   const double wall_ms = wall_ms_since(start);
   if (!trace_file.empty()) {
     std::ofstream out(trace_file);
@@ -196,7 +245,7 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
                    const std::function<void(const SeedSummary&)>& done) {
   if (jobs <= 1) {
     for (uint64_t seed = first; seed < first + count; ++seed) {
-      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0))));
+      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
     }
     return;
   }
@@ -216,7 +265,7 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
       close(fds[0]);
       FILE* out = fdopen(fds[1], "w");
       for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
-        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0)).dump() + "\n";
+        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
         std::fputs(line.c_str(), out);
         std::fflush(out);
       }

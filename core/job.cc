@@ -571,18 +571,7 @@ void Job::step_computation(EpochTx& etx) {
       child.payload = std::move(o.payload);
       emit(etx, std::move(child));
     }
-    for (const Timer& t : out.timers) {
-      const std::string key = tables::partition_prefix(id_.partition) + tables::hex16(static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63)) + "/" +
-                              tables::hex16(t.key) + "/" + t.timer_stream;
-      Encoder ev;
-      ev.i64(t.event_ts);
-      const auto existing = etx.read(tables::timers(spec.name), key);
-      if (existing) {
-        Decoder in(*existing);
-        if (in.i64() <= t.event_ts) continue;  // deduplicate_equal_timestamps keeps the smallest
-      }
-      etx.tx.put(tables::timers(spec.name), key, ev.take());
-    }
+    for (const Timer& t : out.timers) add_timer(etx, t, derived_message_id(m.id, static_cast<uint32_t>(&t - out.timers.data())));
   }
   // Batching: one message per (stream, key) group of up to batch_size inputs.
   for (auto& [where, items] : batches) {
@@ -620,6 +609,28 @@ void Job::step_computation(EpochTx& etx) {
   }
 }
 
+// Stores a timer: rows are keyed by (trigger, key, stream), so with
+// deduplicate_equal_timestamps (the default) equal triggers of one key merge into one row
+// keeping the smallest event time; without it each timer gets a row of its own.
+void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
+  const ComputationSpec& spec = *computation_;
+  const TimerStreamSpec* stream = nullptr;
+  for (const auto& s : spec.timer_streams) {
+    if (s.name == t.timer_stream) stream = &s;
+  }
+  assert(stream != nullptr);
+  std::string key = fmt::format("{}{:016x}/{:016x}/{}", tables::partition_prefix(id_.partition),
+                                static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63), t.key, t.timer_stream);
+  if (!stream->deduplicate_equal_timestamps) key += fmt::format("/{:016x}", unique);
+  if (const auto existing = etx.read(tables::timers(spec.name), key)) {
+    Decoder in(*existing);
+    if (in.i64() <= t.event_ts) return;
+  }
+  Encoder ev;
+  ev.i64(t.event_ts);
+  etx.tx.put(tables::timers(spec.name), key, ev.take());
+}
+
 void Job::fire_timers(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
   if (spec.timer_streams.empty()) return;
@@ -631,7 +642,7 @@ void Job::fire_timers(EpochTx& etx) {
     Timer t;
     t.trigger_ts = static_cast<Micros>(std::stoull(rest.substr(0, 16), nullptr, 16) ^ (1ULL << 63));
     t.key = std::stoull(rest.substr(17, 16), nullptr, 16);
-    t.timer_stream = rest.substr(34);
+    t.timer_stream = rest.substr(34, rest.find('/', 34) - 34);
     Decoder in(row.value);
     t.event_ts = in.i64();
     const TimerStreamSpec* ts = nullptr;
@@ -653,7 +664,7 @@ void Job::fire_timers(EpochTx& etx) {
     }
     for (Collector::Out& o : out.messages) {
       Message child;
-      child.id = timer_output_id(spec.name, t.key, t.trigger_ts, static_cast<uint32_t>(&o - out.messages.data()));
+      child.id = timer_output_id(spec.name, rest, static_cast<uint32_t>(&o - out.messages.data()));
       child.key = o.key;
       child.stream = o.stream;
       child.event_ts = t.event_ts;
@@ -662,11 +673,7 @@ void Job::fire_timers(EpochTx& etx) {
       emit(etx, std::move(child));
     }
     for (const Timer& added : out.timers) {
-      const std::string key = prefix + tables::hex16(static_cast<uint64_t>(added.trigger_ts) ^ (1ULL << 63)) + "/" +
-                              tables::hex16(added.key) + "/" + added.timer_stream;
-      Encoder ev;
-      ev.i64(added.event_ts);
-      etx.tx.put(tables::timers(spec.name), key, ev.take());
+      add_timer(etx, added, timer_output_id(spec.name, rest, 1000 + static_cast<uint32_t>(&added - out.timers.data())));
     }
   }
 }

@@ -61,6 +61,7 @@ class Job {
   // The lowest emit (alignment) or replay watermark among the producers of `streams`.
   Micros producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay);
   void fire_timers(EpochTx& etx);
+  void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
   std::string dedup_table() const;

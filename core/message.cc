@@ -36,11 +36,9 @@ MessageId batched_message_id(std::vector<MessageId> parents) {
   return mix64(h ^ parents.size());
 }
 
-MessageId timer_output_id(std::string_view computation, uint64_t key, Micros trigger_ts,
-                          uint32_t output_index) {
+MessageId timer_output_id(std::string_view computation, std::string_view timer, uint32_t output_index) {
   uint64_t h = mix64(kTimerTag ^ hash_bytes(computation));
-  h = mix64(h ^ key);
-  h = mix64(h ^ static_cast<uint64_t>(trigger_ts));
+  h = mix64(h ^ hash_bytes(timer));
   return mix64(h ^ output_index);
 }
 

@@ -39,8 +39,9 @@ MessageId source_message_id(std::string_view source, int partition, uint64_t off
 MessageId derived_message_id(MessageId parent, uint32_t output_index);
 // Independent of the order of `parents`. REQUIRES: parents is not empty.
 MessageId batched_message_id(std::vector<MessageId> parents);
-MessageId timer_output_id(std::string_view computation, uint64_t key, Micros trigger_ts,
-                          uint32_t output_index);
+// `timer` identifies the timer within its computation: trigger, key, timer stream and, when
+// equal timestamps are not merged, what made it unique.
+MessageId timer_output_id(std::string_view computation, std::string_view timer, uint32_t output_index);
 
 std::string format_id(uint64_t id);  // 16 hex digits
 

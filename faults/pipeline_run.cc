@@ -24,6 +24,19 @@ checkers::MessageRecord record_of(const Message& m) {
 class Recorder final : public EngineObserver {
  public:
   explicit Recorder(const PipelineSpec& spec) : spec_(spec) {}
+  void watch(sim::World* world) { world_ = world; }
+
+  // A readable trace line (kept only when the run keeps its trace) naming the messages.
+  void note(const std::string& node, const std::string& text) {
+    if (world_ == nullptr || !world_->trace().keeping()) return;
+    world_->detail(world_->has_node(node) ? world_->find(node) : sim::kWorldNode, text);
+  }
+  static std::string ids(const std::vector<Message>& messages) {
+    std::string out;
+    for (size_t i = 0; i < messages.size() && i < 8; ++i) out += (i ? " " : "") + format_id(messages[i].id);
+    if (messages.size() > 8) out += fmt::format(" +{}", messages.size() - 8);
+    return out;
+  }
 
   // Every attempt is kept; the store's outcomes decide later which ones applied.
   void epoch_committing(const Epoch& e) override {
@@ -41,13 +54,24 @@ class Recorder final : public EngineObserver {
       r.timers_fired.push_back(fmt::format("{}/{:016x}/{}/{}", e.job.name, t.key, t.trigger_ts, t.timer_stream));
     }
     attempts.push_back(std::move(r));
+    if (!e.consumed.empty() || !e.produced.empty()) {
+      note(e.node, fmt::format("{} lease {:x} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
+                               ids(e.consumed), ids(e.produced)));
+    }
   }
   void epoch_committed(const Epoch& e) override {
     ++counters["epochs"];
     counters["processed"] += e.consumed.size();
+    if (!e.consumed.empty()) note(e.node, fmt::format("{} lease {:x} committed version {}", e.job.str(), e.lease, e.version));
   }
-  void job_fenced(const JobId&, LeaseId) override { ++counters["fenced"]; }
-  void duplicate_dropped(const JobId&, MessageId) override { ++counters["duplicates dropped"]; }
+  void job_fenced(const JobId& job, LeaseId lease) override {
+    ++counters["fenced"];
+    note("", fmt::format("{} fenced: lease {:x} ended", job.str(), lease));
+  }
+  void duplicate_dropped(const JobId& job, MessageId id) override {
+    ++counters["duplicates dropped"];
+    note("", fmt::format("{} dropped duplicate {}", job.str(), format_id(id)));
+  }
   void amo_queued(const std::string& sink, const Message& m) override {
     in_queue[sink].insert(m.id);
     amo_seen.insert(m.id);
@@ -70,6 +94,7 @@ class Recorder final : public EngineObserver {
 
  private:
   const PipelineSpec& spec_;
+  sim::World* world_ = nullptr;
 };
 
 // Each named point is enabled for the run with probability 1/2; an enabled point fires at a
@@ -201,6 +226,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   }
   PipelineWorld world(o.spec, registry, wo);
   points.watch(&world.world());
+  recorder.watch(&world.world());
   world.start();
 
   PipelineRun run;

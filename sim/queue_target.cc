@@ -3,12 +3,15 @@
 #include "core/engine.h"
 #include "core/env/codec.h"
 
+#include <fmt/format.h>
+
 namespace onceflow::sim {
 
 BootFn queue_target_boot(TargetLog& log) {
   return [&log](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
-    node.network.serve(kSinkAppendService, [&log, &world](const std::string&, std::string_view request) -> Result<std::string> {
+    const NodeIndex self = node.index;
+    node.network.serve(kSinkAppendService, [&log, &world, self](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string producer = in.string();
       const uint64_t seqno = in.u64();
@@ -19,10 +22,13 @@ BootFn queue_target_boot(TargetLog& log) {
         uint64_t& last = log.last_seqno[producer];
         if (seqno <= last) {
           ++log.deduplicated;
+          world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(message->id), producer, seqno));
           return std::string("duplicate");
         }
         last = seqno;
       }
+      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}", format_id(message->id),
+                                     producer.empty() ? "(at-most-once)" : producer, seqno, lease));
       log.appended.push_back({std::move(*message), producer, lease, world.now()});
       return std::string("appended");
     });

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -381,6 +382,69 @@ TEST(EngineTest, RelaxedBatchingGroupsInputsUnderParentSetIds) {
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(batches.batched, 0);
   expect_reference(w, reg);  // without faults nothing is recomputed: the same words counted
+}
+
+}  // namespace
+}  // namespace onceflow::faults
+
+namespace onceflow::faults {
+namespace {
+
+// Adds two timers with the same trigger time per message; each firing emits one message.
+class TwinTimers final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    out.add_timer(context.current_timestamp() + 10 * kMillis, m.event_ts);
+    out.add_timer(context.current_timestamp() + 10 * kMillis, m.event_ts - 1);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(t.key, "fired at event time " + std::to_string(t.event_ts));
+  }
+};
+
+size_t twin_timer_firings(bool deduplicate) {
+  ComputationRegistry reg;
+  reg.add("TwinTimers", [] { return std::make_unique<TwinTimers>(); });
+  PipelineSpec spec = parse(R"(
+name: twins
+sources:
+  events: {type: queue, output_stream: event}
+computations:
+  Twins:
+    type: process_function
+    processing_function: TwinTimers
+    input_streams: [event]
+    output_streams: [fired]
+    timer_streams:
+      t: {watermark: system_time}
+sinks:
+  out: {type: sync_queue, input_stream: fired}
+)");
+  spec.computations[0].timer_streams[0].deduplicate_equal_timestamps = deduplicate;
+  PipelineWorldOptions options;
+  options.workload.messages = 20;
+  options.workload.keys = 1000;  // distinct keys: one timer pair per key
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  EXPECT_TRUE(w.run_until_drained(60 * kSeconds));
+  const auto sinks = w.result().sinks;
+  // With merging, the one timer left keeps the smaller event time of the two.
+  if (deduplicate) {
+    for (const auto& [key, payload] : sinks.at("out")) {
+      const auto in = std::find_if(w.inputs().begin(), w.inputs().end(), [&](const auto& i) { return i.key == key; });
+      if (in != w.inputs().end()) {
+        EXPECT_EQ(payload, "fired at event time " + std::to_string(in->event_ts - 1));
+      }
+    }
+  }
+  return sinks.at("out").size();
+}
+
+TEST(EngineTest, DeduplicateEqualTimestampsMergesSameKeyTimersKeepingTheSmallestEventTime) {
+  const size_t merged = twin_timer_firings(true);
+  const size_t separate = twin_timer_firings(false);
+  EXPECT_GT(merged, 0u);
+  EXPECT_EQ(separate, 2 * merged);
 }
 
 }  // namespace

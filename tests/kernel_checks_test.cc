@@ -75,3 +75,17 @@ TEST(KernelChecksTest, LivenessFailsWhenNotDrainedInTime) {
 
 }  // namespace
 }  // namespace onceflow::checkers
+
+namespace onceflow::checkers {
+namespace {
+
+TEST(DeterminismCheckTest, EqualHashesPassAndDifferentOnesFail) {
+  EXPECT_TRUE(DeterminismCheck().check(7, 0xabc, 0xabc, "onceflow replay x --seed 7").passed);
+  const Verdict v = DeterminismCheck().check(7, 0xabc, 0xabd, "onceflow replay x --seed 7");
+  EXPECT_FALSE(v.passed);
+  EXPECT_NE(v.detail.find("0000000000000abc"), std::string::npos);
+  EXPECT_NE(v.detail.find("replay: onceflow replay x --seed 7"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onceflow::checkers

@@ -10,7 +10,8 @@ namespace {
 TEST(MessageTest, IdsAreDeterministic) {
   EXPECT_EQ(source_message_id("events", 1, 42), source_message_id("events", 1, 42));
   EXPECT_EQ(derived_message_id(7, 0), derived_message_id(7, 0));
-  EXPECT_EQ(timer_output_id("C", 3, 100, 0), timer_output_id("C", 3, 100, 0));
+  EXPECT_EQ(timer_output_id("C", "t/3/s", 0), timer_output_id("C", "t/3/s", 0));
+  EXPECT_NE(timer_output_id("C", "t/3/s", 0), timer_output_id("C", "t/3/s/1", 0));
 }
 
 TEST(MessageTest, IdsDoNotCollideAcrossOriginsParentsAndIndexes) {
