@@ -51,5 +51,23 @@ lines=$("$bin" run "$tmp/bad.yaml" 2>&1 >/dev/null | wc -l)
 expect_rc 0 "$bin" --help
 expect_rc 0 "$bin" explore --help
 
+# Pipelines: the same seed gives the same hash across processes; --bug is caught.
+rr="$src/scenarios/keyed_aggregation.yaml"
+p1=$("$bin" run "$rr" --seed 4 --json | sed -n 's/.*"trace_hash": "\(.*\)".*/\1/p')
+p2=$("$bin" run "$rr" --seed 4 --json | sed -n 's/.*"trace_hash": "\(.*\)".*/\1/p')
+[ -n "$p1" ] && [ "$p1" = "$p2" ] || fail "pipeline: same seed, different hashes: '$p1' '$p2'"
+expect_rc 1 "$bin" run "$rr" --seed 2 --bug new-seqno-on-resend
+expect_rc 2 "$bin" run "$rr" --bug no-such-bug
+"$bin" run "$rr" --seed 2 --bug new-seqno-on-resend --json > "$tmp/bug.json"
+grep -q '"trace_excerpt"' "$tmp/bug.json" || fail "a failing run has no trace excerpt"
+grep -q 'appends' "$tmp/bug.json" || fail "the excerpt does not show the target's appends"
+
+# list --json names every scenario with its guarantees and fault kinds.
+"$bin" list --scenarios "$src/scenarios" --json > "$tmp/list.json" || fail "list failed"
+for key in '"path"' '"name"' '"guarantees"' '"fault_kinds"' '"demonstrates_failure"'; do
+  grep -q "$key" "$tmp/list.json" || fail "list --json lacks $key"
+done
+[ "$(grep -c '"path"' "$tmp/list.json")" -eq "$(ls "$src"/scenarios/*.yaml | wc -l)" ] || fail "list missed a scenario"
+
 if [ "$failures" -eq 0 ]; then echo "cli_test: all checks passed"; fi
 exit "$failures"
