@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <cstdio>
 #include <fstream>
@@ -107,11 +106,17 @@ std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64
 // failing checks name, else the last lines.
 std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   if (r.passed || r.trace.empty()) return {};
-  std::set<std::string> ids;
-  static const std::regex kId("[0-9a-f]{16}");
+  std::set<std::string> ids;  // runs of exactly 16 lowercase hex digits in failing details
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
   for (const auto& v : r.verdicts) {
     if (v.passed) continue;
-    for (std::sregex_iterator it(v.detail.begin(), v.detail.end(), kId), end; it != end; ++it) ids.insert(it->str());
+    const std::string& d = v.detail;
+    for (size_t i = 0; i < d.size();) {
+      size_t j = i;
+      while (j < d.size() && hex(d[j])) ++j;
+      if (j - i == 16) ids.insert(d.substr(i, 16));
+      i = j == i ? i + 1 : j;
+    }
   }
   std::vector<std::string> out;
   for (const auto& line : r.trace) {
