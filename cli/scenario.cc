@@ -258,10 +258,16 @@ class Loader {
       fail(item, where, "ends after faults.heal_at");
     }
     const std::set<std::string> nodes = kernel_nodes(s);
-    if (f.kind != faults::FaultKind::kStoreUnavailable) {
+    const bool engine_level = f.kind >= faults::FaultKind::kLeasePingLoss;
+    if (engine_level && s.kind != "pipeline") fail(item["kind"], where + ".kind", "'" + kind + "' needs kind: pipeline");
+    if (!faults::fault_is_global(f.kind)) {
       if (!item["node"]) fail(item, where + ".node", "missing");
       f.node = string(item["node"], where + ".node");
       if (nodes.count(f.node) == 0) fail(item["node"], where + ".node", "no node '" + f.node + "'");
+      const bool needs_target = f.kind == faults::FaultKind::kSinkErrors || f.kind == faults::FaultKind::kDedupEviction;
+      if (needs_target && f.node.rfind("target-", 0) != 0) {
+        fail(item["node"], where + ".node", "'" + kind + "' acts on a sink target node (target-<sink>)");
+      }
     }
     if (faults::fault_needs_peer(f.kind)) {
       if (!item["peer"]) fail(item, where + ".peer", "missing");

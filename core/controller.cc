@@ -1,6 +1,7 @@
 #include "core/controller.h"
 
 #include <cassert>
+#include <charconv>
 
 #include "core/env/codec.h"
 #include "core/worker.h"
@@ -10,6 +11,7 @@ namespace onceflow {
 namespace {
 constexpr std::string_view kStateNames[] = {"running", "paused", "stopped", "completed"};
 constexpr const char* kStateKey = "state";
+constexpr const char* kStateSeqKey = "state_seq";
 const std::string kJobPrefix = "job/";
 }  // namespace
 
@@ -45,10 +47,12 @@ bool Controller::boot() {
   auto tx = env_.store.begin();
   if (!tx) return false;
   auto state = env_.store.get(*tx, tables::kController, kStateKey);
+  auto seq = env_.store.get(*tx, tables::kController, kStateSeqKey);
   auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", 1'000'000);
   env_.store.abort(*tx);
-  if (!state || !rows) return false;
+  if (!state || !seq || !rows) return false;
   if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
+  if (seq->has_value()) state_seq_ = std::stoull(**seq);
   for (const Row& row : *rows) {
     Decoder in(row.value);
     (void)in.string();
@@ -91,6 +95,7 @@ bool Controller::persist() {
     tx->put(tables::kController, kJobPrefix + job, out.take());
   }
   tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
   auto result = env_.store.commit(*tx, {});
   if (result) return true;
   if (!result.error().is_ambiguous()) return false;
@@ -168,12 +173,31 @@ Result<std::string> Controller::on_heartbeat(std::string_view request) {
   return encode_job_leases(report->first, assigned);
 }
 
+// Request: "<sequence number> <state>". Requests can be delayed and reordered on the way,
+// so one older than the last applied is ignored.
 Result<std::string> Controller::on_set_state(std::string_view request) {
-  const auto state = parse_pipeline_state(request);
-  if (!state) return Status::invalid_argument("unknown pipeline state " + std::string(request));
+  const auto space = request.find(' ');
+  uint64_t seq = 0;
+  const std::string_view number = request.substr(0, space);
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), seq);
+  const auto state = space == std::string_view::npos ? std::nullopt : parse_pipeline_state(request.substr(space + 1));
+  if (ec != std::errc() || ptr != number.data() + number.size() || !state) {
+    return Status::invalid_argument("expected '<sequence> <state>', got '" + std::string(request) + "'");
+  }
+  // Until boot has read the persisted state, a change here would be overwritten by it.
+  if (!booted_) return Status::unavailable("the controller is starting");
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
+  if (seq < state_seq_) return std::string(pipeline_state_name(state_));
+  state_seq_ = seq;
   state_ = *state;
   state_dirty_ = true;
+  // Acknowledge only what is durable: a restarted controller must not go back to the old state.
+  auto tx = env_.store.begin();
+  if (!tx) return tx.error();
+  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  auto committed = env_.store.commit(*tx, {});
+  if (!committed) return Status::unavailable("state not persisted: " + committed.error().to_string());
   return std::string(pipeline_state_name(state_));
 }
 

@@ -26,6 +26,7 @@ class Controller {
  public:
   explicit Controller(const EngineEnv& env);
 
+  // Request "<sequence number> <state>"; a request older than the last applied is ignored.
   static constexpr const char* kSetStateService = "set_state";
 
  private:
@@ -59,6 +60,7 @@ class Controller {
   const EngineEnv& env_;
   bool booted_ = false;
   PipelineState state_ = PipelineState::kRunning;
+  uint64_t state_seq_ = 0;  // the sequence number of the last state request applied
   bool state_dirty_ = false;
   std::map<std::string, Assignment> assignments_;  // by JobId::str(), only persisted ones
   std::map<std::string, WorkerInfo> workers_;

@@ -23,6 +23,12 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kStoreUnavailable, "store_unavailable"},
     {FaultKind::kClockSkew, "clock_skew"},
     {FaultKind::kClockJump, "clock_jump"},
+    {FaultKind::kLeasePingLoss, "lease_ping_loss"},
+    {FaultKind::kLeaseExpiry, "lease_expiry"},
+    {FaultKind::kSinkErrors, "sink_errors"},
+    {FaultKind::kDedupEviction, "dedup_eviction"},
+    {FaultKind::kPipelinePause, "pipeline_pause"},
+    {FaultKind::kPipelineStop, "pipeline_stop"},
 };
 
 std::string seconds(Micros us) { return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6); }
@@ -40,6 +46,11 @@ std::optional<FaultKind> parse_fault_kind(std::string_view name) {
     if (entry.name == name) return entry.kind;
   }
   return std::nullopt;
+}
+
+bool fault_is_global(FaultKind kind) {
+  return kind == FaultKind::kStoreUnavailable || kind == FaultKind::kLeasePingLoss ||
+         kind == FaultKind::kLeaseExpiry || kind == FaultKind::kPipelinePause || kind == FaultKind::kPipelineStop;
 }
 
 bool fault_needs_peer(FaultKind kind) {

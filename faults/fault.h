@@ -30,6 +30,13 @@ enum class FaultKind {
   kStoreUnavailable,  // the store answers every request with kUnavailable
   kClockSkew,         // node's clock is offset by `amount_us` for the duration
   kClockJump,         // node's clock jumps by `amount_us` and stays there
+  // Engine-level kinds (pipelines only):
+  kLeasePingLoss,     // the store ignores Lease pings: Leases run out unless the fault ends first
+  kLeaseExpiry,       // at `at_us` the store expires every active Lease (instant)
+  kSinkErrors,        // the sink target `node` fails requests with probability `intensity`
+  kDedupEviction,     // the sink target `node` forgets its (producer_id, seqNo) state (instant)
+  kPipelinePause,     // the pipeline is paused, then started again when the fault ends
+  kPipelineStop,      // the pipeline is stopped, then started again when the fault ends
 };
 
 inline constexpr FaultKind kAllKernelFaultKinds[] = {
@@ -39,6 +46,21 @@ inline constexpr FaultKind kAllKernelFaultKinds[] = {
     FaultKind::kLostReplies,     FaultKind::kStoreUnavailable, FaultKind::kClockSkew,
     FaultKind::kClockJump,
 };
+
+// The kinds swarm mode draws from for pipelines by default: the kernel kinds and the
+// engine-level ones, except dedup-window eviction, which breaks exactly-once by design and
+// belongs in scenarios that show that (scripted).
+inline constexpr FaultKind kAllPipelineSwarmKinds[] = {
+    FaultKind::kCrash,           FaultKind::kPause,         FaultKind::kPartition,
+    FaultKind::kOneWayPartition, FaultKind::kIsolate,       FaultKind::kDrop,
+    FaultKind::kDuplicate,       FaultKind::kDelay,         FaultKind::kReorder,
+    FaultKind::kLostReplies,     FaultKind::kStoreUnavailable, FaultKind::kClockSkew,
+    FaultKind::kClockJump,       FaultKind::kLeasePingLoss, FaultKind::kLeaseExpiry,
+    FaultKind::kSinkErrors,      FaultKind::kPipelinePause, FaultKind::kPipelineStop,
+};
+
+// Whether the kind acts on no node (store-wide or pipeline-wide).
+bool fault_is_global(FaultKind kind);
 
 std::string_view fault_kind_name(FaultKind kind);
 std::optional<FaultKind> parse_fault_kind(std::string_view name);

@@ -1,19 +1,24 @@
 #include "faults/injector.h"
 
+#include <fmt/format.h>
+
 #include <cassert>
 
 namespace onceflow::faults {
 
-FaultInjector::FaultInjector(sim::World& world, sim::StoreData* store)
-    : world_(world), store_(store), base_link_(world.network().link(0, 0)) {}
+FaultInjector::FaultInjector(sim::World& world, sim::StoreData* store, PipelineHooks* hooks)
+    : world_(world), store_(store), base_link_(world.network().link(0, 0)), hooks_(hooks) {}
 
 void FaultInjector::schedule(const FaultPlan& plan) {
   sim::Scheduler& sched = world_.scheduler();
   for (const Fault& f : plan.faults) {
     assert(f.duration_us >= 0 && f.at_us >= 0);
-    assert(f.kind == FaultKind::kStoreUnavailable || world_.has_node(f.node));
+    assert(fault_is_global(f.kind) || world_.has_node(f.node));
     assert(!fault_needs_peer(f.kind) || world_.has_node(f.peer));
     assert(f.kind != FaultKind::kStoreUnavailable || store_ != nullptr);
+    assert((f.kind != FaultKind::kPipelinePause && f.kind != FaultKind::kPipelineStop &&
+            f.kind != FaultKind::kSinkErrors && f.kind != FaultKind::kDedupEviction) ||
+           hooks_ != nullptr);
     const size_t id = faults_.size();
     faults_.push_back(f);
     sched.at(f.at_us, sim::kWorldNode, [this, id] { begin(id); });
@@ -53,7 +58,41 @@ void FaultInjector::begin(size_t id) {
       jumped_us_[node(f.node)] += f.amount_us;
       recompute_clocks();
       break;
+    case FaultKind::kLeasePingLoss:
+      if (ping_loss_++ == 0) store_->ignore_pings = true;
+      break;
+    case FaultKind::kLeaseExpiry: {
+      const Micros store_now = world_.has_node("store") ? world_.node_now(world_.find("store")) : world_.now();
+      world_.record(sim::kWorldNode, fmt::format("{} leases expired", store_->expire_all_leases(store_now)));
+      break;
+    }
+    case FaultKind::kSinkErrors:
+      recompute_sink_errors();
+      break;
+    case FaultKind::kDedupEviction:
+      if (auto* log = hooks_->target(f.node)) log->evict();
+      break;
+    case FaultKind::kPipelinePause:
+    case FaultKind::kPipelineStop:
+      if (pipeline_halts_++ == 0) set_pipeline(true, f.kind);
+      break;
   }
+}
+
+void FaultInjector::recompute_sink_errors() {
+  std::map<std::string, double> probability;
+  for (size_t id : active_) {
+    const Fault& f = faults_[id];
+    if (f.kind == FaultKind::kSinkErrors) probability[f.node] = std::max(probability[f.node], f.intensity);
+  }
+  for (const Fault& f : faults_) {
+    if (f.kind != FaultKind::kSinkErrors) continue;
+    if (auto* log = hooks_->target(f.node)) log->error_probability = probability[f.node];
+  }
+}
+
+void FaultInjector::set_pipeline(bool halted, FaultKind kind) {
+  hooks_->set_pipeline_state(!halted ? "running" : kind == FaultKind::kPipelinePause ? "paused" : "stopped");
 }
 
 void FaultInjector::end(size_t id) {
@@ -74,6 +113,19 @@ void FaultInjector::end(size_t id) {
     case FaultKind::kClockJump:
       recompute_clocks();
       break;
+    case FaultKind::kLeasePingLoss:
+      if (--ping_loss_ == 0) store_->ignore_pings = false;
+      break;
+    case FaultKind::kLeaseExpiry:
+    case FaultKind::kDedupEviction:
+      break;  // instant: nothing to lift
+    case FaultKind::kSinkErrors:
+      recompute_sink_errors();
+      break;
+    case FaultKind::kPipelinePause:
+    case FaultKind::kPipelineStop:
+      if (--pipeline_halts_ == 0) set_pipeline(false, f.kind);
+      break;
     default:
       recompute_links();
       break;
@@ -93,7 +145,7 @@ void FaultInjector::recompute_links() {
   std::map<sim::NodeIndex, sim::LinkOptions> from_node;  // options of links leaving a node
   for (size_t id : active_) {
     const Fault& f = faults_[id];
-    if (f.kind == FaultKind::kStoreUnavailable || f.node.empty()) continue;
+    if (fault_is_global(f.kind) || f.node.empty()) continue;
     const sim::NodeIndex a = node(f.node);
     switch (f.kind) {
       case FaultKind::kPartition: net.partition(a, node(f.peer)); break;

@@ -9,21 +9,32 @@
 // the run.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "faults/fault.h"
+#include "sim/queue_target.h"
 #include "sim/store.h"
 #include "sim/world.h"
 
 namespace onceflow::faults {
 
+// What engine-level faults act on, provided by the pipeline's simulated deployment.
+struct PipelineHooks {
+  // Asks the controller to move the pipeline to "paused", "stopped" or "running".
+  std::function<void(const std::string& state)> set_pipeline_state;
+  // The log of the sink target node `node`, or null.
+  std::function<sim::TargetLog*(const std::string& node)> target;
+};
+
 class FaultInjector {
  public:
-  // `store` may be null when the plan has no store faults.
-  FaultInjector(sim::World& world, sim::StoreData* store);
+  // `store` may be null when the plan has no store faults; `hooks` when it has no
+  // engine-level faults.
+  FaultInjector(sim::World& world, sim::StoreData* store, PipelineHooks* hooks = nullptr);
 
   // Schedules every fault of `plan` and its heal phase. REQUIRES: every node named exists.
   void schedule(const FaultPlan& plan);
@@ -36,6 +47,8 @@ class FaultInjector {
   void heal_all();
   void recompute_links();
   void recompute_clocks();
+  void recompute_sink_errors();
+  void set_pipeline(bool halted, FaultKind kind);
   sim::NodeIndex node(const std::string& name) const { return world_.find(name); }
 
   sim::World& world_;
@@ -47,6 +60,9 @@ class FaultInjector {
   std::map<sim::NodeIndex, int> paused_;
   std::map<sim::NodeIndex, Micros> jumped_us_;  // permanent clock jumps per node
   int store_unavailable_ = 0;
+  int ping_loss_ = 0;
+  int pipeline_halts_ = 0;
+  PipelineHooks* hooks_;
 };
 
 }  // namespace onceflow::faults

@@ -124,6 +124,8 @@ class PointPolicy {
 
 }  // namespace
 
+constexpr Micros kSettleUs = 1 * kSeconds;
+
 checkers::Guarantee default_guarantee(const SinkSpec& sink) {
   return sink.at_most_once_strategy.enabled ? checkers::Guarantee::kAtMostOnce : checkers::Guarantee::kExactlyOnce;
 }
@@ -242,6 +244,8 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     swarm.nodes = nodes;
     swarm.store_node = "store";
     swarm.kinds = o.swarm_kinds;
+    if (swarm.kinds.empty()) swarm.kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
+    for (const auto& [sink, log] : world.targets()) swarm.sink_targets.push_back(sink_target_node(sink));
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
     SwarmMix mix;
     out.plan = generate_swarm(rng, swarm, &mix);
@@ -254,13 +258,17 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     if (out.plan.heal_at_us == 0) out.plan.heal_at_us = o.heal_at_us;
     out.fault_mix = out.plan.faults.empty() ? "none" : "scripted";
   }
-  FaultInjector injector(world.world(), &world.store_data());
+  PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
+                      [&world](const std::string& node) { return world.target_log(node); }};
+  FaultInjector injector(world.world(), &world.store_data(), &hooks);
   injector.schedule(out.plan);
 
   // Past the heal, so that paused nodes come back; then until drained or out of bound.
   world.world().run_until(std::max(out.plan.heal_at_us, world.last_write_ts()) + 200 * kMillis);
   Micros drained_at = -1;
   if (world.run_until_drained(out.plan.heal_at_us + o.liveness_bound_us)) drained_at = world.world().now();
+  // The store is drained; let replies in flight land and at-most-once queues empty.
+  world.world().run_until(world.world().now() + kSettleUs);
 
   run.history = collect(o, registry, world, recorder, drained_at);
   out.verdicts = checkers::run_pipeline_checks(run.history);

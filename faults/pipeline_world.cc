@@ -16,6 +16,7 @@ namespace {
 constexpr const char* kWords[] = {"Apple", "banana", "CHERRY", "date", "Elderberry", "fig",
                                   "Grape", "honeydew", "KIWI", "lemon", "Mango", "nectarine"};
 constexpr const char* kStoreNode = "store";
+constexpr const char* kOperatorNode = "operator";  // the outside admin that pauses and starts
 }  // namespace
 
 // Crashes its node at a fault point when the run's policy says so, and restarts it later.
@@ -101,6 +102,7 @@ void PipelineWorld::start() {
   world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
   world_->start(world_->add_node(options_.engine.controller_node, engine_boot(true)));
   for (const std::string& name : worker_names()) world_->start(world_->add_node(name, engine_boot(false)));
+  world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
   for (const auto& sink : spec_.sinks) {
     if (sink.type != SinkType::kAsyncQueue) continue;
     world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
@@ -130,6 +132,27 @@ void PipelineWorld::heartbeat_queue_heads() {
   }
   if (done) return;
   world_->scheduler().at(world_->now() + kQueueHeartbeatUs, kWorldNode, [this] { heartbeat_queue_heads(); });
+}
+
+TargetLog* PipelineWorld::target_log(const std::string& node) {
+  for (auto& [sink, log] : targets_) {
+    if (sink_target_node(sink) == node) return &log;
+  }
+  return nullptr;
+}
+
+void PipelineWorld::set_pipeline_state(const std::string& state) {
+  const NodeIndex op = world_->find(kOperatorNode);
+  world_->record(op, "asks the controller for " + state);
+  const std::string request = fmt::format("{} {}", ++state_requests_, state);
+  world_->runtime(op).spawn("set-state", [this, op, request] {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      auto reply = world_->network_endpoint(op).call(options_.engine.controller_node, Controller::kSetStateService,
+                                                     request, options_.engine.rpc_timeout_us);
+      if (reply) return;
+      world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
+    }
+  });
 }
 
 std::vector<std::string> PipelineWorld::worker_names() const {

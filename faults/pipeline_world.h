@@ -65,6 +65,11 @@ class PipelineWorld {
   const std::vector<SourceInput>& inputs() const { return inputs_; }
   std::vector<std::string> worker_names() const;
   const std::map<std::string, TargetLog>& targets() const { return targets_; }
+  // The target log behind node `node` ("target-<sink>"), or null.
+  TargetLog* target_log(const std::string& node);
+  // An operator asks the controller to move the pipeline to `state` ("paused", "stopped",
+  // "running"), retrying until the controller answers.
+  void set_pipeline_state(const std::string& state);
   Micros last_write_ts() const;
 
   // What the sinks expose and what the tables hold now.
@@ -86,6 +91,7 @@ class PipelineWorld {
   std::unique_ptr<World> world_;
   std::vector<SourceInput> inputs_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
+  uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
 };
 
 }  // namespace onceflow::faults

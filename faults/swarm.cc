@@ -35,7 +35,10 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
   // The store's clock is left alone: Lease expiry needs a monotonic clock there.
   if (store_may_be_hit && !o.store_node.empty()) targets.push_back(o.store_node);
   f.node = targets[rng.uniform(targets.size())];
-  if (kind == FaultKind::kStoreUnavailable) f.node.clear();
+  if (fault_is_global(kind)) f.node.clear();
+  if (kind == FaultKind::kSinkErrors || kind == FaultKind::kDedupEviction) {
+    f.node = o.sink_targets.empty() ? "" : o.sink_targets[rng.uniform(o.sink_targets.size())];
+  }
 
   if (fault_needs_peer(kind)) {
     std::vector<std::string> peers = o.nodes;
@@ -55,6 +58,9 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
       f.intensity = 0.1 + 0.6 * intensity;
       f.amount_us = 1'000 + static_cast<Micros>(49'000 * intensity);
       break;
+    case FaultKind::kSinkErrors: f.intensity = 0.2 + 0.6 * intensity; break;
+    case FaultKind::kLeaseExpiry:
+    case FaultKind::kDedupEviction: f.duration_us = 0; break;
     case FaultKind::kDelay: f.amount_us = 1'000 + static_cast<Micros>(99'000 * intensity); break;
     case FaultKind::kClockSkew:
     case FaultKind::kClockJump:
@@ -88,7 +94,12 @@ FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
   plan.heal_at_us = o.heal_at_us;
   for (const auto& entry : chosen.entries) {
     const int count = 1 + static_cast<int>(entry.intensity * (o.max_faults_per_kind - 1) + 0.5);
-    for (int i = 0; i < count; ++i) plan.faults.push_back(draw_fault(rng, o, entry.kind, entry.intensity));
+    for (int i = 0; i < count; ++i) {
+      Fault f = draw_fault(rng, o, entry.kind, entry.intensity);
+      const bool needs_target = f.kind == FaultKind::kSinkErrors || f.kind == FaultKind::kDedupEviction;
+      if (needs_target && f.node.empty()) continue;  // no sink target to hit
+      plan.faults.push_back(std::move(f));
+    }
   }
   std::stable_sort(plan.faults.begin(), plan.faults.end(),
                    [](const Fault& a, const Fault& b) { return a.at_us < b.at_us; });

@@ -11,13 +11,18 @@ BootFn queue_target_boot(TargetLog& log) {
   return [&log](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    node.network.serve(kSinkAppendService, [&log, &world, self](const std::string&, std::string_view request) -> Result<std::string> {
+    Random& random = node.random;
+    node.network.serve(kSinkAppendService, [&log, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string producer = in.string();
       const uint64_t seqno = in.u64();
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
+      if (random.bernoulli(log.error_probability)) {
+        ++log.errors;
+        return Status::unavailable("the target failed the request");
+      }
       if (!producer.empty()) {
         uint64_t& last = log.last_seqno[producer];
         if (seqno <= last) {

@@ -24,6 +24,11 @@ struct TargetLog {
   std::vector<Entry> appended;
   std::map<std::string, uint64_t> last_seqno;
   uint64_t deduplicated = 0;
+  // Fault switches: requests fail with this probability; evict() forgets the dedup state
+  // (as a finite deduplication window does).
+  double error_probability = 0;
+  uint64_t errors = 0;
+  void evict() { last_seqno.clear(); }
 };
 
 BootFn queue_target_boot(TargetLog& log);

@@ -77,6 +77,17 @@ void StoreData::load(const std::string& table, const std::string& key, std::stri
   tables_[table][key].push_back({++last_version_, std::move(value)});
 }
 
+size_t StoreData::expire_all_leases(Micros now) {
+  size_t expired = 0;
+  for (auto& [id, lease] : leases_) {
+    if (lease_state(id, now) != LeaseState::kActive) continue;
+    lease.state = LeaseState::kExpired;
+    lease.ended_at = now;
+    ++expired;
+  }
+  return expired;
+}
+
 LeaseState StoreData::lease_state(LeaseId lease, Micros now) {
   auto it = leases_.find(lease);
   if (it == leases_.end()) return LeaseState::kUnknown;
@@ -169,6 +180,7 @@ Result<std::string> StoreServer::handle(std::string_view req) {
     case Op::kPingLease: {
       const LeaseId id = in.u64();
       if (!in.done()) return malformed();
+      if (data_.ignore_pings) return Status::unavailable("the ping was lost");
       const LeaseState state = data_.lease_state(id, now);
       if (state != LeaseState::kActive) {
         return Status::prerequisite_failed(

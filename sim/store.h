@@ -71,8 +71,12 @@ class StoreData {
   // Writes a row as committed data before a run starts (bulk load; no transaction).
   void load(const std::string& table, const std::string& key, std::string value);
 
-  // Fault switch: while set, every request is answered kUnavailable.
+  // Fault switches: while `unavailable`, every request is answered kUnavailable; while
+  // `ignore_pings`, Lease pings are lost (they extend nothing).
   bool unavailable = false;
+  bool ignore_pings = false;
+  // Ends every active Lease now, as if each had run out at `now` (store time).
+  size_t expire_all_leases(Micros now);
 
   // Committed value visible at `snapshot`; nullopt when absent.
   std::optional<std::string> read(const std::string& table, const std::string& key,

@@ -244,9 +244,11 @@ TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {
   w.start();
   w.world().run_until(300 * kMillis);
   const sim::NodeIndex worker = w.world().find("worker-1");
+  uint64_t seq = 0;
   const auto set_state = [&](const char* state) {
-    w.world().runtime(worker).spawn("operator", [&w, worker, state] {
-      auto r = w.world().network_endpoint(worker).call("controller", Controller::kSetStateService, state, kSeconds);
+    const std::string request = std::to_string(++seq) + " " + state;
+    w.world().runtime(worker).spawn("operator", [&w, worker, request] {
+      auto r = w.world().network_endpoint(worker).call("controller", Controller::kSetStateService, request, kSeconds);
       EXPECT_TRUE(r.has_value());
     });
   };

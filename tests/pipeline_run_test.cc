@@ -68,3 +68,24 @@ TEST(PipelineRunRegressionTest, TruncatedSwiftReadDoesNotAdvanceTheReplayWaterma
 
 }  // namespace
 }  // namespace onceflow::faults
+
+namespace onceflow::faults {
+namespace {
+
+// Regressions from pipeline pause/stop faults: a delayed "stopped" overtook a later
+// "running" (now sequence-numbered), the controller acknowledged a state before persisting
+// it, and a request handled while a restarted controller booted was overwritten by the boot.
+TEST(PipelineRunRegressionTest, PipelineStateRequestsSurviveReorderingCrashesAndBoot) {
+  const ComputationRegistry reg = registry();
+  for (const auto& [name, seed] : std::vector<std::pair<std::string, uint64_t>>{
+           {"keyed_aggregation", 48}, {"keyed_aggregation", 136}, {"three_stage", 20}, {"three_stage", 123},
+           {"retryable_request", 123}}) {
+    PipelineRunOptions o = scenario(name);
+    o.seed = seed;
+    const RunOutcome r = run_pipeline(o, reg).outcome;
+    EXPECT_TRUE(r.passed) << name << " seed " << seed << "\n" << failures(r);
+  }
+}
+
+}  // namespace
+}  // namespace onceflow::faults

@@ -1,0 +1,139 @@
+// Engine-level fault kinds, each shown to have its effect on a running pipeline.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/builtin.h"
+#include "core/reference.h"
+#include "faults/injector.h"
+#include "faults/pipeline_run.h"
+#include "faults/pipeline_world.h"
+
+namespace onceflow::faults {
+namespace {
+
+ComputationRegistry registry() {
+  ComputationRegistry r;
+  builtin::register_all(r);
+  return r;
+}
+
+PipelineSpec keyed_aggregation() {
+  auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/keyed_aggregation.yaml");
+  EXPECT_TRUE(spec.has_value());
+  return *spec;
+}
+
+class Fenced final : public EngineObserver {
+ public:
+  void job_fenced(const JobId&, LeaseId) override { ++count; }
+  int count = 0;
+};
+
+// A keyed-aggregation deployment with one scripted engine-level fault.
+struct Fixture {
+  explicit Fixture(Fault fault) : reg(registry()), world(keyed_aggregation(), reg, options()) {
+    world.start();
+    hooks = PipelineHooks{[this](const std::string& state) { world.set_pipeline_state(state); },
+                          [this](const std::string& node) { return world.target_log(node); }};
+    injector = std::make_unique<FaultInjector>(world.world(), &world.store_data(), &hooks);
+    injector->schedule(FaultPlan{{fault}, fault.at_us + fault.duration_us + 1});
+  }
+  PipelineWorldOptions options() {
+    PipelineWorldOptions o;
+    o.observer = &fenced;
+    return o;
+  }
+  bool drains() { return world.run_until_drained(60 * kSeconds); }
+  bool matches_reference() {
+    const PipelineResult expected = run_reference(world.spec(), reg, world.inputs());
+    const PipelineResult got = world.result();
+    return got.sinks == expected.sinks && got.tables == expected.tables;
+  }
+
+  Fenced fenced;
+  ComputationRegistry reg;
+  PipelineWorld world;
+  PipelineHooks hooks;
+  std::unique_ptr<FaultInjector> injector;
+};
+
+Fault fault(FaultKind kind, Micros at, Micros duration, std::string node = "", double p = 0) {
+  Fault f;
+  f.kind = kind;
+  f.at_us = at;
+  f.duration_us = duration;
+  f.node = std::move(node);
+  f.intensity = p;
+  return f;
+}
+
+TEST(EngineFaultsTest, LostLeasePingsLetLeasesRunOutAndTheirJobsAreFenced) {
+  Fixture fx(fault(FaultKind::kLeasePingLoss, 300 * kMillis, 3 * kSeconds));
+  fx.world.world().run_until(3 * kSeconds);
+  EXPECT_GT(fx.fenced.count, 0);
+  size_t expired = 0;
+  for (const auto& [id, lease] : fx.world.store_data().leases()) expired += lease.state == LeaseState::kExpired;
+  EXPECT_GT(expired, 0u);
+  ASSERT_TRUE(fx.drains());
+  EXPECT_TRUE(fx.matches_reference());
+}
+
+TEST(EngineFaultsTest, ForcedLeaseExpiryFencesEveryJobAndTheyAreReplaced) {
+  Fixture fx(fault(FaultKind::kLeaseExpiry, 500 * kMillis, 0));
+  fx.world.world().run_until(1 * kSeconds);
+  EXPECT_GE(fx.fenced.count, 5);  // each job with work learned it at its next commit
+  EXPECT_FALSE(fx.world.store_data().rejections().empty());
+  ASSERT_TRUE(fx.drains());
+  EXPECT_TRUE(fx.matches_reference());
+}
+
+TEST(EngineFaultsTest, SinkErrorsDelayDeliveryButLoseAndDuplicateNothing) {
+  Fixture fx(fault(FaultKind::kSinkErrors, 200 * kMillis, 1 * kSeconds, "target-counts_out", 1.0));
+  fx.world.world().run_until(1 * kSeconds);
+  const auto* log = fx.world.target_log("target-counts_out");
+  ASSERT_NE(log, nullptr);
+  EXPECT_GT(log->errors, 0u);
+  ASSERT_TRUE(fx.drains());
+  EXPECT_TRUE(fx.matches_reference());
+}
+
+TEST(EngineFaultsTest, DedupWindowEvictionLetsAResendThroughAsADuplicate) {
+  // The target forgets its seqNo state while its acknowledgements are being lost, so the
+  // outbox's resends are appended again: exactly-once degrades to at-least-once.
+  Fixture fx(fault(FaultKind::kLostReplies, 200 * kMillis, 600 * kMillis, "target-counts_out", 1.0));
+  Fault evict = fault(FaultKind::kDedupEviction, 500 * kMillis, 0, "target-counts_out");
+  fx.injector->schedule(FaultPlan{{evict}, 900 * kMillis});
+  ASSERT_TRUE(fx.drains());
+  const PipelineResult expected = run_reference(fx.world.spec(), fx.reg, fx.world.inputs());
+  const PipelineResult result = fx.world.result();
+  const auto& got = result.sinks.at("counts_out");
+  EXPECT_GT(got.size(), expected.sinks.at("counts_out").size());
+  for (const auto& item : expected.sinks.at("counts_out")) {
+    EXPECT_TRUE(std::find(got.begin(), got.end(), item) != got.end()) << "lost " << item.second;
+  }
+}
+
+TEST(EngineFaultsTest, PipelinePauseAndStopHaltEveryJobUntilStartedAgain) {
+  for (FaultKind kind : {FaultKind::kPipelinePause, FaultKind::kPipelineStop}) {
+    Fixture fx(fault(kind, 300 * kMillis, 1 * kSeconds));
+    fx.world.world().run_until(900 * kMillis);
+    // Halted: every Lease ended, nothing commits meanwhile.
+    auto& data = fx.world.store_data();
+    for (const auto& [id, lease] : data.leases()) {
+      EXPECT_NE(data.lease_state(id, fx.world.world().now()), LeaseState::kActive) << fault_kind_name(kind);
+    }
+    const Version before = data.last_version();
+    size_t commits_before = data.commit_log().size();
+    fx.world.world().run_until(1'200 * kMillis);
+    size_t engine_commits = 0;
+    for (size_t i = commits_before; i < data.commit_log().size(); ++i) engine_commits += !data.commit_log()[i].prerequisites.empty();
+    EXPECT_EQ(engine_commits, 0u) << fault_kind_name(kind);
+    (void)before;
+    ASSERT_TRUE(fx.drains()) << fault_kind_name(kind);
+    EXPECT_TRUE(fx.matches_reference()) << fault_kind_name(kind);
+  }
+}
+
+}  // namespace
+}  // namespace onceflow::faults
