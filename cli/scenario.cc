@@ -85,8 +85,9 @@ class Loader {
 
   Micros duration(const YAML::Node& node, const std::string& key) const {
     if (!node.IsScalar()) fail(node, key, "expected a duration such as 250ms");
-    auto d = parse_duration(node.as<std::string>());
-    if (!d) fail(node, key, d.error().message());
+    const std::string text = node.as<std::string>();
+    const auto d = parse_duration(text);
+    if (!d) fail(node, key, fmt::format("expected a duration such as 250ms, 2s or 500us, got '{}'", text));
     return *d;
   }
 
@@ -304,37 +305,6 @@ class Loader {
 };
 
 }  // namespace
-
-Result<Micros> parse_duration(const std::string& text) {
-  const auto bad = [&] {
-    return Status::invalid_argument(fmt::format("expected a duration such as 250ms, 2s or 500us, got '{}'", text));
-  };
-  size_t unit_at = 0;
-  while (unit_at < text.size() && (std::isdigit(static_cast<unsigned char>(text[unit_at])) || text[unit_at] == '.')) {
-    ++unit_at;
-  }
-  if (unit_at == 0) return bad();
-  char* end = nullptr;
-  const std::string number = text.substr(0, unit_at);
-  const double value = std::strtod(number.c_str(), &end);
-  if (end != number.c_str() + number.size()) return bad();
-  const std::string unit = text.substr(unit_at);
-  double scale = 0;
-  if (unit.empty() || unit == "us") {
-    scale = 1;
-  } else if (unit == "ms") {
-    scale = 1e3;
-  } else if (unit == "s") {
-    scale = 1e6;
-  } else if (unit == "m" || unit == "min") {
-    scale = 60e6;
-  } else {
-    return bad();
-  }
-  const double us = value * scale;
-  if (!(us >= 0 && us < 9e15)) return bad();
-  return static_cast<Micros>(std::llround(us));
-}
 
 Result<Scenario> load_scenario(const std::string& path) {
   try {

@@ -31,7 +31,4 @@ struct Scenario {
 // Loads and validates a scenario file.
 Result<Scenario> load_scenario(const std::string& path);
 
-// Parses "250us", "20ms", "1.5s" or a bare number of microseconds.
-Result<Micros> parse_duration(const std::string& text);
-
 }  // namespace onceflow::cli

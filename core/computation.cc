@@ -1,5 +1,6 @@
 #include "core/computation.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace onceflow {
@@ -21,6 +22,18 @@ void InitContext::init_external_state_client(ExternalStateClient& client,
                                              const std::string& path) const {
   client.backend_ = &backend_;
   client.table_ = external_table(path);
+}
+
+void CollectingOutput::add_message(uint64_t key, std::string payload, std::string_view stream) {
+  const std::string out = stream.empty() ? spec_.output_streams.at(0) : std::string(stream);
+  assert(std::find(spec_.output_streams.begin(), spec_.output_streams.end(), out) != spec_.output_streams.end());
+  messages.push_back({key, out, std::move(payload)});
+}
+
+void CollectingOutput::add_timer(Micros trigger_ts, Micros event_ts, std::string_view timer_stream) {
+  assert(!spec_.timer_streams.empty());
+  const std::string stream = timer_stream.empty() ? spec_.timer_streams.at(0).name : std::string(timer_stream);
+  timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts, stream});
 }
 
 void ComputationRegistry::add(const std::string& name, ProcessFunctionFactory factory) {

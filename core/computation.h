@@ -22,6 +22,7 @@
 #include "core/env/clock.h"
 #include "core/env/random.h"
 #include "core/message.h"
+#include "core/spec.h"
 
 namespace onceflow {
 
@@ -105,6 +106,32 @@ class ProcessFunction {
                                RuntimeContext& context) = 0;
   virtual void process_timer(const Timer& /*timer*/, OutputCollector& /*output*/,
                              RuntimeContext& /*context*/) {}
+};
+
+// Gathers what one process_message or process_timer call emits, checking the streams
+// against the computation's spec. Used by the engine and by the reference run alike.
+class CollectingOutput final : public OutputCollector {
+ public:
+  // `key` and `event_ts`: those of the message or timer being processed (timers bind to
+  // the key; an event time left out is the input's).
+  CollectingOutput(const ComputationSpec& spec, uint64_t key, Micros event_ts)
+      : spec_(spec), key_(key), event_ts_(event_ts) {}
+
+  void add_message(uint64_t key, std::string payload, std::string_view stream) override;
+  void add_timer(Micros trigger_ts, Micros event_ts, std::string_view timer_stream) override;
+
+  struct Out {
+    uint64_t key;
+    std::string stream;
+    std::string payload;
+  };
+  std::vector<Out> messages;
+  std::vector<Timer> timers;
+
+ private:
+  const ComputationSpec& spec_;
+  uint64_t key_;
+  Micros event_ts_;
 };
 
 using ProcessFunctionFactory = std::function<std::unique_ptr<ProcessFunction>()>;

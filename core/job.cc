@@ -125,38 +125,7 @@ class Job::EpochTx final : public StateBackend {
 };
 
 // ---------------------------------------------------------------------------------------
-// Collector and Context: what user code talks to while processing one input or timer.
-
-class Job::Collector final : public OutputCollector {
- public:
-  Collector(const ComputationSpec& spec, uint64_t key, Micros event_ts)
-      : spec_(spec), key_(key), event_ts_(event_ts) {}
-
-  void add_message(uint64_t key, std::string payload, std::string_view stream) override {
-    const std::string out = stream.empty() ? spec_.output_streams.at(0) : std::string(stream);
-    assert(std::find(spec_.output_streams.begin(), spec_.output_streams.end(), out) !=
-           spec_.output_streams.end());
-    messages.push_back({key, out, std::move(payload)});
-  }
-  void add_timer(Micros trigger_ts, Micros event_ts, std::string_view timer_stream) override {
-    assert(!spec_.timer_streams.empty());
-    const std::string stream = timer_stream.empty() ? spec_.timer_streams.at(0).name : std::string(timer_stream);
-    timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts, stream});
-  }
-
-  struct Out {
-    uint64_t key;
-    std::string stream;
-    std::string payload;
-  };
-  std::vector<Out> messages;
-  std::vector<Timer> timers;
-
- private:
-  const ComputationSpec& spec_;
-  uint64_t key_;
-  Micros event_ts_;
-};
+// Context: the runtime user code sees while processing one input or timer.
 
 class Job::Context final : public RuntimeContext {
  public:
@@ -546,7 +515,7 @@ void Job::step_computation(EpochTx& etx) {
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
     }
-    Collector out(spec, m.key, m.event_ts);
+    CollectingOutput out(spec, m.key, m.event_ts);
     function_->process_message(m, out, context);
     if (!etx.failed.is_ok()) return;
     etx.record.consumed.push_back(m);
@@ -557,7 +526,7 @@ void Job::step_computation(EpochTx& etx) {
     } else {
       etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
     }
-    for (Collector::Out& o : out.messages) {
+    for (CollectingOutput::Out& o : out.messages) {
       if (swift && spec.allow_batching_with_relaxed_guarantees) {
         batches[{o.stream, o.key}].emplace_back(m, std::move(o.payload));
         continue;
@@ -653,7 +622,7 @@ void Job::fire_timers(EpochTx& etx) {
     const Micros watermark = ts->watermark == Watermark::kEventTime ? etx.meta.event_watermark : etx.now;
     if (t.trigger_ts > watermark) continue;
     etx.has_work = true;
-    Collector out(spec, t.key, t.event_ts);
+    CollectingOutput out(spec, t.key, t.event_ts);
     function_->process_timer(t, out, context);
     if (!etx.failed.is_ok()) return;
     etx.record.timers_fired.push_back(t);
@@ -662,7 +631,7 @@ void Job::fire_timers(EpochTx& etx) {
     } else {
       etx.tx.erase(tables::timers(spec.name), row.key);
     }
-    for (Collector::Out& o : out.messages) {
+    for (CollectingOutput::Out& o : out.messages) {
       Message child;
       child.id = timer_output_id(spec.name, rest, static_cast<uint32_t>(&o - out.messages.data()));
       child.key = o.key;

@@ -39,7 +39,6 @@ class Job {
  private:
   struct Meta;
   class EpochTx;
-  class Collector;
   class Context;
   class StateForward;
 

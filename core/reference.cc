@@ -29,30 +29,6 @@ class MapBackend final : public StateBackend {
   PipelineResult& result_;
 };
 
-class Collector final : public OutputCollector {
- public:
-  Collector(const ComputationSpec& spec, uint64_t key, Micros event_ts) : spec_(spec), key_(key), event_ts_(event_ts) {}
-  void add_message(uint64_t key, std::string payload, std::string_view stream) override {
-    out.push_back({key, stream.empty() ? spec_.output_streams.at(0) : std::string(stream), std::move(payload)});
-  }
-  void add_timer(Micros trigger_ts, Micros event_ts, std::string_view stream) override {
-    timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts,
-                           stream.empty() ? spec_.timer_streams.at(0).name : std::string(stream)});
-  }
-  struct Out {
-    uint64_t key;
-    std::string stream;
-    std::string payload;
-  };
-  std::vector<Out> out;
-  std::vector<Timer> timers;
-
- private:
-  const ComputationSpec& spec_;
-  uint64_t key_;
-  Micros event_ts_;
-};
-
 class Context final : public RuntimeContext {
  public:
   Context(const Micros& now, Random& random) : now_(now), random_(random) {}
@@ -103,7 +79,7 @@ class Reference {
       timers_.erase(it);
       now_ = std::max(now_, timer.trigger_ts);
       const ComputationSpec* spec = spec_.computation(computation);
-      Collector out(*spec, timer.key, timer.event_ts);
+      CollectingOutput out(*spec, timer.key, timer.event_ts);
       functions_[computation]->process_timer(timer, out, context_);
       absorb(*spec, out, timer.event_ts);
     }
@@ -119,14 +95,14 @@ class Reference {
     }
     for (const auto& c : spec_.computations) {
       if (std::find(c.input_streams.begin(), c.input_streams.end(), m.stream) == c.input_streams.end()) continue;
-      Collector out(c, m.key, m.event_ts);
+      CollectingOutput out(c, m.key, m.event_ts);
       functions_[c.name]->process_message(m, out, context_);
       absorb(c, out, m.event_ts);
     }
   }
 
-  void absorb(const ComputationSpec& c, Collector& out, Micros event_ts) {
-    for (auto& o : out.out) {
+  void absorb(const ComputationSpec& c, CollectingOutput& out, Micros event_ts) {
+    for (auto& o : out.messages) {
       Message child;
       child.id = derived_message_id(++next_id_, 0);
       child.key = o.key;

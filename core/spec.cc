@@ -113,28 +113,6 @@ std::string message_of(const Violation& v, const std::string& where) {
   return out + v.what;
 }
 
-std::optional<Micros> parse_duration(const std::string& text) {
-  size_t unit_at = 0;
-  while (unit_at < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[unit_at])) || text[unit_at] == '.')) {
-    ++unit_at;
-  }
-  if (unit_at == 0) return std::nullopt;
-  const std::string number = text.substr(0, unit_at);
-  char* end = nullptr;
-  const double value = std::strtod(number.c_str(), &end);
-  if (end != number.c_str() + number.size()) return std::nullopt;
-  static constexpr std::array<std::pair<std::string_view, double>, 6> kUnits{
-      {{"", 1}, {"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"min", 60e6}}};
-  const std::string unit = text.substr(unit_at);
-  const auto* found =
-      std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& u) { return u.first == unit; });
-  if (found == kUnits.end()) return std::nullopt;
-  const double us = value * found->second;
-  if (!(us >= 0 && us < 9e15)) return std::nullopt;
-  return static_cast<Micros>(std::llround(us));
-}
-
 // ---- Validation -------------------------------------------------------------------------
 
 [[noreturn]] void violate(Path path, std::string what) {
@@ -536,5 +514,29 @@ Status validate_pipeline_spec(const PipelineSpec& spec) {
     return Status::invalid_argument(message_of(v, ""));
   }
 }
+
+std::optional<Micros> parse_duration(std::string_view text_view) {
+  const std::string text(text_view);
+  size_t unit_at = 0;
+  while (unit_at < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[unit_at])) || text[unit_at] == '.')) {
+    ++unit_at;
+  }
+  if (unit_at == 0) return std::nullopt;
+  const std::string number = text.substr(0, unit_at);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size()) return std::nullopt;
+  static constexpr std::array<std::pair<std::string_view, double>, 6> kUnits{
+      {{"", 1}, {"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"min", 60e6}}};
+  const std::string unit = text.substr(unit_at);
+  const auto* found =
+      std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& u) { return u.first == unit; });
+  if (found == kUnits.end()) return std::nullopt;
+  const double us = value * found->second;
+  if (!(us >= 0 && us < 9e15)) return std::nullopt;
+  return static_cast<Micros>(std::llround(us));
+}
+
 
 }  // namespace onceflow

@@ -101,6 +101,9 @@ struct PipelineSpec {
   // Every stream has exactly one consumer (a computation or a sink).
 };
 
+// Parses "250us", "20ms", "1.5s", "2m" or a bare number of microseconds; nullopt otherwise.
+std::optional<Micros> parse_duration(std::string_view text);
+
 // Parses and validates a pipeline spec from a YAML mapping. `where` prefixes error messages
 // (e.g. "scenarios/x.yaml"); keys are reported as dotted paths (computations.Name.partitions).
 Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::string& where);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/builtin.h"
+#include "tests/test_support.h"
 #include "core/reference.h"
 #include "faults/injector.h"
 #include "faults/pipeline_run.h"
@@ -12,17 +13,9 @@
 namespace onceflow::faults {
 namespace {
 
-ComputationRegistry registry() {
-  ComputationRegistry r;
-  builtin::register_all(r);
-  return r;
-}
+ComputationRegistry registry() { return testing::builtin_registry(); }
 
-PipelineSpec keyed_aggregation() {
-  auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/keyed_aggregation.yaml");
-  EXPECT_TRUE(spec.has_value());
-  return *spec;
-}
+PipelineSpec keyed_aggregation() { return testing::library_pipeline("keyed_aggregation"); }
 
 class Fenced final : public EngineObserver {
  public:

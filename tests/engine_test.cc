@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/builtin.h"
+#include "tests/test_support.h"
 #include "core/controller.h"
 #include "core/reference.h"
 #include "faults/injector.h"
@@ -17,17 +18,9 @@
 namespace onceflow::faults {
 namespace {
 
-ComputationRegistry registry() {
-  ComputationRegistry r;
-  builtin::register_all(r);
-  return r;
-}
+ComputationRegistry registry() { return testing::builtin_registry(); }
 
-PipelineSpec load(const std::string& name) {
-  auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml");
-  EXPECT_TRUE(spec.has_value()) << spec.error().message();
-  return *spec;
-}
+PipelineSpec load(const std::string& name) { return testing::library_pipeline(name); }
 
 PipelineSpec parse(const std::string& yaml) {
   auto spec = parse_pipeline_spec(YAML::Load(yaml), "test");

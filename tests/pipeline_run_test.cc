@@ -5,15 +5,12 @@
 
 #include "cli/scenario.h"
 #include "core/builtin.h"
+#include "tests/test_support.h"
 
 namespace onceflow::faults {
 namespace {
 
-ComputationRegistry registry() {
-  ComputationRegistry r;
-  builtin::register_all(r);
-  return r;
-}
+ComputationRegistry registry() { return testing::builtin_registry(); }
 
 PipelineRunOptions scenario(const std::string& name) {
   auto s = cli::load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name + ".yaml");

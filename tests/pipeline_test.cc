@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/builtin.h"
+#include "tests/test_support.h"
 #include "core/reference.h"
 #include "faults/injector.h"
 #include "faults/pipeline_world.h"
@@ -13,17 +14,9 @@
 namespace onceflow::faults {
 namespace {
 
-PipelineSpec load(const std::string& name) {
-  auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml");
-  EXPECT_TRUE(spec.has_value()) << spec.error().message();
-  return *spec;
-}
+PipelineSpec load(const std::string& name) { return testing::library_pipeline(name); }
 
-ComputationRegistry registry() {
-  ComputationRegistry r;
-  builtin::register_all(r);
-  return r;
-}
+ComputationRegistry registry() { return testing::builtin_registry(); }
 
 std::string describe(const PipelineResult& r) {
   std::string out;
