@@ -138,8 +138,11 @@ class Loader {
     faults::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {
-      only_keys(root["topology"], "topology", {"workers"});
+      only_keys(root["topology"], "topology", {"workers", "spare_workers"});
       if (root["topology"]["workers"]) o.workers = static_cast<int>(integer(root["topology"]["workers"], "topology.workers", 1, 64));
+      if (root["topology"]["spare_workers"]) {
+        o.spare_workers = static_cast<int>(integer(root["topology"]["spare_workers"], "topology.spare_workers", 0, 64));
+      }
     }
     if (root["workload"]) {
       const YAML::Node& w = root["workload"];
@@ -265,7 +268,13 @@ class Loader {
       if (!item["node"]) fail(item, where + ".node", "missing");
       f.node = string(item["node"], where + ".node");
       if (nodes.count(f.node) == 0) fail(item["node"], where + ".node", "no node '" + f.node + "'");
-      const bool needs_target = f.kind == faults::FaultKind::kSinkErrors || f.kind == faults::FaultKind::kDedupEviction;
+      const bool needs_target = f.kind == faults::FaultKind::kSinkErrors || f.kind == faults::FaultKind::kSinkRejects ||
+                                f.kind == faults::FaultKind::kDedupEviction;
+      const bool spare = f.node.rfind("worker-spare-", 0) == 0;
+      if ((f.kind == faults::FaultKind::kRebalance) != spare) {
+        fail(item["node"], where + ".node",
+             spare ? "a spare worker only joins (kind: rebalance)" : "'rebalance' brings in a spare worker (worker-spare-N)");
+      }
       if (needs_target && f.node.rfind("target-", 0) != 0) {
         fail(item["node"], where + ".node", "'" + kind + "' acts on a sink target node (target-<sink>)");
       }
@@ -290,6 +299,7 @@ class Loader {
     if (s.kind == "pipeline") {
       std::set<std::string> nodes{"store", "controller"};
       for (int i = 1; i <= s.pipeline.workers; ++i) nodes.insert(fmt::format("worker-{}", i));
+      for (int i = 1; i <= s.pipeline.spare_workers; ++i) nodes.insert(fmt::format("worker-spare-{}", i));
       for (const auto& sink : s.pipeline.spec.sinks) {
         if (sink.type == SinkType::kAsyncQueue) nodes.insert(sink_target_node(sink.name));
       }

@@ -705,7 +705,12 @@ void Job::deliver_outbox() {
     req.bytes(producer).u64(seqno).u64(lease_).bytes(row.value);
     auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                  env_.options.rpc_timeout_us);
-    if (!ack) return;
+    if (!ack) {
+      // A permanent error must not be skipped (that would lose the message): the job fails,
+      // and its replacement delivers from the same outbox.
+      if (ack.error().is_invalid_argument()) request_stop();
+      return;
+    }
     fault_point(env_, "sink.after_delivery");
     delivered_seqno_ = std::max<uint64_t>(delivered_seqno_, seqno & 0xffffffffULL);
   }

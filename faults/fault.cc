@@ -29,6 +29,8 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kDedupEviction, "dedup_eviction"},
     {FaultKind::kPipelinePause, "pipeline_pause"},
     {FaultKind::kPipelineStop, "pipeline_stop"},
+    {FaultKind::kSinkRejects, "sink_rejects"},
+    {FaultKind::kRebalance, "rebalance"},
 };
 
 std::string seconds(Micros us) { return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6); }

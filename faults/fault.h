@@ -37,6 +37,8 @@ enum class FaultKind {
   kDedupEviction,     // the sink target `node` forgets its (producer_id, seqNo) state (instant)
   kPipelinePause,     // the pipeline is paused, then started again when the fault ends
   kPipelineStop,      // the pipeline is stopped, then started again when the fault ends
+  kSinkRejects,       // the sink target `node` rejects requests as permanent errors (p = `intensity`)
+  kRebalance,         // spare worker `node` joins the cluster, and leaves when the fault ends
 };
 
 inline constexpr FaultKind kAllKernelFaultKinds[] = {
@@ -57,6 +59,7 @@ inline constexpr FaultKind kAllPipelineSwarmKinds[] = {
     FaultKind::kLostReplies,     FaultKind::kStoreUnavailable, FaultKind::kClockSkew,
     FaultKind::kClockJump,       FaultKind::kLeasePingLoss, FaultKind::kLeaseExpiry,
     FaultKind::kSinkErrors,      FaultKind::kPipelinePause, FaultKind::kPipelineStop,
+    FaultKind::kSinkRejects,     FaultKind::kRebalance,
 };
 
 // Whether the kind acts on no node (store-wide or pipeline-wide).

@@ -17,7 +17,8 @@ void FaultInjector::schedule(const FaultPlan& plan) {
     assert(!fault_needs_peer(f.kind) || world_.has_node(f.peer));
     assert(f.kind != FaultKind::kStoreUnavailable || store_ != nullptr);
     assert((f.kind != FaultKind::kPipelinePause && f.kind != FaultKind::kPipelineStop &&
-            f.kind != FaultKind::kSinkErrors && f.kind != FaultKind::kDedupEviction) ||
+            f.kind != FaultKind::kSinkErrors && f.kind != FaultKind::kSinkRejects &&
+            f.kind != FaultKind::kDedupEviction) ||
            hooks_ != nullptr);
     const size_t id = faults_.size();
     faults_.push_back(f);
@@ -76,18 +77,28 @@ void FaultInjector::begin(size_t id) {
     case FaultKind::kPipelineStop:
       if (pipeline_halts_++ == 0) set_pipeline(true, f.kind);
       break;
+    case FaultKind::kSinkRejects:
+      recompute_sink_errors();
+      break;
+    case FaultKind::kRebalance:
+      if (!world_.is_up(node(f.node))) world_.start(node(f.node));
+      break;
   }
 }
 
 void FaultInjector::recompute_sink_errors() {
-  std::map<std::string, double> probability;
+  std::map<std::string, double> errors, rejects;
   for (size_t id : active_) {
     const Fault& f = faults_[id];
-    if (f.kind == FaultKind::kSinkErrors) probability[f.node] = std::max(probability[f.node], f.intensity);
+    if (f.kind == FaultKind::kSinkErrors) errors[f.node] = std::max(errors[f.node], f.intensity);
+    if (f.kind == FaultKind::kSinkRejects) rejects[f.node] = std::max(rejects[f.node], f.intensity);
   }
   for (const Fault& f : faults_) {
-    if (f.kind != FaultKind::kSinkErrors) continue;
-    if (auto* log = hooks_->target(f.node)) log->error_probability = probability[f.node];
+    if (f.kind != FaultKind::kSinkErrors && f.kind != FaultKind::kSinkRejects) continue;
+    if (auto* log = hooks_->target(f.node)) {
+      log->error_probability = errors[f.node];
+      log->reject_probability = rejects[f.node];
+    }
   }
 }
 
@@ -120,11 +131,15 @@ void FaultInjector::end(size_t id) {
     case FaultKind::kDedupEviction:
       break;  // instant: nothing to lift
     case FaultKind::kSinkErrors:
+    case FaultKind::kSinkRejects:
       recompute_sink_errors();
       break;
     case FaultKind::kPipelinePause:
     case FaultKind::kPipelineStop:
       if (--pipeline_halts_ == 0) set_pipeline(false, f.kind);
+      break;
+    case FaultKind::kRebalance:
+      world_.crash(node(f.node));  // the spare worker leaves again
       break;
     default:
       recompute_links();

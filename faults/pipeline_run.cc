@@ -218,6 +218,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   PipelineWorldOptions wo;
   wo.seed = o.seed;
   wo.workers = o.workers;
+  wo.spare_workers = o.spare_workers;
   wo.workload = o.workload;
   wo.bugs = o.bugs;
   wo.observer = &recorder;
@@ -246,6 +247,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     swarm.kinds = o.swarm_kinds;
     if (swarm.kinds.empty()) swarm.kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
     for (const auto& [sink, log] : world.targets()) swarm.sink_targets.push_back(sink_target_node(sink));
+    swarm.spare_workers = world.spare_worker_names();
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
     SwarmMix mix;
     out.plan = generate_swarm(rng, swarm, &mix);

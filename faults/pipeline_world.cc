@@ -102,6 +102,7 @@ void PipelineWorld::start() {
   world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
   world_->start(world_->add_node(options_.engine.controller_node, engine_boot(true)));
   for (const std::string& name : worker_names()) world_->start(world_->add_node(name, engine_boot(false)));
+  for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(false));  // down
   world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
   for (const auto& sink : spec_.sinks) {
     if (sink.type != SinkType::kAsyncQueue) continue;
@@ -153,6 +154,12 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
       world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
     }
   });
+}
+
+std::vector<std::string> PipelineWorld::spare_worker_names() const {
+  std::vector<std::string> out;
+  for (int i = 1; i <= options_.spare_workers; ++i) out.push_back(fmt::format("worker-spare-{}", i));
+  return out;
 }
 
 std::vector<std::string> PipelineWorld::worker_names() const {

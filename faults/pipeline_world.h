@@ -37,6 +37,7 @@ struct PipelineWorkload {
 struct PipelineWorldOptions {
   uint64_t seed = 1;
   int workers = 3;
+  int spare_workers = 0;  // "worker-spare-N": added down; a rebalance fault brings one in
   PipelineWorkload workload;
   EngineOptions engine;
   BugSwitches bugs;
@@ -64,6 +65,7 @@ class PipelineWorld {
   const PipelineSpec& spec() const { return spec_; }
   const std::vector<SourceInput>& inputs() const { return inputs_; }
   std::vector<std::string> worker_names() const;
+  std::vector<std::string> spare_worker_names() const;
   const std::map<std::string, TargetLog>& targets() const { return targets_; }
   // The target log behind node `node` ("target-<sink>"), or null.
   TargetLog* target_log(const std::string& node);

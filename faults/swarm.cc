@@ -36,8 +36,11 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
   if (store_may_be_hit && !o.store_node.empty()) targets.push_back(o.store_node);
   f.node = targets[rng.uniform(targets.size())];
   if (fault_is_global(kind)) f.node.clear();
-  if (kind == FaultKind::kSinkErrors || kind == FaultKind::kDedupEviction) {
+  if (kind == FaultKind::kSinkErrors || kind == FaultKind::kSinkRejects || kind == FaultKind::kDedupEviction) {
     f.node = o.sink_targets.empty() ? "" : o.sink_targets[rng.uniform(o.sink_targets.size())];
+  }
+  if (kind == FaultKind::kRebalance) {
+    f.node = o.spare_workers.empty() ? "" : o.spare_workers[rng.uniform(o.spare_workers.size())];
   }
 
   if (fault_needs_peer(kind)) {
@@ -59,6 +62,7 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
       f.amount_us = 1'000 + static_cast<Micros>(49'000 * intensity);
       break;
     case FaultKind::kSinkErrors: f.intensity = 0.2 + 0.6 * intensity; break;
+    case FaultKind::kSinkRejects: f.intensity = 0.05 + 0.25 * intensity; break;
     case FaultKind::kLeaseExpiry:
     case FaultKind::kDedupEviction: f.duration_us = 0; break;
     case FaultKind::kDelay: f.amount_us = 1'000 + static_cast<Micros>(99'000 * intensity); break;
@@ -96,8 +100,9 @@ FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
     const int count = 1 + static_cast<int>(entry.intensity * (o.max_faults_per_kind - 1) + 0.5);
     for (int i = 0; i < count; ++i) {
       Fault f = draw_fault(rng, o, entry.kind, entry.intensity);
-      const bool needs_target = f.kind == FaultKind::kSinkErrors || f.kind == FaultKind::kDedupEviction;
-      if (needs_target && f.node.empty()) continue;  // no sink target to hit
+      const bool needs_node = f.kind == FaultKind::kSinkErrors || f.kind == FaultKind::kSinkRejects ||
+                              f.kind == FaultKind::kDedupEviction || f.kind == FaultKind::kRebalance;
+      if (needs_node && f.node.empty()) continue;  // nothing of that sort to hit
       plan.faults.push_back(std::move(f));
     }
   }

@@ -20,7 +20,8 @@ struct SwarmOptions {
   std::vector<std::string> nodes;  // nodes that node faults may hit
   std::string store_node;          // may also be crashed, paused or partitioned; may be empty
   std::vector<FaultKind> kinds;    // kinds to choose from (empty: all kernel kinds)
-  std::vector<std::string> sink_targets;  // nodes that sink-target faults may hit
+  std::vector<std::string> sink_targets;   // nodes that sink-target faults may hit
+  std::vector<std::string> spare_workers;  // nodes that rebalance faults bring in
   int max_faults_per_kind = 6;
 };
 

@@ -19,7 +19,13 @@ BootFn queue_target_boot(TargetLog& log) {
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
-      if (random.bernoulli(log.error_probability)) {
+      const bool fail = random.bernoulli(log.error_probability);
+      const bool reject = random.bernoulli(log.reject_probability);
+      if (reject) {
+        ++log.rejections;
+        return Status::invalid_argument("the target rejects the request (permanent)");
+      }
+      if (fail) {
         ++log.errors;
         return Status::unavailable("the target failed the request");
       }

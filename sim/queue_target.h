@@ -26,8 +26,10 @@ struct TargetLog {
   uint64_t deduplicated = 0;
   // Fault switches: requests fail with this probability; evict() forgets the dedup state
   // (as a finite deduplication window does).
-  double error_probability = 0;
+  double error_probability = 0;   // transient: the sender retries
+  double reject_probability = 0;  // permanent: "this request will never succeed"
   uint64_t errors = 0;
+  uint64_t rejections = 0;
   void evict() { last_seqno.clear(); }
 };
 

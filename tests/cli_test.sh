@@ -56,9 +56,12 @@ rr="$src/scenarios/keyed_aggregation.yaml"
 p1=$("$bin" run "$rr" --seed 4 --json | sed -n 's/.*"trace_hash": "\(.*\)".*/\1/p')
 p2=$("$bin" run "$rr" --seed 4 --json | sed -n 's/.*"trace_hash": "\(.*\)".*/\1/p')
 [ -n "$p1" ] && [ "$p1" = "$p2" ] || fail "pipeline: same seed, different hashes: '$p1' '$p2'"
-expect_rc 1 "$bin" run "$rr" --seed 2 --bug new-seqno-on-resend
 expect_rc 2 "$bin" run "$rr" --bug no-such-bug
-"$bin" run "$rr" --seed 2 --bug new-seqno-on-resend --json > "$tmp/bug.json"
+"$bin" explore "$rr" --seeds 20 --bug new-seqno-on-resend --json > "$tmp/bugs.json"
+bad=$(sed -n 's/.*"seed": \([0-9]*\).*/\1/p' "$tmp/bugs.json" | head -1)
+[ -n "$bad" ] || fail "new-seqno-on-resend was not caught in 20 seeds"
+expect_rc 1 "$bin" run "$rr" --seed "$bad" --bug new-seqno-on-resend
+"$bin" run "$rr" --seed "$bad" --bug new-seqno-on-resend --json > "$tmp/bug.json"
 grep -q '"trace_excerpt"' "$tmp/bug.json" || fail "a failing run has no trace excerpt"
 grep -q 'appends' "$tmp/bug.json" || fail "the excerpt does not show the target's appends"
 

@@ -130,3 +130,40 @@ TEST(EngineFaultsTest, PipelinePauseAndStopHaltEveryJobUntilStartedAgain) {
 
 }  // namespace
 }  // namespace onceflow::faults
+
+namespace onceflow::faults {
+namespace {
+
+TEST(EngineFaultsTest, PermanentSinkRejectionsFailTheSinkJobWhichIsReplacedAndLosesNothing) {
+  Fixture fx(fault(FaultKind::kSinkRejects, 200 * kMillis, 800 * kMillis, "target-counts_out", 0.5));
+  const size_t leases_before = fx.world.store_data().leases().size();
+  ASSERT_TRUE(fx.drains());
+  EXPECT_GT(fx.world.target_log("target-counts_out")->rejections, 0u);
+  EXPECT_GT(fx.world.store_data().leases().size(), leases_before);  // failed sink jobs replaced
+  EXPECT_TRUE(fx.matches_reference());
+}
+
+TEST(EngineFaultsTest, ASpareWorkerJoiningAndLeavingRebalancesTheJobs) {
+  ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.spare_workers = 1;
+  PipelineWorld world(keyed_aggregation(), reg, options);
+  world.start();
+  PipelineHooks hooks{[&](const std::string& s) { world.set_pipeline_state(s); },
+                      [&](const std::string& n) { return world.target_log(n); }};
+  FaultInjector injector(world.world(), &world.store_data(), &hooks);
+  injector.schedule(FaultPlan{{fault(FaultKind::kRebalance, 500 * kMillis, 3 * kSeconds, "worker-spare-1")}, 4 * kSeconds});
+  world.world().run_until(2 * kSeconds);
+  EXPECT_TRUE(world.world().is_up(world.world().find("worker-spare-1")));
+  size_t aborted_while_joined = 0;
+  for (const auto& [id, lease] : world.store_data().leases()) aborted_while_joined += lease.state == LeaseState::kAborted;
+  EXPECT_GT(aborted_while_joined, 0u);  // jobs moved to the newcomer, their old Leases aborted
+  world.world().run_until(4 * kSeconds);
+  EXPECT_FALSE(world.world().is_up(world.world().find("worker-spare-1")));
+  ASSERT_TRUE(world.run_until_drained(60 * kSeconds));
+  const PipelineResult expected = run_reference(world.spec(), reg, world.inputs());
+  EXPECT_EQ(world.result().sinks, expected.sinks);
+}
+
+}  // namespace
+}  // namespace onceflow::faults
