@@ -23,6 +23,7 @@
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "faults/selftest.h"
+#include "real/wall_clock.h"
 
 namespace onceflow {
 
@@ -39,9 +40,8 @@ struct UsageError {
   std::string message;
 };
 
-double wall_ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
+double wall_ms_since(Micros start) { return static_cast<double>(real::WallClock().now() - start) / 1e3; }
+Micros wall_now() { return real::WallClock().now(); }
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -49,6 +49,19 @@ cli::Scenario load_or_fail(const std::string& path) {
   auto scenario = cli::load_scenario(path);
   if (!scenario) throw UsageError{scenario.error().message()};
   return *scenario;
+}
+
+// A pipeline's functions must be registered in this program (see examples/own_computation).
+void check_functions(const ComputationRegistry& registry, const cli::Scenario& s) {
+  if (s.kind != "pipeline") return;
+  for (const auto& c : s.pipeline.spec.computations) {
+    if (registry.has(c.processing_function)) continue;
+    std::string known;
+    for (const auto& name : registry.names()) known += (known.empty() ? "" : ", ") + name;
+    throw UsageError{fmt::format("{}: computations.{}.processing_function: '{}' is not registered in this program "
+                                 "(registered: {})",
+                                 s.pipeline_path, c.name, c.processing_function, known)};
+  }
 }
 
 // What one invocation of the command line runs with.
@@ -190,8 +203,9 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
 int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
             const std::string& trace_file, bool replay) {
   const cli::Scenario s = load_or_fail(path);
+  check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
-  const auto start = std::chrono::steady_clock::now();
+  const Micros start = wall_now();
   // The whole trace is kept: a violation is reported with the lines that show it.
   const faults::RunOutcome r = run_seed(inv, s, seed, swarm, SIZE_MAX, true);
   const double wall_ms = wall_ms_since(start);
@@ -320,10 +334,11 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
 int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, uint64_t first_seed, int jobs,
                 std::optional<bool> swarm_flag, bool as_json) {
   const cli::Scenario s = load_or_fail(path);
+  check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
   if (seeds == 0) throw UsageError{"--seeds must be at least 1"};
   if (jobs < 1) throw UsageError{"--jobs must be at least 1"};
-  const auto start = std::chrono::steady_clock::now();
+  const Micros start = wall_now();
   const bool progress = !as_json && isatty(STDERR_FILENO);
 
   std::map<uint64_t, SeedSummary> results;  // by seed: the report is in seed order
@@ -452,10 +467,12 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
                 bool as_json) {
   std::vector<cli::Scenario> library;
   for (auto& s : load_library(dir)) {
-    if (s.kind == "pipeline" && !s.demonstrates_failure) library.push_back(std::move(s));
+    if (s.kind != "pipeline" || s.demonstrates_failure) continue;
+    check_functions(registry, s);
+    library.push_back(std::move(s));
   }
   if (library.empty()) throw UsageError{dir + ": no pipeline scenarios"};
-  const auto start = std::chrono::steady_clock::now();
+  const Micros start = wall_now();
   json results = json::array();
   bool all_caught = true;
   const uint64_t batch = 10;
