@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 #include <optional>
 #include <string>
 #include <vector>
@@ -412,6 +413,147 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
   return failing.empty() ? kExitPass : kExitViolation;
 }
 
+// --- shrink ---------------------------------------------------------------------------
+
+// The first check that failed, or "" when the run passed.
+std::string first_failure(const faults::RunOutcome& r) {
+  for (const auto& v : r.verdicts) {
+    if (!v.passed) return v.check;
+  }
+  return "";
+}
+
+// `s` with the faults of `plan` as its scripted plan (fault points kept on when the original
+// run was a swarm run, so the run is the same).
+cli::Scenario scripted_copy(const cli::Scenario& s, const faults::FaultPlan& plan, bool was_swarm) {
+  cli::Scenario out = s;
+  out.swarm = false;
+  out.scripted = plan;
+  out.kernel.scripted = plan;
+  out.pipeline.scripted = plan;
+  out.pipeline.fault_points_when_scripted = s.pipeline.fault_points_when_scripted || was_swarm;
+  return out;
+}
+
+// The workload's size: input messages of a pipeline, transfers per client of the kernel.
+uint64_t workload_size(const cli::Scenario& s) {
+  return s.kind == "pipeline" ? static_cast<uint64_t>(s.pipeline.workload.messages) : s.kernel.workload.transfers_per_client;
+}
+void set_workload_size(cli::Scenario& s, uint64_t n) {
+  if (s.kind == "pipeline") {
+    s.pipeline.workload.messages = static_cast<int>(n);
+  } else {
+    s.kernel.workload.transfers_per_client = n;
+  }
+}
+
+void write_shrunk(const cli::Scenario& s, uint64_t seed, const std::string& check, const std::string& out_path,
+                  const std::string& bug) {
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "name" << YAML::Value << fmt::format("{}-shrunk-seed-{}", s.name, seed);
+  y << YAML::Key << "description" << YAML::Value
+    << fmt::format("shrunk from {} seed {}: still fails {}", s.path, seed, check);
+  y << YAML::Key << "kind" << YAML::Value << s.kind;
+  if (s.kind == "pipeline") {
+    y << YAML::Key << "pipeline" << YAML::Value
+      << std::filesystem::absolute(s.pipeline_path).lexically_normal().string();
+    y << YAML::Key << "topology" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "workers"
+      << YAML::Value << s.pipeline.workers << YAML::Key << "spare_workers" << YAML::Value << s.pipeline.spare_workers
+      << YAML::EndMap;
+    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
+      << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys
+      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::EndMap;
+    y << YAML::Key << "guarantees" << YAML::Value << YAML::BeginMap;
+    for (const auto& [sink, g] : s.pipeline.sink_guarantees) {
+      y << YAML::Key << sink << YAML::Value
+        << (g == checkers::Guarantee::kExactlyOnce ? "exactly_once"
+                                                     : g == checkers::Guarantee::kAtLeastOnce ? "at_least_once" : "at_most_once");
+    }
+    y << YAML::EndMap;
+    y << YAML::Key << "liveness_bound" << YAML::Value << s.pipeline.liveness_bound_us;
+  } else {
+    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value
+      << s.kernel.workload.clients << YAML::Key << "transfers_per_client" << YAML::Value
+      << s.kernel.workload.transfers_per_client << YAML::EndMap;
+  }
+  y << YAML::Key << "faults" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "swarm" << YAML::Value << false;
+  y << YAML::Key << "start" << YAML::Value << 0;
+  y << YAML::Key << "heal_at" << YAML::Value << s.scripted.heal_at_us;
+  if (s.kind == "pipeline") {
+    y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
+    y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
+  }
+  y << YAML::Key << "plan" << YAML::Value << YAML::BeginSeq;
+  for (const auto& f : s.scripted.faults) {
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(faults::fault_kind_name(f.kind));
+    if (!f.node.empty()) y << YAML::Key << "node" << YAML::Value << f.node;
+    if (!f.peer.empty()) y << YAML::Key << "peer" << YAML::Value << f.peer;
+    y << YAML::Key << "at" << YAML::Value << f.at_us << YAML::Key << "for" << YAML::Value << f.duration_us;
+    if (f.intensity > 0) y << YAML::Key << "probability" << YAML::Value << f.intensity;
+    if (f.amount_us != 0) y << YAML::Key << "amount" << YAML::Value << f.amount_us;
+    y << YAML::EndMap;
+  }
+  y << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  std::ofstream out(out_path);
+  if (!out) throw UsageError{"cannot write " + out_path};
+  out << "# Written by onceflow shrink; replay with: onceflow run " << out_path << " --seed " << seed
+      << (bug.empty() ? "" : " --bug " + bug) << "\n"
+      << y.c_str() << "\n";
+}
+
+// Reduces the fault plan and the workload of a failing seed to a smaller scenario that still
+// fails the same check: drops faults one by one, then halves the workload, keeping each step
+// that still fails.
+int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag,
+               const std::string& out_path) {
+  const cli::Scenario original = load_or_fail(path);
+  check_functions(inv.registry, original);
+  const bool swarm = swarm_flag.value_or(original.swarm);
+  const faults::RunOutcome first = run_seed_once(inv, original, seed, swarm, 0);
+  const std::string check = first_failure(first);
+  if (check.empty()) throw UsageError{fmt::format("seed {} of {} passes: nothing to shrink", seed, path)};
+  cli::Scenario best = scripted_copy(original, first.plan, swarm);
+  const auto still_fails = [&](const cli::Scenario& candidate) {
+    const faults::RunOutcome r = run_seed_once(inv, candidate, seed, false, 0);
+    for (const auto& v : r.verdicts) {
+      if (!v.passed && v.check == check) return true;
+    }
+    return false;
+  };
+  if (!still_fails(best)) throw UsageError{"the failure does not reproduce from its scripted plan"};
+  const size_t faults_before = best.scripted.faults.size();
+  const uint64_t workload_before = workload_size(best);
+  int runs = 1;
+  for (size_t i = best.scripted.faults.size(); i-- > 0;) {
+    cli::Scenario candidate = best;
+    auto& plan = candidate.scripted.faults;
+    plan.erase(plan.begin() + static_cast<long>(i));
+    candidate = scripted_copy(candidate, candidate.scripted, false);
+    ++runs;
+    if (still_fails(candidate)) best = std::move(candidate);
+  }
+  while (workload_size(best) > 1) {
+    cli::Scenario candidate = best;
+    set_workload_size(candidate, workload_size(candidate) / 2);
+    ++runs;
+    if (!still_fails(candidate)) break;
+    best = std::move(candidate);
+  }
+  if (best.kind == "pipeline" && best.pipeline.fault_points_when_scripted) {
+    cli::Scenario candidate = best;
+    candidate.pipeline.fault_points_when_scripted = false;
+    ++runs;
+    if (still_fails(candidate)) best = std::move(candidate);
+  }
+  write_shrunk(best, seed, check, out_path, inv.bug_name);
+  fmt::print("shrink {} seed {}: fails {}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: onceflow run {} --seed {}{}\n",
+             path, seed, check, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
+             out_path, out_path, seed, inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
+  return kExitViolation;
+}
+
 // The scenario files in `dir`, sorted by path; a file that does not load is an error.
 std::vector<cli::Scenario> load_library(const std::string& dir) {
   if (!std::filesystem::is_directory(dir)) throw UsageError{dir + ": no such directory"};
@@ -579,6 +721,14 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
 
   std::string library_dir = "scenarios";
   uint64_t max_seeds = 200;
+  std::string out_path;
+  CLI::App* shrink = app.add_subcommand("shrink", "Reduce a failing seed to a smaller scenario that fails the same check");
+  shrink->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
+  shrink->add_option("--seed", seed, "The failing seed")->required();
+  shrink->add_option("--out", out_path, "Where to write the shrunk scenario")->required();
+  add_swarm(shrink);
+  add_bug(shrink);
+
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir, "Directory of scenario files");
   list->add_flag("--json", as_json, "Print one JSON object");
@@ -616,6 +766,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
     if (list->parsed()) return cmd_list(library_dir, as_json);
+    if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);
   } catch (const UsageError& e) {
     fmt::print(stderr, "onceflow: {}\n", e.message);

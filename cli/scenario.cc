@@ -219,7 +219,8 @@ class Loader {
   }
 
   void load_faults(const YAML::Node& f, Scenario& s) {
-    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability"});
+    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points"});
+    if (f["fault_points"]) s.pipeline.fault_points_when_scripted = boolean(f["fault_points"], "faults.fault_points");
     if (f["kinds"]) {
       if (!f["kinds"].IsSequence()) fail(f["kinds"], "faults.kinds", "expected a list of fault kinds");
       for (const auto& k : f["kinds"]) {

@@ -224,7 +224,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.observer = &recorder;
   wo.trace_keep_lines = o.trace_keep_lines;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
-  if (o.swarm && o.fault_point_probability > 0) {
+  if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
     wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };
   }
   PipelineWorld world(o.spec, registry, wo);

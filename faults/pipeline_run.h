@@ -34,6 +34,7 @@ struct PipelineRunOptions {
   Micros heal_at_us = 5 * kSeconds;
   Micros liveness_bound_us = 60 * kSeconds;
   double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
+  bool fault_points_when_scripted = false;  // fault points also without swarm (shrunk scenarios)
   BugSwitches bugs;
   size_t trace_keep_lines = 0;
   std::string replay_command;  // put into violation reports

@@ -65,6 +65,18 @@ expect_rc 1 "$bin" run "$rr" --seed "$bad" --bug new-seqno-on-resend
 grep -q '"trace_excerpt"' "$tmp/bug.json" || fail "a failing run has no trace excerpt"
 grep -q 'appends' "$tmp/bug.json" || fail "the excerpt does not show the target's appends"
 
+# shrink: a failing run with a bug switch becomes a smaller scenario failing the same check.
+"$bin" shrink "$rr" --seed "$bad" --bug new-seqno-on-resend --out "$tmp/shrunk.yaml" > "$tmp/shrink.txt"
+[ $? -eq 1 ] || fail "shrink did not exit 1"
+check=$(sed -n 's/.*: fails \([a-z-]*\)$/\1/p' "$tmp/shrink.txt")
+grep -Eq "faults ([0-9]+) -> ([0-9]+), workload ([0-9]+) -> ([0-9]+)" "$tmp/shrink.txt" || fail "shrink printed no summary"
+read -r fb fa wb wa < <(sed -n 's/.*faults \([0-9]*\) -> \([0-9]*\), workload \([0-9]*\) -> \([0-9]*\).*/\1 \2 \3 \4/p' "$tmp/shrink.txt")
+[ "$fa" -lt "$fb" ] || [ "$wa" -lt "$wb" ] || fail "shrink reduced neither faults ($fb -> $fa) nor workload ($wb -> $wa)"
+"$bin" run "$tmp/shrunk.yaml" --seed "$bad" --bug new-seqno-on-resend > "$tmp/shrunk_run.txt"
+[ $? -eq 1 ] || fail "the shrunk scenario does not fail"
+grep -Eq "^  $check +FAIL" "$tmp/shrunk_run.txt" || fail "the shrunk scenario does not fail $check"
+expect_rc 2 "$bin" shrink "$rr" --seed 1 --out "$tmp/nothing.yaml"   # a passing seed: nothing to shrink
+
 # list --json names every scenario with its guarantees and fault kinds.
 "$bin" list --scenarios "$src/scenarios" --json > "$tmp/list.json" || fail "list failed"
 for key in '"path"' '"name"' '"guarantees"' '"fault_kinds"' '"demonstrates_failure"'; do
