@@ -104,14 +104,19 @@ class RequestProcessor final : public ProcessFunction {
   StateClient state_;
 };
 
+// Adds one to the counter of `key` in `counter` and returns the new count.
+int64_t increment(StateClient& counter, uint64_t key) {
+  const int64_t n = parse_int(counter.get(key).value_or("0")) + 1;
+  counter.set(key, std::to_string(n));
+  return n;
+}
+
 // Counts per key; emits every new count.
 class Counter final : public ProcessFunction {
  public:
   void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
-    const int64_t n = parse_int(count_.get(m.key).value_or("0")) + 1;
-    count_.set(m.key, std::to_string(n));
-    out.add_message(m.key, fmt::format("key={} count={}", m.key, n));
+    out.add_message(m.key, fmt::format("key={} count={}", m.key, increment(count_, m.key)));
   }
 
  private:
@@ -147,9 +152,7 @@ class WordCount final : public ProcessFunction {
  public:
   void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
-    const int64_t n = parse_int(count_.get(m.key).value_or("0")) + 1;
-    count_.set(m.key, std::to_string(n));
-    out.add_message(m.key, fmt::format("{} n={}", m.payload, n));
+    out.add_message(m.key, fmt::format("{} n={}", m.payload, increment(count_, m.key)));
   }
 
  private:

@@ -164,6 +164,10 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease) : env_(env), id_(std::mo
     case JobKind::kSink: sink_ = env_.spec.sink(id_.name); break;
   }
   assert(source_ != nullptr || computation_ != nullptr || sink_ != nullptr);
+  const auto outputs = computation_ != nullptr ? computation_->output_streams
+                       : source_ != nullptr    ? std::vector<std::string>{source_->output_stream}
+                                               : std::vector<std::string>{};
+  for (const auto& stream : outputs) consumer_partitions_[stream] = consumer_partitions(env_.spec, stream);
   if (computation_ != nullptr) {
     state_backend_ = std::make_unique<StateForward>(*this);
     function_ = env_.registry.create(computation_->processing_function);
@@ -466,7 +470,7 @@ Micros Job::next_output_ts(EpochTx& etx) {
 }
 
 void Job::emit(EpochTx& etx, Message m) {
-  const int partitions = consumer_partitions(env_.spec, m.stream);
+  const int partitions = consumer_partitions_.at(m.stream);
   etx.record.produced.push_back(m);
   if (partitions == 0) return;  // nothing reads this stream
   const int partition = static_cast<int>(m.key % static_cast<uint64_t>(partitions));

@@ -75,6 +75,7 @@ class Job {
   const SourceSpec* source_ = nullptr;
   const SinkSpec* sink_ = nullptr;
   std::unique_ptr<ProcessFunction> function_;
+  std::map<std::string, int> consumer_partitions_;  // stream -> partitions of its consumer
   std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
   EpochTx* current_ = nullptr;
   bool stop_requested_ = false;

@@ -51,15 +51,7 @@ struct Fixture {
   std::unique_ptr<FaultInjector> injector;
 };
 
-Fault fault(FaultKind kind, Micros at, Micros duration, std::string node = "", double p = 0) {
-  Fault f;
-  f.kind = kind;
-  f.at_us = at;
-  f.duration_us = duration;
-  f.node = std::move(node);
-  f.intensity = p;
-  return f;
-}
+using testing::fault;
 
 TEST(EngineFaultsTest, LostLeasePingsLetLeasesRunOutAndTheirJobsAreFenced) {
   Fixture fx(fault(FaultKind::kLeasePingLoss, 300 * kMillis, 3 * kSeconds));

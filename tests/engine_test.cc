@@ -187,12 +187,7 @@ TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
   w.start();
   // The target's acknowledgements are lost for a while: every delivery is retried.
   FaultInjector injector(w.world(), &w.store_data());
-  Fault lost;
-  lost.kind = FaultKind::kLostReplies;
-  lost.node = "target-counts_out";
-  lost.intensity = 1.0;
-  lost.at_us = 300 * kMillis;
-  lost.duration_us = 700 * kMillis;
+  const Fault lost = testing::fault(FaultKind::kLostReplies, 300 * kMillis, 700 * kMillis, "target-counts_out", 1.0);
   injector.schedule(FaultPlan{{lost}, 1 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(w.targets().at("counts_out").deduplicated, 0u);
@@ -269,11 +264,8 @@ TEST(EngineTest, ALostWorkersJobsMoveAndAJoiningWorkerTriggersARebalanceWithAbor
   PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
   w.start();
   FaultInjector injector(w.world(), &w.store_data());
-  Fault down;  // worker-3 is lost for three seconds, then joins again
-  down.kind = FaultKind::kCrash;
-  down.node = "worker-3";
-  down.at_us = 200 * kMillis;
-  down.duration_us = 3 * kSeconds;
+  // worker-3 is lost for three seconds, then joins again.
+  const Fault down = testing::fault(FaultKind::kCrash, 200 * kMillis, 3 * kSeconds, "worker-3");
   injector.schedule(FaultPlan{{down}, down.at_us + down.duration_us});
   w.world().run_until(down.at_us + down.duration_us + 2 * kSeconds);
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
@@ -290,12 +282,7 @@ TEST(EngineTest, AmbiguousCommitsAreResolvedAndTheResultStillMatches) {
   PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
   w.start();
   FaultInjector injector(w.world(), &w.store_data());
-  Fault lost;
-  lost.kind = FaultKind::kLostReplies;
-  lost.node = "store";
-  lost.intensity = 0.3;
-  lost.at_us = 100 * kMillis;
-  lost.duration_us = 2 * kSeconds;
+  const Fault lost = testing::fault(FaultKind::kLostReplies, 100 * kMillis, 2 * kSeconds, "store", 0.3);
   injector.schedule(FaultPlan{{lost}, 3 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(w.store_data().resolved_committed(), 0u);  // commits whose ack was lost, applied

@@ -87,11 +87,7 @@ TEST_P(PipelineFaultTest, CrashedWorkersAndAZombieStillGiveTheReference) {
   w.start();
   FaultInjector injector(w.world(), &w.store_data());
   const Micros ttl = w.spec().lease_ttl_us;
-  Fault pause;
-  pause.kind = FaultKind::kPause;
-  pause.node = "worker-2";
-  pause.at_us = 1'200 * kMillis;
-  pause.duration_us = 3 * ttl;
+  const Fault pause = testing::fault(FaultKind::kPause, 1'200 * kMillis, 3 * ttl, "worker-2");
   injector.schedule(FaultPlan{{pause}, pause.at_us + pause.duration_us});
 
   // Past the zombie's return, so that it gets to try its commits.
