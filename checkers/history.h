@@ -33,6 +33,7 @@ struct EpochRecord {
   std::vector<MessageRecord> consumed;  // in processing order
   std::vector<MessageRecord> produced;
   std::vector<std::string> timers_fired;  // "computation/key/trigger/stream"
+  std::string node;                       // the worker that ran it
 };
 
 struct DeliveryRecord {  // a message the target made visible

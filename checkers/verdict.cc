@@ -4,6 +4,22 @@
 
 namespace onceflow::checkers {
 
+std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts) {
+  std::set<std::string> ids;
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  for (const auto& v : verdicts) {
+    if (v.passed) continue;
+    const std::string& d = v.detail;
+    for (size_t i = 0; i < d.size();) {
+      size_t j = i;
+      while (j < d.size() && hex(d[j])) ++j;
+      if (j - i == 16) ids.insert(d.substr(i, 16));
+      i = j == i ? i + 1 : j;
+    }
+  }
+  return ids;
+}
+
 Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t second_hash,
                                 const std::string& replay) const {
   if (first_hash == second_hash) {

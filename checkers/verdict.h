@@ -1,6 +1,7 @@
 // Verdict: what one checker concluded about one run.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct Verdict {
     return Verdict{std::move(check), false, std::move(detail)};
   }
 };
+
+// The message ids and keys (runs of exactly 16 lowercase hex digits) that failing verdicts
+// name in their details: what a report of the run should point at.
+std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts);
 
 inline bool all_passed(const std::vector<Verdict>& verdicts) {
   for (const Verdict& v : verdicts) {

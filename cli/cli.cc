@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "checkers/verdict.h"
+#include "cli/explain.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "faults/selftest.h"
@@ -107,6 +108,31 @@ faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint6
   return r;
 }
 
+// onceflow explain: the run drawn as a self-contained HTML page (cli/explain.h).
+int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag,
+                const std::string& html_path) {
+  const cli::Scenario s = load_or_fail(path);
+  if (s.kind != "pipeline") {
+    throw UsageError{fmt::format("{}: explain draws pipeline runs; this scenario is of kind '{}'", path, s.kind)};
+  }
+  check_functions(inv.registry, s);
+  const bool swarm = swarm_flag.value_or(s.swarm);
+  faults::PipelineRunOptions options = s.pipeline;
+  options.seed = seed;
+  options.swarm = swarm;
+  options.bugs = inv.bugs;
+  options.replay_command = replay_command(inv, s, seed, swarm);
+  const faults::PipelineRun run = faults::run_pipeline(options, inv.registry);
+  std::ofstream out(html_path);
+  if (!out) throw UsageError{"cannot write " + html_path};
+  out << cli::render_explain_html({path, options.replay_command, &run});
+  out.close();
+  if (!out) throw UsageError{"cannot write " + html_path};
+  fmt::print("scenario {} seed {}: {}; wrote {} ({} epochs, {} deliveries)\n", path, seed,
+             run.outcome.passed ? "PASS" : "FAIL", html_path, run.history.epochs.size(), run.history.deliveries.size());
+  return run.outcome.passed ? kExitPass : kExitViolation;
+}
+
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
 
@@ -120,18 +146,7 @@ std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64
 // failing checks name, else the last lines.
 std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   if (r.passed || r.trace.empty()) return {};
-  std::set<std::string> ids;  // runs of exactly 16 lowercase hex digits in failing details
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  for (const auto& v : r.verdicts) {
-    if (v.passed) continue;
-    const std::string& d = v.detail;
-    for (size_t i = 0; i < d.size();) {
-      size_t j = i;
-      while (j < d.size() && hex(d[j])) ++j;
-      if (j - i == 16) ids.insert(d.substr(i, 16));
-      i = j == i ? i + 1 : j;
-    }
-  }
+  const std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
   std::vector<std::string> out;
   for (const auto& line : r.trace) {
     for (const auto& id : ids) {
@@ -729,6 +744,14 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   add_swarm(shrink);
   add_bug(shrink);
 
+  std::string html_path;
+  CLI::App* explain = app.add_subcommand("explain", "Draw one seeded run as a self-contained HTML timeline");
+  explain->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
+  explain->add_option("--seed", seed, "Seed of the run")->required();
+  explain->add_option("--html", html_path, "Where to write the page")->required();
+  add_swarm(explain);
+  add_bug(explain);
+
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir, "Directory of scenario files");
   list->add_flag("--json", as_json, "Print one JSON object");
@@ -765,6 +788,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
+    if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
     if (list->parsed()) return cmd_list(library_dir, as_json);
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);

@@ -149,6 +149,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     if (!version) continue;  // the store says it never applied
     checkers::EpochRecord& e = rec.attempts[i];
     e.version = *version;
+    e.node = rec.attempts_node[i];
     // An at-most-once sink hands committed messages to an in-memory queue; a crash of its
     // worker between that commit and the queue loses them, and the simulator counts that.
     const SinkSpec* sink = e.job.rfind("sink/", 0) == 0 ? w.spec().sink(e.computation) : nullptr;
@@ -272,6 +273,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   // The store is drained; let replies in flight land and at-most-once queues empty.
   world.world().run_until(world.world().now() + kSettleUs);
 
+  for (size_t i = 0; i < recorder.attempts.size(); ++i) {
+    run.lease_owners.try_emplace(recorder.attempts[i].lease, recorder.attempts_node[i], recorder.attempts[i].job);
+  }
   run.history = collect(o, registry, world, recorder, drained_at);
   out.verdicts = checkers::run_pipeline_checks(run.history);
   out.passed = checkers::all_passed(out.verdicts);
@@ -282,6 +286,17 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.observed["leases"] = world.store_data().leases().size();
   out.observed["rejected commits"] = world.store_data().rejections().size();
   out.trace = world.world().trace().lines();
+  for (sim::NodeIndex n = 0; n < world.world().node_count(); ++n) run.nodes.push_back(world.world().name(n));
+  for (const auto& [node, at] : world.world().crashes()) run.node_events.push_back({world.world().name(node), at, "crash", ""});
+  std::map<TxId, std::string> tx_node;
+  for (size_t i = 0; i < recorder.attempts_tx.size(); ++i) tx_node[recorder.attempts_tx[i]] = recorder.attempts_node[i];
+  for (const auto& r : world.store_data().rejections()) {
+    auto it = tx_node.find(r.tx);
+    run.node_events.push_back({it == tx_node.end() ? "store" : it->second, r.store_time, "rejected commit",
+                               fmt::format("tx {} refused: Lease {:x} had ended", r.tx, r.lease)});
+  }
+  std::stable_sort(run.node_events.begin(), run.node_events.end(),
+                   [](const NodeEvent& a, const NodeEvent& b) { return a.at_us < b.at_us; });
   return run;
 }
 

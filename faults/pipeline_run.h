@@ -43,9 +43,20 @@ struct PipelineRunOptions {
 // The guarantee a sink promises by its spec: at-most-once when its strategy is enabled.
 checkers::Guarantee default_guarantee(const SinkSpec& sink);
 
+// What happened to the nodes, for pictures of the run (onceflow explain).
+struct NodeEvent {
+  std::string node;
+  Micros at_us = 0;
+  std::string what;  // "crash", "rejected commit"
+  std::string detail;
+};
+
 struct PipelineRun {
   RunOutcome outcome;
   checkers::PipelineHistory history;
+  std::vector<std::string> nodes;        // every node of the world, in creation order
+  std::vector<NodeEvent> node_events;    // crashes and fenced commits, in time order
+  std::map<uint64_t, std::pair<std::string, std::string>> lease_owners;  // Lease -> (node, job)
 };
 
 PipelineRun run_pipeline(const PipelineRunOptions& options, const ComputationRegistry& registry);

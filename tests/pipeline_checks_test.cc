@@ -28,11 +28,11 @@ PipelineHistory good_history() {
   const MessageRecord m12 = message(0x12, 7, "in", 20, "b");
   const MessageRecord out = message(0x21, 7, "counts", 20, "7:2");
   h.epochs = {
-      {"source/numbers/0", "numbers", false, 1, 1, 100, {}, {m11, m12}, {}},
-      {"computation/Count/0", "Count", false, 1, 2, 200, {m11, m12}, {out}, {"Count/7/100/t"}},
-      {"computation/Double/0", "Double", true, 2, 3, 300, {m11}, {message(0x31, 7, "doubled", 10, "aa")}, {}},
-      {"sink/counts_out/0", "counts_out", false, 2, 4, 400, {out}, {}, {}},
-      {"sink/alerts/0", "alerts", false, 2, 5, 410, {message(0x41, 7, "alerts", 10, "x")}, {}, {}},
+      {"source/numbers/0", "numbers", false, 1, 1, 100, {}, {m11, m12}, {}, "worker-1"},
+      {"computation/Count/0", "Count", false, 1, 2, 200, {m11, m12}, {out}, {"Count/7/100/t"}, "worker-1"},
+      {"computation/Double/0", "Double", true, 2, 3, 300, {m11}, {message(0x31, 7, "doubled", 10, "aa")}, {}, "worker-2"},
+      {"sink/counts_out/0", "counts_out", false, 2, 4, 400, {out}, {}, {}, "worker-2"},
+      {"sink/alerts/0", "alerts", false, 2, 5, 410, {message(0x41, 7, "alerts", 10, "x")}, {}, {}, "worker-2"},
   };
   h.deliveries = {{"counts_out", "sink/counts_out/0", 2, 450, out},
                   {"alerts", "", 0, 460, message(0x41, 7, "alerts", 10, "x")}};
