@@ -464,58 +464,13 @@ void set_workload_size(cli::Scenario& s, uint64_t n) {
 
 void write_shrunk(const cli::Scenario& s, uint64_t seed, const std::string& check, const std::string& out_path,
                   const std::string& bug) {
-  YAML::Emitter y;
-  y << YAML::BeginMap;
-  y << YAML::Key << "name" << YAML::Value << fmt::format("{}-shrunk-seed-{}", s.name, seed);
-  y << YAML::Key << "description" << YAML::Value
-    << fmt::format("shrunk from {} seed {}: still fails {}", s.path, seed, check);
-  y << YAML::Key << "kind" << YAML::Value << s.kind;
-  if (s.kind == "pipeline") {
-    y << YAML::Key << "pipeline" << YAML::Value
-      << std::filesystem::absolute(s.pipeline_path).lexically_normal().string();
-    y << YAML::Key << "topology" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "workers"
-      << YAML::Value << s.pipeline.workers << YAML::Key << "spare_workers" << YAML::Value << s.pipeline.spare_workers
-      << YAML::EndMap;
-    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
-      << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys
-      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::EndMap;
-    y << YAML::Key << "guarantees" << YAML::Value << YAML::BeginMap;
-    for (const auto& [sink, g] : s.pipeline.sink_guarantees) {
-      y << YAML::Key << sink << YAML::Value
-        << (g == checkers::Guarantee::kExactlyOnce ? "exactly_once"
-                                                     : g == checkers::Guarantee::kAtLeastOnce ? "at_least_once" : "at_most_once");
-    }
-    y << YAML::EndMap;
-    y << YAML::Key << "liveness_bound" << YAML::Value << s.pipeline.liveness_bound_us;
-  } else {
-    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value
-      << s.kernel.workload.clients << YAML::Key << "transfers_per_client" << YAML::Value
-      << s.kernel.workload.transfers_per_client << YAML::EndMap;
-  }
-  y << YAML::Key << "faults" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "swarm" << YAML::Value << false;
-  y << YAML::Key << "start" << YAML::Value << 0;
-  y << YAML::Key << "heal_at" << YAML::Value << s.scripted.heal_at_us;
-  if (s.kind == "pipeline") {
-    y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
-    y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
-  }
-  y << YAML::Key << "plan" << YAML::Value << YAML::BeginSeq;
-  for (const auto& f : s.scripted.faults) {
-    y << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(faults::fault_kind_name(f.kind));
-    if (!f.node.empty()) y << YAML::Key << "node" << YAML::Value << f.node;
-    if (!f.peer.empty()) y << YAML::Key << "peer" << YAML::Value << f.peer;
-    y << YAML::Key << "at" << YAML::Value << f.at_us << YAML::Key << "for" << YAML::Value << f.duration_us;
-    if (f.intensity > 0) y << YAML::Key << "probability" << YAML::Value << f.intensity;
-    if (f.amount_us != 0) y << YAML::Key << "amount" << YAML::Value << f.amount_us;
-    y << YAML::EndMap;
-  }
-  y << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  const std::string yaml = cli::scenario_yaml(s, fmt::format("{}-shrunk-seed-{}", s.name, seed),
+                                              fmt::format("shrunk from {} seed {}: still fails {}", s.path, seed, check));
   std::ofstream out(out_path);
   if (!out) throw UsageError{"cannot write " + out_path};
   out << "# Written by onceflow shrink; replay with: onceflow run " << out_path << " --seed " << seed
       << (bug.empty() ? "" : " --bug " + bug) << "\n"
-      << y.c_str() << "\n";
+      << yaml << "\n";
 }
 
 // Reduces the fault plan and the workload of a failing seed to a smaller scenario that still

@@ -327,4 +327,54 @@ Result<Scenario> load_scenario(const std::string& path) {
   }
 }
 
+std::string scenario_yaml(const Scenario& s, const std::string& name, const std::string& description) {
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "name" << YAML::Value << name;
+  y << YAML::Key << "description" << YAML::Value << description;
+  y << YAML::Key << "kind" << YAML::Value << s.kind;
+  if (s.kind == "pipeline") {
+    y << YAML::Key << "pipeline" << YAML::Value
+      << std::filesystem::absolute(s.pipeline_path).lexically_normal().string();
+    y << YAML::Key << "topology" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "workers"
+      << YAML::Value << s.pipeline.workers << YAML::Key << "spare_workers" << YAML::Value << s.pipeline.spare_workers
+      << YAML::EndMap;
+    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
+      << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys
+      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::EndMap;
+    y << YAML::Key << "guarantees" << YAML::Value << YAML::BeginMap;
+    for (const auto& [sink, g] : s.pipeline.sink_guarantees) {
+      y << YAML::Key << sink << YAML::Value
+        << (g == checkers::Guarantee::kExactlyOnce ? "exactly_once"
+                                                     : g == checkers::Guarantee::kAtLeastOnce ? "at_least_once" : "at_most_once");
+    }
+    y << YAML::EndMap;
+    y << YAML::Key << "liveness_bound" << YAML::Value << s.pipeline.liveness_bound_us;
+  } else {
+    y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value
+      << s.kernel.workload.clients << YAML::Key << "transfers_per_client" << YAML::Value
+      << s.kernel.workload.transfers_per_client << YAML::EndMap;
+  }
+  y << YAML::Key << "faults" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "swarm" << YAML::Value << false;
+  y << YAML::Key << "start" << YAML::Value << 0;
+  y << YAML::Key << "heal_at" << YAML::Value << s.scripted.heal_at_us;
+  if (s.kind == "pipeline") {
+    y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
+    y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
+  }
+  y << YAML::Key << "plan" << YAML::Value << YAML::BeginSeq;
+  for (const auto& f : s.scripted.faults) {
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(faults::fault_kind_name(f.kind));
+    if (!f.node.empty()) y << YAML::Key << "node" << YAML::Value << f.node;
+    if (!f.peer.empty()) y << YAML::Key << "peer" << YAML::Value << f.peer;
+    y << YAML::Key << "at" << YAML::Value << f.at_us << YAML::Key << "for" << YAML::Value << f.duration_us;
+    if (f.intensity > 0) y << YAML::Key << "probability" << YAML::Value << f.intensity;
+    if (f.amount_us != 0) y << YAML::Key << "amount" << YAML::Value << f.amount_us;
+    y << YAML::EndMap;
+  }
+  y << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  return y.c_str();
+}
+
 }  // namespace onceflow::cli

@@ -31,4 +31,8 @@ struct Scenario {
 // Loads and validates a scenario file.
 Result<Scenario> load_scenario(const std::string& path);
 
+// A scenario as YAML that load_scenario reads back: a scripted plan (s.scripted), the
+// pipeline named by its absolute path, so the file can be written anywhere.
+std::string scenario_yaml(const Scenario& s, const std::string& name, const std::string& description);
+
 }  // namespace onceflow::cli

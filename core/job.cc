@@ -39,6 +39,7 @@ std::vector<JobId> producers(const PipelineSpec& spec, const std::string& stream
 }
 
 constexpr Micros kNoWatermark = INT64_MAX;
+constexpr size_t kDedupCleanupRows = 256;  // rows one epoch's cleanup looks at
 
 }  // namespace
 
@@ -157,7 +158,8 @@ class Job::StateForward final : public StateBackend {
 // ---------------------------------------------------------------------------------------
 // Job
 
-Job::Job(const EngineEnv& env, JobId id, LeaseId lease) : env_(env), id_(std::move(id)), lease_(lease) {
+Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
+    : env_(env), id_(std::move(id)), lease_(lease), sender_(env.bugs.new_seqno_on_resend) {
   switch (id_.kind) {
     case JobKind::kSource: source_ = env_.spec.source(id_.name); break;
     case JobKind::kComputation: computation_ = env_.spec.computation(id_.name); break;
@@ -375,51 +377,35 @@ std::string Job::dedup_table() const {
   return compact ? tables::compact_input_messages(owner) : tables::input_messages(owner);
 }
 
-namespace {
-// compact_input_messages keeps one row per key: (id, system_ts) pairs.
-std::vector<std::pair<MessageId, Micros>> decode_compact(std::string_view bytes) {
-  std::vector<std::pair<MessageId, Micros>> out;
-  Decoder in(bytes);
-  const uint64_t n = in.u64();
-  for (uint64_t i = 0; in.ok() && i < n; ++i) {
-    const MessageId id = in.u64();
-    out.emplace_back(id, in.i64());
+// The dedup table's rows as the current epoch sees them.
+class Job::DedupRows final : public TableRows {
+ public:
+  DedupRows(EpochTx& etx, std::string table) : etx_(etx), table_(std::move(table)) {}
+  std::optional<std::string> read(const std::string& key) override { return etx_.read(table_, key); }
+  void put(const std::string& key, std::string value) override { etx_.tx.put(table_, key, std::move(value)); }
+  void erase(const std::string& key) override { etx_.tx.erase(table_, key); }
+  std::vector<Row> scan(const std::string& from, const std::string& to, size_t limit) override {
+    return etx_.scan(table_, from, to, limit);
   }
-  return out;
+
+ private:
+  EpochTx& etx_;
+  std::string table_;
+};
+
+DedupTable Job::dedup() const {
+  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+  return DedupTable(compact ? DedupLayout::kCompact : DedupLayout::kFull, id_.partition);
 }
-std::string encode_compact(const std::vector<std::pair<MessageId, Micros>>& entries) {
-  Encoder out;
-  out.u64(entries.size());
-  for (const auto& [id, ts] : entries) out.u64(id).i64(ts);
-  return out.take();
-}
-}  // namespace
 
 bool Job::is_duplicate(EpochTx& etx, const Message& m) {
-  const std::string prefix = tables::partition_prefix(id_.partition);
-  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
-  if (!compact) return etx.read(dedup_table(), prefix + tables::hex16(m.id)).has_value();
-  const auto row = etx.read(dedup_table(), prefix + tables::hex16(m.key));
-  if (!row) return false;
-  for (const auto& [id, ts] : decode_compact(*row)) {
-    if (id == m.id) return true;
-  }
-  return false;
+  DedupRows rows(etx, dedup_table());
+  return dedup().contains(rows, m);
 }
 
 void Job::record_processed(EpochTx& etx, const Message& m) {
-  const std::string prefix = tables::partition_prefix(id_.partition);
-  Encoder ts;
-  ts.i64(m.system_ts);
-  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
-  if (!compact) {
-    etx.tx.put(dedup_table(), prefix + tables::hex16(m.id), ts.take());
-    return;
-  }
-  const std::string key = prefix + tables::hex16(m.key);
-  auto entries = decode_compact(etx.read(dedup_table(), key).value_or(std::string("\0", 1)));
-  entries.emplace_back(m.id, m.system_ts);
-  etx.tx.put(dedup_table(), key, encode_compact(entries));
+  DedupRows rows(etx, dedup_table());
+  dedup().record(rows, m);
 }
 
 Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay) {
@@ -443,23 +429,8 @@ void Job::clean_dedup(EpochTx& etx) {
   const std::vector<std::string> inputs =
       computation_ != nullptr ? computation_->input_streams : std::vector<std::string>{sink_->input_stream};
   const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, inputs, true);
-  const std::string prefix = tables::partition_prefix(id_.partition);
-  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
-  for (const Row& row : etx.scan(dedup_table(), prefix, prefix + "~", 256)) {
-    if (!compact) {
-      Decoder in(row.value);
-      if (in.i64() < watermark) etx.tx.erase(dedup_table(), row.key);
-      continue;
-    }
-    auto entries = decode_compact(row.value);
-    const size_t before = entries.size();
-    std::erase_if(entries, [&](const auto& e) { return e.second < watermark; });
-    if (entries.empty()) {
-      etx.tx.erase(dedup_table(), row.key);
-    } else if (entries.size() != before) {
-      etx.tx.put(dedup_table(), row.key, encode_compact(entries));
-    }
-  }
+  DedupRows rows(etx, dedup_table());
+  dedup().cleanup(rows, watermark, kDedupCleanupRows);
 }
 
 Micros Job::next_output_ts(EpochTx& etx) {
@@ -660,10 +631,10 @@ void Job::step_sink(EpochTx& etx) {
   const std::string prefix = tables::partition_prefix(id_.partition);
   // Outbox rows delivered since the last epoch are acknowledged now.
   if (spec.type == SinkType::kAsyncQueue && !amo) {
-    for (uint64_t s = etx.meta.acked_seqno + 1; s <= delivered_seqno_ && s < etx.meta.next_seqno; ++s) {
+    for (uint64_t s = etx.meta.acked_seqno + 1; s <= sender_.delivered() && s < etx.meta.next_seqno; ++s) {
       etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
     }
-    etx.meta.acked_seqno = std::max(etx.meta.acked_seqno, std::min(delivered_seqno_, etx.meta.next_seqno - 1));
+    etx.meta.acked_seqno = std::max(etx.meta.acked_seqno, std::min(sender_.delivered(), etx.meta.next_seqno - 1));
   }
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
@@ -701,23 +672,20 @@ void Job::deliver_outbox() {
   env_.store.abort(*tx);
   if (!rows) return;
   const std::string producer = id_.str();
-  for (const Row& row : *rows) {
-    uint64_t seqno = std::stoull(row.key.substr(prefix.size()), nullptr, 16);
-    if (seqno <= delivered_seqno_ && !env_.bugs.new_seqno_on_resend) continue;
-    if (env_.bugs.new_seqno_on_resend) seqno += (++resend_salt_) << 32;  // a fresh number each send
+  std::vector<OutboxRow> outbox;
+  for (const Row& row : *rows) outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value});
+  const Status sent = sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
     Encoder req;
-    req.bytes(producer).u64(seqno).u64(lease_).bytes(row.value);
+    req.bytes(producer).u64(seqno).u64(lease_).bytes(message);
     auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                  env_.options.rpc_timeout_us);
-    if (!ack) {
-      // A permanent error must not be skipped (that would lose the message): the job fails,
-      // and its replacement delivers from the same outbox.
-      if (ack.error().is_invalid_argument()) request_stop();
-      return;
-    }
+    if (!ack) return ack.error();
     fault_point(env_, "sink.after_delivery");
-    delivered_seqno_ = std::max<uint64_t>(delivered_seqno_, seqno & 0xffffffffULL);
-  }
+    return Status::ok();
+  });
+  // A permanent error must not be skipped (that would lose the message): the job fails, and
+  // its replacement delivers from the same outbox.
+  if (sent.is_invalid_argument()) request_stop();
 }
 
 // The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.

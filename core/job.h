@@ -16,7 +16,9 @@
 #include <set>
 #include <string>
 
+#include "core/dedup.h"
 #include "core/engine.h"
+#include "core/outbox.h"
 
 namespace onceflow {
 
@@ -41,6 +43,7 @@ class Job {
   class EpochTx;
   class Context;
   class StateForward;
+  class DedupRows;
 
   enum class Outcome { kCommitted, kRetry, kFenced };
   Outcome run_epoch();
@@ -64,6 +67,7 @@ class Job {
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
   std::string dedup_table() const;
+  DedupTable dedup() const;
   void deliver_outbox();
   void deliver_uncommitted(EpochTx& etx);
   void send_at_most_once();
@@ -84,8 +88,7 @@ class Job {
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
   std::set<std::string> pending_ack_;
   // Async sinks: the outbox as delivered so far (volatile; resends start from the store).
-  uint64_t delivered_seqno_ = 0;
-  uint64_t resend_salt_ = 0;  // new-seqno-on-resend only
+  OutboxSender sender_;
   // At-most-once sinks: the in-memory queue.
   std::deque<Message> amo_queue_;
   uint64_t amo_queue_bytes_ = 0;

@@ -17,9 +17,6 @@ std::string SwarmMix::describe() const {
   return out.empty() ? "none" : out;
 }
 
-namespace {
-
-// One fault of `kind` at a random time, scaled by `intensity`.
 Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double intensity) {
   const Micros span = o.heal_at_us - o.start_us;
   Fault f;
@@ -74,8 +71,6 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
   }
   return f;
 }
-
-}  // namespace
 
 FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
   assert(o.heal_at_us > o.start_us);

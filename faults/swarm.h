@@ -35,6 +35,11 @@ struct SwarmMix {
   std::string describe() const;  // "crash@0.62 partition@0.31 lost_replies@0.90"
 };
 
+// One fault of `kind` at a random time in [start, heal), on a node the kind may hit, longer
+// and stronger as `intensity` (in (0, 1]) grows. The node may be empty when the options name
+// nothing of the sort the kind needs (a sink target, a spare worker).
+Fault draw_fault(Random& rng, const SwarmOptions& options, FaultKind kind, double intensity);
+
 // Draws a mix and a plan from `rng`. REQUIRES: options.heal_at_us > options.start_us, and
 // at least one node.
 FaultPlan generate_swarm(Random& rng, const SwarmOptions& options, SwarmMix* mix);

@@ -7,6 +7,19 @@
 
 namespace onceflow::sim {
 
+bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now) {
+  if (!producer.empty()) {
+    uint64_t& last = last_seqno[producer];
+    if (seqno <= last) {
+      ++deduplicated;
+      return false;
+    }
+    last = seqno;
+  }
+  appended.push_back({std::move(message), producer, lease, now});
+  return true;
+}
+
 BootFn queue_target_boot(TargetLog& log) {
   return [&log](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
@@ -29,18 +42,13 @@ BootFn queue_target_boot(TargetLog& log) {
         ++log.errors;
         return Status::unavailable("the target failed the request");
       }
-      if (!producer.empty()) {
-        uint64_t& last = log.last_seqno[producer];
-        if (seqno <= last) {
-          ++log.deduplicated;
-          world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(message->id), producer, seqno));
-          return std::string("duplicate");
-        }
-        last = seqno;
+      const MessageId id = message->id;
+      if (!log.append(producer, seqno, lease, std::move(*message), world.now())) {
+        world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), producer, seqno));
+        return std::string("duplicate");
       }
-      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}", format_id(message->id),
+      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}", format_id(id),
                                      producer.empty() ? "(at-most-once)" : producer, seqno, lease));
-      log.appended.push_back({std::move(*message), producer, lease, world.now()});
       return std::string("appended");
     });
     return nullptr;

@@ -31,6 +31,9 @@ struct TargetLog {
   uint64_t errors = 0;
   uint64_t rejections = 0;
   void evict() { last_seqno.clear(); }
+  // Flow's Queue API dedup: appends `message` unless `producer` already sent this seqNo or
+  // a later one (an empty producer always appends). Returns whether it appended.
+  bool append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now);
 };
 
 BootFn queue_target_boot(TargetLog& log);

@@ -1,0 +1,50 @@
+// Input deduplication: which messages a job has already processed, as rows of its own table.
+//
+// Two layouts, as in the seed: the full table keeps one row per message ("<p>/<id>" ->
+// system_ts); the compact table keeps one row per key ("<p>/<key>" -> its (id, system_ts)
+// pairs), which is cheaper when keys are few and messages many. Rows live in the job's
+// partition prefix, so partitions never see each other's entries. Cleanup drops entries older
+// than the producers' SystemWatermark: no producer re-emits anything older than that, so no
+// duplicate of such a message can still arrive.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/env/store.h"
+#include "core/message.h"
+
+namespace onceflow {
+
+// The rows of one table as one transaction sees them (its own writes included).
+class TableRows {
+ public:
+  virtual ~TableRows() = default;
+  virtual std::optional<std::string> read(const std::string& key) = 0;
+  virtual void put(const std::string& key, std::string value) = 0;
+  virtual void erase(const std::string& key) = 0;
+  // Rows with from <= key < to, in key order, at most `limit`.
+  virtual std::vector<Row> scan(const std::string& from, const std::string& to, size_t limit) = 0;
+};
+
+enum class DedupLayout { kFull, kCompact };
+
+class DedupTable {
+ public:
+  DedupTable(DedupLayout layout, int partition);
+
+  bool contains(TableRows& rows, const Message& m) const;
+  // REQUIRES: !contains(rows, m).
+  void record(TableRows& rows, const Message& m) const;
+  // Drops the entries with system_ts < watermark among the partition's first `max_rows` rows.
+  void cleanup(TableRows& rows, Micros watermark, size_t max_rows) const;
+
+ private:
+  std::string row_key(uint64_t v) const;
+
+  DedupLayout layout_;
+  std::string prefix_;
+};
+
+}  // namespace onceflow

@@ -1,0 +1,134 @@
+// Property-based testing of your own pipelines with RapidCheck.
+//
+// A property for a pipeline of your own computations is one call inside RC_GTEST_PROP:
+//
+//   RC_GTEST_PROP(MyPipeline, KeepsItsGuaranteesUnderFaults, ()) {
+//     onceflow::testing::check_under_faults("my_pipeline.yaml", my_registry());
+//   }
+//
+// check_under_faults draws a workload and a fault plan (crashes, pauses, partitions, Lease
+// loss, store outages, sink-target errors, ...), runs the pipeline in the simulator, runs the
+// checkers and fails the property with the failing checks when one fails. RapidCheck then
+// shrinks the workload and the plan. Each failing case is also written as a scenario file, so
+// the smallest one can be replayed with the `onceflow` command line the failure names
+// (`onceflow run FILE --seed N`, or your own program's cli_main for your computations).
+// ONCEFLOW_PROP is RC_GTEST_PROP whose failure message also carries the
+// RC_PARAMS="reproduce=..." string that reruns exactly that case. See docs/testing.md.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/detail/TestListener.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkers/history.h"
+#include "checkers/verdict.h"
+#include "core/computation.h"
+#include "core/engine.h"
+#include "faults/fault.h"
+#include "faults/pipeline_world.h"
+
+namespace onceflow::testing {
+
+// What generated fault plans may contain.
+struct PlanShape {
+  std::vector<faults::FaultKind> kinds;  // empty: every swarm kind for pipelines
+  size_t max_faults = 8;
+  Micros start_us = 100 * kMillis;
+  Micros heal_at_us = 3 * kSeconds;
+};
+
+// The nodes of a pipeline world that faults can hit.
+struct PlanTargets {
+  std::vector<std::string> workers;        // "worker-1", ...
+  std::vector<std::string> sink_targets;   // "target-<sink>" of each async sink
+  std::vector<std::string> spare_workers;  // "worker-spare-1", ...
+};
+PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_workers);
+
+namespace gen {
+// Workloads of 1 to max_messages input messages over 1 to 32 keys.
+rc::Gen<faults::PipelineWorkload> workload(int max_messages = 200);
+// Fault plans over `targets`; shrinking drops faults and weakens them.
+rc::Gen<faults::FaultPlan> fault_plan(const PlanTargets& targets, const PlanShape& shape = {});
+}  // namespace gen
+
+// One simulated run: a pipeline, a workload, a scripted fault plan and a seed.
+struct PipelineCase {
+  std::string spec_path;  // the pipeline spec (YAML)
+  faults::PipelineWorkload workload;
+  faults::FaultPlan plan;
+  uint64_t seed = 1;
+  int workers = 3;
+  int spare_workers = 1;
+  std::map<std::string, checkers::Guarantee> guarantees;  // unset sinks: from the spec
+  BugSwitches bugs;
+  std::string bug_name;  // for the replay command
+  Micros liveness_bound_us = 60 * kSeconds;
+};
+
+struct CaseResult {
+  bool passed = false;
+  std::vector<checkers::Verdict> verdicts;
+  std::string failures;     // the failing checks, one per line
+  std::string replay_file;  // on failure: a scenario file that replays the case
+  std::string replay;       // on failure: the command that replays it
+};
+
+// Runs the case and checks it. On failure writes the case as a scenario file into
+// $ONCEFLOW_REPRO_DIR (default: the system temp directory), named after `name`.
+CaseResult run_case(const PipelineCase& c, const ComputationRegistry& registry, const std::string& name = "property");
+
+struct FaultOptions {
+  PlanShape plan;
+  int max_messages = 200;
+  int workers = 3;
+  std::map<std::string, checkers::Guarantee> guarantees;  // unset sinks: from the spec
+  BugSwitches bugs;  // to show that the property can fail
+  std::string bug_name;
+};
+
+// Inside a RapidCheck property: draws a workload, a fault plan and a seed, runs `spec_path`
+// with `registry`'s computations, and fails the property (with the failing checks and the
+// replay command) when a check fails. Returns the result when it passed.
+CaseResult check_under_faults(const std::string& spec_path, const ComputationRegistry& registry,
+                              const FaultOptions& options = {});
+
+// RapidCheck's report of a property that did not pass, followed by the RC_PARAMS setting
+// that reruns its smallest failing case; "" when it passed. Used by ONCEFLOW_PROP.
+std::string failure_report(const std::string& test_id, const rc::detail::TestResult& result);
+
+// Runs a property with fixed parameters and without RapidCheck's global reporting (its
+// "properties had failures" note at exit): for tests that show a property CAN fail.
+class QuietListener final : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+template <typename Testable>
+rc::detail::TestResult check_quietly(Testable&& testable, const rc::detail::TestMetadata& metadata,
+                                     const rc::detail::TestParams& params) {
+  QuietListener listener;
+  return rc::detail::checkTestable(std::forward<Testable>(testable), metadata, params, listener);
+}
+
+}  // namespace onceflow::testing
+
+// RC_GTEST_PROP whose failure message ends with the RC_PARAMS="reproduce=..." setting that
+// reruns just the smallest failing case.
+#define ONCEFLOW_PROP(TestCase, Name, ArgList)                                                   \
+  void onceflow_propImpl_##TestCase##_##Name ArgList;                                            \
+  TEST(TestCase, Name) {                                                                         \
+    const std::string id = #TestCase "/" #Name;                                                  \
+    rc::detail::TestMetadata metadata;                                                           \
+    metadata.id = id;                                                                            \
+    metadata.description = #Name;                                                                \
+    const auto result = rc::detail::checkTestable(&onceflow_propImpl_##TestCase##_##Name, metadata); \
+    const std::string report = ::onceflow::testing::failure_report(id, result);                  \
+    if (!report.empty()) FAIL() << report;                                                       \
+  }                                                                                              \
+  void onceflow_propImpl_##TestCase##_##Name ArgList

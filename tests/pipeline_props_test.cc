@@ -1,0 +1,162 @@
+// The whole pipeline as a property: generated pipeline shapes (one to three stages, each
+// processing mode, each sink kind), generated workloads and generated fault plans; the
+// guarantee the shape promises must hold. The same property with a bug switch on must fail,
+// which shows that it can.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/builtin.h"
+#include "core/env/random.h"
+#include "testing/testing.h"
+
+namespace onceflow {
+namespace {
+
+struct Stage {
+  std::string function;  // Normalize (swift map), Annotate (transform), Counter, WordCount
+  std::string type;
+  std::string mode;  // exactly_once or at_least_once_consistent
+  int partitions = 1;
+};
+
+struct Shape {
+  int source_partitions = 1;
+  std::vector<Stage> stages;
+  std::string sink_type;  // sync_queue or async_queue
+  bool at_most_once = false;
+  int sink_partitions = 1;
+
+  bool at_least_once_somewhere() const {
+    for (const auto& s : stages) {
+      if (s.mode == "at_least_once_consistent") return true;
+    }
+    return false;
+  }
+  checkers::Guarantee guarantee() const {
+    if (at_most_once) return checkers::Guarantee::kAtMostOnce;
+    return at_least_once_somewhere() ? checkers::Guarantee::kAtLeastOnce : checkers::Guarantee::kExactlyOnce;
+  }
+
+  std::string yaml() const {
+    std::string y = fmt::format("name: generated\nsources:\n  in: {{type: queue, partitions: {}, output_stream: s0}}\n"
+                                "computations:\n",
+                                source_partitions);
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const Stage& s = stages[i];
+      y += fmt::format("  Stage{}:\n    type: {}\n    processing_function: {}\n    input_streams: [s{}]\n"
+                       "    output_streams: [s{}]\n    partitions: {}\n",
+                       i, s.type, s.function, i, i + 1, s.partitions);
+      if (s.type != "swift_map") y += fmt::format("    processing_mode: {}\n", s.mode);
+    }
+    y += fmt::format("sinks:\n  out:\n    type: {}\n    input_stream: s{}\n    partitions: {}\n", sink_type,
+                     stages.size(), sink_partitions);
+    if (at_most_once) y += "    at_most_once_strategy: {enabled: true, total_queue_bytes_limit: 65536}\n";
+    return y;
+  }
+};
+
+void showValue(const Shape& s, std::ostream& os) { os << s.yaml(); }
+
+rc::Gen<Stage> stage(bool first, bool last) {
+  std::vector<std::string> kinds = {"Annotate", "Counter", "WordCount"};
+  if (first && !last) kinds.push_back("Normalize");  // a swift map feeding a regular stage
+  return rc::gen::apply(
+      [](const std::string& function, bool at_least_once, int partitions) {
+        Stage s;
+        s.function = function;
+        s.type = function == "Normalize" ? "swift_map" : function == "Annotate" ? "transform" : "process_function";
+        s.mode = at_least_once ? "at_least_once_consistent" : "exactly_once";
+        s.partitions = partitions;
+        return s;
+      },
+      rc::gen::elementOf(kinds), rc::gen::weightedElement<bool>({{3, false}, {1, true}}), rc::gen::inRange(1, 4));
+}
+
+rc::Gen<Shape> shape() {
+  return rc::gen::mapcat(rc::gen::inRange(1, 4), [](int n) {
+    const auto stages = rc::gen::apply(
+        [n](Stage a, Stage b, Stage c) {
+          std::vector<Stage> out{std::move(a), std::move(b), std::move(c)};
+          out.resize(static_cast<size_t>(n));
+          return out;
+        },
+        stage(true, n == 1), stage(false, n == 2), stage(false, true));
+    return rc::gen::apply(
+        [](std::vector<Stage> stages, int source_partitions, bool async, bool at_most_once, int sink_partitions) {
+          Shape s;
+          s.stages = std::move(stages);
+          s.source_partitions = source_partitions;
+          // An at-most-once sink delivers each of its inputs at most once; behind an
+          // at-least-once stage its inputs may repeat, and no guarantee is left to check.
+          s.at_most_once = at_most_once && !s.at_least_once_somewhere();
+          s.sink_type = async || s.at_most_once ? "async_queue" : "sync_queue";
+          s.sink_partitions = sink_partitions;
+          return s;
+        },
+        stages, rc::gen::inRange(1, 3), rc::gen::arbitrary<bool>(), rc::gen::weightedElement<bool>({{4, false}, {1, true}}),
+        rc::gen::inRange(1, 3));
+  });
+}
+
+// The generated spec, written where the failing case's scenario can name it.
+std::string write_spec(const Shape& s) {
+  const std::string yaml = s.yaml();
+  const auto dir = std::filesystem::temp_directory_path() / "onceflow-generated-specs";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / fmt::format("{:016x}.yaml", hash_bytes(yaml));
+  std::ofstream(path) << yaml;
+  return path.string();
+}
+
+const ComputationRegistry& registry() {
+  static const ComputationRegistry r = [] {
+    ComputationRegistry out;
+    builtin::register_all(out);
+    return out;
+  }();
+  return r;
+}
+
+void pipeline_property(const BugSwitches& bugs, const std::string& bug_name) {
+  const Shape s = *shape().as("pipeline");
+  testing::FaultOptions options;
+  options.max_messages = 60;
+  options.guarantees = {{"out", s.guarantee()}};
+  options.bugs = bugs;
+  options.bug_name = bug_name;
+  testing::check_under_faults(write_spec(s), registry(), options);
+}
+
+ONCEFLOW_PROP(PipelineProps, EveryShapeKeepsItsGuaranteeUnderFaults, ()) { pipeline_property({}, ""); }
+
+// With a bug switch on, RapidCheck must find a counterexample, and its report must name the
+// onceflow command and the RC_PARAMS string that replay it.
+TEST(PipelineProps, TheSamePropertyFailsWithABugSwitchOn) {
+  BugSwitches bugs;
+  ASSERT_TRUE(bugs.enable("no-lease-prerequisite"));
+  rc::detail::TestParams params;
+  params.maxSuccess = 300;
+  params.seed = 1;
+  params.maxSize = 100;
+  params.maxDiscardRatio = 10;
+  params.disableShrinking = false;
+  rc::detail::TestMetadata metadata{"PipelineProps/WithBug", "with bug"};
+  const auto result = testing::check_quietly([&] { pipeline_property(bugs, "no-lease-prerequisite"); }, metadata, params);
+  ASSERT_TRUE(result.is<rc::detail::FailureResult>()) << "no counterexample in 300 cases with the bug on";
+  const std::string report = testing::failure_report(metadata.id, result);
+  EXPECT_NE(report.find("onceflow run "), std::string::npos) << report;
+  EXPECT_NE(report.find("--bug no-lease-prerequisite"), std::string::npos) << report;
+  EXPECT_NE(report.find("RC_PARAMS=\"reproduce="), std::string::npos) << report;
+  std::cout << "the expected failure, as a user would see it:\n" << report << "\n";
+}
+
+}  // namespace
+}  // namespace onceflow
