@@ -1,0 +1,101 @@
+// LevelDbStore: the Store of a single-process deployment, on LevelDB.
+//
+// - Durable: a commit is one LevelDB WriteBatch (the rows, the new version), written with
+//   sync=true unless Options::sync is off, so an acknowledged commit survives a kill -9.
+// - Snapshot reads: begin() takes a LevelDB snapshot; reads see it plus the transaction's
+//   own buffered writes.
+// - Write-write conflicts: the version of the last commit to each key written since the
+//   store opened is kept in memory (what came before is older than every snapshot) and
+//   pruned below the oldest open snapshot.
+// - Leases live in memory and end by this store's clock. Their ids carry the store's
+//   generation, which is incremented and synced at every open: a restarted process sees
+//   every Lease of its previous life as expired, so no owner from then can commit.
+// - A commit is never ambiguous here (the store is in-process); resolve() answers from the
+//   outcomes of this life and fences a transaction it has not seen commit.
+//
+// Thread-safety: none; one runtime's fibers use it (nothing in it suspends).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/env/store.h"
+
+namespace leveldb {
+class DB;
+class Snapshot;
+}  // namespace leveldb
+
+namespace onceflow::real {
+
+class LevelDbStore final : public Store {
+ public:
+  struct Options {
+    bool sync = true;  // fsync each commit (off only for benchmarks of the difference)
+  };
+  // Opens (creating if needed) the store in `dir`. `clock` times Leases; it must outlive
+  // the store.
+  static Result<std::unique_ptr<LevelDbStore>> open(const std::string& dir, const Clock& clock, Options options);
+  static Result<std::unique_ptr<LevelDbStore>> open(const std::string& dir, const Clock& clock) {
+    return open(dir, clock, Options{});
+  }
+  ~LevelDbStore() override;
+
+  Result<LeaseId> start_lease(Micros ttl_us) override;
+  Status ping_lease(LeaseId lease) override;
+  Status abort_lease(LeaseId lease) override;
+  Result<LeaseState> lease_state(LeaseId lease) override;
+
+  Result<Transaction> begin() override;
+  Result<Version> commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) override;
+  void abort(const Transaction& tx) override;
+  Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
+
+  uint64_t generation() const { return generation_; }
+  Version last_version() const { return version_; }
+  size_t open_transactions() const { return open_.size(); }
+
+  // Every committed row of `table` (tests, --verify and tools; not for the engine).
+  Result<std::vector<Row>> dump(const std::string& table);
+
+ protected:
+  Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,
+                                          const std::string& key) override;
+  Result<std::vector<Row>> read_range(const Transaction& tx, const std::string& table, const std::string& from,
+                                      const std::string& to, size_t limit) override;
+
+ private:
+  struct Lease {
+    Micros ttl_us = 0;
+    Micros last_ping = 0;
+    LeaseState ended = LeaseState::kActive;  // kAborted once aborted
+  };
+  struct OpenTx {
+    const leveldb::Snapshot* snapshot = nullptr;
+    Version version = 0;
+  };
+
+  LevelDbStore(std::unique_ptr<leveldb::DB> db, const Clock& clock, Options options, uint64_t generation,
+               Version version);
+  LeaseState state_of(LeaseId lease) const;
+  const OpenTx* find_open(const Transaction& tx) const;
+  void release(TxId tx);
+  void prune_conflict_index();
+
+  std::unique_ptr<leveldb::DB> db_;
+  const Clock& clock_;
+  Options options_;
+  uint64_t generation_;
+  Version version_;
+  uint64_t next_lease_ = 1;
+  uint64_t next_tx_ = 1;
+  std::map<LeaseId, Lease> leases_;
+  std::map<TxId, OpenTx> open_;
+  std::map<TxId, Version> committed_;  // outcomes of this life, for resolve()
+  std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
+  uint64_t commits_since_prune_ = 0;
+};
+
+}  // namespace onceflow::real

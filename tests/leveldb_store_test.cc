@@ -1,0 +1,271 @@
+// The LevelDB store: snapshot reads, write-write conflicts, Lease prerequisites by its clock,
+// durability across reopening, and the generation that fences every Lease of an earlier
+// life. A RapidCheck property runs random transactions and reopenings against a model.
+#include "real/leveldb_store.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace onceflow::real {
+namespace {
+
+class ManualClock final : public Clock {
+ public:
+  Micros now() const override { return now_; }
+  void advance(Micros by) { now_ += by; }
+
+ private:
+  Micros now_ = 1'000'000;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("onceflow-leveldb-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::unique_ptr<LevelDbStore> open_store(const TempDir& dir, const Clock& clock) {
+  auto store = LevelDbStore::open(dir.str(), clock);
+  EXPECT_TRUE(store.has_value()) << store.status().message();
+  return std::move(*store);
+}
+
+std::optional<std::string> get(LevelDbStore& store, const Transaction& tx, const std::string& key) {
+  auto v = store.get(tx, "t", key);
+  EXPECT_TRUE(v.has_value());
+  return v.has_value() ? *v : std::nullopt;
+}
+
+Result<Version> put_and_commit(LevelDbStore& store, const std::string& key, const std::string& value,
+                               const std::vector<LeaseId>& prerequisites = {}) {
+  auto tx = store.begin();
+  tx->put("t", key, value);
+  return store.commit(*tx, prerequisites);
+}
+
+TEST(LevelDbStoreTest, ReadsSeeTheSnapshotAndTheirOwnWrites) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  ASSERT_TRUE(put_and_commit(*store, "a", "1").has_value());
+  auto reader = store->begin();
+  ASSERT_TRUE(put_and_commit(*store, "a", "2").has_value());
+  EXPECT_EQ(get(*store, *reader, "a"), "1");  // the snapshot, not the later commit
+  reader->put("t", "b", "mine");
+  EXPECT_EQ(get(*store, *reader, "b"), "mine");
+  reader->erase("t", "a");
+  EXPECT_EQ(get(*store, *reader, "a"), std::nullopt);
+  auto fresh = store->begin();
+  EXPECT_EQ(get(*store, *fresh, "a"), "2");
+  EXPECT_EQ(get(*store, *fresh, "b"), std::nullopt);
+}
+
+TEST(LevelDbStoreTest, ScansStayInsideTheirTableAndBounds) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto tx = store->begin();
+  for (const char* k : {"p1", "p2", "p3", "q1"}) tx->put("t", k, k);
+  tx->put("t2", "p0", "other table");
+  tx->put("t/x", "p0", "a table whose name extends t");
+  ASSERT_TRUE(store->commit(*tx, {}).has_value());
+  auto r = store->begin();
+  auto rows = store->scan(*r, "t", "p", "q", 10);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].key, "p1");
+  EXPECT_EQ((*rows)[2].key, "p3");
+  rows = store->scan(*r, "t", "p2", "", 2);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[1].key, "p3");
+}
+
+TEST(LevelDbStoreTest, AWriteAfterOurSnapshotToAKeyWeWriteIsAConflict) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto first = store->begin();
+  auto second = store->begin();
+  first->put("t", "k", "first");
+  second->put("t", "k", "second");
+  second->put("t", "other", "x");
+  ASSERT_TRUE(store->commit(*first, {}).has_value());
+  const auto r = store->commit(*second, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+  auto check = store->begin();
+  EXPECT_EQ(get(*store, *check, "k"), "first");
+  EXPECT_EQ(get(*store, *check, "other"), std::nullopt);  // nothing of the loser applied
+  // Disjoint writes do not conflict.
+  auto a = store->begin();
+  auto b = store->begin();
+  a->put("t", "x1", "1");
+  b->put("t", "x2", "2");
+  EXPECT_TRUE(store->commit(*a, {}).has_value());
+  EXPECT_TRUE(store->commit(*b, {}).has_value());
+}
+
+TEST(LevelDbStoreTest, LeasesEndByTheClockAndByAbort) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  const LeaseId lease = *store->start_lease(2 * kSeconds);
+  EXPECT_TRUE(put_and_commit(*store, "a", "1", {lease}).has_value());
+  clock.advance(1500 * kMillis);
+  EXPECT_TRUE(store->ping_lease(lease).is_ok());
+  clock.advance(1500 * kMillis);
+  EXPECT_EQ(*store->lease_state(lease), LeaseState::kActive);  // pinged 1.5 s ago
+  clock.advance(600 * kMillis);
+  EXPECT_EQ(*store->lease_state(lease), LeaseState::kExpired);
+  auto r = put_and_commit(*store, "a", "2", {lease});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kPrerequisiteFailed);
+  EXPECT_FALSE(store->ping_lease(lease).is_ok());  // an ended Lease stays ended
+
+  const LeaseId other = *store->start_lease(10 * kSeconds);
+  EXPECT_TRUE(store->abort_lease(other).is_ok());
+  EXPECT_EQ(*store->lease_state(other), LeaseState::kAborted);
+  EXPECT_FALSE(put_and_commit(*store, "a", "3", {other}).has_value());
+  auto check = store->begin();
+  EXPECT_EQ(get(*store, *check, "a"), "1");
+}
+
+TEST(LevelDbStoreTest, CommitsSurviveReopeningAndLeasesOfTheLastLifeAreFenced) {
+  TempDir dir;
+  ManualClock clock;
+  LeaseId old_lease = 0;
+  Version version = 0;
+  uint64_t generation = 0;
+  {
+    auto store = open_store(dir, clock);
+    generation = store->generation();
+    old_lease = *store->start_lease(60 * kSeconds);
+    version = *put_and_commit(*store, "a", "durable", {old_lease});
+    auto unfinished = store->begin();
+    unfinished->put("t", "b", "never committed");
+  }
+  auto store = open_store(dir, clock);
+  EXPECT_EQ(store->generation(), generation + 1);
+  EXPECT_EQ(store->last_version(), version);
+  auto tx = store->begin();
+  EXPECT_EQ(get(*store, *tx, "a"), "durable");
+  EXPECT_EQ(get(*store, *tx, "b"), std::nullopt);
+  // Within its TTL by the clock, but from the last life: over.
+  EXPECT_EQ(*store->lease_state(old_lease), LeaseState::kExpired);
+  auto r = put_and_commit(*store, "a", "zombie", {old_lease});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kPrerequisiteFailed);
+  const LeaseId fresh = *store->start_lease(kSeconds);
+  EXPECT_NE(fresh, old_lease);
+  EXPECT_EQ(*put_and_commit(*store, "a", "new", {fresh}), version + 1);
+}
+
+TEST(LevelDbStoreTest, ResolveAnswersFromThisLifeAndFencesTheUnseen) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto tx = store->begin();
+  tx->put("t", "a", "1");
+  const Version v = *store->commit(*tx, {});
+  Version resolved = 0;
+  EXPECT_EQ(*store->resolve(tx->id(), &resolved), TxOutcome::kCommitted);
+  EXPECT_EQ(resolved, v);
+  auto pending = store->begin();
+  pending->put("t", "b", "2");
+  EXPECT_EQ(*store->resolve(pending->id()), TxOutcome::kNotCommitted);
+  EXPECT_FALSE(store->commit(*pending, {}).has_value());  // said "no": it never applies
+  EXPECT_EQ(store->open_transactions(), 0u);
+}
+
+TEST(LevelDbStoreTest, AStoreThatCannotOpenIsAnError) {
+  ManualClock clock;
+  auto store = LevelDbStore::open("/proc/onceflow-cannot-be-here", clock);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_NE(store.error().message().find("cannot open the store"), std::string::npos);
+}
+
+// Random transactions (interleaved, some aborted) and reopenings against a model: what is
+// read equals the model's committed state as of the transaction's snapshot, a commit fails
+// exactly when a key it writes was committed after its snapshot, and all of it survives
+// reopening.
+RC_GTEST_PROP(LevelDbStoreProps, MatchesAModelAcrossReopenings, ()) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  std::map<std::string, std::string> model;
+  std::map<std::string, Version> written_at;
+  struct Open {
+    Transaction tx;
+    std::map<std::string, std::string> snapshot;
+  };
+  std::vector<Open> open;
+  const int steps = *rc::gen::inRange(1, 60);
+  for (int i = 0; i < steps; ++i) {
+    const int what = *rc::gen::inRange(0, 10);
+    const std::string key(1, static_cast<char>('a' + *rc::gen::inRange(0, 4)));
+    if (what < 2 || open.empty()) {
+      open.push_back({*store->begin(), model});
+    } else if (what < 5) {
+      open.back().tx.put("t", key, std::to_string(i));
+    } else if (what < 6) {
+      open.back().tx.erase("t", key);
+    } else if (what < 7) {
+      const auto& o = open[static_cast<size_t>(*rc::gen::inRange<size_t>(0, open.size()))];
+      auto it = o.snapshot.find(key);
+      const auto* buffered = o.tx.buffered("t", key);
+      const std::optional<std::string> expected =
+          buffered != nullptr ? *buffered : (it == o.snapshot.end() ? std::nullopt : std::optional(it->second));
+      RC_ASSERT(get(*store, o.tx, key) == expected);
+    } else if (what < 9) {
+      const size_t pick = *rc::gen::inRange<size_t>(0, open.size());
+      const Open o = open[pick];
+      open.erase(open.begin() + static_cast<long>(pick));
+      bool conflict = false;
+      for (const auto& [where, value] : o.tx.writes()) {
+        auto w = written_at.find(where.second);
+        conflict = conflict || (w != written_at.end() && w->second > o.tx.snapshot());
+      }
+      const auto r = store->commit(o.tx, {});
+      RC_ASSERT(r.has_value() == !conflict);
+      if (r.has_value()) {
+        for (const auto& [where, value] : o.tx.writes()) {
+          written_at[where.second] = *r;
+          if (value) {
+            model[where.second] = *value;
+          } else {
+            model.erase(where.second);
+          }
+        }
+      }
+    } else {
+      open.clear();  // a restart loses the open transactions, never a commit
+      store.reset();
+      store = open_store(dir, clock);
+      written_at.clear();  // every snapshot from now on is newer than every write so far
+    }
+  }
+  store.reset();
+  store = open_store(dir, clock);
+  auto rows = store->dump("t");
+  RC_ASSERT(rows.has_value());
+  std::map<std::string, std::string> stored;
+  for (const Row& r : *rows) stored[r.key] = r.value;
+  RC_ASSERT(stored == model);
+}
+
+}  // namespace
+}  // namespace onceflow::real
