@@ -196,12 +196,6 @@ draw(1);
 </html>
 )PAGE";
 
-void replace_all(std::string& s, std::string_view what, std::string_view with) {
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size())) {
-    s.replace(at, what.size(), with);
-  }
-}
-
 std::string html_escape(std::string_view text) {
   std::string out;
   for (const char c : text) {
@@ -231,7 +225,8 @@ std::string render_explain_html(const ExplainInput& input) {
   for (const auto& [id, span] : h.leases) {
     auto owner = run.lease_owners.find(id);
     if (owner == run.lease_owners.end()) continue;  // a Lease no job ever tried to commit under
-    const bool open = span.ended_at < 0;
+    // Leases alive at the end of the run are drawn to the end.
+    const bool open = span.ended_at < 0 || span.ended_at > r.sim_time_us;
     leases.push_back({{"id", fmt::format("{:x}", id)},
                       {"node", owner->second.first},
                       {"job", owner->second.second},
@@ -288,7 +283,7 @@ std::string render_explain_html(const ExplainInput& input) {
   for (const auto& v : r.verdicts) checks.push_back({{"name", v.check}, {"passed", v.passed}, {"detail", v.detail}});
 
   const json data{{"scenario", input.scenario},
-                  {"seed", r.seed},
+                  {"seed", std::to_string(r.seed)},  // 64 bits do not fit a JS number
                   {"replay", input.replay},
                   {"verdict", r.passed ? "pass" : "fail"},
                   {"sim_time_us", r.sim_time_us},
@@ -301,13 +296,31 @@ std::string render_explain_html(const ExplainInput& input) {
                   {"events", events},
                   {"deliveries", deliveries},
                   {"checks", checks}};
-  // Inside <script>, "</" could end the element early; JSON allows "<\/" for it.
-  std::string payload = data.dump(-1, ' ', false, json::error_handler_t::replace);
-  replace_all(payload, "</", "<\\/");
-  std::string page = kPage;
-  replace_all(page, "@TITLE@", html_escape(fmt::format("{} seed {}", input.scenario, r.seed)));
-  replace_all(page, "@DATA@", payload);
-  return page;
+  // Inside <script> no '<', '>' or '&' may appear ("</script>", "<!--" change how the page
+  // parses); JSON strings may spell them as \u escapes.
+  const std::string dumped = data.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string payload;
+  for (const char c : dumped) {
+    if (c == '<') {
+      payload += "\\u003c";
+    } else if (c == '>') {
+      payload += "\\u003e";
+    } else if (c == '&') {
+      payload += "\\u0026";
+    } else {
+      payload += c;
+    }
+  }
+  // One pass over the template, so that neither substitution can see the other's text.
+  const std::string_view page = kPage;
+  const size_t title_at = page.find("@TITLE@");
+  const size_t data_at = page.find("@DATA@");
+  std::string out(page.substr(0, title_at));
+  out += html_escape(fmt::format("{} seed {}", input.scenario, r.seed));
+  out += page.substr(title_at + 7, data_at - title_at - 7);
+  out += payload;
+  out += page.substr(data_at + 6);
+  return out;
 }
 
 }  // namespace onceflow::cli

@@ -115,9 +115,22 @@ Result<LeaseState> LevelDbStore::lease_state(LeaseId lease) { return state_of(le
 // --- Transactions ---
 
 Result<Transaction> LevelDbStore::begin() {
+  end_stale_transactions();
   const TxId id = (generation_ << 40) | next_tx_++;
-  open_[id] = OpenTx{db_->GetSnapshot(), version_};
+  open_[id] = OpenTx{db_->GetSnapshot(), version_, clock_.now()};
   return Transaction(id, version_);
+}
+
+void LevelDbStore::end_stale_transactions() {
+  const Micros now = clock_.now();
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (now - it->second.began_at <= options_.tx_timeout_us) {
+      ++it;
+      continue;
+    }
+    db_->ReleaseSnapshot(it->second.snapshot);
+    it = open_.erase(it);
+  }
 }
 
 const LevelDbStore::OpenTx* LevelDbStore::find_open(const Transaction& tx) const {
@@ -166,6 +179,7 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
 }
 
 Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) {
+  if (broken_) return Status::unavailable("an earlier write failed; the store must be reopened");
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
   for (const LeaseId lease : prerequisites) {
@@ -196,13 +210,18 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
   if (Status written = from_leveldb(db_->Write(wo, &batch)); !written.is_ok()) {
+    // The record may be in the log and come back on reopen: nobody can say it did not apply.
     release(tx.id());
-    return written;
+    broken_ = true;
+    return Status::ambiguous(written.message());
   }
   version_ = version;
   for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
   committed_[tx.id()] = version;
-  if (committed_.size() > kRetainedOutcomes) committed_.erase(committed_.begin());
+  if (committed_.size() > kRetainedOutcomes) {
+    forgotten_below_ = committed_.begin()->first + 1;
+    committed_.erase(committed_.begin());
+  }
   release(tx.id());
   if (++commits_since_prune_ >= kPruneEvery) prune_conflict_index();
   return version;
@@ -222,6 +241,8 @@ Result<TxOutcome> LevelDbStore::resolve(TxId tx, Version* version) {
   if ((tx >> 40) != generation_) {
     return Status::not_found(fmt::format("transaction {} belongs to an earlier life of the store", tx));
   }
+  if (broken_) return Status::unavailable("an earlier write failed; the store must be reopened");
+  if (tx < forgotten_below_) return Status::not_found(fmt::format("the outcome of transaction {} is no longer kept", tx));
   auto it = committed_.find(tx);
   if (it != committed_.end()) {
     if (version != nullptr) *version = it->second;

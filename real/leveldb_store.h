@@ -10,8 +10,10 @@
 // - Leases live in memory and end by this store's clock. Their ids carry the store's
 //   generation, which is incremented and synced at every open: a restarted process sees
 //   every Lease of its previous life as expired, so no owner from then can commit.
-// - A commit is never ambiguous here (the store is in-process); resolve() answers from the
-//   outcomes of this life and fences a transaction it has not seen commit.
+// - A commit is ambiguous only when LevelDB fails the write (it may still be in the log and
+//   replayed on reopen): the store then refuses further commits until reopened. resolve()
+//   answers from the outcomes of this life and fences a transaction it has not seen commit.
+// - A transaction left open longer than Options::tx_timeout_us is ended by the store.
 //
 // Thread-safety: none; one runtime's fibers use it (nothing in it suspends).
 #pragma once
@@ -34,6 +36,9 @@ class LevelDbStore final : public Store {
  public:
   struct Options {
     bool sync = true;  // fsync each commit (off only for benchmarks of the difference)
+    // A transaction open longer than this (by the store's clock) is over: its snapshot is
+    // released, and it can no longer read or commit. Bounds what a forgotten one pins.
+    Micros tx_timeout_us = 60 * kSeconds;
   };
   // Opens (creating if needed) the store in `dir`. `clock` times Leases; it must outlive
   // the store.
@@ -75,6 +80,7 @@ class LevelDbStore final : public Store {
   struct OpenTx {
     const leveldb::Snapshot* snapshot = nullptr;
     Version version = 0;
+    Micros began_at = 0;
   };
 
   LevelDbStore(std::unique_ptr<leveldb::DB> db, const Clock& clock, Options options, uint64_t generation,
@@ -83,6 +89,7 @@ class LevelDbStore final : public Store {
   const OpenTx* find_open(const Transaction& tx) const;
   void release(TxId tx);
   void prune_conflict_index();
+  void end_stale_transactions();
 
   std::unique_ptr<leveldb::DB> db_;
   const Clock& clock_;
@@ -94,6 +101,8 @@ class LevelDbStore final : public Store {
   std::map<LeaseId, Lease> leases_;
   std::map<TxId, OpenTx> open_;
   std::map<TxId, Version> committed_;  // outcomes of this life, for resolve()
+  TxId forgotten_below_ = 0;           // outcomes of older transactions were dropped
+  bool broken_ = false;                // a write failed: commits are refused until reopened
   std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
   uint64_t commits_since_prune_ = 0;
 };

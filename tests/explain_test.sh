@@ -41,8 +41,8 @@ for what in lease epoch fault delivery violating; do
   [[ $rendered =~ (^|[\" ])$what:[1-9] ]] || fail "the timeline has no '$what' marks: $rendered"
 done
 grep -q 'class="delivery violating"' "$work/fail.dom" || fail "no violating delivery is highlighted"
-grep -q 'id="timeline"' "$work/fail.dom" || fail "no timeline element"
-grep -q 'FAIL' "$work/fail.dom" || fail "the page does not show the failed check"
+grep -q '<td class="fail">FAIL</td>' "$work/fail.dom" || fail "the page does not list the failed check"
+grep -q '<span class="fail">FAIL</span>' "$work/fail.dom" || fail "the page's summary does not say FAIL"
 
 # A run that passes: nothing is highlighted.
 "$onceflow" explain "$src/scenarios/keyed_aggregation.yaml" --seed 1 --html "$work/pass.html" >/dev/null \
@@ -52,10 +52,16 @@ rendered=$(grep -o 'data-rendered="[^"]*"' "$work/pass.dom" || true)
 echo "passing run: $rendered"
 [[ $rendered =~ lease:[1-9] ]] || fail "the passing run's timeline was not drawn: $rendered"
 [[ ! $rendered =~ violating ]] || fail "a passing run highlights messages: $rendered"
+if grep -q '<td class="fail">FAIL</td>' "$work/pass.dom"; then fail "a passing run lists a failed check"; fi
 
 # Bad input: a kernel scenario and a missing scenario are usage errors.
 set +e
 "$onceflow" explain "$src/scenarios/kernel_bank.yaml" --seed 1 --html "$work/k.html" 2>"$work/err"; rc=$?
 set -e
 [[ $rc == 2 ]] || fail "a kernel scenario gave exit $rc, expected 2"
+set +e
+"$onceflow" explain "$work/no-such.yaml" --seed 1 --html "$work/m.html" 2>"$work/err"; rc=$?
+set -e
+[[ $rc == 2 ]] || fail "a missing scenario gave exit $rc, expected 2"
+[[ $(wc -l <"$work/err") == 1 ]] || fail "a missing scenario gave more than one line: $(cat "$work/err")"
 echo "ok"

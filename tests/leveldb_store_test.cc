@@ -191,6 +191,34 @@ TEST(LevelDbStoreTest, ResolveAnswersFromThisLifeAndFencesTheUnseen) {
   EXPECT_EQ(store->open_transactions(), 0u);
 }
 
+TEST(LevelDbStoreTest, PruningTheConflictIndexKeepsWhatAnOpenSnapshotNeeds) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto old = store->begin();
+  old->put("t", "k", "old");
+  ASSERT_TRUE(put_and_commit(*store, "k", "new").has_value());
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(put_and_commit(*store, "other" + std::to_string(i % 7), "x").has_value());
+  const auto r = store->commit(*old, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+}
+
+TEST(LevelDbStoreTest, ATransactionLeftOpenPastTheTimeoutIsOver) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto forgotten = store->begin();
+  forgotten->put("t", "k", "late");
+  clock.advance(61 * kSeconds);
+  auto fresh = store->begin();  // ends the stale one
+  EXPECT_EQ(store->open_transactions(), 1u);
+  const auto r = store->commit(*forgotten, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kAborted);
+  EXPECT_EQ(get(*store, *fresh, "k"), std::nullopt);
+}
+
 TEST(LevelDbStoreTest, AStoreThatCannotOpenIsAnError) {
   ManualClock clock;
   auto store = LevelDbStore::open("/proc/onceflow-cannot-be-here", clock);

@@ -73,7 +73,8 @@ rc::Gen<Stage> stage(bool first, bool last) {
         Stage s;
         s.function = function;
         s.type = function == "Normalize" ? "swift_map" : function == "Annotate" ? "transform" : "process_function";
-        s.mode = at_least_once ? "at_least_once_consistent" : "exactly_once";
+        // A swift map has no mode of its own (the spec refuses at-least-once on it).
+        s.mode = at_least_once && s.type != "swift_map" ? "at_least_once_consistent" : "exactly_once";
         s.partitions = partitions;
         return s;
       },
