@@ -22,6 +22,7 @@
 
 #include "checkers/verdict.h"
 #include "cli/explain.h"
+#include "cli/real_run.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "faults/selftest.h"
@@ -54,16 +55,28 @@ cli::Scenario load_or_fail(const std::string& path) {
 }
 
 // A pipeline's functions must be registered in this program (see examples/own_computation).
-void check_functions(const ComputationRegistry& registry, const cli::Scenario& s) {
-  if (s.kind != "pipeline") return;
-  for (const auto& c : s.pipeline.spec.computations) {
+void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec) {
+  for (const auto& c : spec.computations) {
     if (registry.has(c.processing_function)) continue;
     std::string known;
     for (const auto& name : registry.names()) known += (known.empty() ? "" : ", ") + name;
     throw UsageError{fmt::format("{}: computations.{}.processing_function: '{}' is not registered in this program "
                                  "(registered: {})",
-                                 s.pipeline_path, c.name, c.processing_function, known)};
+                                 spec_path, c.name, c.processing_function, known)};
   }
+}
+void check_functions(const ComputationRegistry& registry, const cli::Scenario& s) {
+  if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
+}
+
+// onceflow real: the pipeline on the real backends (cli/real_run.h).
+int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, const cli::RealOptions& options) {
+  auto spec = load_pipeline_spec(spec_path);
+  if (!spec) throw UsageError{spec.error().message()};
+  check_functions(registry, spec_path, *spec);
+  if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
+  if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
+  return cli::run_real(spec_path, *spec, registry, options);
 }
 
 // What one invocation of the command line runs with.
@@ -707,6 +720,18 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   add_swarm(explain);
   add_bug(explain);
 
+  cli::RealOptions real_options;
+  bool no_progress = false;
+  CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
+  real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
+  real->add_option("--data", real_options.data_dir, "Directory of the run's data; a rerun resumes from it")->required();
+  real->add_option("--workers", real_options.workers, "Worker nodes in the process");
+  real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)");
+  real->add_option("--keys", real_options.keys, "Distinct keys in the input");
+  real->add_option("--seed", real_options.seed, "Seed of the input workload");
+  real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");
+  real->add_flag("--no-progress", no_progress, "No progress line on stderr");
+
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir, "Directory of scenario files");
   list->add_flag("--json", as_json, "Print one JSON object");
@@ -743,6 +768,10 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
+    if (real->parsed()) {
+      real_options.progress = !no_progress;
+      return cmd_real(registry, path, real_options);
+    }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
     if (list->parsed()) return cmd_list(library_dir, as_json);
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);

@@ -71,16 +71,16 @@ PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& regis
   world_options.seed = options_.seed;
   world_options.trace_keep_lines = options_.trace_keep_lines;
   world_ = std::make_unique<World>(world_options);
-  make_inputs();
+  inputs_ = make_workload(spec_, options_.workload, options_.seed);
 }
 
 PipelineWorld::~PipelineWorld() { world_.reset(); }  // fibers go before what they use
 
-void PipelineWorld::make_inputs() {
-  Xoshiro256StarStar rng = Xoshiro256StarStar(options_.seed).fork("workload");
-  const auto& w = options_.workload;
+std::vector<SourceInput> make_workload(const PipelineSpec& spec, const PipelineWorkload& w, uint64_t seed) {
+  std::vector<SourceInput> inputs;
+  Xoshiro256StarStar rng = Xoshiro256StarStar(seed).fork("workload");
   for (int i = 0; i < w.messages; ++i) {
-    const SourceSpec& source = spec_.sources[static_cast<size_t>(i) % spec_.sources.size()];
+    const SourceSpec& source = spec.sources[static_cast<size_t>(i) % spec.sources.size()];
     SourceInput in;
     in.source = source.name;
     in.partition = static_cast<int>(rng.uniform(static_cast<uint64_t>(source.partitions)));
@@ -88,8 +88,9 @@ void PipelineWorld::make_inputs() {
     in.payload = kWords[rng.uniform(std::size(kWords))];
     in.write_ts = (i + 1) * w.interval_us;
     in.event_ts = in.write_ts - rng.uniform_range(0, kMillis);
-    inputs_.push_back(std::move(in));
+    inputs.push_back(std::move(in));
   }
+  return inputs;
 }
 
 BootFn PipelineWorld::engine_boot(bool controller) {

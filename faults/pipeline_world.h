@@ -34,6 +34,10 @@ struct PipelineWorkload {
   Micros interval_us = 5 * kMillis;  // between two writes to the source queues
 };
 
+// The input messages of a workload, in write order: source round-robin, partition, key and
+// word drawn from `seed`; write_ts every interval_us.
+std::vector<SourceInput> make_workload(const PipelineSpec& spec, const PipelineWorkload& workload, uint64_t seed);
+
 struct PipelineWorldOptions {
   uint64_t seed = 1;
   int workers = 3;
@@ -80,7 +84,6 @@ class PipelineWorld {
  private:
   struct Process;
   class NodeFaultPoints;
-  void make_inputs();
   void heartbeat_queue_heads();
   static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
   BootFn engine_boot(bool controller);

@@ -260,4 +260,25 @@ Result<std::vector<Row>> LevelDbStore::dump(const std::string& table) {
   return rows;
 }
 
+bool LevelDbStore::any_rows(const std::string& table_prefix) {
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  const std::string prefix = "d" + table_prefix;
+  it->Seek(prefix);
+  return it->Valid() && it->key().starts_with(prefix);
+}
+
+std::vector<std::string> LevelDbStore::table_names(const std::string& table_prefix) {
+  std::vector<std::string> out;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  const std::string prefix = "d" + table_prefix;
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);) {
+    const std::string key = it->key().ToString();
+    const size_t end = key.find('\0');
+    if (end == std::string::npos) break;
+    out.push_back(key.substr(1, end - 1));
+    it->Seek(key.substr(0, end) + '\x01');  // past every row of this table
+  }
+  return out;
+}
+
 }  // namespace onceflow::real

@@ -64,6 +64,10 @@ class LevelDbStore final : public Store {
 
   // Every committed row of `table` (tests, --verify and tools; not for the engine).
   Result<std::vector<Row>> dump(const std::string& table);
+  // Whether any table whose name starts with `table_prefix` has a committed row.
+  bool any_rows(const std::string& table_prefix);
+  // The tables with committed rows whose names start with `table_prefix`, sorted.
+  std::vector<std::string> table_names(const std::string& table_prefix);
 
  protected:
   Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,

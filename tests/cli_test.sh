@@ -51,6 +51,23 @@ lines=$("$bin" run "$tmp/bad.yaml" 2>&1 >/dev/null | wc -l)
 expect_rc 0 "$bin" --help
 expect_rc 0 "$bin" explore --help
 
+# onceflow real: a small run ends by itself, verifies, and resumes to the same answer.
+real_spec="$src/scenarios/real/keyed_aggregation.yaml"
+"$bin" real "$real_spec" --data "$tmp/real" --messages 500 --no-progress --verify > "$tmp/real.json" \
+  || fail "onceflow real --verify failed: $(cat "$tmp/real.json")"
+grep -q '"verdict": "pass"' "$tmp/real.json" || fail "onceflow real did not verify"
+grep -q '"inputs": 500' "$tmp/real.json" || fail "onceflow real did not read back 500 inputs"
+"$bin" real "$real_spec" --data "$tmp/real" --messages 500 --no-progress --verify > "$tmp/real2.json" \
+  || fail "a rerun on the same --data failed"
+grep -q '"outputs": 500' "$tmp/real2.json" || fail "a rerun changed the outputs: $(cat "$tmp/real2.json")"
+expect_rc 2 "$bin" real "$real_spec"                      # --data is required
+expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
+printf 'name: k\nsources:\n  s: {type: kafka, partitions: 1, output_stream: x}\nsinks:\n  o: {type: sync_queue, input_stream: x}\n' > "$tmp/kafka.yaml"
+lines=$("$bin" real "$tmp/kafka.yaml" --data "$tmp/z" 2>&1 >/dev/null | wc -l)
+expect_rc 2 "$bin" real "$tmp/kafka.yaml" --data "$tmp/z"
+[ "$lines" -eq 1 ] || fail "an unsupported source printed $lines lines, wanted 1"
+
 # Pipelines: the same seed gives the same hash across processes; --bug is caught.
 rr="$src/scenarios/keyed_aggregation.yaml"
 p1=$("$bin" run "$rr" --seed 4 --json | sed -n 's/.*"trace_hash": "\(.*\)".*/\1/p')

@@ -1,4 +1,4 @@
-#include "sim/scheduler.h"
+#include "fibers/scheduler.h"
 
 #include <algorithm>
 #include <boost/context/fiber.hpp>
@@ -25,7 +25,7 @@
 
 namespace ctx = boost::context;
 
-namespace onceflow::sim {
+namespace onceflow::fibers {
 
 namespace {
 
@@ -312,4 +312,4 @@ void Scheduler::run_until(Micros t) {
 
 Micros Scheduler::next_event_time() const { return queue_.empty() ? kNever : queue_.top().time; }
 
-}  // namespace onceflow::sim
+}  // namespace onceflow::fibers

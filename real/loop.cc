@@ -1,0 +1,117 @@
+#include "real/loop.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <thread>
+
+namespace onceflow::real {
+
+class RealLoop::NodeRuntime final : public Runtime {
+ public:
+  NodeRuntime(RealLoop& loop, fibers::NodeIndex index) : loop_(loop), index_(index) {}
+  const Clock& clock() const override { return loop_.clock_; }
+  void spawn(std::string name, std::function<void()> fn) override {
+    loop_.scheduler_.spawn(index_, std::move(name), std::move(fn));
+  }
+  void sleep_until(Micros t) override { loop_.scheduler_.sleep_until(std::max(t, loop_.scheduler_.now())); }
+  void yield() override { loop_.scheduler_.yield(); }
+
+ private:
+  RealLoop& loop_;
+  fibers::NodeIndex index_;
+};
+
+class RealLoop::NodeNetwork final : public Network {
+ public:
+  NodeNetwork(RealLoop& loop, std::string self) : loop_(loop), self_(std::move(self)) {}
+  const std::string& self() const override { return self_; }
+  void serve(const std::string& service, RpcHandler handler) override;
+  Result<std::string> call(const std::string& to, const std::string& service, std::string request,
+                           Micros timeout_us) override;
+
+ private:
+  RealLoop& loop_;
+  std::string self_;
+};
+
+struct RealLoop::Node {
+  Node(RealLoop& loop, const std::string& name, fibers::NodeIndex index)
+      : index(index), runtime(loop, index), network(loop, name) {}
+  fibers::NodeIndex index;
+  NodeRuntime runtime;
+  NodeNetwork network;
+  std::map<std::string, RpcHandler> services;
+};
+
+void RealLoop::NodeNetwork::serve(const std::string& service, RpcHandler handler) {
+  loop_.node(self_).services[service] = std::move(handler);
+}
+
+Result<std::string> RealLoop::NodeNetwork::call(const std::string& to, const std::string& service,
+                                                std::string request, Micros timeout_us) {
+  assert(timeout_us > 0);
+  auto target = loop_.nodes_.find(to);
+  if (target == loop_.nodes_.end()) return Status::unreachable("no node " + to);
+  auto handler = target->second->services.find(service);
+  if (handler == target->second->services.end()) return Status::unreachable(to + " serves no " + service);
+  struct Call {
+    bool done = false;
+    Result<std::string> reply = Status::timeout("no reply");
+  };
+  fibers::Scheduler& scheduler = loop_.scheduler_;
+  auto call = std::make_shared<Call>();
+  const fibers::Scheduler::WakeToken caller = scheduler.wake_token();
+  scheduler.spawn(target->second->index, "rpc " + service,
+                  [call, fn = handler->second, from = self_, request = std::move(request), caller, &scheduler] {
+                    call->reply = fn(from, request);
+                    call->done = true;
+                    scheduler.wake(caller);
+                  });
+  const Micros deadline = std::max(loop_.clock_.now(), scheduler.now()) + timeout_us;
+  while (!call->done && scheduler.park(deadline)) {
+  }
+  if (!call->done) return Status::timeout(to + " did not answer " + service + " in time");
+  return std::move(call->reply);
+}
+
+RealLoop::RealLoop() { scheduler_.run_until(clock_.now()); }
+
+RealLoop::~RealLoop() { shutdown(); }
+
+void RealLoop::add_node(const std::string& name) {
+  assert(nodes_.count(name) == 0);
+  const auto index = static_cast<fibers::NodeIndex>(nodes_.size());
+  nodes_.emplace(name, std::make_unique<Node>(*this, name, index));
+}
+
+RealLoop::Node& RealLoop::node(const std::string& name) {
+  auto it = nodes_.find(name);
+  assert(it != nodes_.end());
+  return *it->second;
+}
+
+Runtime& RealLoop::runtime(const std::string& name) { return node(name).runtime; }
+Network& RealLoop::network(const std::string& name) { return node(name).network; }
+
+void RealLoop::run(const std::function<bool()>& done) {
+  while (!stop_requested() && !(done && done())) {
+    scheduler_.run_until(clock_.now());
+    const Micros next = scheduler_.next_event_time();
+    const Micros wait = next == fibers::kNever ? kMaxSleepUs : std::clamp<Micros>(next - clock_.now(), 0, kMaxSleepUs);
+    if (idle_hook_) {
+      idle_hook_(wait);
+    } else if (wait > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(wait));
+    }
+  }
+  shutdown();
+}
+
+void RealLoop::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (const auto& [name, n] : nodes_) scheduler_.kill_node(n->index);
+}
+
+}  // namespace onceflow::real
