@@ -731,6 +731,13 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   real->add_option("--seed", real_options.seed, "Seed of the input workload");
   real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");
   real->add_flag("--no-progress", no_progress, "No progress line on stderr");
+  real->add_option("--kafka", real_options.kafka, "Kafka brokers (host:port,...) or 'mock' for an in-process mock");
+
+  int mock_brokers = 3;
+  std::vector<std::string> mock_topics;
+  CLI::App* kafka_mock = app.add_subcommand("kafka-mock", "Run librdkafka's mock Kafka cluster; prints its bootstrap servers");
+  kafka_mock->add_option("--brokers", mock_brokers, "Brokers in the mock cluster")->check(CLI::Range(1, 16));
+  kafka_mock->add_option("--topic", mock_topics, "A topic to create, NAME or NAME:PARTITIONS (repeatable)");
 
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir, "Directory of scenario files");
@@ -768,6 +775,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
+    if (kafka_mock->parsed()) return cli::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;
       return cmd_real(registry, path, real_options);

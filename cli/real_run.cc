@@ -21,6 +21,7 @@
 #include "core/worker.h"
 #include "faults/pipeline_run.h"
 #include "faults/pipeline_world.h"
+#include "real/kafka.h"
 #include "real/leveldb_store.h"
 #include "real/loop.h"
 
@@ -78,9 +79,10 @@ class Progress final : public EngineObserver {
 struct EngineNode {
   EngineNode(real::RealLoop& loop, const std::string& name, Store& store, const PipelineSpec& spec,
              const ComputationRegistry& registry, const EngineOptions& options, const BugSwitches& bugs,
-             EngineObserver* observer, bool controller)
+             EngineObserver* observer, const Connectors* connectors, bool controller)
       : random(hash_bytes(name)),
-        env{loop.runtime(name), loop.network(name), store, random, spec, registry, options, bugs, observer, nullptr} {
+        env{loop.runtime(name), loop.network(name), store, random, spec, registry, options, bugs, observer, nullptr,
+            connectors} {
     if (controller) {
       this->controller = std::make_unique<Controller>(env);
     } else {
@@ -102,7 +104,33 @@ class Deployment {
     w.messages = static_cast<int>(o.messages);
     w.keys = o.keys;
     inputs_ = faults::make_workload(spec, w, o.seed);
+    std::erase_if(inputs_, [&](const SourceInput& in) { return spec.source(in.source)->type != "queue"; });
   }
+
+  // Connects the kafka sources and sinks (creating their topics when missing).
+  Status connect_kafka(const std::string& brokers) {
+    brokers_ = brokers;
+    for (const auto& source : spec_.sources) {
+      if (source.type != "kafka") continue;
+      if (Status s = create_topic(kafka_topic(source), source.partitions); !s.is_ok()) return s;
+      auto reader = real::KafkaSource::open(brokers, kafka_topic(source));
+      if (!reader) return reader.error();
+      connectors_.sources[source.name] = reader->get();
+      kafka_sources_[source.name] = std::move(*reader);
+    }
+    for (const auto& sink : spec_.sinks) {
+      if (sink.type != SinkType::kKafka) continue;
+      if (Status s = create_topic(kafka_topic(sink), sink.partitions); !s.is_ok()) return s;
+      const std::string progress = real::KafkaSink::progress_topic(kafka_topic(sink));
+      if (Status s = create_topic(progress, sink.partitions); !s.is_ok()) return s;
+      auto writer = real::KafkaSink::open(loop_, brokers, sink);
+      if (!writer) return writer.error();
+      connectors_.sinks[sink.name] = writer->get();
+      kafka_sinks_[sink.name] = std::move(*writer);
+    }
+    return Status::ok();
+  }
+  void use_mock(real::KafkaMockCluster* mock) { mock_ = mock; }
 
   // Runs until drained or stopped. Returns true when drained.
   bool run() {
@@ -113,12 +141,12 @@ class Deployment {
       if (sink.type == SinkType::kAsyncQueue) serve_target(sink.name);
     }
     nodes_.push_back(std::make_unique<EngineNode>(loop_, options_.controller_node, store_, spec_, registry_, options_,
-                                                  bugs_, &progress_, true));
+                                                  bugs_, &progress_, &connectors_, true));
     for (int i = 1; i <= o_.workers; ++i) {
       nodes_.push_back(std::make_unique<EngineNode>(loop_, fmt::format("worker-{}", i), store_, spec_, registry_,
-                                                    options_, bugs_, &progress_, false));
+                                                    options_, bugs_, &progress_, &connectors_, false));
     }
-    loop_.runtime("producer").spawn("produce", [this] { produce(); });
+    if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
     g_loop.store(&loop_);
     const Micros started = loop_.clock().now();
     bool drained = false;
@@ -146,6 +174,11 @@ class Deployment {
   const std::vector<SourceInput>& inputs() const { return inputs_; }
 
  private:
+  Status create_topic(const std::string& topic, int partitions) {
+    if (mock_ != nullptr) return mock_->create_topic(topic, partitions);
+    return real::ensure_kafka_topic(brokers_, topic, partitions);
+  }
+
   uint64_t produced() {
     auto tx = store_.begin();
     if (!tx) return 0;
@@ -241,10 +274,16 @@ class Deployment {
     if (!tx) return false;
     bool done = read_u64(store_, *tx, kProducer, "next") >= inputs_.size();
     for (const auto& source : spec_.sources) {
+      auto kafka = kafka_sources_.find(source.name);
       for (int p = 0; done && p < source.partitions; ++p) {
         const std::string key = fmt::format("{}/{}", source.name, p);
-        const uint64_t want = read_u64(store_, *tx, kProducer, key);
-        done = read_u64(store_, *tx, tables::kSourceOffsets, key) == want;
+        const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, key);
+        if (kafka != kafka_sources_.end()) {
+          // Caught up with what the topic holds, and that much committed.
+          done = kafka->second->at_end(p) && kafka->second->next_offset(p) == read;
+        } else {
+          done = read == read_u64(store_, *tx, kProducer, key);
+        }
       }
     }
     store_.abort(*tx);
@@ -263,6 +302,11 @@ class Deployment {
   const ComputationRegistry& registry_;
   const RealOptions& o_;
   real::LevelDbStore& store_;
+  std::string brokers_;
+  real::KafkaMockCluster* mock_ = nullptr;
+  Connectors connectors_;
+  std::map<std::string, std::unique_ptr<real::KafkaSource>> kafka_sources_;
+  std::map<std::string, std::unique_ptr<real::KafkaSink>> kafka_sinks_;
   EngineOptions options_;
   BugSwitches bugs_;
   Progress progress_;
@@ -279,7 +323,14 @@ std::vector<Row> rows_of(real::LevelDbStore& store, const std::string& table) {
   return std::move(*rows);
 }
 
-int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::LevelDbStore& store) {
+std::vector<real::KafkaRecord> topic_records(const std::string& brokers, const std::string& topic) {
+  auto records = real::read_kafka_topic(brokers, topic);
+  if (!records) throw std::runtime_error(records.error().message());
+  return std::move(*records);
+}
+
+int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::LevelDbStore& store,
+           const std::string& brokers) {
   std::vector<SourceInput> inputs;
   for (const Row& row : rows_of(store, kInputLog)) {
     Decoder d(row.value);
@@ -292,6 +343,15 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
     in.write_ts = d.i64();
     inputs.push_back(std::move(in));
   }
+  for (const auto& source : spec.sources) {
+    if (source.type != "kafka") continue;
+    for (const auto& record : topic_records(brokers, kafka_topic(source))) {
+      inputs.push_back({source.name, record.partition, real::kafka_key(record.key), record.value, record.timestamp,
+                        record.timestamp});
+    }
+  }
+  std::stable_sort(inputs.begin(), inputs.end(),
+                   [](const SourceInput& a, const SourceInput& b) { return a.write_ts < b.write_ts; });
   const PipelineResult reference = run_reference(spec, registry, inputs);
 
   checkers::PipelineHistory h;
@@ -302,6 +362,15 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
     if (sink.type == SinkType::kSyncQueue) {
       for (const Row& row : rows_of(store, tables::sync_sink(sink.name))) {
         if (auto m = decode_message(row.value)) delivered.push_back(std::move(*m));
+      }
+    } else if (sink.type == SinkType::kKafka) {
+      for (const auto& record : topic_records(brokers, kafka_topic(sink))) {
+        Message m;
+        m.key = real::kafka_key(record.key);
+        m.payload = record.value;
+        m.id = record.id.empty() ? 0 : std::stoull(record.id, nullptr, 16);
+        h.deliveries.push_back({sink.name, "", 0, 0, {m.id, m.key, m.stream, m.alignment_ts, m.payload}});
+        delivered.push_back(std::move(m));
       }
     } else {
       for (const Row& row : rows_of(store, target_table(sink.name))) {
@@ -336,7 +405,10 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
     lost += sink_lost;
     sinks[sink.name] = {{"outputs", delivered.size()}, {"expected", expected.size()}, {"duplicates", sink_dup},
                         {"lost", sink_lost}};
-    h.sinks.push_back({sink.name, faults::default_guarantee(sink), expected});
+    const bool at_least_once = sink.type == SinkType::kKafka && sink.delivery_guarantee == KafkaDelivery::kAtLeastOnce;
+    h.sinks.push_back({sink.name, at_least_once ? checkers::Guarantee::kAtLeastOnce : faults::default_guarantee(sink),
+                       expected});
+    sinks[sink.name]["guarantee"] = at_least_once ? "at_least_once" : "exactly_once";
   }
   for (const std::string prefix : {"state/", "external/"}) {
     for (const std::string& table : store.table_names(prefix)) {
@@ -361,12 +433,25 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
 
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
-  for (const auto& source : spec.sources) {
-    if (source.type != "queue") {
-      fmt::print(stderr, "onceflow: {}: sources.{}: type '{}' is not supported by onceflow real (queue sources only)\n",
-                 spec_path, source.name, source.type);
+  bool uses_kafka = false;
+  for (const auto& source : spec.sources) uses_kafka = uses_kafka || source.type == "kafka";
+  for (const auto& sink : spec.sinks) uses_kafka = uses_kafka || sink.type == SinkType::kKafka;
+  if (uses_kafka && o.kafka.empty()) {
+    fmt::print(stderr, "onceflow: {}: the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)\n",
+               spec_path);
+    return 2;
+  }
+  std::unique_ptr<real::KafkaMockCluster> mock;
+  std::string brokers = o.kafka;
+  if (uses_kafka && o.kafka == "mock") {
+    auto started = real::KafkaMockCluster::start(3);
+    if (!started) {
+      fmt::print(stderr, "onceflow: {}\n", started.error().message());
       return 2;
     }
+    mock = std::move(*started);
+    brokers = mock->bootstrap_servers();
+    fmt::print(stderr, "onceflow real: kafka mock cluster at {}\n", brokers);
   }
   std::error_code ec;
   std::filesystem::create_directories(o.data_dir, ec);
@@ -389,6 +474,13 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   bool drained = false;
   {
     Deployment deployment(spec, registry, o, **store);
+    deployment.use_mock(mock.get());
+    if (uses_kafka) {
+      if (Status connected = deployment.connect_kafka(brokers); !connected.is_ok()) {
+        fmt::print(stderr, "onceflow: kafka at {}: {}\n", brokers, connected.message());
+        return 2;
+      }
+    }
     drained = deployment.run();
   }
   sigaction(SIGINT, &old_int, nullptr);
@@ -398,7 +490,53 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                o.data_dir);
     return 0;
   }
-  return o.verify ? verify(spec, registry, **store) : 0;
+  if (!o.verify) return 0;
+  try {
+    return verify(spec, registry, **store, brokers);
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "onceflow: --verify: {}\n", e.what());
+    return 2;
+  }
+}
+
+namespace {
+std::atomic<bool> g_mock_stop{false};
+extern "C" void on_mock_signal(int) { g_mock_stop.store(true); }
+}  // namespace
+
+int run_kafka_mock(int brokers, const std::vector<std::string>& topics) {
+  auto mock = real::KafkaMockCluster::start(brokers);
+  if (!mock) {
+    fmt::print(stderr, "onceflow: {}\n", mock.error().message());
+    return 2;
+  }
+  for (const std::string& topic : topics) {
+    const size_t colon = topic.rfind(':');
+    int partitions = 1;
+    std::string name = topic;
+    if (colon != std::string::npos) {
+      name = topic.substr(0, colon);
+      try {
+        partitions = std::stoi(topic.substr(colon + 1));
+      } catch (const std::exception&) {
+        partitions = 0;
+      }
+    }
+    if (name.empty() || partitions < 1) {
+      fmt::print(stderr, "onceflow: --topic {}: expected NAME or NAME:PARTITIONS\n", topic);
+      return 2;
+    }
+    if (Status s = (*mock)->create_topic(name, partitions); !s.is_ok()) {
+      fmt::print(stderr, "onceflow: {}\n", s.message());
+      return 2;
+    }
+  }
+  std::signal(SIGINT, on_mock_signal);
+  std::signal(SIGTERM, on_mock_signal);
+  fmt::print("{}\n", (*mock)->bootstrap_servers());
+  std::fflush(stdout);
+  while (!g_mock_stop.load()) ::usleep(50'000);
+  return 0;
 }
 
 }  // namespace onceflow::cli

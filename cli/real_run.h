@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/computation.h"
 #include "core/spec.h"
@@ -29,7 +30,14 @@ struct RealOptions {
   uint64_t seed = 1;  // of the workload
   bool verify = false;
   bool progress = true;  // a progress line on stderr
+  // Kafka brokers for kafka sources and sinks: "host:port,...", or "mock" for an in-process
+  // mock cluster (gone with the process; `onceflow kafka-mock` keeps one in its own).
+  std::string kafka;
 };
+
+// onceflow kafka-mock: librdkafka's mock cluster in this process, with `topics`
+// ("name:partitions") created; prints the bootstrap servers and runs until SIGINT/SIGTERM.
+int run_kafka_mock(int brokers, const std::vector<std::string>& topics);
 
 // Runs until the input is processed and delivered, or until SIGINT/SIGTERM. Returns the exit
 // code: 0 done (and verified, with --verify), 1 verification found a violation, 2 bad input.

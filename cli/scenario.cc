@@ -135,6 +135,19 @@ class Loader {
     s.pipeline_path = (std::filesystem::path(path_).parent_path() / relative).lexically_normal().string();
     auto spec = load_pipeline_spec(s.pipeline_path);
     if (!spec) fail(root["pipeline"], "pipeline", spec.error().message());
+    // The simulator has no Kafka yet: such pipelines run under `onceflow real` only.
+    for (const auto& source : spec->sources) {
+      if (source.type == "kafka") {
+        fail(root["pipeline"], "pipeline", fmt::format("{}: sources.{} is a kafka source, which runs only under "
+                                                        "onceflow real", s.pipeline_path, source.name));
+      }
+    }
+    for (const auto& sink : spec->sinks) {
+      if (sink.type == SinkType::kKafka) {
+        fail(root["pipeline"], "pipeline", fmt::format("{}: sinks.{} is a kafka sink, which runs only under "
+                                                        "onceflow real", s.pipeline_path, sink.name));
+      }
+    }
     faults::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {

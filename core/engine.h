@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/computation.h"
+#include "core/connectors.h"
 #include "core/env/network.h"
 #include "core/env/random.h"
 #include "core/env/runtime.h"
@@ -143,6 +144,7 @@ struct EngineEnv {
   const BugSwitches& bugs;
   EngineObserver* observer = nullptr;  // may be null
   FaultPointHook* fault_points = nullptr;  // may be null
+  const Connectors* connectors = nullptr;  // external sources and sinks; may be null
 };
 
 // Calls the hook at `point`; when it crashes the node, never returns (the fiber is unwound).

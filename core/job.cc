@@ -301,6 +301,10 @@ void Job::step_source(EpochTx& etx) {
     Decoder in(*stored);
     offset = in.u64();
   }
+  if (ExternalSource* external = external_source()) {
+    step_external_source(etx, *external, offset_key, offset);
+    return;
+  }
   const std::string prefix = tables::partition_prefix(id_.partition);
   const auto rows = etx.scan(tables::queue(source_->name), prefix + tables::hex16(offset),
                              prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit));
@@ -340,6 +344,52 @@ void Job::step_source(EpochTx& etx) {
     }
     return;
   }
+  etx.tx.put(tables::kSourceOffsets, offset_key, out.take());
+}
+
+ExternalSource* Job::external_source() const {
+  if (env_.connectors == nullptr || source_ == nullptr) return nullptr;
+  auto it = env_.connectors->sources.find(source_->name);
+  return it == env_.connectors->sources.end() ? nullptr : it->second;
+}
+
+ExternalSink* Job::external_sink() const {
+  if (env_.connectors == nullptr || sink_ == nullptr) return nullptr;
+  auto it = env_.connectors->sinks.find(sink_->name);
+  return it == env_.connectors->sinks.end() ? nullptr : it->second;
+}
+
+// A source outside the store: its records' offsets are the ids' origin and the next offset
+// is kept in the pipeline state, committed with the epoch. A record's own timestamp is its
+// event time (another clock, perhaps another machine's); its alignment time is when this
+// job read it, which never goes back, so once the source is caught up, "now" is a valid low
+// watermark.
+void Job::step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key,
+                               uint64_t offset) {
+  bool caught_up = false;
+  auto records = external.read(id_.partition, offset, static_cast<size_t>(env_.spec.epoch_batch_limit), &caught_up);
+  if (!records) {
+    etx.failed = records.error();
+    return;
+  }
+  Micros last = etx.meta.low_watermark;
+  for (auto& record : *records) {
+    Message m;
+    m.key = record.key;
+    m.payload = std::move(record.payload);
+    m.event_ts = record.timestamp;
+    m.system_ts = m.alignment_ts = std::max(etx.now, last);
+    m.id = source_message_id(source_->name, id_.partition, record.offset);
+    m.stream = source_->output_stream;
+    last = m.alignment_ts;
+    emit(etx, std::move(m));
+    offset = record.offset + 1;
+    etx.has_work = true;
+  }
+  if (caught_up) last = std::max(last, etx.now);
+  etx.meta.low_watermark = etx.meta.replay_watermark = last;
+  Encoder out;
+  out.u64(offset);
   etx.tx.put(tables::kSourceOffsets, offset_key, out.take());
 }
 
@@ -630,7 +680,7 @@ void Job::step_sink(EpochTx& etx) {
   const bool dedup = !amo && !env_.bugs.no_input_dedup;
   const std::string prefix = tables::partition_prefix(id_.partition);
   // Outbox rows delivered since the last epoch are acknowledged now.
-  if (spec.type == SinkType::kAsyncQueue && !amo) {
+  if (spec.type != SinkType::kSyncQueue && !amo) {
     for (uint64_t s = etx.meta.acked_seqno + 1; s <= sender_.delivered() && s < etx.meta.next_seqno; ++s) {
       etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
     }
@@ -674,6 +724,15 @@ void Job::deliver_outbox() {
   const std::string producer = id_.str();
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value});
+  if (ExternalSink* external = external_sink()) {
+    auto delivered = external->deliver(producer, lease_, outbox);
+    if (delivered) {
+      sender_.acknowledged(*delivered);
+    } else if (delivered.error().is_invalid_argument()) {
+      request_stop();  // the sink cannot go on safely; the job fails loudly rather than guess
+    }
+    return;
+  }
   const Status sent = sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
     Encoder req;
     req.bytes(producer).u64(seqno).u64(lease_).bytes(message);

@@ -51,6 +51,9 @@ class Job {
   Outcome resolve_ambiguous(EpochTx& etx);
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
+  void step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key, uint64_t offset);
+  ExternalSource* external_source() const;
+  ExternalSink* external_sink() const;
   void step_computation(EpochTx& etx);
   void step_sink(EpochTx& etx);
   // Reads the inputs of this partition in (alignment_ts, id) order. `unseen_from` is the

@@ -8,6 +8,7 @@
 // restarted sender never makes the target append a message twice or skip one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,6 +33,8 @@ class OutboxSender {
   // failure, or OK when every row was acknowledged. REQUIRES: rows sorted by seqno.
   Status deliver(const std::vector<OutboxRow>& rows, const Send& send);
   uint64_t delivered() const { return delivered_; }
+  // Someone else (an external sink) had the target acknowledge everything up to `seqno`.
+  void acknowledged(uint64_t seqno) { delivered_ = std::max(delivered_, seqno); }
 
  private:
   bool new_seqno_on_resend_;

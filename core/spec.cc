@@ -56,6 +56,18 @@ std::string_view sink_type_name(SinkType type) {
       return "sync_queue";
     case SinkType::kAsyncQueue:
       return "async_queue";
+    case SinkType::kKafka:
+      return "kafka";
+  }
+  return "unknown";
+}
+
+std::string_view kafka_delivery_name(KafkaDelivery delivery) {
+  switch (delivery) {
+    case KafkaDelivery::kExactlyOnce:
+      return "exactly_once";
+    case KafkaDelivery::kAtLeastOnce:
+      return "at_least_once";
   }
   return "unknown";
 }
@@ -141,9 +153,10 @@ void check_top_level(const PipelineSpec& spec) {
 
 void check_source(const SourceSpec& s) {
   const Path owner{"sources", s.name};
-  if (s.type != "queue") {
-    violate(at(owner, "type"), "unknown source type '" + s.type + "' (types: queue)");
+  if (s.type != "queue" && s.type != "kafka") {
+    violate(at(owner, "type"), "unknown source type '" + s.type + "' (types: queue, kafka)");
   }
+  if (!s.topic.empty() && s.type != "kafka") violate(at(owner, "topic"), "only kafka sources read a topic");
   check_partitions(s.partitions, owner);
   if (s.output_stream.empty()) violate(at(owner, "output_stream"), "missing");
 }
@@ -178,6 +191,8 @@ void check_sink(const SinkSpec& s) {
   if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue) {
     violate(at(strategy, "enabled"), "at_most_once_strategy is supported only by async sinks");
   }
+  if (s.type != SinkType::kKafka && !s.topic.empty()) violate(at(owner, "topic"), "only kafka sinks write a topic");
+  check_range(s.transaction_messages, 1, 1'000'000, at(owner, "transaction_messages"));
   if (s.at_most_once_strategy.total_queue_bytes_limit < 1) {
     violate(at(strategy, "total_queue_bytes_limit"), "must be at least 1");
   }
@@ -349,8 +364,9 @@ std::vector<T> named_items(const YAML::Node& map, const Path& path, ParseOne par
 }
 
 SourceSpec parse_source(const YAML::Node& node, const Path& path) {
-  only_keys(node, path, {"type", "partitions", "output_stream"});
+  only_keys(node, path, {"type", "partitions", "output_stream", "topic"});
   SourceSpec s;
+  if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
   if (const auto v = node["type"]) s.type = string_value(v, at(path, "type"));
   if (const auto v = node["partitions"]) s.partitions = int_value(v, at(path, "partitions"));
   if (const auto v = node["output_stream"]) {
@@ -440,9 +456,19 @@ AtMostOnceStrategy parse_at_most_once(const YAML::Node& node, const Path& path) 
 }
 
 SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
-  only_keys(node, path, {"type", "input_stream", "partitions", "at_most_once_strategy"});
-  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue};
+  only_keys(node, path,
+            {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
+             "transaction_messages"});
+  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue, SinkType::kKafka};
+  static constexpr std::array kDeliveries{KafkaDelivery::kExactlyOnce, KafkaDelivery::kAtLeastOnce};
   SinkSpec s;
+  if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
+  if (const auto v = node["delivery_guarantee"]) {
+    s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, kafka_delivery_name);
+  }
+  if (const auto v = node["transaction_messages"]) {
+    s.transaction_messages = int_value(v, at(path, "transaction_messages"));
+  }
   if (const auto v = node["type"]) s.type = enum_value(v, at(path, "type"), kTypes, sink_type_name);
   if (const auto v = node["input_stream"]) {
     s.input_stream = string_value(v, at(path, "input_stream"));

@@ -28,12 +28,16 @@ namespace onceflow {
 enum class ProcessingMode : uint8_t { kExactlyOnce, kAtLeastOnceConsistent };
 enum class ComputationType : uint8_t { kTransform, kSwiftMap, kProcessFunction };
 enum class Watermark : uint8_t { kEventTime, kSystemTime, kRealTime };
-enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue };
+enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue, kKafka };
+// What a Kafka sink promises: exactly once (transactions with a progress marker) or at least
+// once (the idempotent producer, no transactions).
+enum class KafkaDelivery : uint8_t { kExactlyOnce, kAtLeastOnce };
 
 std::string_view processing_mode_name(ProcessingMode mode);
 std::string_view computation_type_name(ComputationType type);
 std::string_view watermark_name(Watermark watermark);
 std::string_view sink_type_name(SinkType type);
+std::string_view kafka_delivery_name(KafkaDelivery delivery);
 
 struct TimerStreamSpec {
   std::string name;
@@ -64,9 +68,10 @@ struct ComputationSpec {
 
 struct SourceSpec {
   std::string name;
-  std::string type = "queue";
+  std::string type = "queue";  // "queue" (in the store) or "kafka"
   int partitions = 1;
   std::string output_stream;
+  std::string topic;  // kafka: the topic read (default: the source's name)
 };
 
 struct AtMostOnceStrategy {
@@ -81,7 +86,14 @@ struct SinkSpec {
   std::string input_stream;
   int partitions = 1;  // writer jobs; messages go to partition key % partitions
   AtMostOnceStrategy at_most_once_strategy;  // async sinks only
+  // kafka sinks:
+  std::string topic;  // the topic written (default: the sink's name)
+  KafkaDelivery delivery_guarantee = KafkaDelivery::kExactlyOnce;
+  int transaction_messages = 1000;  // exactly-once: messages per Kafka transaction at most
 };
+
+inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }
+inline const std::string& kafka_topic(const SinkSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 
 struct PipelineSpec {
   std::string name;

@@ -108,6 +108,20 @@ void RealLoop::run(const std::function<bool()>& done) {
   shutdown();
 }
 
+void RealLoop::run_blocking(const std::function<void()>& fn) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread worker([fn, done] {
+    fn();
+    done->store(true);
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() { t.join(); }  // also when the fiber is unwound: fn's captures must outlive it
+  } join{worker};
+  // The thread cannot touch the scheduler; the fiber looks every millisecond.
+  while (!done->load()) scheduler_.sleep_until(std::max(clock_.now(), scheduler_.now()) + kMillis);
+}
+
 void RealLoop::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;

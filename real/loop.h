@@ -48,6 +48,11 @@ class RealLoop {
   void request_stop() { stop_requested_.store(true); }
   bool stop_requested() const { return stop_requested_.load(); }
 
+  // From a fiber: runs `fn` on a thread of its own (a blocking library call, such as
+  // committing a Kafka transaction) while the loop goes on; the fiber resumes when fn
+  // returns. If the loop stops meanwhile, the fiber is unwound once fn has returned.
+  void run_blocking(const std::function<void()>& fn);
+
   fibers::Scheduler& scheduler() { return scheduler_; }
 
  private:

@@ -1,0 +1,54 @@
+// Connectors: sources and sinks whose data lives outside the store (Kafka, ...).
+//
+// The engine keeps the exactly-once bookkeeping on its side of the line: a source's offsets
+// are in the pipeline's state and advance only with the epoch that consumed the records; an
+// async sink's outputs are committed to its outbox first and handed to its ExternalSink
+// after the commit, in seqNo order, as often as needed. What the external system makes of a
+// repeated hand-over is the sink's to say: a Kafka sink with transactions and a progress
+// marker skips what the marker covers (exactly once); one with the idempotent producer alone
+// may repeat messages after a restart (at least once).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/env/clock.h"
+#include "core/env/status.h"
+#include "core/env/store.h"
+#include "core/outbox.h"
+
+namespace onceflow {
+
+class ExternalSource {
+ public:
+  struct Record {
+    uint64_t offset = 0;  // the record's own offset in its partition (may have gaps)
+    uint64_t key = 0;
+    std::string payload;
+    Micros timestamp = 0;
+  };
+  virtual ~ExternalSource() = default;
+  // Up to `limit` records of `partition` from `offset` (the next offset to read) on, without
+  // waiting long. `caught_up` tells that nothing more was available right now.
+  virtual Result<std::vector<Record>> read(int partition, uint64_t offset, size_t limit, bool* caught_up) = 0;
+};
+
+class ExternalSink {
+ public:
+  virtual ~ExternalSink() = default;
+  // Hands over the outbox rows of sink job `job` (its partition's rows in seqNo order, the
+  // first ones perhaps handed over before by this or an earlier incarnation). Returns the
+  // highest seqNo the external system now holds durably, or an error: kInvalidArgument when
+  // the sink must stop for good (it could not go on without losing or repeating messages).
+  virtual Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) = 0;
+};
+
+// By source or sink name. Sources of type "queue" and queue sinks need none.
+struct Connectors {
+  std::map<std::string, ExternalSource*> sources;
+  std::map<std::string, ExternalSink*> sinks;
+};
+
+}  // namespace onceflow

@@ -1,0 +1,482 @@
+#include "real/kafka.h"
+
+#include <fmt/format.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <atomic>
+#include <charconv>
+#include <optional>
+
+#include "core/env/random.h"
+#include "core/message.h"
+
+namespace onceflow::real {
+namespace {
+
+constexpr int kBlockingTimeoutMs = 30'000;
+constexpr const char* kIdHeader = "onceflow-id";
+
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+Result<rd_kafka_t*> make_client(rd_kafka_type_t type, const Settings& settings,
+                                void (*on_delivery)(rd_kafka_t*, const rd_kafka_message_t*, void*) = nullptr,
+                                void* opaque = nullptr) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  for (const auto& [name, value] : settings) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return Status::invalid_argument(fmt::format("kafka setting {}={}: {}", name, value, err));
+    }
+  }
+  rd_kafka_conf_set(conf, "log_level", "3", err, sizeof err);  // errors only
+  if (on_delivery != nullptr) rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+  if (opaque != nullptr) rd_kafka_conf_set_opaque(conf, opaque);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return Status::unavailable(fmt::format("cannot create a kafka client: {}", err));
+  }
+  return rk;
+}
+
+Status from_error(rd_kafka_error_t* error, std::string_view what) {
+  if (error == nullptr) return Status::ok();
+  Status s = Status::unavailable(fmt::format("{}: {}", what, rd_kafka_error_string(error)));
+  rd_kafka_error_destroy(error);
+  return s;
+}
+
+std::string header_value(const rd_kafka_message_t* m, const char* name) {
+  rd_kafka_headers_t* headers = nullptr;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR) return "";
+  const void* value = nullptr;
+  size_t size = 0;
+  if (rd_kafka_header_get_last(headers, name, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) return "";
+  return std::string(static_cast<const char*>(value), size);
+}
+
+// The partitions of `topic`, or an error when it does not exist.
+Result<int> partition_count(rd_kafka_t* rk, const std::string& topic) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, 10'000);
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Status::unavailable(fmt::format("kafka metadata of {}: {}", topic, rd_kafka_err2str(err)));
+  }
+  int partitions = -1;
+  if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) partitions = md->topics[0].partition_cnt;
+  rd_kafka_metadata_destroy(md);
+  if (partitions < 0) return Status::not_found("no kafka topic " + topic);
+  return partitions;
+}
+
+}  // namespace
+
+uint64_t kafka_key(std::string_view bytes) {
+  uint64_t key = 0;
+  const auto [end, ec] = std::from_chars(bytes.data(), bytes.data() + bytes.size(), key);
+  if (ec == std::errc() && end == bytes.data() + bytes.size() && !bytes.empty()) return key;
+  return hash_bytes(bytes);
+}
+
+// --- Mock cluster -----------------------------------------------------------------------------
+
+Result<std::unique_ptr<KafkaMockCluster>> KafkaMockCluster::start(int brokers) {
+  auto rk = make_client(RD_KAFKA_PRODUCER, {{"test.mock.num.brokers", std::to_string(brokers)}});
+  if (!rk) return rk.error();
+  rd_kafka_mock_cluster_t* cluster = rd_kafka_handle_mock_cluster(*rk);
+  if (cluster == nullptr) {
+    rd_kafka_destroy(*rk);
+    return Status::unavailable("librdkafka did not start a mock cluster");
+  }
+  return std::unique_ptr<KafkaMockCluster>(
+      new KafkaMockCluster(*rk, cluster, rd_kafka_mock_cluster_bootstraps(cluster)));
+}
+
+KafkaMockCluster::~KafkaMockCluster() { rd_kafka_destroy(handle_); }
+
+Status KafkaMockCluster::create_topic(const std::string& topic, int partitions) {
+  const rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Status::unavailable(fmt::format("cannot create topic {}: {}", topic, rd_kafka_err2str(err)));
+  }
+  return Status::ok();
+}
+
+Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions) {
+  auto rk = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers}});
+  if (!rk) return rk.error();
+  Status result = Status::ok();
+  auto existing = partition_count(*rk, topic);
+  if (existing) {
+    if (*existing < partitions) {
+      result = Status::invalid_argument(
+          fmt::format("kafka topic {} has {} partitions, the pipeline needs {}", topic, *existing, partitions));
+    }
+  } else {
+    char err[256];
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, -1, err, sizeof err);
+    rd_kafka_queue_t* queue = rd_kafka_queue_new(*rk);
+    rd_kafka_CreateTopics(*rk, &nt, 1, nullptr, queue);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, kBlockingTimeoutMs);
+    const rd_kafka_CreateTopics_result_t* res = ev != nullptr ? rd_kafka_event_CreateTopics_result(ev) : nullptr;
+    if (res == nullptr) {
+      result = Status::unavailable("no answer to creating kafka topic " + topic);
+    } else {
+      size_t n = 0;
+      const rd_kafka_topic_result_t** topics = rd_kafka_CreateTopics_result_topics(res, &n);
+      const rd_kafka_resp_err_t e = n == 1 ? rd_kafka_topic_result_error(topics[0]) : rd_kafka_event_error(ev);
+      if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        result = Status::unavailable(fmt::format("cannot create kafka topic {}: {}", topic, rd_kafka_err2str(e)));
+      }
+    }
+    if (ev != nullptr) rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_NewTopic_destroy(nt);
+  }
+  rd_kafka_destroy(*rk);
+  return result;
+}
+
+// --- Source -----------------------------------------------------------------------------------
+
+struct KafkaSource::Partition {
+  rd_kafka_queue_t* queue = nullptr;
+  uint64_t next = 0;
+  bool at_end = false;
+};
+
+Result<std::unique_ptr<KafkaSource>> KafkaSource::open(const std::string& brokers, const std::string& topic) {
+  auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers},
+                                            {"group.id", "onceflow." + topic},
+                                            {"enable.auto.commit", "false"},
+                                            {"enable.partition.eof", "true"},
+                                            {"isolation.level", "read_committed"},
+                                            {"auto.offset.reset", "earliest"}});
+  if (!rk) return rk.error();
+  return std::unique_ptr<KafkaSource>(new KafkaSource(*rk, topic));
+}
+
+KafkaSource::KafkaSource(rd_kafka_t* consumer, std::string topic) : consumer_(consumer), topic_(std::move(topic)) {}
+
+KafkaSource::~KafkaSource() {
+  for (auto& [p, part] : partitions_) rd_kafka_queue_destroy(part->queue);
+  rd_kafka_destroy_flags(consumer_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+}
+
+// The partition, positioned at `offset`: assigned on first use, sought when a job asks for
+// another offset than the one that follows what was read (a restarted job, a retried epoch).
+KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
+  auto it = partitions_.find(p);
+  if (it != partitions_.end() && it->second->next == offset) return *it->second;
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic_.c_str(), p)->offset = static_cast<int64_t>(offset);
+  if (it == partitions_.end()) {
+    (void)from_error(rd_kafka_incremental_assign(consumer_, list), "assign");
+    auto part = std::make_unique<Partition>();
+    part->queue = rd_kafka_queue_get_partition(consumer_, topic_.c_str(), p);
+    rd_kafka_queue_forward(part->queue, nullptr);  // read this partition on its own
+    it = partitions_.emplace(p, std::move(part)).first;
+  } else {
+    rd_kafka_error_t* error = rd_kafka_seek_partitions(consumer_, list, 0);
+    if (error != nullptr) rd_kafka_error_destroy(error);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  it->second->next = offset;
+  it->second->at_end = false;
+  return *it->second;
+}
+
+Result<std::vector<ExternalSource::Record>> KafkaSource::read(int p, uint64_t offset, size_t limit, bool* caught_up) {
+  Partition& part = partition(p, offset);
+  std::vector<rd_kafka_message_t*> batch(std::max<size_t>(limit, 1));
+  const ssize_t n = rd_kafka_consume_batch_queue(part.queue, 0, batch.data(), batch.size());
+  std::vector<Record> out;
+  for (ssize_t i = 0; i < n; ++i) {
+    rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      part.at_end = true;
+    } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset >= static_cast<int64_t>(part.next)) {
+      Record r;
+      r.offset = static_cast<uint64_t>(m->offset);
+      r.key = kafka_key(std::string_view(static_cast<const char*>(m->key), m->key_len));
+      r.payload.assign(static_cast<const char*>(m->payload), m->len);
+      rd_kafka_timestamp_type_t type;
+      const int64_t ms = rd_kafka_message_timestamp(m, &type);
+      r.timestamp = ms >= 0 ? ms * kMillis : 0;
+      part.next = r.offset + 1;
+      part.at_end = false;
+      out.push_back(std::move(r));
+    }
+    rd_kafka_message_destroy(m);
+  }
+  *caught_up = part.at_end && out.size() < limit;
+  return out;
+}
+
+bool KafkaSource::at_end(int p) const {
+  auto it = partitions_.find(p);
+  return it != partitions_.end() && it->second->at_end;
+}
+
+uint64_t KafkaSource::next_offset(int p) const {
+  auto it = partitions_.find(p);
+  return it == partitions_.end() ? 0 : it->second->next;
+}
+
+// --- Sink -------------------------------------------------------------------------------------
+
+struct KafkaSink::Producer {
+  rd_kafka_t* rk = nullptr;
+  LeaseId lease = 0;
+  int partition = 0;
+  bool marker_read = false;
+  uint64_t marker = 0;  // the last seqNo a committed transaction carried
+  std::atomic<uint64_t> failed{0};  // delivery reports with an error
+  ~Producer() {
+    if (rk != nullptr) rd_kafka_destroy(rk);
+  }
+};
+
+namespace {
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) static_cast<std::atomic<uint64_t>*>(opaque)->fetch_add(1);
+}
+}  // namespace
+
+Result<std::unique_ptr<KafkaSink>> KafkaSink::open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec) {
+  return std::unique_ptr<KafkaSink>(new KafkaSink(loop, brokers, spec));
+}
+
+KafkaSink::KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec)
+    : loop_(loop), brokers_(std::move(brokers)), spec_(spec) {}
+
+KafkaSink::~KafkaSink() = default;
+
+Result<KafkaSink::Producer*> KafkaSink::producer_for(const std::string& job, LeaseId lease) {
+  auto it = producers_.find(job);
+  if (it != producers_.end()) {
+    if (it->second->lease == lease) return it->second.get();
+    if (lease < it->second->lease) return Status::aborted(job + ": a newer incarnation owns the producer");
+    producers_.erase(it);  // the older incarnation is over
+  }
+  auto p = std::make_unique<Producer>();
+  p->lease = lease;
+  p->partition = std::stoi(job.substr(job.rfind('/') + 1));
+  Settings settings{{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}, {"linger.ms", "5"}};
+  const bool transactional = spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce;
+  if (transactional) settings.emplace_back("transactional.id", fmt::format("onceflow.{}.{}", kafka_topic(spec_), job));
+  auto rk = make_client(RD_KAFKA_PRODUCER, settings, on_delivery, &p->failed);
+  if (!rk) return rk.error();
+  p->rk = *rk;
+  if (transactional) {
+    Status init;
+    // Fences every older producer with this transactional.id (on a real broker).
+    loop_.run_blocking([&] { init = from_error(rd_kafka_init_transactions(p->rk, kBlockingTimeoutMs), "init_transactions"); });
+    if (!init.is_ok()) return init;
+  }
+  return producers_.emplace(job, std::move(p)).first->second.get();
+}
+
+Result<uint64_t> KafkaSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
+  auto p = producer_for(job, lease);
+  if (!p) return p.error();
+  if (spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce) return deliver_transactional(**p, job, rows);
+  return deliver_idempotent(**p, rows);
+}
+
+Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& job, int partition) {
+  std::optional<uint64_t> marker;
+  Status status;
+  const std::string topic = progress_topic(kafka_topic(spec_));
+  loop_.run_blocking([&] {
+    auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers_},
+                                              {"group.id", "onceflow.progress"},
+                                              {"enable.auto.commit", "false"},
+                                              {"enable.partition.eof", "true"},
+                                              {"isolation.level", "read_committed"}});
+    if (!rk) {
+      status = rk.error();
+      return;
+    }
+    int64_t low = 0, high = 0;
+    const rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(*rk, topic.c_str(), partition, &low, &high, kBlockingTimeoutMs);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      status = Status::unavailable(fmt::format("watermarks of {}: {}", topic, rd_kafka_err2str(err)));
+    } else if (high > low) {
+      rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = std::max<int64_t>(low, high - 64);
+      rd_kafka_assign(*rk, list);
+      rd_kafka_topic_partition_list_destroy(list);
+      for (int polls = 0; polls < 300; ++polls) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(*rk, 100);
+        if (m == nullptr) continue;
+        const bool eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            std::string_view(static_cast<const char*>(m->key), m->key_len) == job) {
+          uint64_t seqno = 0;
+          const auto* text = static_cast<const char*>(m->payload);
+          std::from_chars(text, text + m->len, seqno);
+          marker = seqno;
+        }
+        rd_kafka_message_destroy(m);
+        if (eof) break;
+      }
+    }
+    rd_kafka_destroy(*rk);
+  });
+  if (!status.is_ok()) return status;
+  return marker;
+}
+
+Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string& job,
+                                                  const std::vector<OutboxRow>& rows) {
+  if (!p.marker_read) {
+    auto marker = read_marker(job, p.partition);
+    if (!marker) return marker.error();
+    // Rows below the first one were acknowledged, so a marker was committed with them.
+    if (!*marker && !rows.empty() && rows.front().seqno > 1) {
+      return Status::invalid_argument(fmt::format(
+          "{}: the progress marker in {} is lost while its messages may already be in {}: stopping rather than "
+          "writing duplicates",
+          job, progress_topic(kafka_topic(spec_)), kafka_topic(spec_)));
+    }
+    p.marker = marker->value_or(0);
+    p.marker_read = true;
+  }
+  std::vector<const OutboxRow*> batch;
+  for (const OutboxRow& row : rows) {
+    if (row.seqno > p.marker && batch.size() < static_cast<size_t>(spec_.transaction_messages)) batch.push_back(&row);
+  }
+  if (batch.empty()) return p.marker;
+  const uint64_t last = batch.back()->seqno;
+  Status status;
+  const std::string topic = kafka_topic(spec_);
+  const std::string progress = progress_topic(topic);
+  loop_.run_blocking([&] {
+    status = from_error(rd_kafka_begin_transaction(p.rk), "begin_transaction");
+    if (!status.is_ok()) return;
+    for (const OutboxRow* row : batch) {
+      auto m = decode_message(row->message);
+      if (!m) continue;
+      const std::string key = std::to_string(m->key);
+      const std::string id = format_id(m->id);
+      const rd_kafka_resp_err_t err =
+          rd_kafka_producev(p.rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+                            RD_KAFKA_V_VALUE(m->payload.data(), m->payload.size()),
+                            RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        status = Status::unavailable(fmt::format("produce: {}", rd_kafka_err2str(err)));
+        break;
+      }
+    }
+    std::string value = std::to_string(last);
+    if (status.is_ok()) {
+      const rd_kafka_resp_err_t err = rd_kafka_producev(
+          p.rk, RD_KAFKA_V_TOPIC(progress.c_str()), RD_KAFKA_V_PARTITION(p.partition),
+          RD_KAFKA_V_KEY(job.data(), job.size()), RD_KAFKA_V_VALUE(value.data(), value.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) status = Status::unavailable(fmt::format("produce marker: {}", rd_kafka_err2str(err)));
+    }
+    if (status.is_ok()) {
+      rd_kafka_error_t* error = rd_kafka_commit_transaction(p.rk, kBlockingTimeoutMs);
+      if (error == nullptr) return;
+      status = Status::unavailable(fmt::format("commit_transaction: {}", rd_kafka_error_string(error)));
+      rd_kafka_error_destroy(error);
+    }
+    (void)from_error(rd_kafka_abort_transaction(p.rk, kBlockingTimeoutMs), "abort_transaction");
+  });
+  if (!status.is_ok()) {
+    producers_.erase(job);  // start over with a fresh producer (and re-read the marker)
+    return status;
+  }
+  p.marker = last;
+  return last;
+}
+
+Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows) {
+  if (rows.empty()) return uint64_t{0};
+  Status status;
+  const std::string topic = kafka_topic(spec_);
+  loop_.run_blocking([&] {
+    for (const OutboxRow& row : rows) {
+      auto m = decode_message(row.message);
+      if (!m) continue;
+      const std::string key = std::to_string(m->key);
+      const std::string id = format_id(m->id);
+      const rd_kafka_resp_err_t err =
+          rd_kafka_producev(p.rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+                            RD_KAFKA_V_VALUE(m->payload.data(), m->payload.size()),
+                            RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        status = Status::unavailable(fmt::format("produce: {}", rd_kafka_err2str(err)));
+        return;
+      }
+    }
+    if (rd_kafka_flush(p.rk, kBlockingTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      status = Status::unavailable("flush timed out");
+    }
+  });
+  if (status.is_ok() && p.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
+  if (!status.is_ok()) return status;
+  return rows.back().seqno;
+}
+
+// --- Reading a whole topic --------------------------------------------------------------------
+
+Result<std::vector<KafkaRecord>> read_kafka_topic(const std::string& brokers, const std::string& topic) {
+  auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers},
+                                            {"group.id", "onceflow.verify"},
+                                            {"enable.auto.commit", "false"},
+                                            {"enable.partition.eof", "true"},
+                                            {"isolation.level", "read_committed"}});
+  if (!rk) return rk.error();
+  std::vector<KafkaRecord> out;
+  Status status;
+  auto partitions = partition_count(*rk, topic);
+  if (!partitions) {
+    status = partitions.error();
+  } else {
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(*partitions);
+    for (int p = 0; p < *partitions; ++p) {
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+    rd_kafka_assign(*rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    int ended = 0;
+    for (int idle = 0; ended < *partitions && idle < 300;) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(*rk, 100);
+      if (m == nullptr) {
+        ++idle;
+        continue;
+      }
+      idle = 0;
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        ++ended;
+      } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        KafkaRecord r;
+        r.partition = m->partition;
+        r.offset = m->offset;
+        r.key.assign(static_cast<const char*>(m->key), m->key_len);
+        r.value.assign(static_cast<const char*>(m->payload), m->len);
+        rd_kafka_timestamp_type_t type;
+        r.timestamp = rd_kafka_message_timestamp(m, &type) * kMillis;
+        r.id = header_value(m, kIdHeader);
+        out.push_back(std::move(r));
+      }
+      rd_kafka_message_destroy(m);
+    }
+    if (ended < *partitions) status = Status::timeout("reading " + topic + " did not reach its end");
+  }
+  rd_kafka_destroy(*rk);
+  if (!status.is_ok()) return status;
+  return out;
+}
+
+}  // namespace onceflow::real
