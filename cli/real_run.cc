@@ -154,7 +154,8 @@ class Deployment {
     uint64_t last_delivered = 0;
     loop_.run([&] {
       const Micros now = loop_.clock().now();
-      if (now >= next_check) {
+      // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
+      if (now >= next_check && (kafka_sources_.empty() || o_.verify)) {
         next_check = now + kDrainCheckEvery;
         drained = this->drained();
       }

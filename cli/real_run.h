@@ -8,9 +8,11 @@
 // write their table in the store. Everything lives in DATA, so a killed run resumes from its
 // last commit when started again on the same DATA.
 //
-// With finite input the run ends (exit 0) once every message is processed and delivered.
-// --verify then reads the outputs and the state back, runs the checkers against the
-// reference run of the recorded input and prints a JSON verdict.
+// With finite input (queue sources) the run ends (exit 0) once every message is processed and
+// delivered; with Kafka sources it goes on until SIGINT/SIGTERM, unless --verify is given,
+// which makes it end once it has caught up with what the input topics hold. --verify then
+// reads the outputs and the state back, runs the checkers against the reference run of the
+// recorded input (and the input topics) and prints a JSON verdict.
 #pragma once
 
 #include <cstdint>

@@ -384,9 +384,17 @@ TEST(SpecTest, TotalQueueBytesLimitAtLeastOne) {
       "spec.yaml:11: sinks.out.at_most_once_strategy.total_queue_bytes_limit: must be at least 1");
 }
 
-TEST(SpecTest, SourceTypeMustBeQueue) {
-  expect_error(edited("type: queue", "type: kafka"),
-               "spec.yaml:3: sources.events.type: unknown source type 'kafka' (types: queue)");
+TEST(SpecTest, SourceTypeMustBeKnown) {
+  expect_error(edited("type: queue", "type: kinesis"),
+               "spec.yaml:3: sources.events.type: unknown source type 'kinesis' (types: queue, kafka)");
+}
+
+TEST(SpecTest, OnlyKafkaSourcesAndSinksNameATopic) {
+  expect_error(edited("type: queue,", "type: queue, topic: t,"),
+               "spec.yaml:3: sources.events.topic: only kafka sources read a topic");
+  const auto kafka = parse_pipeline_spec(YAML::Load(edited("type: queue,", "type: kafka, topic: t,")), "spec.yaml");
+  ASSERT_TRUE(kafka.has_value()) << kafka.error().message();
+  EXPECT_EQ(kafka_topic(kafka->sources[0]), "t");
 }
 
 TEST(SpecTest, SourceNeedsOutputStream) {
@@ -454,7 +462,7 @@ TEST(SpecTest, RejectsUnknownEnumValues) {
       "(allowed: event_time, system_time, real_time)");
   expect_error(edited("type: async_queue", "type: kafka_queue"),
                "spec.yaml:11: sinks.out.type: unknown value 'kafka_queue' (allowed: sync_queue, "
-               "async_queue)");
+               "async_queue, kafka)");
 }
 
 TEST(SpecTest, RejectsUnknownKeys) {
@@ -466,7 +474,7 @@ TEST(SpecTest, RejectsUnknownKeys) {
                "spec.yaml:10: computations.Worker.parameters.batch: unknown key");
   expect_error(edited("output_stream: event", "output_streams: event"),
                "spec.yaml:3: sources.events.output_streams: unknown key (known: output_stream, "
-               "partitions, type)");
+               "partitions, topic, type)");
   expect_error(
       edited("input_stream: result}", "input_stream: result, at_most_once_strategy: {limit: 1}}"),
       "spec.yaml:11: sinks.out.at_most_once_strategy.limit: unknown key");

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A Kafka pipeline under kill -9: librdkafka's mock cluster runs in its own process (onceflow
+# kafka-mock), so the topics outlive the pipeline; kcat writes the input; the pipeline is
+# killed with SIGKILL at random moments and restarted; a final --verify run must find no
+# loss (and, for an exactly-once sink, no duplicate). With ONCEFLOW_KAFKA_BROKERS set, it runs
+# against that cluster instead (its topics `events` and OUTPUT_TOPIC must not exist yet).
+# Usage: kafka_crash_test.sh ONCEFLOW SOURCE_DIR SPEC OUTPUT_TOPIC [MESSAGES] [KILLS]
+set -euo pipefail
+onceflow=$1
+src=$2
+spec="$src/$3"
+output=$4
+messages=${5:-20000}
+kills=${6:-5}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+kcat=$(command -v kcat || true)
+if [[ -z $kcat ]]; then
+  if [[ ${CI:-} == true ]]; then fail "kcat is not installed"; fi
+  echo "SKIP: kcat is not installed"; exit 77
+fi
+
+if [[ -n ${ONCEFLOW_KAFKA_BROKERS:-} ]]; then
+  brokers=$ONCEFLOW_KAFKA_BROKERS  # a real cluster, whose topics events and $output are new
+else
+  "$onceflow" kafka-mock --topic events:2 --topic "$output:2" >"$work/mock.out" 2>"$work/mock.err" &
+  pids+=($!)
+  for _ in $(seq 100); do [[ -s $work/mock.out ]] && break; sleep 0.1; done
+  brokers=$(head -1 "$work/mock.out")
+  [[ -n $brokers ]] || fail "kafka-mock printed no bootstrap servers"
+fi
+awk -v n="$messages" 'BEGIN { for (i = 1; i <= n; i++) printf "%d:w%d\n", i % 97, i }' |
+  "$kcat" -b "$brokers" -P -t events -K:
+
+RANDOM=7
+for ((i = 1; i <= kills; i++)); do
+  "$onceflow" real "$spec" --kafka "$brokers" --data "$work/data" --no-progress >"$work/run-$i.log" 2>&1 &
+  pid=$!
+  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 1 + (r % 2000) / 1000 }')"
+  kill -0 "$pid" 2>/dev/null || fail "run $i ended before it could be killed: $(cat "$work/run-$i.log")"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  seen=$(timeout 30 "$kcat" -b "$brokers" -C -t "$output" -e -q -X isolation.level=read_committed | wc -l)
+  echo "killed run $i; $seen records in $output"
+done
+# The kills came while the pipeline was still working through the input.
+[[ $seen -lt $messages ]] || fail "all $messages inputs were processed before the last kill; the kills came too late"
+"$onceflow" real "$spec" --kafka "$brokers" --data "$work/data" --no-progress --verify >"$work/verify.json" \
+  2>"$work/verify.err" || true
+cat "$work/verify.json"
+python3 - "$work/verify.json" "$messages" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+want = int(sys.argv[2])
+assert v["inputs"] == want, f"inputs {v['inputs']} != {want}"
+assert v["lost"] == 0, f"lost {v['lost']}"
+for name, sink in v["sinks"].items():
+    if sink.get("guarantee") == "exactly_once":
+        assert sink["duplicates"] == 0, f"{name}: {sink['duplicates']} duplicates"
+assert v["verdict"] == "pass", v
+print(f"ok: {want} inputs, {v['outputs']} outputs, {v['duplicates']} duplicates, nothing lost")
+PY
