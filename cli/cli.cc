@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,14 @@ constexpr size_t kTraceTailLines = 40;
 struct UsageError {
   std::string message;
 };
+
+// The largest resident set this process (and, after they ended, its worker processes) had.
+double peak_rss_mb() {
+  rusage self {}, children {};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;
+}
 
 double wall_ms_since(Micros start) { return static_cast<double>(real::WallClock().now() - start) / 1e3; }
 Micros wall_now() { return real::WallClock().now(); }
@@ -261,6 +270,7 @@ struct SeedSummary {
   uint64_t seed = 0;
   bool passed = false;
   uint64_t events = 0;
+  int64_t sim_time_us = 0;
   std::string mix;
   std::vector<std::pair<std::string, bool>> checks;
   std::string first_failure;
@@ -273,8 +283,9 @@ json summary_json(const faults::RunOutcome& r) {
     checks.push_back({v.check, v.passed});
     if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
   }
-  return json{{"seed", r.seed}, {"passed", r.passed}, {"events", r.events}, {"mix", r.fault_mix},
-              {"checks", checks}, {"first_failure", first_failure}};
+  return json{{"seed", r.seed},   {"passed", r.passed},     {"events", r.events},
+              {"sim_time_us", r.sim_time_us}, {"mix", r.fault_mix}, {"checks", checks},
+              {"first_failure", first_failure}};
 }
 
 SeedSummary parse_summary(const json& j) {
@@ -282,6 +293,7 @@ SeedSummary parse_summary(const json& j) {
   s.seed = j.at("seed").get<uint64_t>();
   s.passed = j.at("passed").get<bool>();
   s.events = j.at("events").get<uint64_t>();
+  s.sim_time_us = j.at("sim_time_us").get<int64_t>();
   s.mix = j.at("mix").get<std::string>();
   for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<bool>());
   s.first_failure = j.at("first_failure").get<std::string>();
@@ -374,8 +386,10 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_check;  // name -> (pass, fail)
   std::vector<std::string> check_order;
   uint64_t events = 0;
+  int64_t sim_time_us = 0;
   explore_seeds(inv, s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
     events += r.events;
+    sim_time_us += r.sim_time_us;
     for (const auto& [name, ok] : r.checks) {
       if (by_check.count(name) == 0) check_order.push_back(name);
       auto& counts = by_check[name];
@@ -415,6 +429,8 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
                             {"failing_seeds", failing_seeds},
                             {"checks", checks},
                             {"events_total", events},
+                            {"sim_time_us_total", sim_time_us},
+                            {"peak_rss_mb", peak_rss_mb()},
                             {"wall_ms", wall_ms}}
                            .dump(2));
   } else {
@@ -731,6 +747,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   real->add_option("--seed", real_options.seed, "Seed of the input workload");
   real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");
   real->add_flag("--no-progress", no_progress, "No progress line on stderr");
+  real->add_flag("--stats", real_options.stats, "Print figures (wall time, commits, writes) as JSON at the end");
   real->add_option("--kafka", real_options.kafka, "Kafka brokers (host:port,...) or 'mock' for an in-process mock");
 
   int mock_brokers = 3;

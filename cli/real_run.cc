@@ -473,6 +473,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
   bool drained = false;
+  const Micros started = clock.now();
   {
     Deployment deployment(spec, registry, o, **store);
     deployment.use_mock(mock.get());
@@ -486,6 +487,13 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (o.stats) {
+    const auto& st = (*store)->stats();
+    const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
+    fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s}, {"commits", st.commits},
+                            {"writes", st.writes}, {"bytes", st.bytes}, {"drained", drained}}
+                           .dump());
+  }
   if (!drained) {
     fmt::print(stderr, "onceflow real: stopped on signal {}; run again with --data {} to resume\n", g_signal.load(),
                o.data_dir);

@@ -32,6 +32,7 @@ struct RealOptions {
   uint64_t seed = 1;  // of the workload
   bool verify = false;
   bool progress = true;  // a progress line on stderr
+  bool stats = false;    // a JSON line of figures on stdout at the end (for bench/run.sh)
   // Kafka brokers for kafka sources and sinks: "host:port,...", or "mock" for an in-process
   // mock cluster (gone with the process; `onceflow kafka-mock` keeps one in its own).
   std::string kafka;

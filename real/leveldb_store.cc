@@ -216,6 +216,9 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     return Status::ambiguous(written.message());
   }
   version_ = version;
+  ++stats_.commits;
+  stats_.writes += tx.writes().size();
+  stats_.bytes += batch.ApproximateSize();
   for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
   committed_[tx.id()] = version;
   if (committed_.size() > kRetainedOutcomes) {

@@ -61,6 +61,12 @@ class LevelDbStore final : public Store {
   uint64_t generation() const { return generation_; }
   Version last_version() const { return version_; }
   size_t open_transactions() const { return open_.size(); }
+  struct Stats {
+    uint64_t commits = 0;
+    uint64_t writes = 0;  // rows put or erased by those commits
+    uint64_t bytes = 0;   // keys and values written by them
+  };
+  const Stats& stats() const { return stats_; }
 
   // Every committed row of `table` (tests, --verify and tools; not for the engine).
   Result<std::vector<Row>> dump(const std::string& table);
@@ -109,6 +115,7 @@ class LevelDbStore final : public Store {
   bool broken_ = false;                // a write failed: commits are refused until reopened
   std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
   uint64_t commits_since_prune_ = 0;
+  Stats stats_;
 };
 
 }  // namespace onceflow::real

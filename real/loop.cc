@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <deque>
 #include <thread>
 
 namespace onceflow::real {
@@ -75,9 +76,12 @@ Result<std::string> RealLoop::NodeNetwork::call(const std::string& to, const std
   return std::move(call->reply);
 }
 
-RealLoop::RealLoop() { scheduler_.run_until(clock_.now()); }
+RealLoop::RealLoop() : helpers_(std::make_unique<Helpers>()) { scheduler_.run_until(clock_.now()); }
 
-RealLoop::~RealLoop() { shutdown(); }
+RealLoop::~RealLoop() {
+  shutdown();
+  helpers_.reset();  // joins the helper threads
+}
 
 void RealLoop::add_node(const std::string& name) {
   assert(nodes_.count(name) == 0);
@@ -101,25 +105,109 @@ void RealLoop::run(const std::function<bool()>& done) {
     const Micros wait = next == fibers::kNever ? kMaxSleepUs : std::clamp<Micros>(next - clock_.now(), 0, kMaxSleepUs);
     if (idle_hook_) {
       idle_hook_(wait);
-    } else if (wait > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(wait));
+      idle(0);
+    } else {
+      idle(wait);
     }
   }
   shutdown();
 }
 
+struct RealLoop::Helpers {
+  std::mutex mutex;
+  std::condition_variable work;
+  std::deque<std::function<void()>> queue;
+  size_t idle = 0;
+  bool stop = false;
+  std::vector<std::thread> threads;
+
+  void post(std::function<void()> job) {
+    std::unique_lock<std::mutex> lock(mutex);
+    queue.push_back(std::move(job));
+    if (idle == 0) {
+      threads.emplace_back([this] { serve(); });
+    } else {
+      work.notify_one();
+    }
+  }
+  void serve() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      ++idle;
+      work.wait(lock, [this] { return stop || !queue.empty(); });
+      --idle;
+      if (queue.empty()) return;  // stopping
+      auto job = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  ~Helpers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    work.notify_all();
+    for (auto& t : threads) t.join();
+  }
+};
+
 void RealLoop::run_blocking(const std::function<void()>& fn) {
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread worker([fn, done] {
+  struct Call {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+  };
+  auto call = std::make_shared<Call>();
+  const fibers::Scheduler::WakeToken token = scheduler_.wake_token();
+  helpers_->post([this, &fn, call, token] {
     fn();
-    done->store(true);
+    {
+      std::lock_guard<std::mutex> lock(call->mutex);
+      call->done = true;
+    }
+    call->finished.notify_all();
+    wake_from_thread(token);
   });
-  struct Join {
-    std::thread& t;
-    ~Join() { t.join(); }  // also when the fiber is unwound: fn's captures must outlive it
-  } join{worker};
-  // The thread cannot touch the scheduler; the fiber looks every millisecond.
-  while (!done->load()) scheduler_.sleep_until(std::max(clock_.now(), scheduler_.now()) + kMillis);
+  // If the fiber is unwound meanwhile, fn (and what it refers to on this fiber's stack) must
+  // outlive the call: wait for it before the stack goes.
+  struct Wait {
+    Call& call;
+    ~Wait() {
+      std::unique_lock<std::mutex> lock(call.mutex);
+      call.finished.wait(lock, [this] { return call.done; });
+    }
+  } wait{*call};
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(call->mutex);
+      if (call->done) return;
+    }
+    scheduler_.park(fibers::kNever);
+  }
+}
+
+void RealLoop::wake_from_thread(fibers::Scheduler::WakeToken token) {
+  {
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    woken_.push_back(token);
+  }
+  wake_cv_.notify_one();
+}
+
+// Waits up to `wait_us` for the next event, or less when a helper thread hands a fiber back.
+void RealLoop::idle(Micros wait_us) {
+  std::vector<fibers::Scheduler::WakeToken> woken;
+  {
+    std::unique_lock<std::mutex> lock(wake_mutex_);
+    if (woken_.empty() && wait_us > 0) {
+      wake_cv_.wait_for(lock, std::chrono::microseconds(wait_us), [this] { return !woken_.empty(); });
+    }
+    woken.swap(woken_);
+  }
+  for (const auto& token : woken) scheduler_.wake(token);
 }
 
 void RealLoop::shutdown() {

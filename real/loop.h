@@ -13,10 +13,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/env/network.h"
@@ -62,8 +65,20 @@ class RealLoop {
   Node& node(const std::string& name);
   void shutdown();
 
+  // Helper threads of run_blocking() hand their fibers back through here; the loop's idle
+  // wait ends early when one does.
+  void wake_from_thread(fibers::Scheduler::WakeToken token);
+  void idle(Micros wait_us);
+
   WallClock clock_;
   fibers::Scheduler scheduler_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  std::vector<fibers::Scheduler::WakeToken> woken_;  // guarded by wake_mutex_
+
+  // The helper threads of run_blocking(): started when none is idle, kept for the next call.
+  struct Helpers;
+  std::unique_ptr<Helpers> helpers_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
   std::function<void(Micros)> idle_hook_;
   std::atomic<bool> stop_requested_{false};

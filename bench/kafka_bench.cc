@@ -1,0 +1,157 @@
+// Kafka figures for bench/run.sh, side by side on one in-process mock cluster: the
+// exactly-once sink against the raw transactional producer with the same transaction size,
+// and the at-least-once sink against the raw idempotent producer flushing batches of the
+// same size. Prints one JSON object.
+//   kafka_bench [MESSAGES] [TRANSACTION] [BATCH]
+#include <fmt/format.h>
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/message.h"
+#include "real/kafka.h"
+#include "real/loop.h"
+
+using namespace onceflow;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<OutboxRow> outbox(long n) {
+  std::vector<OutboxRow> rows;
+  for (long i = 1; i <= n; ++i) {
+    Message m;
+    m.id = static_cast<uint64_t>(i);
+    m.key = static_cast<uint64_t>(i % 64);
+    m.payload = fmt::format("key={} count={:08}", i % 64, i);
+    rows.push_back({static_cast<uint64_t>(i), encode_message(m)});
+  }
+  return rows;
+}
+
+rd_kafka_t* producer(const std::string& brokers, bool transactional, const std::string& id) {
+  char err[256];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof err);
+  rd_kafka_conf_set(conf, "linger.ms", "5", err, sizeof err);
+  if (transactional) rd_kafka_conf_set(conf, "transactional.id", id.c_str(), err, sizeof err);
+  // Configured as KafkaSink's producers are, delivery reports included.
+  rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t*, void*) {});
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (transactional) {
+    if (rd_kafka_error_t* e = rd_kafka_init_transactions(rk, 30'000)) {
+      fmt::print(stderr, "init_transactions: {}\n", rd_kafka_error_string(e));
+      std::exit(1);
+    }
+  }
+  return rk;
+}
+
+void produce(rd_kafka_t* rk, const std::string& topic, const OutboxRow& row) {
+  auto m = decode_message(row.message);
+  std::string key = std::to_string(m->key);
+  rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+                    RD_KAFKA_V_VALUE(m->payload.data(), m->payload.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_END);
+}
+
+// Messages per second of the raw producer: transactions (or flushed batches) of `chunk`; the
+// first chunk (producer id, metadata, connections) is not timed. REQUIRES: rows > chunk.
+double raw(const std::string& brokers, const std::string& topic, const std::vector<OutboxRow>& rows, size_t chunk,
+           bool transactional) {
+  rd_kafka_t* rk = producer(brokers, transactional, "bench-raw-" + topic);
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < rows.size(); i += chunk) {
+    if (i == chunk) start = std::chrono::steady_clock::now();  // the first chunk warms up
+    if (transactional) rd_kafka_begin_transaction(rk);
+    for (size_t j = i; j < std::min(rows.size(), i + chunk); ++j) produce(rk, topic, rows[j]);
+    if (transactional) {
+      if (rd_kafka_error_t* e = rd_kafka_commit_transaction(rk, 30'000)) {
+        fmt::print(stderr, "commit: {}\n", rd_kafka_error_string(e));
+        std::exit(1);
+      }
+    } else {
+      rd_kafka_flush(rk, 30'000);
+    }
+  }
+  const double seconds = since(start);
+  rd_kafka_destroy(rk);
+  return static_cast<double>(rows.size() - chunk) / seconds;
+}
+
+// Messages per second through a KafkaSink: the outbox handed over in chunks, as sink epochs do.
+double sink(const std::string& brokers, const std::string& topic, const std::vector<OutboxRow>& rows, size_t chunk,
+            KafkaDelivery delivery) {
+  SinkSpec spec;
+  spec.name = "out";
+  spec.type = SinkType::kKafka;
+  spec.topic = topic;
+  spec.delivery_guarantee = delivery;
+  spec.transaction_messages = static_cast<int>(chunk);
+  real::RealLoop loop;
+  loop.add_node("sink");
+  double rate = 0;
+  bool done = false;
+  loop.runtime("sink").spawn("bench", [&] {
+    auto s = real::KafkaSink::open(loop, brokers, spec);
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < rows.size(); i += chunk) {
+      if (i == chunk) start = std::chrono::steady_clock::now();  // the first chunk warms up
+      std::vector<OutboxRow> part(rows.begin() + static_cast<long>(i),
+                                  rows.begin() + static_cast<long>(std::min(rows.size(), i + chunk)));
+      auto r = (*s)->deliver("sink/out/0", 1, part);
+      if (!r) {
+        fmt::print(stderr, "deliver: {}\n", r.error().message());
+        std::exit(1);
+      }
+    }
+    rate = static_cast<double>(rows.size() - chunk) / since(start);
+    done = true;
+  });
+  loop.run([&] { return done; });
+  return rate;
+}
+
+// Best of `rounds` for the raw producer and the sink, alternating, on a fresh mock cluster
+// (a cluster that served transactions serves idempotent producers slower afterwards).
+std::pair<double, double> compare(const std::vector<OutboxRow>& rows, size_t chunk, bool transactional, int rounds) {
+  auto mock = real::KafkaMockCluster::start(3);
+  if (!mock) std::exit(1);
+  const std::string brokers = (*mock)->bootstrap_servers();
+  double best_raw = 0, best_sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const std::string raw_topic = fmt::format("raw{}", r), sink_topic = fmt::format("sink{}", r);
+    (void)(*mock)->create_topic(raw_topic, 1);
+    (void)(*mock)->create_topic(sink_topic, 1);
+    (void)(*mock)->create_topic(real::KafkaSink::progress_topic(sink_topic), 1);
+    best_raw = std::max(best_raw, raw(brokers, raw_topic, rows, chunk, transactional));
+    best_sink = std::max(best_sink, sink(brokers, sink_topic, rows, chunk,
+                                         transactional ? KafkaDelivery::kExactlyOnce : KafkaDelivery::kAtLeastOnce));
+  }
+  return {best_raw, best_sink};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long messages = argc > 1 ? std::atol(argv[1]) : 20'000;
+  const size_t transaction = argc > 2 ? static_cast<size_t>(std::atol(argv[2])) : 256;
+  const size_t batch = argc > 3 ? static_cast<size_t>(std::atol(argv[3])) : 256;
+  const int rounds = argc > 4 ? std::atoi(argv[4]) : 2;
+  const auto rows = outbox(messages);
+  const auto [raw_idem, alo] = compare(rows, batch, false, rounds);
+  const auto [raw_txn, eos] = compare(rows, transaction, true, rounds);
+  fmt::print(
+      "{{\"messages\": {}, \"transaction_messages\": {}, \"batch\": {}, \"raw_txn_producer_msgs_per_s\": {:.0f}, "
+      "\"kafka_eos_sink_msgs_per_s\": {:.0f}, \"raw_idempotent_producer_msgs_per_s\": {:.0f}, "
+      "\"kafka_alo_sink_msgs_per_s\": {:.0f}}}\n",
+      messages, transaction, batch, raw_txn, eos, raw_idem, alo);
+  return 0;
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Every benchmark, side by side in one run, as one JSON object on stdout (docs/BENCHMARKS.md).
+#   bench/run.sh [--quick]
+# Builds the release tree first (tools/dev.sh build). Progress goes to stderr. --quick uses
+# small sizes, for checking the script, not for figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "bench/run.sh: unknown option '$1' (usage: bench/run.sh [--quick])" >&2; exit 2 ;;
+esac
+size() { if ((quick)); then echo "$2"; else echo "$1"; fi; }  # size FULL QUICK
+
+bash tools/dev.sh build >&2
+onceflow=build/cli/onceflow
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+say() { echo "bench: $*" >&2; }
+
+say "scheduler micro-benchmarks"
+build/bench/scheduler_bench --benchmark_filter='BM_PingPongEvents|BM_FiberSwitch' --benchmark_format=json \
+  --benchmark_repetitions="$(size 3 1)" --benchmark_report_aggregates_only=true >"$tmp/scheduler.json" 2>/dev/null
+
+say "headline exploration"
+"$onceflow" explore scenarios/retryable_request.yaml --seeds "$(size 200 20)" --jobs 1 --json >"$tmp/headline.json"
+
+# A keyed aggregation with N messages over P partitions, one seed, no faults.
+scaling_run() {  # scaling_run NAME MESSAGES PARTITIONS
+  local name=$1 messages=$2 partitions=$3
+  sed -e "s/partitions: [0-9]*/partitions: $partitions/g" scenarios/pipelines/keyed_aggregation.yaml >"$tmp/$name.pipeline.yaml"
+  cat >"$tmp/$name.yaml" <<EOF
+name: $name
+kind: pipeline
+pipeline: $tmp/$name.pipeline.yaml
+topology: {workers: 3}
+workload: {messages: $messages, keys: 64, interval: 1ms}
+faults: {swarm: false}
+liveness_bound: 600s
+EOF
+  "$onceflow" explore "$tmp/$name.yaml" --seeds 1 --first-seed 1 --no-swarm --json >"$tmp/$name.json"
+}
+say "simulator scaling in messages"
+for n in 1000 10000 $(size 100000 ""); do scaling_run "messages-$n" "$n" 2; done
+say "simulator scaling in partitions"
+for p in 1 8 64; do scaling_run "partitions-$p" "$(size 10000 2000)" "$p"; done
+
+say "engine on LevelDB"
+messages=$(size 30000 3000)
+for mode in exactly_once at_least_once at_most_once_sink; do
+  "$onceflow" real "bench/pipelines/two_stage_$mode.yaml" --data "$tmp/data-$mode" --messages "$messages" \
+    --no-progress --stats >"$tmp/real-$mode.json"
+done
+# Raw synced WriteBatch writes of the exactly-once run's average commit.
+read -r batches entries value_bytes < <(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+writes = max(1, s["writes"])
+print(min(s["commits"], 20000), max(1, round(writes / s["commits"])), max(1, round(s["bytes"] / writes)))' "$tmp/real-exactly_once.json")
+build/bench/leveldb_raw_bench "$tmp/raw-leveldb" "$batches" "$entries" "$value_bytes" >"$tmp/leveldb.json"
+
+say "kafka sinks against raw librdkafka producers (mock cluster)"
+build/bench/kafka_bench "$(size 40000 4000)" 256 256 "$(size 3 1)" >"$tmp/kafka.json"
+
+python3 - "$tmp" "$quick" <<'PY'
+import json, os, sys
+tmp, quick = sys.argv[1], sys.argv[2] == "1"
+load = lambda name: json.load(open(os.path.join(tmp, name)))
+
+runs = load("scheduler.json")["benchmarks"]
+def bench(prefix):  # the median of the repetitions, or the one run
+    mine = [b for b in runs if b["name"].startswith(prefix)]
+    return next((b for b in mine if b.get("aggregate_name") == "median"), mine[0])
+ping = bench("BM_PingPongEvents")
+switch = bench("BM_FiberSwitch")
+
+head = load("headline.json")
+wall_s = head["wall_ms"] / 1e3
+out = {
+    "quick": quick,
+    "sim_events_per_s": round(ping["events_per_s"]),
+    "fiber_switch_ns": round(switch["s_per_switch"] * 1e9, 1),
+    "headline_seeds": head["seeds"],
+    "headline_seeds_per_s": round(head["seeds"] / wall_s, 2),
+    "headline_speedup_vs_real_time": round(head["sim_time_us_total"] / 1e6 / wall_s, 1),
+    "headline_peak_rss_mb": round(head["peak_rss_mb"], 1),
+    "headline_events_per_seed": round(head["events_total"] / head["seeds"]),
+}
+scaling = {}
+for name in sorted(os.listdir(tmp)):
+    if (name.startswith("messages-") or name.startswith("partitions-")) and name.endswith(".json"):
+        r = load(name)
+        scaling[name[:-5]] = {"wall_ms": round(r["wall_ms"], 1), "events": r["events_total"]}
+out["sim_scaling"] = scaling
+m1, m10 = scaling.get("messages-1000"), scaling.get("messages-10000")
+m100 = scaling.get("messages-100000")
+if m1 and m10:
+    out["sim_cost_ratio_10k_over_1k"] = round(m10["wall_ms"] / m1["wall_ms"], 2)
+if m10 and m100:
+    out["sim_cost_ratio_100k_over_10k"] = round(m100["wall_ms"] / m10["wall_ms"], 2)
+
+real = {mode: load(f"real-{mode}.json") for mode in ("exactly_once", "at_least_once", "at_most_once_sink")}
+rate = {mode: r["messages"] / r["wall_s"] for mode, r in real.items()}
+lv = load("leveldb.json")
+eo = real["exactly_once"]
+out.update({
+    "eos_msgs_per_s": round(rate["exactly_once"]),
+    "alo_msgs_per_s": round(rate["at_least_once"]),
+    "amo_sink_msgs_per_s": round(rate["at_most_once_sink"]),
+    "eos_over_alo_throughput": round(rate["exactly_once"] / rate["at_least_once"], 3),
+    "eos_commits_per_s": round(eo["commits"] / eo["wall_s"], 1),
+    "eos_writes_per_commit": round(eo["writes"] / eo["commits"], 1),
+    "raw_leveldb_synced_batches_per_s": lv["batches_per_s"],
+    "eos_over_raw_leveldb": round(eo["commits"] / eo["wall_s"] / lv["batches_per_s"], 3),
+})
+k = load("kafka.json")
+out.update({
+    "kafka_eos_sink_msgs_per_s": k["kafka_eos_sink_msgs_per_s"],
+    "kafka_raw_txn_producer_msgs_per_s": k["raw_txn_producer_msgs_per_s"],
+    "kafka_eos_over_raw_txn_producer": round(k["kafka_eos_sink_msgs_per_s"] / k["raw_txn_producer_msgs_per_s"], 3),
+    "kafka_alo_sink_msgs_per_s": k["kafka_alo_sink_msgs_per_s"],
+    "kafka_raw_idempotent_producer_msgs_per_s": k["raw_idempotent_producer_msgs_per_s"],
+    "kafka_alo_over_raw_idempotent_producer":
+        round(k["kafka_alo_sink_msgs_per_s"] / k["raw_idempotent_producer_msgs_per_s"], 3),
+    "kafka_transaction_messages": k["transaction_messages"],
+})
+print(json.dumps(out, indent=2))
+PY
