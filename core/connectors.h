@@ -17,6 +17,7 @@
 #include "core/env/clock.h"
 #include "core/env/status.h"
 #include "core/env/store.h"
+#include "core/message.h"
 #include "core/outbox.h"
 
 namespace onceflow {
@@ -43,6 +44,13 @@ class ExternalSink {
   // highest seqNo the external system now holds durably, or an error: kInvalidArgument when
   // the sink must stop for good (it could not go on without losing or repeating messages).
   virtual Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) = 0;
+  // A synchronous sink: writes one epoch's messages and returns once the system acknowledged
+  // them all, before the epoch commits. An error abandons the epoch (it is retried, and what
+  // was written is written again: at least once).
+  virtual Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) {
+    (void)job, (void)lease, (void)messages;
+    return Status::invalid_argument("this sink does not write synchronously");
+  }
 };
 
 // By source or sink name. Sources of type "queue" and queue sinks need none.

@@ -188,7 +188,7 @@ void Job::run() {
       if (env_.observer != nullptr) env_.observer->job_fenced(id_, lease_);
       break;
     }
-    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled) deliver_outbox();
+    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !sink_->synchronous) deliver_outbox();
     env_.runtime.sleep_for(period);
   }
   finished_ = true;
@@ -680,7 +680,9 @@ void Job::step_sink(EpochTx& etx) {
   const bool dedup = !amo && !env_.bugs.no_input_dedup;
   const std::string prefix = tables::partition_prefix(id_.partition);
   // Outbox rows delivered since the last epoch are acknowledged now.
-  if (spec.type != SinkType::kSyncQueue && !amo) {
+  const bool write_now = spec.type == SinkType::kKafka && spec.synchronous;
+  std::vector<Message> written_now;
+  if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
     for (uint64_t s = etx.meta.acked_seqno + 1; s <= sender_.delivered() && s < etx.meta.next_seqno; ++s) {
       etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
     }
@@ -705,11 +707,20 @@ void Job::step_sink(EpochTx& etx) {
       etx.amo_outputs.push_back(std::move(m));
     } else if (spec.type == SinkType::kSyncQueue) {
       etx.tx.put(tables::sync_sink(spec.name), prefix + tables::hex16(etx.meta.sink_offset++), encode_message(m));
+    } else if (write_now) {
+      written_now.push_back(std::move(m));
     } else {
       etx.tx.put(tables::outbox(spec.name), prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
     }
   }
   if (dedup) clean_dedup(etx);
+  if (!written_now.empty()) {
+    // Acknowledged before the epoch commits; if the commit then fails, they go again.
+    ExternalSink* external = external_sink();
+    const Status written = external != nullptr ? external->write_now(id_.str(), lease_, written_now)
+                                               : Status::invalid_argument("no connector for sink " + spec.name);
+    if (!written.is_ok()) etx.failed = written;
+  }
 }
 
 // Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until

@@ -193,6 +193,9 @@ void check_sink(const SinkSpec& s) {
   }
   if (s.type != SinkType::kKafka && !s.topic.empty()) violate(at(owner, "topic"), "only kafka sinks write a topic");
   check_range(s.transaction_messages, 1, 1'000'000, at(owner, "transaction_messages"));
+  if (s.synchronous && (s.type != SinkType::kKafka || s.delivery_guarantee != KafkaDelivery::kAtLeastOnce)) {
+    violate(at(owner, "synchronous"), "only kafka sinks with delivery_guarantee: at_least_once write synchronously");
+  }
   if (s.at_most_once_strategy.total_queue_bytes_limit < 1) {
     violate(at(strategy, "total_queue_bytes_limit"), "must be at least 1");
   }
@@ -458,7 +461,7 @@ AtMostOnceStrategy parse_at_most_once(const YAML::Node& node, const Path& path) 
 SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   only_keys(node, path,
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
-             "transaction_messages"});
+             "transaction_messages", "synchronous"});
   static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue, SinkType::kKafka};
   static constexpr std::array kDeliveries{KafkaDelivery::kExactlyOnce, KafkaDelivery::kAtLeastOnce};
   SinkSpec s;
@@ -466,6 +469,7 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   if (const auto v = node["delivery_guarantee"]) {
     s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, kafka_delivery_name);
   }
+  if (const auto v = node["synchronous"]) s.synchronous = bool_value(v, at(path, "synchronous"));
   if (const auto v = node["transaction_messages"]) {
     s.transaction_messages = int_value(v, at(path, "transaction_messages"));
   }

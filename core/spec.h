@@ -90,6 +90,9 @@ struct SinkSpec {
   std::string topic;  // the topic written (default: the sink's name)
   KafkaDelivery delivery_guarantee = KafkaDelivery::kExactlyOnce;
   int transaction_messages = 1000;  // exactly-once: messages per Kafka transaction at most
+  // at_least_once only: write each epoch's messages and wait for the acks before the epoch
+  // commits (no outbox); a failed or unfinished epoch writes them again.
+  bool synchronous = false;
 };
 
 inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }

@@ -399,19 +399,17 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   return last;
 }
 
-Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows) {
-  if (rows.empty()) return uint64_t{0};
+Status KafkaSink::produce_and_flush(Producer& p, const std::vector<const Message*>& messages) {
   Status status;
   const std::string topic = kafka_topic(spec_);
   loop_.run_blocking([&] {
-    for (const OutboxRow& row : rows) {
-      auto m = decode_message(row.message);
-      if (!m) continue;
+    for (const Message* m : messages) {
       const std::string key = std::to_string(m->key);
       const std::string id = format_id(m->id);
+      std::string payload = m->payload;
       const rd_kafka_resp_err_t err =
           rd_kafka_producev(p.rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
-                            RD_KAFKA_V_VALUE(m->payload.data(), m->payload.size()),
+                            RD_KAFKA_V_VALUE(payload.data(), payload.size()),
                             RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -424,8 +422,31 @@ Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<Ou
     }
   });
   if (status.is_ok() && p.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
-  if (!status.is_ok()) return status;
+  return status;
+}
+
+Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows) {
+  if (rows.empty()) return uint64_t{0};
+  std::vector<Message> messages;
+  messages.reserve(rows.size());
+  for (const OutboxRow& row : rows) {
+    if (auto m = decode_message(row.message)) messages.push_back(std::move(*m));
+  }
+  std::vector<const Message*> pointers;
+  for (const Message& m : messages) pointers.push_back(&m);
+  if (Status s = produce_and_flush(p, pointers); !s.is_ok()) return s;
   return rows.back().seqno;
+}
+
+Status KafkaSink::write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) {
+  if (spec_.delivery_guarantee != KafkaDelivery::kAtLeastOnce) {
+    return Status::invalid_argument("only at-least-once kafka sinks write synchronously");
+  }
+  auto p = producer_for(job, lease);
+  if (!p) return p.error();
+  std::vector<const Message*> pointers;
+  for (const Message& m : messages) pointers.push_back(&m);
+  return produce_and_flush(**p, pointers);
 }
 
 // --- Reading a whole topic --------------------------------------------------------------------

@@ -15,7 +15,8 @@
 //   fails) rather than write duplicates.
 // - at_least_once: the idempotent producer without transactions: rows are produced and
 //   flushed, then acknowledged; after a crash, what was produced but not yet acknowledged
-//   is produced again (duplicates, never loss).
+//   is produced again (duplicates, never loss). With `synchronous: true` there is no outbox:
+//   each sink epoch writes its messages and waits for the acks before it commits.
 // Blocking librdkafka calls run through RealLoop::run_blocking, so the loop goes on.
 //
 // KafkaMockCluster: librdkafka's in-process mock cluster (test.mock.num.brokers). In
@@ -84,6 +85,7 @@ class KafkaSink final : public ExternalSink {
   static Result<std::unique_ptr<KafkaSink>> open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec);
   ~KafkaSink() override;
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
+  Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) override;
   static std::string progress_topic(const std::string& topic) { return topic + ".onceflow-progress"; }
 
  private:
@@ -92,6 +94,7 @@ class KafkaSink final : public ExternalSink {
   Result<Producer*> producer_for(const std::string& job, LeaseId lease);
   Result<uint64_t> deliver_transactional(Producer& p, const std::string& job, const std::vector<OutboxRow>& rows);
   Result<uint64_t> deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows);
+  Status produce_and_flush(Producer& p, const std::vector<const Message*>& messages);
   Result<std::optional<uint64_t>> read_marker(const std::string& job, int partition);
 
   RealLoop& loop_;

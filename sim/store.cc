@@ -281,9 +281,11 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
   const Version version = ++data_.last_version_;
   for (Write& w : writes) {
     StoreData::Chain& chain = data_.tables_[w.table][w.key];
+    if (!w.value) data_.tombstones_.push_back({w.table, w.key, version});
     chain.push_back({version, std::move(w.value)});
     prune(chain);
   }
+  forget_tombstones();
   record_outcome(tx, true, version);
   data_.commit_log_.push_back({version, tx, now, prerequisites, writes.size()});
   world_.record(node_, fmt::format("commit tx {} version {} writes {}", tx, version,
@@ -333,6 +335,24 @@ void StoreServer::record_outcome(TxId tx, bool committed, Version version) {
 
 Version StoreServer::oldest_snapshot() const {
   return snapshots_.empty() ? data_.last_version_ : *snapshots_.begin();
+}
+
+void StoreServer::forget_tombstones() {
+  const Version oldest = oldest_snapshot();
+  auto& queue = data_.tombstones_;
+  while (!queue.empty() && queue.front().version <= oldest) {
+    const StoreData::Tombstone& t = queue.front();
+    auto table = data_.tables_.find(t.table);
+    if (table != data_.tables_.end()) {
+      auto row = table->second.find(t.key);
+      // Still erased by that very write: nothing before it is visible to anyone any more.
+      if (row != table->second.end() && !row->second.empty() && row->second.back().version == t.version &&
+          !row->second.back().value.has_value()) {
+        table->second.erase(row);
+      }
+    }
+    queue.pop_front();
+  }
 }
 
 void StoreServer::prune(StoreData::Chain& chain) const {

@@ -11,6 +11,7 @@
 // snapshot can still read. Thread-safety: none.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -107,6 +108,14 @@ class StoreData {
   friend class StoreServer;
 
   std::map<std::string, Table, std::less<>> tables_;
+  // Erased rows, in commit order: once no snapshot can see what came before the erasure,
+  // the key goes from its table (a scan would otherwise step over it forever).
+  struct Tombstone {
+    std::string table;
+    std::string key;
+    Version version;
+  };
+  std::deque<Tombstone> tombstones_;
   std::map<LeaseId, LeaseRecord> leases_;
   std::map<TxId, Outcome> outcomes_;
   TxId outcomes_forgotten_below_ = 0;
@@ -141,6 +150,7 @@ class StoreServer {
   void expire_transactions(Micros now);
   void record_outcome(TxId tx, bool committed, Version version);
   void prune(StoreData::Chain& chain) const;
+  void forget_tombstones();
   Version oldest_snapshot() const;
 
   World& world_;

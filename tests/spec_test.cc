@@ -389,6 +389,17 @@ TEST(SpecTest, SourceTypeMustBeKnown) {
                "spec.yaml:3: sources.events.type: unknown source type 'kinesis' (types: queue, kafka)");
 }
 
+TEST(SpecTest, OnlyAtLeastOnceKafkaSinksWriteSynchronously) {
+  expect_error(edited("input_stream: result}", "input_stream: result, synchronous: true}"),
+               "sinks.out.synchronous: only kafka sinks with delivery_guarantee: at_least_once write synchronously");
+  const auto ok = parse_pipeline_spec(
+      YAML::Load(edited("type: async_queue, input_stream: result}",
+                        "type: kafka, input_stream: result, delivery_guarantee: at_least_once, synchronous: true}")),
+      "spec.yaml");
+  ASSERT_TRUE(ok.has_value()) << ok.error().message();
+  EXPECT_TRUE(ok->sinks[0].synchronous);
+}
+
 TEST(SpecTest, OnlyKafkaSourcesAndSinksNameATopic) {
   expect_error(edited("type: queue,", "type: queue, topic: t,"),
                "spec.yaml:3: sources.events.topic: only kafka sources read a topic");
