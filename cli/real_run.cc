@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "checkers/pipeline_checks.h"
@@ -71,6 +72,10 @@ class Progress final : public EngineObserver {
     ++epochs;
     if (e.job.kind == JobKind::kSink) delivered += e.consumed.size();
   }
+  void amo_queued(const std::string&, const Message& m) override { amo_in_queue.insert(m.id); }
+  void amo_sent(const std::string&, MessageId id) override { amo_in_queue.erase(id); }
+  void amo_dropped(const std::string&, MessageId id, std::string_view) override { amo_in_queue.erase(id); }
+  std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent or dropped
   uint64_t epochs = 0;
   uint64_t delivered = 0;  // messages sink epochs committed in this process
 };
@@ -122,8 +127,8 @@ class Deployment {
       if (sink.type != SinkType::kKafka) continue;
       if (Status s = create_topic(kafka_topic(sink), sink.partitions); !s.is_ok()) return s;
       const std::string progress = real::KafkaSink::progress_topic(kafka_topic(sink));
-      if (Status s = create_topic(progress, sink.partitions); !s.is_ok()) return s;
-      auto writer = real::KafkaSink::open(loop_, brokers, sink);
+      if (Status s = create_topic(progress, sink.partitions, true); !s.is_ok()) return s;
+      auto writer = real::KafkaSink::open(loop_, brokers, sink, instance());
       if (!writer) return writer.error();
       connectors_.sinks[sink.name] = writer->get();
       kafka_sinks_[sink.name] = std::move(*writer);
@@ -148,6 +153,7 @@ class Deployment {
     }
     if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
     g_loop.store(&loop_);
+    if (g_signal.load() != 0) loop_.request_stop();  // a signal came while setting up
     const Micros started = loop_.clock().now();
     bool drained = false;
     Micros next_check = 0, next_progress = started + kSeconds;
@@ -175,9 +181,28 @@ class Deployment {
   const std::vector<SourceInput>& inputs() const { return inputs_; }
 
  private:
-  Status create_topic(const std::string& topic, int partitions) {
+  Status create_topic(const std::string& topic, int partitions, bool compact = false) {
     if (mock_ != nullptr) return mock_->create_topic(topic, partitions);
-    return real::ensure_kafka_topic(brokers_, topic, partitions);
+    return real::ensure_kafka_topic(brokers_, topic, partitions, compact);
+  }
+
+  // This deployment's id, made once and kept in the store: Kafka markers and transactional
+  // ids carry it, so another deployment on the same topics never mistakes them for its own.
+  std::string instance() {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      auto tx = store_.begin();
+      if (!tx) continue;
+      auto stored = store_.get(*tx, kProducer, "instance");
+      if (stored && *stored) {
+        store_.abort(*tx);
+        return **stored;
+      }
+      std::random_device os;  // a real deployment: no simulation reaches this
+      const std::string id = fmt::format("{:08x}{:08x}", os(), os());
+      tx->put(kProducer, "instance", id);
+      if (store_.commit(*tx, {}).has_value()) return id;
+    }
+    return "default";
   }
 
   uint64_t produced() {
@@ -288,7 +313,8 @@ class Deployment {
       }
     }
     store_.abort(*tx);
-    return done && !store_.any_rows("stream/") && !store_.any_rows("output_messages/") && !store_.any_rows("timers/");
+    return done && progress_.amo_in_queue.empty() && !store_.any_rows("stream/") && !store_.any_rows("output_messages/") &&
+           !store_.any_rows("timers/");
   }
 
   void print_progress(Micros elapsed, uint64_t delivered_last_second, bool last) {

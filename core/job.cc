@@ -729,7 +729,11 @@ void Job::deliver_outbox() {
   const std::string prefix = tables::partition_prefix(id_.partition);
   auto tx = env_.store.begin();
   if (!tx) return;
-  auto rows = env_.store.scan(*tx, tables::outbox(sink_->name), prefix, prefix + "~", 256);
+  // A Kafka sink may put more than that into one transaction.
+  const size_t limit = sink_->type == SinkType::kKafka
+                           ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
+                           : 256;
+  auto rows = env_.store.scan(*tx, tables::outbox(sink_->name), prefix, prefix + "~", limit);
   env_.store.abort(*tx);
   if (!rows) return;
   const std::string producer = id_.str();

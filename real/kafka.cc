@@ -106,7 +106,7 @@ Status KafkaMockCluster::create_topic(const std::string& topic, int partitions) 
   return Status::ok();
 }
 
-Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions) {
+Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions, bool compact) {
   auto rk = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers}});
   if (!rk) return rk.error();
   Status result = Status::ok();
@@ -119,6 +119,7 @@ Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, 
   } else {
     char err[256];
     rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, -1, err, sizeof err);
+    if (compact) rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
     rd_kafka_queue_t* queue = rd_kafka_queue_new(*rk);
     rd_kafka_CreateTopics(*rk, &nt, 1, nullptr, queue);
     rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, kBlockingTimeoutMs);
@@ -191,6 +192,7 @@ KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
 }
 
 Result<std::vector<ExternalSource::Record>> KafkaSource::read(int p, uint64_t offset, size_t limit, bool* caught_up) {
+  rd_kafka_poll(consumer_, 0);  // the consumer's own events (errors, logs)
   Partition& part = partition(p, offset);
   std::vector<rd_kafka_message_t*> batch(std::max<size_t>(limit, 1));
   const ssize_t n = rd_kafka_consume_batch_queue(part.queue, 0, batch.data(), batch.size());
@@ -234,6 +236,7 @@ struct KafkaSink::Producer {
   LeaseId lease = 0;
   int partition = 0;
   bool marker_read = false;
+  bool fatal = false;  // a fatal librdkafka error: replace it
   uint64_t marker = 0;  // the last seqNo a committed transaction carried
   std::atomic<uint64_t> failed{0};  // delivery reports with an error
   ~Producer() {
@@ -247,28 +250,31 @@ void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
 }
 }  // namespace
 
-Result<std::unique_ptr<KafkaSink>> KafkaSink::open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec) {
-  return std::unique_ptr<KafkaSink>(new KafkaSink(loop, brokers, spec));
+Result<std::unique_ptr<KafkaSink>> KafkaSink::open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec,
+                                                   const std::string& instance) {
+  return std::unique_ptr<KafkaSink>(new KafkaSink(loop, brokers, spec, instance));
 }
 
-KafkaSink::KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec)
-    : loop_(loop), brokers_(std::move(brokers)), spec_(spec) {}
+KafkaSink::KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec, std::string instance)
+    : loop_(loop), brokers_(std::move(brokers)), spec_(spec), instance_(std::move(instance)) {}
 
 KafkaSink::~KafkaSink() = default;
 
-Result<KafkaSink::Producer*> KafkaSink::producer_for(const std::string& job, LeaseId lease) {
+Result<std::shared_ptr<KafkaSink::Producer>> KafkaSink::producer_for(const std::string& job, LeaseId lease) {
+  LeaseId& newest = newest_lease_[job];
+  if (lease < newest) return Status::aborted(job + ": a newer incarnation owns the producer");
   auto it = producers_.find(job);
-  if (it != producers_.end()) {
-    if (it->second->lease == lease) return it->second.get();
-    if (lease < it->second->lease) return Status::aborted(job + ": a newer incarnation owns the producer");
-    producers_.erase(it);  // the older incarnation is over
-  }
-  auto p = std::make_unique<Producer>();
+  if (it != producers_.end() && it->second->lease == lease && !it->second->fatal) return it->second;
+  newest = lease;
+  if (it != producers_.end()) producers_.erase(it);  // the older incarnation is over, or it broke
+  auto p = std::make_shared<Producer>();
   p->lease = lease;
   p->partition = std::stoi(job.substr(job.rfind('/') + 1));
   Settings settings{{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}, {"linger.ms", "5"}};
   const bool transactional = spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce;
-  if (transactional) settings.emplace_back("transactional.id", fmt::format("onceflow.{}.{}", kafka_topic(spec_), job));
+  if (transactional) {
+    settings.emplace_back("transactional.id", fmt::format("onceflow.{}.{}.{}", instance_, kafka_topic(spec_), job));
+  }
   auto rk = make_client(RD_KAFKA_PRODUCER, settings, on_delivery, &p->failed);
   if (!rk) return rk.error();
   p->rk = *rk;
@@ -278,17 +284,21 @@ Result<KafkaSink::Producer*> KafkaSink::producer_for(const std::string& job, Lea
     loop_.run_blocking([&] { init = from_error(rd_kafka_init_transactions(p->rk, kBlockingTimeoutMs), "init_transactions"); });
     if (!init.is_ok()) return init;
   }
-  return producers_.emplace(job, std::move(p)).first->second.get();
+  producers_[job] = p;
+  return p;
 }
 
 Result<uint64_t> KafkaSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
   auto p = producer_for(job, lease);
   if (!p) return p.error();
-  if (spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce) return deliver_transactional(**p, job, rows);
-  return deliver_idempotent(**p, rows);
+  const std::shared_ptr<Producer> keep = *p;  // alive for this call, whatever happens meanwhile
+  if (spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce) return deliver_transactional(*keep, job, rows);
+  return deliver_idempotent(*keep, rows);
 }
 
-Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& job, int partition) {
+// The last marker `key` committed in `partition` of the progress topic: read from the end
+// backwards in growing windows, and only answered once the read reached the end.
+Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& key, int partition) {
   std::optional<uint64_t> marker;
   Status status;
   const std::string topic = progress_topic(kafka_topic(spec_));
@@ -307,25 +317,30 @@ Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& job, i
         rd_kafka_query_watermark_offsets(*rk, topic.c_str(), partition, &low, &high, kBlockingTimeoutMs);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       status = Status::unavailable(fmt::format("watermarks of {}: {}", topic, rd_kafka_err2str(err)));
-    } else if (high > low) {
+    }
+    for (int64_t window = 64; status.is_ok() && high > low && !marker; window *= 8) {
+      const int64_t start = std::max<int64_t>(low, high - window);
       rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = std::max<int64_t>(low, high - 64);
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), partition)->offset = start;
       rd_kafka_assign(*rk, list);
       rd_kafka_topic_partition_list_destroy(list);
-      for (int polls = 0; polls < 300; ++polls) {
+      bool eof = false;
+      for (int polls = 0; polls < 600 && !eof; ++polls) {
         rd_kafka_message_t* m = rd_kafka_consumer_poll(*rk, 100);
         if (m == nullptr) continue;
-        const bool eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            std::string_view(static_cast<const char*>(m->key), m->key_len) == job) {
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+          eof = true;
+        } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                   std::string_view(static_cast<const char*>(m->key), m->key_len) == key) {
           uint64_t seqno = 0;
           const auto* text = static_cast<const char*>(m->payload);
           std::from_chars(text, text + m->len, seqno);
           marker = seqno;
         }
         rd_kafka_message_destroy(m);
-        if (eof) break;
       }
+      if (!eof) status = Status::unavailable(fmt::format("reading {} did not reach its end", topic));
+      if (start == low) break;
     }
     rd_kafka_destroy(*rk);
   });
@@ -336,7 +351,7 @@ Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& job, i
 Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string& job,
                                                   const std::vector<OutboxRow>& rows) {
   if (!p.marker_read) {
-    auto marker = read_marker(job, p.partition);
+    auto marker = read_marker(marker_key(job), p.partition);
     if (!marker) return marker.error();
     // Rows below the first one were acknowledged, so a marker was committed with them.
     if (!*marker && !rows.empty() && rows.front().seqno > 1) {
@@ -357,6 +372,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   Status status;
   const std::string topic = kafka_topic(spec_);
   const std::string progress = progress_topic(topic);
+  const std::string marker_key_text = marker_key(job);
   loop_.run_blocking([&] {
     status = from_error(rd_kafka_begin_transaction(p.rk), "begin_transaction");
     if (!status.is_ok()) return;
@@ -379,7 +395,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     if (status.is_ok()) {
       const rd_kafka_resp_err_t err = rd_kafka_producev(
           p.rk, RD_KAFKA_V_TOPIC(progress.c_str()), RD_KAFKA_V_PARTITION(p.partition),
-          RD_KAFKA_V_KEY(job.data(), job.size()), RD_KAFKA_V_VALUE(value.data(), value.size()),
+          RD_KAFKA_V_KEY(marker_key_text.data(), marker_key_text.size()), RD_KAFKA_V_VALUE(value.data(), value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) status = Status::unavailable(fmt::format("produce marker: {}", rd_kafka_err2str(err)));
     }
@@ -392,7 +408,8 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     (void)from_error(rd_kafka_abort_transaction(p.rk, kBlockingTimeoutMs), "abort_transaction");
   });
   if (!status.is_ok()) {
-    producers_.erase(job);  // start over with a fresh producer (and re-read the marker)
+    auto it = producers_.find(job);
+    if (it != producers_.end() && it->second.get() == &p) producers_.erase(it);  // start over, re-read the marker
     return status;
   }
   p.marker = last;
@@ -422,6 +439,9 @@ Status KafkaSink::produce_and_flush(Producer& p, const std::vector<const Message
     }
   });
   if (status.is_ok() && p.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
+  if (!status.is_ok() && rd_kafka_fatal_error(p.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    p.fatal = true;  // the idempotent producer cannot go on: the next delivery makes a new one
+  }
   return status;
 }
 

@@ -10,7 +10,8 @@
 //   "onceflow.<topic>.<job>", so a new incarnation fences every older producer on a real
 //   broker). Each Kafka transaction carries a batch of outbox rows and a progress marker
 //   (the batch's last seqNo) written to "<topic>.onceflow-progress", partition = the sink
-//   job's partition. A restarted sink reads its marker and skips what it covers. When the
+//   job's partition, keyed by the deployment's instance id and the job (a compacted topic
+//   when onceflow creates it). A restarted sink reads its marker and skips what it covers. When the
 //   marker is missing although the outbox shows earlier deliveries, the sink stops (the job
 //   fails) rather than write duplicates.
 // - at_least_once: the idempotent producer without transactions: rows are produced and
@@ -58,7 +59,9 @@ class KafkaMockCluster {
 };
 
 // Creates `topic` with `partitions` partitions unless it exists (admin API; blocking).
-Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions);
+// `compact`: cleanup.policy=compact, for progress topics, whose last marker per key must
+// never expire.
+Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions, bool compact = false);
 
 class KafkaSource final : public ExternalSource {
  public:
@@ -82,7 +85,11 @@ class KafkaSource final : public ExternalSource {
 
 class KafkaSink final : public ExternalSink {
  public:
-  static Result<std::unique_ptr<KafkaSink>> open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec);
+  // `instance` names this deployment (its data directory's store); it is part of every
+  // transactional.id and progress-marker key, so that another deployment writing the same
+  // topic never reads this one's markers.
+  static Result<std::unique_ptr<KafkaSink>> open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec,
+                                                 const std::string& instance = "default");
   ~KafkaSink() override;
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
   Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) override;
@@ -90,17 +97,21 @@ class KafkaSink final : public ExternalSink {
 
  private:
   struct Producer;
-  KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec);
-  Result<Producer*> producer_for(const std::string& job, LeaseId lease);
+  KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec, std::string instance);
+  Result<std::shared_ptr<Producer>> producer_for(const std::string& job, LeaseId lease);
   Result<uint64_t> deliver_transactional(Producer& p, const std::string& job, const std::vector<OutboxRow>& rows);
   Result<uint64_t> deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows);
   Status produce_and_flush(Producer& p, const std::vector<const Message*>& messages);
-  Result<std::optional<uint64_t>> read_marker(const std::string& job, int partition);
+  Result<std::optional<uint64_t>> read_marker(const std::string& key, int partition);
+  std::string marker_key(const std::string& job) const { return instance_ + "/" + job; }
 
   RealLoop& loop_;
   std::string brokers_;
   SinkSpec spec_;
-  std::map<std::string, std::unique_ptr<Producer>> producers_;  // by sink job
+  std::string instance_;
+  // By sink job. A producer in use by a fiber (inside run_blocking) is kept alive by it.
+  std::map<std::string, std::shared_ptr<Producer>> producers_;
+  std::map<std::string, LeaseId> newest_lease_;  // by sink job: older incarnations are refused
 };
 
 // Every record of `topic` up to its end now, partition by partition (read_committed).

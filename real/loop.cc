@@ -124,11 +124,9 @@ struct RealLoop::Helpers {
   void post(std::function<void()> job) {
     std::unique_lock<std::mutex> lock(mutex);
     queue.push_back(std::move(job));
-    if (idle == 0) {
-      threads.emplace_back([this] { serve(); });
-    } else {
-      work.notify_one();
-    }
+    // Every queued job gets a thread of its own: a blocking call never waits behind another.
+    if (queue.size() > idle) threads.emplace_back([this] { serve(); });
+    work.notify_one();
   }
   void serve() {
     std::unique_lock<std::mutex> lock(mutex);
@@ -159,14 +157,17 @@ void RealLoop::run_blocking(const std::function<void()>& fn) {
     std::mutex mutex;
     std::condition_variable finished;
     bool done = false;
+    fibers::Scheduler::WakeToken waiting{};  // the fiber's current wait
   };
   auto call = std::make_shared<Call>();
-  const fibers::Scheduler::WakeToken token = scheduler_.wake_token();
-  helpers_->post([this, &fn, call, token] {
+  call->waiting = scheduler_.wake_token();
+  helpers_->post([this, &fn, call] {
     fn();
+    fibers::Scheduler::WakeToken token;
     {
       std::lock_guard<std::mutex> lock(call->mutex);
       call->done = true;
+      token = call->waiting;
     }
     call->finished.notify_all();
     wake_from_thread(token);
@@ -182,8 +183,10 @@ void RealLoop::run_blocking(const std::function<void()>& fn) {
   } wait{*call};
   for (;;) {
     {
+      // Each wait has its own token: a wake for an earlier one would be ignored.
       std::lock_guard<std::mutex> lock(call->mutex);
       if (call->done) return;
+      call->waiting = scheduler_.wake_token();
     }
     scheduler_.park(fibers::kNever);
   }

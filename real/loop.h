@@ -5,8 +5,8 @@
 // Network endpoint. The network is in-process: a call runs the handler on a fresh fiber of
 // the called node and wakes the caller with the reply, or with kTimeout when the deadline
 // passes first, or kUnreachable when no such node or service exists. The loop runs what is
-// due, then sleeps until the next event (at most `max_sleep`), calling the idle hook (which
-// may poll librdkafka) each turn.
+// due, then sleeps until the next event (at most 2 ms) or until a helper thread of
+// run_blocking() hands its fiber back, calling the idle hook, if one is set, each turn.
 //
 // Thread-safety: one thread runs the loop; request_stop() may be called from a signal
 // handler or another thread.
