@@ -460,6 +460,13 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
 
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
+  for (const auto& sink : spec.sinks) {
+    if (sink.type == SinkType::kHttp) {
+      fmt::print(stderr, "onceflow: {}: sinks.{}: http sinks run in the simulator only, not under onceflow real\n",
+                 spec_path, sink.name);
+      return 2;
+    }
+  }
   bool uses_kafka = false;
   for (const auto& source : spec.sources) uses_kafka = uses_kafka || source.type == "kafka";
   for (const auto& sink : spec.sinks) uses_kafka = uses_kafka || sink.type == SinkType::kKafka;

@@ -101,7 +101,7 @@ class Loader {
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
-                         "faults", "liveness_bound", "guarantees", "pipeline", "topology"});
+                         "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -112,10 +112,10 @@ class Loader {
     if (s.kind != "kernel" && s.kind != "pipeline") {
       fail(root["kind"], "kind", "unknown kind '" + s.kind + "' (kinds: kernel, pipeline)");
     }
-    if (s.kind == "pipeline") return load_pipeline(root, s);
     if (root["demonstrates_failure"]) {
       s.demonstrates_failure = boolean(root["demonstrates_failure"], "demonstrates_failure");
     }
+    if (s.kind == "pipeline") return load_pipeline(root, s);
     if (root["workload"]) load_kernel_workload(root["workload"], s);
     if (root["faults"]) load_faults(root["faults"], s);
     if (root["liveness_bound"]) s.kernel.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
@@ -165,6 +165,22 @@ class Loader {
       if (w["interval"]) o.workload.interval_us = duration(w["interval"], "workload.interval");
     }
     if (root["guarantees"]) load_sink_guarantees(root["guarantees"], s);
+    if (const YAML::Node& receivers = root["http_receivers"]) {
+      if (!receivers.IsMap()) fail(receivers, "http_receivers", "expected a mapping of http sink name to its receiver");
+      for (const auto& entry : receivers) {
+        const std::string sink = entry.first.as<std::string>();
+        const std::string key = "http_receivers." + sink;
+        const SinkSpec* spec = o.spec.sink(sink);
+        if (spec == nullptr || spec->type != SinkType::kHttp) fail(entry.first, key, "no http sink '" + sink + "' in the pipeline");
+        only_keys(entry.second, key, {"honours_idempotency_key"});
+        if (const YAML::Node& h = entry.second["honours_idempotency_key"]) {
+          if (!h.IsScalar() || (h.Scalar() != "true" && h.Scalar() != "false")) {
+            fail(h, key + ".honours_idempotency_key", "expected true or false");
+          }
+          o.http_honours_idempotency_key[sink] = h.Scalar() == "true";
+        }
+      }
+    }
     if (root["faults"]) {
       load_faults(root["faults"], s);
       o.scripted = s.scripted;
@@ -315,7 +331,7 @@ class Loader {
       for (int i = 1; i <= s.pipeline.workers; ++i) nodes.insert(fmt::format("worker-{}", i));
       for (int i = 1; i <= s.pipeline.spare_workers; ++i) nodes.insert(fmt::format("worker-spare-{}", i));
       for (const auto& sink : s.pipeline.spec.sinks) {
-        if (sink.type == SinkType::kAsyncQueue) nodes.insert(sink_target_node(sink.name));
+        if (sink.type == SinkType::kAsyncQueue || sink.type == SinkType::kHttp) nodes.insert(sink_target_node(sink.name));
       }
       return nodes;
     }

@@ -740,6 +740,9 @@ void Job::deliver_outbox() {
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value});
   if (ExternalSink* external = external_sink()) {
+    // What this incarnation had acknowledged already waits only for the next epoch to erase it.
+    std::erase_if(outbox, [&](const OutboxRow& row) { return row.seqno <= sender_.delivered(); });
+    if (outbox.empty()) return;
     auto delivered = external->deliver(producer, lease_, outbox);
     if (delivered) {
       sender_.acknowledged(*delivered);

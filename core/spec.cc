@@ -58,6 +58,8 @@ std::string_view sink_type_name(SinkType type) {
       return "async_queue";
     case SinkType::kKafka:
       return "kafka";
+    case SinkType::kHttp:
+      return "http";
   }
   return "unknown";
 }
@@ -188,7 +190,11 @@ void check_sink(const SinkSpec& s) {
   if (s.input_stream.empty()) violate(at(owner, "input_stream"), "missing");
   check_partitions(s.partitions, owner);
   const Path strategy = at(owner, "at_most_once_strategy");
-  if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue) {
+  if (s.at_most_once_strategy.enabled && s.type == SinkType::kHttp) {
+    violate(at(strategy, "enabled"),
+            "http sinks are at-least-once (POSTs are retried outside the epoch): at_most_once_strategy is not "
+            "supported on them");
+  } else if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue) {
     violate(at(strategy, "enabled"), "at_most_once_strategy is supported only by async sinks");
   }
   if (s.type != SinkType::kKafka && !s.topic.empty()) violate(at(owner, "topic"), "only kafka sinks write a topic");
@@ -461,8 +467,9 @@ AtMostOnceStrategy parse_at_most_once(const YAML::Node& node, const Path& path) 
 SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   only_keys(node, path,
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
-             "transaction_messages", "synchronous"});
-  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue, SinkType::kKafka};
+             "transaction_messages", "synchronous", "idempotency_key"});
+  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue, SinkType::kKafka,
+                                     SinkType::kHttp};
   static constexpr std::array kDeliveries{KafkaDelivery::kExactlyOnce, KafkaDelivery::kAtLeastOnce};
   SinkSpec s;
   if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
@@ -470,6 +477,10 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
     s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, kafka_delivery_name);
   }
   if (const auto v = node["synchronous"]) s.synchronous = bool_value(v, at(path, "synchronous"));
+  if (const auto v = node["idempotency_key"]) {
+    if (s.type != SinkType::kHttp) fail(v, at(path, "idempotency_key"), "only http sinks send an Idempotency-Key");
+    s.idempotency_key = bool_value(v, at(path, "idempotency_key"));
+  }
   if (const auto v = node["transaction_messages"]) {
     s.transaction_messages = int_value(v, at(path, "transaction_messages"));
   }

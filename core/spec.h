@@ -28,7 +28,7 @@ namespace onceflow {
 enum class ProcessingMode : uint8_t { kExactlyOnce, kAtLeastOnceConsistent };
 enum class ComputationType : uint8_t { kTransform, kSwiftMap, kProcessFunction };
 enum class Watermark : uint8_t { kEventTime, kSystemTime, kRealTime };
-enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue, kKafka };
+enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue, kKafka, kHttp };
 // What a Kafka sink promises: exactly once (transactions with a progress marker) or at least
 // once (the idempotent producer, no transactions).
 enum class KafkaDelivery : uint8_t { kExactlyOnce, kAtLeastOnce };
@@ -93,6 +93,8 @@ struct SinkSpec {
   // at_least_once only: write each epoch's messages and wait for the acks before the epoch
   // commits (no outbox); a failed or unfinished epoch writes them again.
   bool synchronous = false;
+  // http sinks: POST each message with an Idempotency-Key header carrying its MessageId.
+  bool idempotency_key = true;
 };
 
 inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }

@@ -127,7 +127,9 @@ class PointPolicy {
 constexpr Micros kSettleUs = 1 * kSeconds;
 
 checkers::Guarantee default_guarantee(const SinkSpec& sink) {
-  return sink.at_most_once_strategy.enabled ? checkers::Guarantee::kAtMostOnce : checkers::Guarantee::kExactlyOnce;
+  if (sink.at_most_once_strategy.enabled) return checkers::Guarantee::kAtMostOnce;
+  if (sink.type == SinkType::kHttp) return checkers::Guarantee::kAtLeastOnce;
+  return checkers::Guarantee::kExactlyOnce;
 }
 
 namespace {
@@ -224,6 +226,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.bugs = o.bugs;
   wo.observer = &recorder;
   wo.trace_keep_lines = o.trace_keep_lines;
+  wo.http_honours_idempotency_key = o.http_honours_idempotency_key;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
   if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
     wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };

@@ -38,9 +38,11 @@ struct PipelineRunOptions {
   BugSwitches bugs;
   size_t trace_keep_lines = 0;
   std::string replay_command;  // put into violation reports
+  std::map<std::string, bool> http_honours_idempotency_key;  // http sinks' receivers (default: yes)
 };
 
-// The guarantee a sink promises by its spec: at-most-once when its strategy is enabled.
+// The guarantee a sink promises by its spec: at-most-once when its strategy is enabled,
+// at-least-once for http sinks (a POST whose answer is lost goes again), else exactly-once.
 checkers::Guarantee default_guarantee(const SinkSpec& sink);
 
 // What happened to the nodes, for pictures of the run (onceflow explain).

@@ -49,7 +49,12 @@ struct PipelineWorld::Process {
       : points(w, node.index),
         store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
         env{node.runtime, node.network, store, node.random, w.spec_, w.registry_,
-            w.options_.engine, w.options_.bugs, w.options_.observer, &points} {
+            w.options_.engine, w.options_.bugs, w.options_.observer, &points, &connectors} {
+    for (const auto& sink : w.spec_.sinks) {
+      if (sink.type != SinkType::kHttp) continue;
+      http_sinks.push_back(std::make_unique<SimHttpSink>(node.network, sink, w.options_.engine.rpc_timeout_us));
+      connectors.sinks[sink.name] = http_sinks.back().get();
+    }
     if (is_controller) {
       controller = std::make_unique<Controller>(env);
     } else {
@@ -58,6 +63,8 @@ struct PipelineWorld::Process {
   }
   NodeFaultPoints points;
   SimStoreClient store;
+  Connectors connectors;
+  std::vector<std::unique_ptr<SimHttpSink>> http_sinks;
   EngineEnv env;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Worker> worker;
@@ -106,8 +113,13 @@ void PipelineWorld::start() {
   for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(false));  // down
   world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
   for (const auto& sink : spec_.sinks) {
-    if (sink.type != SinkType::kAsyncQueue) continue;
-    world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
+    if (sink.type == SinkType::kAsyncQueue) {
+      world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
+    } else if (sink.type == SinkType::kHttp) {
+      auto honours = options_.http_honours_idempotency_key.find(sink.name);
+      const bool honour = honours == options_.http_honours_idempotency_key.end() || honours->second;
+      world_->start(world_->add_node(sink_target_node(sink.name), http_receiver_boot(targets_[sink.name], honour)));
+    }
   }
   heartbeat_queue_heads();
   for (const SourceInput& in : inputs_) {

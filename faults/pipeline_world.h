@@ -50,6 +50,8 @@ struct PipelineWorldOptions {
   // Decides, for a node reaching a fault point (faults/points.h), whether it crashes there.
   std::function<bool(const std::string& node, std::string_view point)> fault_point_policy;
   Micros fault_point_restart_us = 300 * kMillis;  // a node crashed at a point restarts after
+  // http sinks: whether the receiver honours Idempotency-Key (default: it does).
+  std::map<std::string, bool> http_honours_idempotency_key;
 };
 
 class PipelineWorld {

@@ -55,4 +55,58 @@ BootFn queue_target_boot(TargetLog& log) {
   };
 }
 
+BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key) {
+  return [&log, honour_idempotency_key](NodeContext& node) -> std::shared_ptr<void> {
+    World& world = node.world;
+    const NodeIndex self = node.index;
+    Random& random = node.random;
+    node.network.serve(kHttpPostService, [&log, &world, self, &random, honour_idempotency_key](
+                                              const std::string&, std::string_view request) -> Result<std::string> {
+      Decoder in(request);
+      const std::string key = in.string();
+      const std::string producer = in.string();
+      const uint64_t lease = in.u64();
+      auto message = decode_message(in.bytes());
+      if (!in.done() || !message) return Status::invalid_argument("400 malformed request");
+      if (random.bernoulli(log.reject_probability)) {
+        ++log.rejections;
+        return Status::invalid_argument("422 the receiver rejects the request (permanent)");
+      }
+      if (random.bernoulli(log.error_probability)) {
+        ++log.errors;
+        return Status::unavailable("503 the receiver failed the request");
+      }
+      if (honour_idempotency_key && !key.empty() && !log.idempotency_keys.insert(key).second) {
+        ++log.deduplicated;
+        world.detail(self, fmt::format("replays the answer to Idempotency-Key {}", key));
+        return std::string("200 (replayed)");
+      }
+      world.detail(self, fmt::format("appends {} POSTed by {} lease {:x}", format_id(message->id), producer, lease));
+      log.appended.push_back({std::move(*message), producer, lease, world.now()});
+      return std::string("200");
+    });
+    return nullptr;
+  };
+}
+
+// Sends the rows in order, each once per call; stops at the first failure. A timeout may
+// hide a POST the receiver applied: the row goes again later (at least once), and only an
+// Idempotency-Key the receiver honours makes that harmless.
+Result<uint64_t> SimHttpSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
+  uint64_t delivered = 0;
+  for (const OutboxRow& row : rows) {
+    auto m = decode_message(row.message);
+    if (!m) return Status::corruption("an outbox row does not decode");
+    Encoder req;
+    req.bytes(spec_.idempotency_key ? format_id(m->id) : "").bytes(job).u64(lease).bytes(row.message);
+    auto reply = network_.call(sink_target_node(spec_.name), kHttpPostService, req.take(), timeout_us_);
+    if (!reply) {
+      if (delivered > 0) return delivered;  // what went through is acknowledged; the rest waits
+      return reply.error();
+    }
+    delivered = row.seqno;
+  }
+  return delivered;
+}
+
 }  // namespace onceflow::sim

@@ -6,10 +6,13 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/connectors.h"
 #include "core/message.h"
+#include "core/spec.h"
 #include "sim/world.h"
 
 namespace onceflow::sim {
@@ -30,12 +33,37 @@ struct TargetLog {
   double reject_probability = 0;  // permanent: "this request will never succeed"
   uint64_t errors = 0;
   uint64_t rejections = 0;
-  void evict() { last_seqno.clear(); }
+  // http receivers that honour Idempotency-Key: the keys seen.
+  std::set<std::string> idempotency_keys;
+  void evict() {
+    last_seqno.clear();
+    idempotency_keys.clear();
+  }
   // Flow's Queue API dedup: appends `message` unless `producer` already sent this seqNo or
   // a later one (an empty producer always appends). Returns whether it appended.
   bool append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now);
 };
 
 BootFn queue_target_boot(TargetLog& log);
+
+// An HTTP receiver an http sink POSTs to (service kHttpPostService): appends every request,
+// except, when it honours Idempotency-Key, one whose key it has seen. Request: key (empty:
+// none), producer, Lease, message.
+inline constexpr const char* kHttpPostService = "http_post";
+BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key);
+
+// The engine side of an http sink in the simulator: POSTs committed outbox rows in order,
+// over the node's network, to the sink's receiver.
+class SimHttpSink final : public ExternalSink {
+ public:
+  SimHttpSink(Network& network, const SinkSpec& spec, Micros timeout_us)
+      : network_(network), spec_(spec), timeout_us_(timeout_us) {}
+  Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
+
+ private:
+  Network& network_;
+  const SinkSpec& spec_;
+  Micros timeout_us_;
+};
 
 }  // namespace onceflow::sim

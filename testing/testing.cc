@@ -38,7 +38,8 @@ PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_worker
   for (int i = 1; i <= workers; ++i) t.workers.push_back(fmt::format("worker-{}", i));
   for (int i = 1; i <= spare_workers; ++i) t.spare_workers.push_back(fmt::format("worker-spare-{}", i));
   for (const auto& sink : spec.sinks) {
-    if (sink.type == SinkType::kAsyncQueue) t.sink_targets.push_back(sink_target_node(sink.name));  // the others write the store
+    // Queue targets and http receivers are nodes; the other sinks write the store.
+    if (sink.type == SinkType::kAsyncQueue || sink.type == SinkType::kHttp) t.sink_targets.push_back(sink_target_node(sink.name));
   }
   return t;
 }

@@ -389,6 +389,14 @@ TEST(SpecTest, SourceTypeMustBeKnown) {
                "spec.yaml:3: sources.events.type: unknown source type 'kinesis' (types: queue, kafka)");
 }
 
+TEST(SpecTest, HttpSinksRefuseTheAtMostOnceStrategy) {
+  expect_error(edited("type: async_queue, input_stream: result}",
+                      "type: http, input_stream: result, at_most_once_strategy: {enabled: true}}"),
+               "sinks.out.at_most_once_strategy.enabled: http sinks are at-least-once");
+  expect_error(edited("input_stream: result}", "input_stream: result, idempotency_key: false}"),
+               "sinks.out.idempotency_key: only http sinks send an Idempotency-Key");
+}
+
 TEST(SpecTest, OnlyAtLeastOnceKafkaSinksWriteSynchronously) {
   expect_error(edited("input_stream: result}", "input_stream: result, synchronous: true}"),
                "sinks.out.synchronous: only kafka sinks with delivery_guarantee: at_least_once write synchronously");
@@ -473,7 +481,7 @@ TEST(SpecTest, RejectsUnknownEnumValues) {
       "(allowed: event_time, system_time, real_time)");
   expect_error(edited("type: async_queue", "type: kafka_queue"),
                "spec.yaml:11: sinks.out.type: unknown value 'kafka_queue' (allowed: sync_queue, "
-               "async_queue, kafka)");
+               "async_queue, kafka, http)");
 }
 
 TEST(SpecTest, RejectsUnknownKeys) {
