@@ -5,13 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "checkers/verdict.h"
+#include "core/message.h"
 
 namespace onceflow::cli {
 namespace {
 
 using json = nlohmann::json;
-
-std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
 // The page. The script reads the JSON in #run-data and draws the SVG timeline; when it has
 // drawn, it sets data-rendered on <body> (the browser test waits for that).
@@ -217,7 +216,7 @@ std::string render_explain_html(const ExplainInput& input) {
   const checkers::PipelineHistory& h = run.history;
   const faults::RunOutcome& r = run.outcome;
   const std::set<std::string> named = checkers::ids_named_by_failures(r.verdicts);
-  const auto is_named = [&](uint64_t v) { return named.count(hex(v)) > 0; };
+  const auto is_named = [&](uint64_t v) { return named.count(format_id(v)) > 0; };
 
   json nodes = json::array();
   for (const auto& n : run.nodes) nodes.push_back(n);
@@ -242,7 +241,7 @@ std::string render_explain_html(const ExplainInput& input) {
     for (const auto* list : {&e.consumed, &e.produced}) {
       for (const auto& m : *list) {
         violating = violating || is_named(m.id) || is_named(m.key);
-        if (ids.size() < 20) ids.push_back(hex(m.id));
+        if (ids.size() < 20) ids.push_back(format_id(m.id));
       }
     }
     epochs.push_back({{"job", e.job},
@@ -273,8 +272,8 @@ std::string render_explain_html(const ExplainInput& input) {
     deliveries.push_back({{"sink", d.sink},
                           {"node", sink_target_node(d.sink)},
                           {"t", d.time},
-                          {"id", hex(d.message.id)},
-                          {"key", hex(d.message.key)},
+                          {"id", format_id(d.message.id)},
+                          {"key", format_id(d.message.key)},
                           {"payload", d.message.payload.substr(0, 80)},
                           {"producer", d.producer_job},
                           {"violating", is_named(d.message.id) || is_named(d.message.key)}});

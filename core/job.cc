@@ -166,6 +166,13 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     case JobKind::kSink: sink_ = env_.spec.sink(id_.name); break;
   }
   assert(source_ != nullptr || computation_ != nullptr || sink_ != nullptr);
+  // Where this job's input dedup lives, worked out once rather than per message.
+  if (source_ == nullptr) {
+    const std::string owner = computation_ != nullptr ? computation_->name : "sink:" + sink_->name;
+    const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+    dedup_table_ = compact ? tables::compact_input_messages(owner) : tables::input_messages(owner);
+    dedup_ = DedupTable(compact ? DedupLayout::kCompact : DedupLayout::kFull, id_.partition);
+  }
   const auto outputs = computation_ != nullptr ? computation_->output_streams
                        : source_ != nullptr    ? std::vector<std::string>{source_->output_stream}
                                                : std::vector<std::string>{};
@@ -421,16 +428,10 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
   return etx.failed.is_ok();
 }
 
-std::string Job::dedup_table() const {
-  const std::string owner = computation_ != nullptr ? computation_->name : "sink:" + sink_->name;
-  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
-  return compact ? tables::compact_input_messages(owner) : tables::input_messages(owner);
-}
-
 // The dedup table's rows as the current epoch sees them.
 class Job::DedupRows final : public TableRows {
  public:
-  DedupRows(EpochTx& etx, std::string table) : etx_(etx), table_(std::move(table)) {}
+  DedupRows(EpochTx& etx, const std::string& table) : etx_(etx), table_(table) {}
   std::optional<std::string> read(const std::string& key) override { return etx_.read(table_, key); }
   void put(const std::string& key, std::string value) override { etx_.tx.put(table_, key, std::move(value)); }
   void erase(const std::string& key) override { etx_.tx.erase(table_, key); }
@@ -440,22 +441,17 @@ class Job::DedupRows final : public TableRows {
 
  private:
   EpochTx& etx_;
-  std::string table_;
+  const std::string& table_;
 };
 
-DedupTable Job::dedup() const {
-  const bool compact = computation_ != nullptr && computation_->compact_input_messages();
-  return DedupTable(compact ? DedupLayout::kCompact : DedupLayout::kFull, id_.partition);
-}
-
 bool Job::is_duplicate(EpochTx& etx, const Message& m) {
-  DedupRows rows(etx, dedup_table());
-  return dedup().contains(rows, m);
+  DedupRows rows(etx, dedup_table_);
+  return dedup_.contains(rows, m);
 }
 
 void Job::record_processed(EpochTx& etx, const Message& m) {
-  DedupRows rows(etx, dedup_table());
-  dedup().record(rows, m);
+  DedupRows rows(etx, dedup_table_);
+  dedup_.record(rows, m);
 }
 
 Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay) {
@@ -479,8 +475,8 @@ void Job::clean_dedup(EpochTx& etx) {
   const std::vector<std::string> inputs =
       computation_ != nullptr ? computation_->input_streams : std::vector<std::string>{sink_->input_stream};
   const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, inputs, true);
-  DedupRows rows(etx, dedup_table());
-  dedup().cleanup(rows, watermark, kDedupCleanupRows);
+  DedupRows rows(etx, dedup_table_);
+  dedup_.cleanup(rows, watermark, kDedupCleanupRows);
 }
 
 Micros Job::next_output_ts(EpochTx& etx) {
@@ -739,29 +735,24 @@ void Job::deliver_outbox() {
   const std::string producer = id_.str();
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value});
-  if (ExternalSink* external = external_sink()) {
-    // What this incarnation had acknowledged already waits only for the next epoch to erase it.
-    std::erase_if(outbox, [&](const OutboxRow& row) { return row.seqno <= sender_.delivered(); });
-    if (outbox.empty()) return;
-    auto delivered = external->deliver(producer, lease_, outbox);
-    if (delivered) {
-      sender_.acknowledged(*delivered);
-    } else if (delivered.error().is_invalid_argument()) {
-      request_stop();  // the sink cannot go on safely; the job fails loudly rather than guess
-    }
-    return;
-  }
-  const Status sent = sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
-    Encoder req;
-    req.bytes(producer).u64(seqno).u64(lease_).bytes(message);
-    auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
-                                 env_.options.rpc_timeout_us);
-    if (!ack) return ack.error();
-    fault_point(env_, "sink.after_delivery");
-    return Status::ok();
-  });
-  // A permanent error must not be skipped (that would lose the message): the job fails, and
-  // its replacement delivers from the same outbox.
+  ExternalSink* external = external_sink();
+  const Status sent =
+      external != nullptr
+          ? sender_.deliver_all(std::move(outbox),
+                                [&](const std::vector<OutboxRow>& pending) {
+                                  return external->deliver(producer, lease_, pending);
+                                })
+          : sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
+              Encoder req;
+              req.bytes(producer).u64(seqno).u64(lease_).bytes(message);
+              auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
+                                           env_.options.rpc_timeout_us);
+              if (!ack) return ack.error();
+              fault_point(env_, "sink.after_delivery");
+              return Status::ok();
+            });
+  // A permanent error must not be skipped (that would lose the message), nor may a sink go on
+  // that cannot do so safely: the job fails, and its replacement delivers from the same outbox.
   if (sent.is_invalid_argument()) request_stop();
 }
 

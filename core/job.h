@@ -69,8 +69,6 @@ class Job {
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
-  std::string dedup_table() const;
-  DedupTable dedup() const;
   void deliver_outbox();
   void deliver_uncommitted(EpochTx& etx);
   void send_at_most_once();
@@ -92,6 +90,9 @@ class Job {
   std::set<std::string> pending_ack_;
   // Async sinks: the outbox as delivered so far (volatile; resends start from the store).
   OutboxSender sender_;
+  // Computations and sinks: their input dedup table and its layout.
+  std::string dedup_table_;
+  DedupTable dedup_{DedupLayout::kFull, 0};
   // At-most-once sinks: the in-memory queue.
   std::deque<Message> amo_queue_;
   uint64_t amo_queue_bytes_ = 0;

@@ -16,4 +16,14 @@ Status OutboxSender::deliver(const std::vector<OutboxRow>& rows, const Send& sen
   return Status::ok();
 }
 
+Status OutboxSender::deliver_all(std::vector<OutboxRow> rows, const SendAll& send) {
+  // Rows acknowledged already wait only for the next epoch to erase them.
+  std::erase_if(rows, [&](const OutboxRow& row) { return row.seqno <= delivered_; });
+  if (rows.empty()) return Status::ok();
+  auto held = send(rows);
+  if (!held) return held.error();
+  delivered_ = std::max(delivered_, *held);
+  return Status::ok();
+}
+
 }  // namespace onceflow

@@ -8,7 +8,6 @@
 // restarted sender never makes the target append a message twice or skip one.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -32,9 +31,13 @@ class OutboxSender {
   // Sends the rows above delivered(), in seqNo order, until a send fails; returns that
   // failure, or OK when every row was acknowledged. REQUIRES: rows sorted by seqno.
   Status deliver(const std::vector<OutboxRow>& rows, const Send& send);
+  // For a connector that takes rows in batches (core/connectors.h): hands every row above
+  // delivered() to `send` at once; `send` answers the highest seqNo the target now holds.
+  // Returns its failure, or OK. REQUIRES: rows sorted by seqno.
+  using SendAll = std::function<Result<uint64_t>(const std::vector<OutboxRow>& pending)>;
+  Status deliver_all(std::vector<OutboxRow> rows, const SendAll& send);
+
   uint64_t delivered() const { return delivered_; }
-  // Someone else (an external sink) had the target acknowledge everything up to `seqno`.
-  void acknowledged(uint64_t seqno) { delivered_ = std::max(delivered_, seqno); }
 
  private:
   bool new_seqno_on_resend_;

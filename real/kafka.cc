@@ -57,6 +57,20 @@ std::string header_value(const rd_kafka_message_t* m, const char* name) {
   return std::string(static_cast<const char*>(value), size);
 }
 
+// Produces one engine message as a record of `topic`: its key as decimal text, its MessageId
+// in the onceflow-id header (copied: the message need not outlive the call).
+Status produce_message(rd_kafka_t* rk, const std::string& topic, const Message& m) {
+  const std::string key = std::to_string(m.key);
+  const std::string id = format_id(m.id);
+  const rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(m.payload.data()), m.payload.size()),
+      RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return Status::unavailable(fmt::format("produce: {}", rd_kafka_err2str(err)));
+  return Status::ok();
+}
+
 // The partitions of `topic`, or an error when it does not exist.
 Result<int> partition_count(rd_kafka_t* rk, const std::string& topic) {
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
@@ -379,17 +393,8 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     for (const OutboxRow* row : batch) {
       auto m = decode_message(row->message);
       if (!m) continue;
-      const std::string key = std::to_string(m->key);
-      const std::string id = format_id(m->id);
-      const rd_kafka_resp_err_t err =
-          rd_kafka_producev(p.rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
-                            RD_KAFKA_V_VALUE(m->payload.data(), m->payload.size()),
-                            RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        status = Status::unavailable(fmt::format("produce: {}", rd_kafka_err2str(err)));
-        break;
-      }
+      status = produce_message(p.rk, topic, *m);
+      if (!status.is_ok()) break;
     }
     std::string value = std::to_string(last);
     if (status.is_ok()) {
@@ -416,23 +421,13 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   return last;
 }
 
-Status KafkaSink::produce_and_flush(Producer& p, const std::vector<const Message*>& messages) {
+Status KafkaSink::produce_and_flush(Producer& p, const std::vector<Message>& messages) {
   Status status;
   const std::string topic = kafka_topic(spec_);
   loop_.run_blocking([&] {
-    for (const Message* m : messages) {
-      const std::string key = std::to_string(m->key);
-      const std::string id = format_id(m->id);
-      std::string payload = m->payload;
-      const rd_kafka_resp_err_t err =
-          rd_kafka_producev(p.rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
-                            RD_KAFKA_V_VALUE(payload.data(), payload.size()),
-                            RD_KAFKA_V_HEADER(kIdHeader, id.data(), static_cast<ssize_t>(id.size())),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        status = Status::unavailable(fmt::format("produce: {}", rd_kafka_err2str(err)));
-        return;
-      }
+    for (const Message& m : messages) {
+      status = produce_message(p.rk, topic, m);
+      if (!status.is_ok()) return;
     }
     if (rd_kafka_flush(p.rk, kBlockingTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       status = Status::unavailable("flush timed out");
@@ -452,9 +447,7 @@ Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<Ou
   for (const OutboxRow& row : rows) {
     if (auto m = decode_message(row.message)) messages.push_back(std::move(*m));
   }
-  std::vector<const Message*> pointers;
-  for (const Message& m : messages) pointers.push_back(&m);
-  if (Status s = produce_and_flush(p, pointers); !s.is_ok()) return s;
+  if (Status s = produce_and_flush(p, messages); !s.is_ok()) return s;
   return rows.back().seqno;
 }
 
@@ -464,9 +457,7 @@ Status KafkaSink::write_now(const std::string& job, LeaseId lease, const std::ve
   }
   auto p = producer_for(job, lease);
   if (!p) return p.error();
-  std::vector<const Message*> pointers;
-  for (const Message& m : messages) pointers.push_back(&m);
-  return produce_and_flush(**p, pointers);
+  return produce_and_flush(**p, messages);
 }
 
 // --- Reading a whole topic --------------------------------------------------------------------

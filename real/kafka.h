@@ -101,7 +101,7 @@ class KafkaSink final : public ExternalSink {
   Result<std::shared_ptr<Producer>> producer_for(const std::string& job, LeaseId lease);
   Result<uint64_t> deliver_transactional(Producer& p, const std::string& job, const std::vector<OutboxRow>& rows);
   Result<uint64_t> deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows);
-  Status produce_and_flush(Producer& p, const std::vector<const Message*>& messages);
+  Status produce_and_flush(Producer& p, const std::vector<Message>& messages);
   Result<std::optional<uint64_t>> read_marker(const std::string& key, int partition);
   std::string marker_key(const std::string& job) const { return instance_ + "/" + job; }
 

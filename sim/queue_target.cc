@@ -7,6 +7,21 @@
 
 namespace onceflow::sim {
 
+std::optional<Status> TargetLog::injected_failure(Random& random) {
+  // Both draws happen on every request, so one switch does not shift the other's draws.
+  const bool fail = random.bernoulli(error_probability);
+  const bool reject = random.bernoulli(reject_probability);
+  if (reject) {
+    ++rejections;
+    return Status::invalid_argument("the target rejects the request (permanent)");
+  }
+  if (fail) {
+    ++errors;
+    return Status::unavailable("the target failed the request");
+  }
+  return std::nullopt;
+}
+
 bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now) {
   if (!producer.empty()) {
     uint64_t& last = last_seqno[producer];
@@ -32,16 +47,7 @@ BootFn queue_target_boot(TargetLog& log) {
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
-      const bool fail = random.bernoulli(log.error_probability);
-      const bool reject = random.bernoulli(log.reject_probability);
-      if (reject) {
-        ++log.rejections;
-        return Status::invalid_argument("the target rejects the request (permanent)");
-      }
-      if (fail) {
-        ++log.errors;
-        return Status::unavailable("the target failed the request");
-      }
+      if (auto failure = log.injected_failure(random)) return *failure;
       const MessageId id = message->id;
       if (!log.append(producer, seqno, lease, std::move(*message), world.now())) {
         world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), producer, seqno));
@@ -68,14 +74,7 @@ BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key) {
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("400 malformed request");
-      if (random.bernoulli(log.reject_probability)) {
-        ++log.rejections;
-        return Status::invalid_argument("422 the receiver rejects the request (permanent)");
-      }
-      if (random.bernoulli(log.error_probability)) {
-        ++log.errors;
-        return Status::unavailable("503 the receiver failed the request");
-      }
+      if (auto failure = log.injected_failure(random)) return *failure;
       if (honour_idempotency_key && !key.empty() && !log.idempotency_keys.insert(key).second) {
         ++log.deduplicated;
         world.detail(self, fmt::format("replays the answer to Idempotency-Key {}", key));

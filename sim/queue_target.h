@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ struct TargetLog {
   double reject_probability = 0;  // permanent: "this request will never succeed"
   uint64_t errors = 0;
   uint64_t rejections = 0;
+  // The failure the switches above inject into one request, if any (counted).
+  std::optional<Status> injected_failure(Random& random);
   // http receivers that honour Idempotency-Key: the keys seen.
   std::set<std::string> idempotency_keys;
   void evict() {

@@ -110,11 +110,13 @@ std::string file_name(std::string name) {
 
 }  // namespace
 
-CaseResult run_case(const PipelineCase& c, const ComputationRegistry& registry, const std::string& name) {
-  auto spec = load_pipeline_spec(c.spec_path);
-  if (!spec) throw std::runtime_error(spec.error().message());
+namespace {
+
+// run_case on a spec already loaded from c.spec_path.
+CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const ComputationRegistry& registry,
+                      const std::string& name) {
   faults::PipelineRunOptions o;
-  o.spec = *spec;
+  o.spec = spec;
   o.workers = c.workers;
   o.spare_workers = c.spare_workers;
   o.workload = c.workload;
@@ -146,7 +148,7 @@ CaseResult run_case(const PipelineCase& c, const ComputationRegistry& registry, 
   s.scripted = c.plan;
   s.pipeline = o;
   s.pipeline_path = c.spec_path;
-  for (const auto& sink : spec->sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, faults::default_guarantee(sink));
+  for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, faults::default_guarantee(sink));
   std::ofstream out(file);
   if (out) {
     out << "# A failing case of property " << name << "; replay with: " << replay << "\n"
@@ -155,6 +157,14 @@ CaseResult run_case(const PipelineCase& c, const ComputationRegistry& registry, 
   }
   r.replay = replay;
   return r;
+}
+
+}  // namespace
+
+CaseResult run_case(const PipelineCase& c, const ComputationRegistry& registry, const std::string& name) {
+  auto spec = load_pipeline_spec(c.spec_path);
+  if (!spec) throw std::runtime_error(spec.error().message());
+  return run_loaded(c, *spec, registry, name);
 }
 
 CaseResult check_under_faults(const std::string& spec_path, const ComputationRegistry& registry,
@@ -174,7 +184,7 @@ CaseResult check_under_faults(const std::string& spec_path, const ComputationReg
   const auto* info = test != nullptr ? test->current_test_info() : nullptr;
   const std::string name =
       info != nullptr ? fmt::format("{}-{}", info->test_suite_name(), info->name()) : std::string("property");
-  CaseResult r = run_case(c, registry, name);
+  CaseResult r = run_loaded(c, *spec, registry, name);
   if (!r.passed) {
     RC_FAIL(fmt::format("{}replay: {}{}", r.failures, r.replay,
                         r.replay_file.empty() ? "" : " (the scenario file is rewritten by each failing case; the "
