@@ -5,6 +5,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include <atomic>
+#include <deque>
 #include <charconv>
 #include <optional>
 
@@ -158,10 +159,14 @@ Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, 
 
 // --- Source -----------------------------------------------------------------------------------
 
+// What was fetched from one partition and not yet known to be committed: a retried epoch
+// reads the same records again from here, so the consumer never has to seek back (a seek
+// can leave records fetched from the old position in the queue, which would skip records).
 struct KafkaSource::Partition {
   rd_kafka_queue_t* queue = nullptr;
-  uint64_t next = 0;
-  bool at_end = false;
+  uint64_t fetched = 0;            // the offset after the last record fetched
+  bool at_end = false;             // the last fetch reached the end of the partition
+  std::deque<Record> buffered;     // fetched records, from the lowest offset still asked for
 };
 
 Result<std::unique_ptr<KafkaSource>> KafkaSource::open(const std::string& brokers, const std::string& topic) {
@@ -182,11 +187,16 @@ KafkaSource::~KafkaSource() {
   rd_kafka_destroy_flags(consumer_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
-// The partition, positioned at `offset`: assigned on first use, sought when a job asks for
-// another offset than the one that follows what was read (a restarted job, a retried epoch).
+// The partition, ready to serve `offset`: assigned on first use; moved (sought) only when a
+// job asks for an offset outside what is buffered, which a running deployment does not do.
 KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
   auto it = partitions_.find(p);
-  if (it != partitions_.end() && it->second->next == offset) return *it->second;
+  if (it != partitions_.end()) {
+    Partition& part = *it->second;
+    while (!part.buffered.empty() && part.buffered.front().offset < offset) part.buffered.pop_front();
+    const bool served = !part.buffered.empty() || offset == part.fetched;
+    if (served) return part;
+  }
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic_.c_str(), p)->offset = static_cast<int64_t>(offset);
   if (it == partitions_.end()) {
@@ -200,36 +210,40 @@ KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
     if (error != nullptr) rd_kafka_error_destroy(error);
   }
   rd_kafka_topic_partition_list_destroy(list);
-  it->second->next = offset;
+  it->second->fetched = offset;
   it->second->at_end = false;
+  it->second->buffered.clear();
   return *it->second;
 }
 
 Result<std::vector<ExternalSource::Record>> KafkaSource::read(int p, uint64_t offset, size_t limit, bool* caught_up) {
   rd_kafka_poll(consumer_, 0);  // the consumer's own events (errors, logs)
   Partition& part = partition(p, offset);
-  std::vector<rd_kafka_message_t*> batch(std::max<size_t>(limit, 1));
-  const ssize_t n = rd_kafka_consume_batch_queue(part.queue, 0, batch.data(), batch.size());
-  std::vector<Record> out;
-  for (ssize_t i = 0; i < n; ++i) {
-    rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      part.at_end = true;
-    } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset >= static_cast<int64_t>(part.next)) {
-      Record r;
-      r.offset = static_cast<uint64_t>(m->offset);
-      r.key = kafka_key(std::string_view(static_cast<const char*>(m->key), m->key_len));
-      r.payload.assign(static_cast<const char*>(m->payload), m->len);
-      rd_kafka_timestamp_type_t type;
-      const int64_t ms = rd_kafka_message_timestamp(m, &type);
-      r.timestamp = ms >= 0 ? ms * kMillis : 0;
-      part.next = r.offset + 1;
-      part.at_end = false;
-      out.push_back(std::move(r));
+  if (part.buffered.size() < limit) {
+    std::vector<rd_kafka_message_t*> batch(limit - part.buffered.size());
+    const ssize_t n = rd_kafka_consume_batch_queue(part.queue, 0, batch.data(), batch.size());
+    for (ssize_t i = 0; i < n; ++i) {
+      rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
+      if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        part.at_end = true;
+      } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset >= static_cast<int64_t>(part.fetched)) {
+        Record r;
+        r.offset = static_cast<uint64_t>(m->offset);
+        r.key = kafka_key(std::string_view(static_cast<const char*>(m->key), m->key_len));
+        r.payload.assign(static_cast<const char*>(m->payload), m->len);
+        rd_kafka_timestamp_type_t type;
+        const int64_t ms = rd_kafka_message_timestamp(m, &type);
+        r.timestamp = ms >= 0 ? ms * kMillis : 0;
+        part.fetched = r.offset + 1;
+        part.at_end = false;
+        part.buffered.push_back(std::move(r));
+      }
+      rd_kafka_message_destroy(m);
     }
-    rd_kafka_message_destroy(m);
   }
-  *caught_up = part.at_end && out.size() < limit;
+  const size_t n = std::min(limit, part.buffered.size());
+  std::vector<Record> out(part.buffered.begin(), part.buffered.begin() + static_cast<long>(n));
+  *caught_up = part.at_end && n == part.buffered.size() && n < limit;
   return out;
 }
 
@@ -240,7 +254,7 @@ bool KafkaSource::at_end(int p) const {
 
 uint64_t KafkaSource::next_offset(int p) const {
   auto it = partitions_.find(p);
-  return it == partitions_.end() ? 0 : it->second->next;
+  return it == partitions_.end() ? 0 : it->second->fetched;
 }
 
 // --- Sink -------------------------------------------------------------------------------------

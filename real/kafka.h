@@ -70,7 +70,7 @@ class KafkaSource final : public ExternalSource {
   Result<std::vector<Record>> read(int partition, uint64_t offset, size_t limit, bool* caught_up) override;
   // Whether the last read of `partition` reached the end of what the topic held then.
   bool at_end(int partition) const;
-  // The offset after the last record read from `partition` (0 before any read).
+  // The offset after the last record fetched from `partition` (0 before any read).
   uint64_t next_offset(int partition) const;
 
  private:
