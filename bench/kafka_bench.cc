@@ -88,7 +88,7 @@ double raw(const std::string& brokers, const std::string& topic, const std::vect
 
 // Messages per second through a KafkaSink: the outbox handed over in chunks, as sink epochs do.
 double sink(const std::string& brokers, const std::string& topic, const std::vector<OutboxRow>& rows, size_t chunk,
-            KafkaDelivery delivery) {
+            SinkDelivery delivery) {
   SinkSpec spec;
   spec.name = "out";
   spec.type = SinkType::kKafka;
@@ -133,7 +133,7 @@ std::pair<double, double> compare(const std::vector<OutboxRow>& rows, size_t chu
     (void)(*mock)->create_topic(real::KafkaSink::progress_topic(sink_topic), 1);
     best_raw = std::max(best_raw, raw(brokers, raw_topic, rows, chunk, transactional));
     best_sink = std::max(best_sink, sink(brokers, sink_topic, rows, chunk,
-                                         transactional ? KafkaDelivery::kExactlyOnce : KafkaDelivery::kAtLeastOnce));
+                                         transactional ? SinkDelivery::kExactlyOnce : SinkDelivery::kAtLeastOnce));
   }
   return {best_raw, best_sink};
 }

@@ -44,6 +44,16 @@ struct DeliveryRecord {  // a message the target made visible
   MessageRecord message;
 };
 
+// An async sink's delivery callback: the sink said the target holds message `id`, after
+// epoch `version` of `job` (0: none) acknowledged it.
+struct ConfirmationRecord {
+  std::string sink;
+  std::string job;
+  uint64_t id = 0;
+  uint64_t version = 0;
+  int64_t time = 0;
+};
+
 struct LeaseSpan {
   int64_t started_at = 0;
   int64_t ended_at = -1;  // -1: still active at the end of the run
@@ -54,6 +64,9 @@ struct SinkExpectation {
   Guarantee guarantee = Guarantee::kExactlyOnce;
   // What the reference run delivered: (key, payload), sorted.
   std::vector<std::pair<uint64_t, std::string>> reference;
+  // The sink writes each epoch's messages before the epoch commits (a synchronous sink): its
+  // outputs are visible before their commit by design, and repeated after a failed one.
+  bool writes_before_commit = false;
 };
 
 struct PipelineHistory {
@@ -61,6 +74,7 @@ struct PipelineHistory {
   std::string replay_command;
   std::vector<EpochRecord> epochs;  // in commit-version order
   std::vector<DeliveryRecord> deliveries;
+  std::vector<ConfirmationRecord> confirmations;
   std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> sink_outputs;  // sorted
   std::vector<SinkExpectation> sinks;
   std::map<std::string, std::set<uint64_t>> counted_drops;  // at-most-once: sink -> dropped ids

@@ -341,13 +341,45 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
                                e.job, e.version, hex_id(e.lease), it->second->version, hex_id(it->second->lease)));
   }
   const auto commits = sink_commits(h);
+  std::set<std::string_view> synchronous;
+  for (const SinkExpectation& e : h.sinks) {
+    if (e.writes_before_commit) synchronous.insert(e.sink);
+  }
   for (const DeliveryRecord& d : h.deliveries) {
+    if (synchronous.count(d.sink) > 0) continue;  // visible before its commit by design
     ++fenced;
     const std::string problem = delivery_problem(d, h, commits);
     if (!problem.empty()) return failure(name(), h, problem);
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} commits inside their Lease, deliveries after their commit", fenced));
+}
+
+Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
+  std::map<std::pair<std::string_view, uint64_t>, int64_t> visible;  // (sink, id) -> first time
+  for (const DeliveryRecord& d : h.deliveries) {
+    auto [it, fresh] = visible.try_emplace({d.sink, d.message.id}, d.time);
+    if (!fresh) it->second = std::min(it->second, d.time);
+  }
+  std::map<std::pair<std::string_view, uint64_t>, int64_t> committed;  // (job, version) -> time
+  for (const EpochRecord& e : h.epochs) {
+    if (e.commit_time >= 0) committed[{e.job, e.version}] = e.commit_time;
+  }
+  for (const ConfirmationRecord& c : h.confirmations) {
+    auto v = visible.find({c.sink, c.id});
+    if (v == visible.end() || v->second > c.time) {
+      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {}us, which the "
+                                            "target did not hold then", c.job, hex_id(c.id), c.sink, c.time));
+    }
+    auto e = committed.find({c.job, c.version});
+    if (c.version == 0 || e == committed.end() || e->second > c.time) {
+      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {}us before an "
+                                            "epoch acknowledging it committed", c.job, hex_id(c.id), c.sink, c.time));
+    }
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} callbacks after the target held the message and its acknowledgement committed",
+                                   h.confirmations.size()));
 }
 
 Verdict TimerCheck::check(const PipelineHistory& h) const {
@@ -418,6 +450,7 @@ std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   out.push_back(std::make_unique<DeliveryCheck>());
   out.push_back(std::make_unique<StateCheck>());
   out.push_back(std::make_unique<FencingCheck>());
+  out.push_back(std::make_unique<DeliveryCallbackCheck>());
   out.push_back(std::make_unique<TimerCheck>());
   out.push_back(std::make_unique<OrderingCheck>());
   out.push_back(std::make_unique<SwiftDeterminismCheck>());

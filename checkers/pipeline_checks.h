@@ -47,6 +47,14 @@ class FencingCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// A sink's delivery callback fires only for messages its target holds, and only after the
+// epoch that acknowledged them committed.
+class DeliveryCallbackCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "delivery-callback"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 // Every timer fired in at most one epoch (its deletion committed with it), and a drained run
 // has no timer left.
 class TimerCheck final : public PipelineChecker {

@@ -217,6 +217,7 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"wall_ms", wall_ms},   {"faults", plan_json(r.plan, r.fault_mix)},
               {"checks", checks},     {"violations", violations},
               {"observed", r.observed},
+              {"warnings", r.warnings},
               {"trace_excerpt", trace_excerpt(r)}};
 }
 
@@ -228,6 +229,7 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   std::string observed;
   for (const auto& [what, n] : r.observed) observed += fmt::format("{}{} {}", observed.empty() ? "" : ", ", n, what);
   if (!observed.empty()) fmt::print("  observed: {}\n", observed);
+  for (const auto& w : r.warnings) fmt::print("  warning: {}\n", w);
   for (const auto& v : r.verdicts) {
     fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
   }

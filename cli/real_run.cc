@@ -373,7 +373,7 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
   for (const auto& source : spec.sources) {
     if (source.type != "kafka") continue;
     for (const auto& record : topic_records(brokers, kafka_topic(source))) {
-      inputs.push_back({source.name, record.partition, real::kafka_key(record.key), record.value, record.timestamp,
+      inputs.push_back({source.name, record.partition, kafka_key(record.key), record.value, record.timestamp,
                         record.timestamp});
     }
   }
@@ -393,7 +393,7 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
     } else if (sink.type == SinkType::kKafka) {
       for (const auto& record : topic_records(brokers, kafka_topic(sink))) {
         Message m;
-        m.key = real::kafka_key(record.key);
+        m.key = kafka_key(record.key);
         m.payload = record.value;
         m.id = record.id.empty() ? 0 : std::stoull(record.id, nullptr, 16);
         h.deliveries.push_back({sink.name, "", 0, 0, {m.id, m.key, m.stream, m.alignment_ts, m.payload}});
@@ -432,9 +432,8 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
     lost += sink_lost;
     sinks[sink.name] = {{"outputs", delivered.size()}, {"expected", expected.size()}, {"duplicates", sink_dup},
                         {"lost", sink_lost}};
-    const bool at_least_once = sink.type == SinkType::kKafka && sink.delivery_guarantee == KafkaDelivery::kAtLeastOnce;
-    h.sinks.push_back({sink.name, at_least_once ? checkers::Guarantee::kAtLeastOnce : faults::default_guarantee(sink),
-                       expected});
+    const bool at_least_once = sink.type == SinkType::kKafka && sink.delivery_guarantee == SinkDelivery::kAtLeastOnce;
+    h.sinks.push_back({sink.name, faults::default_guarantee(sink), expected, writes_before_commit(sink)});
     sinks[sink.name]["guarantee"] = at_least_once ? "at_least_once" : "exactly_once";
   }
   for (const std::string prefix : {"state/", "external/"}) {
@@ -461,9 +460,16 @@ int verify(const PipelineSpec& spec, const ComputationRegistry& registry, real::
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
   for (const auto& sink : spec.sinks) {
-    if (sink.type == SinkType::kHttp) {
-      fmt::print(stderr, "onceflow: {}: sinks.{}: http sinks run in the simulator only, not under onceflow real\n",
-                 spec_path, sink.name);
+    if (sink.type != SinkType::kSyncQueue && sink.type != SinkType::kAsyncQueue && sink.type != SinkType::kKafka) {
+      fmt::print(stderr, "onceflow: {}: sinks.{}: {} sinks run in the simulator only, not under onceflow real\n",
+                 spec_path, sink.name, sink_type_name(sink.type));
+      return 2;
+    }
+  }
+  for (const auto& source : spec.sources) {
+    if (source.type != "queue" && source.type != "kafka") {
+      fmt::print(stderr, "onceflow: {}: sources.{}: {} sources run in the simulator only, not under onceflow real\n",
+                 spec_path, source.name, source.type);
       return 2;
     }
   }

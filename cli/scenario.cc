@@ -101,7 +101,8 @@ class Loader {
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
-                         "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers"});
+                         "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
+                         "clickhouse_targets"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -135,17 +136,11 @@ class Loader {
     s.pipeline_path = (std::filesystem::path(path_).parent_path() / relative).lexically_normal().string();
     auto spec = load_pipeline_spec(s.pipeline_path);
     if (!spec) fail(root["pipeline"], "pipeline", spec.error().message());
-    // The simulator has no Kafka yet: such pipelines run under `onceflow real` only.
+    // A simulated run must end: a service log cycles a bounded number of times.
     for (const auto& source : spec->sources) {
-      if (source.type == "kafka") {
-        fail(root["pipeline"], "pipeline", fmt::format("{}: sources.{} is a kafka source, which runs only under "
-                                                        "onceflow real", s.pipeline_path, source.name));
-      }
-    }
-    for (const auto& sink : spec->sinks) {
-      if (sink.type == SinkType::kKafka) {
-        fail(root["pipeline"], "pipeline", fmt::format("{}: sinks.{} is a kafka sink, which runs only under "
-                                                        "onceflow real", s.pipeline_path, sink.name));
+      if (source.type == "service_log" && source.max_cycles == 0) {
+        fail(root["pipeline"], "pipeline", fmt::format("{}: sources.{}: the simulator needs max_cycles on a service_log "
+                                                        "source", s.pipeline_path, source.name));
       }
     }
     faults::PipelineRunOptions& o = s.pipeline;
@@ -181,6 +176,7 @@ class Loader {
         }
       }
     }
+    if (const YAML::Node& targets = root["clickhouse_targets"]) load_clickhouse_targets(targets, o);
     if (root["faults"]) {
       load_faults(root["faults"], s);
       o.scripted = s.scripted;
@@ -189,12 +185,37 @@ class Loader {
     }
     if (root["liveness_bound"]) o.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
     for (const auto& sink : o.spec.sinks) {
-      if (o.sink_guarantees.count(sink.name) == 0) o.sink_guarantees[sink.name] = faults::default_guarantee(sink);
+      if (o.sink_guarantees.count(sink.name) > 0) continue;
+      auto target = o.clickhouse_targets.find(sink.name);
+      o.sink_guarantees[sink.name] =
+          faults::default_guarantee(sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
     }
     s.guarantees.clear();
     for (const auto& [sink, g] : o.sink_guarantees) s.guarantees.push_back(sink + ":" + guarantee_name(g));
     s.guarantees.push_back(std::string("state:") + (o.spec.computations.empty() ? "none" : "reference"));
     return s;
+  }
+
+  void load_clickhouse_targets(const YAML::Node& targets, faults::PipelineRunOptions& o) {
+    if (!targets.IsMap()) fail(targets, "clickhouse_targets", "expected a mapping of clickhouse sink name to its target");
+    for (const auto& entry : targets) {
+      const std::string sink = entry.first.as<std::string>();
+      const std::string key = "clickhouse_targets." + sink;
+      const SinkSpec* spec = o.spec.sink(sink);
+      if (spec == nullptr || spec->type != SinkType::kClickHouse) {
+        fail(entry.first, key, "no clickhouse sink '" + sink + "' in the pipeline");
+      }
+      only_keys(entry.second, key, {"database", "engine", "dedup_window", "dedup_window_blocks", "same_table_on_all_hosts"});
+      sim::ClickHouseTargetConfig& c = o.clickhouse_targets[sink];
+      const YAML::Node& t = entry.second;
+      if (t["database"]) c.database = string(t["database"], key + ".database");
+      if (t["engine"]) c.engine = string(t["engine"], key + ".engine");
+      if (t["dedup_window"]) c.window_us = duration(t["dedup_window"], key + ".dedup_window");
+      if (t["dedup_window_blocks"]) {
+        c.window_blocks = static_cast<int>(integer(t["dedup_window_blocks"], key + ".dedup_window_blocks", 1, 100'000'000));
+      }
+      if (t["same_table_on_all_hosts"]) c.same_table_on_all_hosts = boolean(t["same_table_on_all_hosts"], key + ".same_table_on_all_hosts");
+    }
   }
 
   static std::string guarantee_name(checkers::Guarantee g) {

@@ -10,8 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/env/clock.h"
@@ -51,7 +54,27 @@ class ExternalSink {
     (void)job, (void)lease, (void)messages;
     return Status::invalid_argument("this sink does not write synchronously");
   }
+  // At-most-once: sends one message in one request. A failure before the request starts
+  // (no connection, no session) is kNotStarted and may be retried; `starting` is called just
+  // before it starts (and may refuse: kNotStarted); once started, a failure is final.
+  enum class Once : uint8_t { kNotStarted, kSent, kFailedAfterStart };
+  virtual Once send_once(const std::string& job, LeaseId lease, const Message& m, const std::function<bool()>& starting) {
+    (void)job, (void)lease, (void)m, (void)starting;
+    return Once::kNotStarted;
+  }
 };
+
+// The key a Kafka record's key bytes stand for: decimal text is that number (onceflow's Kafka
+// sinks write keys so), anything else its hash.
+uint64_t kafka_key(std::string_view bytes);
+
+// An exactly-once Kafka sink's rule when a new producer starts: rows below the first pending
+// one were acknowledged, so a progress marker was committed with them. Finding none then means
+// the marker is lost while its messages may already be in `topic`: kInvalidArgument, the sink
+// stops rather than write them again.
+Status check_progress_marker(const std::string& job, const std::optional<uint64_t>& marker,
+                             const std::vector<OutboxRow>& rows, const std::string& topic,
+                             const std::string& progress_topic);
 
 // By source or sink name. Sources of type "queue" and queue sinks need none.
 struct Connectors {

@@ -58,6 +58,8 @@ std::string compact_input_messages(std::string_view c) {
 }
 std::string timers(std::string_view c) { return "timers/" + std::string(c); }
 std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
+std::string outbox_batches(std::string_view sink) { return "outbox_batches/" + std::string(sink); }
+std::string static_table(std::string_view table) { return "static/" + std::string(table); }
 std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink); }
 std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
 std::string partition_prefix(int partition) { return fmt::format("{:04x}/", partition); }
@@ -85,6 +87,7 @@ constexpr BugName kBugNames[] = {
     {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat},
     {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance},
     {"offsets-before-commit", &BugSwitches::offsets_before_commit},
+    {"callback-before-commit", &BugSwitches::callback_before_commit},
 };
 }  // namespace
 

@@ -53,6 +53,10 @@ std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
 std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
 std::string outbox(std::string_view sink);  // rows "<p>/<seqno>"
+// A batching sink's batch boundaries: the last seqNo of each epoch's outbox rows.
+std::string outbox_batches(std::string_view sink);  // rows "<p>/<seqno>"
+// A static table (or a service log's sorted table): rows "<p>/<row index>", values as queue rows.
+std::string static_table(std::string_view table);
 std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
 std::string hex16(uint64_t v);
 std::string partition_prefix(int partition);  // "0003/"
@@ -74,6 +78,7 @@ struct BugSwitches {
   bool no_idle_heartbeat = false;      // an idle job does not commit near-empty epochs
   bool no_abort_on_rebalance = false;  // controller moves jobs without aborting Leases
   bool offsets_before_commit = false;  // source offsets committed before the stream rows
+  bool callback_before_commit = false; // async sink: delivery callback before the ack commits
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
@@ -109,6 +114,12 @@ class EngineObserver {
   virtual void amo_queued(const std::string& /*sink*/, const Message& /*m*/) {}
   virtual void amo_sent(const std::string& /*sink*/, MessageId /*id*/) {}
   virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
+  // An async sink's delivery callback: the target holds these messages and epoch `version`
+  // of `job`, which acknowledged them, committed.
+  virtual void delivery_confirmed(const JobId& /*job*/, const std::vector<MessageId>& /*ids*/, Version /*version*/) {}
+  // A structured warning (a connector's, e.g. ClickHouse's dedup window shorter than
+  // replay_horizon): a name and attributes.
+  virtual void warning(const std::string& /*name*/, const std::vector<std::pair<std::string, std::string>>& /*attrs*/) {}
 };
 
 // --- Fault points ------------------------------------------------------------------------------

@@ -39,6 +39,18 @@ std::vector<JobId> producers(const PipelineSpec& spec, const std::string& stream
 }
 
 constexpr Micros kNoWatermark = INT64_MAX;
+
+// A queue or static table row: key, payload, event time, write time (the system time).
+Message decode_source_row(std::string_view value) {
+  Decoder in(value);
+  Message m;
+  m.key = in.u64();
+  m.payload = in.string();
+  m.event_ts = in.i64();
+  m.system_ts = m.alignment_ts = in.i64();
+  assert(in.done());
+  return m;
+}
 constexpr size_t kDedupCleanupRows = 256;  // rows one epoch's cleanup looks at
 
 }  // namespace
@@ -122,6 +134,7 @@ class Job::EpochTx final : public StateBackend {
   EngineObserver::Epoch record;
   std::vector<std::string> consumed_rows;    // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
+  std::vector<MessageId> confirmed;          // async sinks: delivery callbacks after commit
   std::vector<std::pair<std::string, std::string>> timer_deletes_apart;  // bug switch
 };
 
@@ -195,7 +208,7 @@ void Job::run() {
       if (env_.observer != nullptr) env_.observer->job_fenced(id_, lease_);
       break;
     }
-    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !sink_->synchronous) deliver_outbox();
+    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !writes_before_commit(*sink_)) deliver_outbox();
     env_.runtime.sleep_for(period);
   }
   finished_ = true;
@@ -293,6 +306,13 @@ void Job::after_commit(EpochTx& etx) {
     amo_queue_bytes_ += bytes;
     amo_queue_.push_back(std::move(m));
   }
+  if (!etx.confirmed.empty()) {
+    // The delivery callback: the target holds them, and this commit acknowledged them.
+    if (env_.observer != nullptr) env_.observer->delivery_confirmed(id_, etx.confirmed, etx.record.version);
+    for (auto it = delivered_ids_.begin(); it != delivered_ids_.end() && it->first <= etx.meta.acked_seqno;) {
+      it = delivered_ids_.erase(it);
+    }
+  }
   if (!amo_queue_.empty() && !amo_sender_running_) {
     amo_sender_running_ = true;
     env_.runtime.spawn("amo-sender:" + id_.str(), [this] { send_at_most_once(); });
@@ -312,18 +332,20 @@ void Job::step_source(EpochTx& etx) {
     step_external_source(etx, *external, offset_key, offset);
     return;
   }
+  if (source_->type == "service_log") {
+    step_service_log(etx, offset_key);
+    return;
+  }
+  // A queue, or a static table read by row ranges: the committed range end is the offset,
+  // so a replayed epoch reads the same range again and a committed one never.
+  const std::string table =
+      source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(source_->name);
   const std::string prefix = tables::partition_prefix(id_.partition);
-  const auto rows = etx.scan(tables::queue(source_->name), prefix + tables::hex16(offset),
+  const auto rows = etx.scan(table, prefix + tables::hex16(offset),
                              prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit));
   Micros last_write = etx.meta.low_watermark;
   for (const Row& row : rows) {
-    Decoder in(row.value);
-    Message m;
-    m.key = in.u64();
-    m.payload = in.string();
-    m.event_ts = in.i64();
-    m.system_ts = m.alignment_ts = in.i64();
-    assert(in.done());
+    Message m = decode_source_row(row.value);
     m.id = source_message_id(source_->name, id_.partition, offset);
     m.stream = source_->output_stream;
     last_write = std::max(last_write, m.system_ts);
@@ -398,6 +420,49 @@ void Job::step_external_source(EpochTx& etx, ExternalSource& external, const std
   Encoder out;
   out.u64(offset);
   etx.tx.put(tables::kSourceOffsets, offset_key, out.take());
+}
+
+// A service log: this partition's rows of a sorted table, read in key order over and over;
+// one pass is a cycle. The cursor (row, cycle) is in the pipeline state and moves with the
+// epoch, so within a cycle each row is read exactly once; a row's MessageId names its cycle.
+// A row's alignment time is when it was read (the table is re-read, so its write times
+// would go back).
+void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
+  uint64_t offset = 0;
+  uint64_t cycle = 0;
+  if (auto stored = etx.read(tables::kSourceOffsets, cursor_key)) {
+    Decoder in(*stored);
+    offset = in.u64();
+    cycle = in.u64();
+  }
+  const auto max_cycles = static_cast<uint64_t>(source_->max_cycles);
+  Micros last = etx.meta.low_watermark;
+  const bool finished = max_cycles != 0 && cycle >= max_cycles;
+  if (!finished) {
+    const std::string prefix = tables::partition_prefix(id_.partition);
+    const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
+    const auto rows = etx.scan(tables::static_table(table_of(*source_)), prefix + tables::hex16(offset), prefix + "~", limit);
+    for (const Row& row : rows) {
+      Message m = decode_source_row(row.value);
+      m.system_ts = m.alignment_ts = std::max(etx.now, last);
+      m.id = source_message_id(source_->name, id_.partition, service_log_offset(cycle, offset));
+      m.stream = source_->output_stream;
+      last = m.alignment_ts;
+      emit(etx, std::move(m));
+      ++offset;
+      etx.has_work = true;
+    }
+    if (rows.size() < limit) {  // the end of the table: the next epoch starts the next cycle
+      offset = 0;
+      ++cycle;
+      etx.has_work = true;
+    }
+  }
+  if (max_cycles != 0 && cycle >= max_cycles) last = std::max(last, etx.now);
+  etx.meta.low_watermark = etx.meta.replay_watermark = last;
+  Encoder out;
+  out.u64(offset).u64(cycle);
+  etx.tx.put(tables::kSourceOffsets, cursor_key, out.take());
 }
 
 // --- Shared input handling ---------------------------------------------------------------
@@ -676,14 +741,23 @@ void Job::step_sink(EpochTx& etx) {
   const bool dedup = !amo && !env_.bugs.no_input_dedup;
   const std::string prefix = tables::partition_prefix(id_.partition);
   // Outbox rows delivered since the last epoch are acknowledged now.
-  const bool write_now = spec.type == SinkType::kKafka && spec.synchronous;
+  const bool write_now = writes_before_commit(spec);
   std::vector<Message> written_now;
   if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
-    for (uint64_t s = etx.meta.acked_seqno + 1; s <= sender_.delivered() && s < etx.meta.next_seqno; ++s) {
+    const uint64_t acked = std::max(etx.meta.acked_seqno, std::min(sender_.delivered(), etx.meta.next_seqno - 1));
+    for (uint64_t s = etx.meta.acked_seqno + 1; s <= acked; ++s) {
       etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
+      if (auto it = delivered_ids_.find(s); it != delivered_ids_.end()) etx.confirmed.push_back(it->second);
     }
-    etx.meta.acked_seqno = std::max(etx.meta.acked_seqno, std::min(sender_.delivered(), etx.meta.next_seqno - 1));
+    if (batching() && acked > etx.meta.acked_seqno) {
+      const std::string batches = tables::outbox_batches(spec.name);
+      for (const Row& row : etx.scan(batches, prefix, prefix + tables::hex16(acked) + "~", SIZE_MAX)) {
+        etx.tx.erase(batches, row.key);
+      }
+    }
+    etx.meta.acked_seqno = acked;
   }
+  const uint64_t first_seqno = etx.meta.next_seqno;
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
@@ -710,12 +784,21 @@ void Job::step_sink(EpochTx& etx) {
     }
   }
   if (dedup) clean_dedup(etx);
+  if (batching() && etx.meta.next_seqno > first_seqno) {
+    // The epoch's rows end a batch: batches never change once committed, so a replay of one
+    // carries the same rows and the same dedup token.
+    etx.tx.put(tables::outbox_batches(spec.name), prefix + tables::hex16(etx.meta.next_seqno - 1), "");
+  }
   if (!written_now.empty()) {
     // Acknowledged before the epoch commits; if the commit then fails, they go again.
     ExternalSink* external = external_sink();
     const Status written = external != nullptr ? external->write_now(id_.str(), lease_, written_now)
                                                : Status::invalid_argument("no connector for sink " + spec.name);
-    if (!written.is_ok()) etx.failed = written;
+    if (!written.is_ok()) {
+      etx.failed = written;
+      return;
+    }
+    fault_point(env_, "sink.after_external_write");
   }
 }
 
@@ -725,20 +808,34 @@ void Job::deliver_outbox() {
   const std::string prefix = tables::partition_prefix(id_.partition);
   auto tx = env_.store.begin();
   if (!tx) return;
-  // A Kafka sink may put more than that into one transaction.
-  const size_t limit = sink_->type == SinkType::kKafka
-                           ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
-                           : 256;
+  // A Kafka transaction or a ClickHouse batch may hold more than that.
+  const size_t limit = sink_->type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
+                       : batching() ? std::max<size_t>(256, static_cast<size_t>(sink_->max_batch_messages))
+                                    : 256;
   auto rows = env_.store.scan(*tx, tables::outbox(sink_->name), prefix, prefix + "~", limit);
+  std::set<std::string> batch_ends;
+  if (rows && !rows->empty() && batching()) {
+    auto ends = env_.store.scan(*tx, tables::outbox_batches(sink_->name), rows->front().key, rows->back().key + "~",
+                                rows->size());
+    if (!ends) rows = ends.error();
+    for (const Row& row : ends ? *ends : std::vector<Row>{}) batch_ends.insert(row.key);
+  }
   env_.store.abort(*tx);
   if (!rows) return;
   const std::string producer = id_.str();
   std::vector<OutboxRow> outbox;
-  for (const Row& row : *rows) outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value});
+  for (const Row& row : *rows) {
+    outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value, batch_ends.count(row.key) > 0});
+  }
   ExternalSink* external = external_sink();
+  if (external != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kAtMostOnce) {
+    deliver_outbox_at_most_once(*external, outbox);
+    return;
+  }
+  const uint64_t delivered_before = sender_.delivered();
   const Status sent =
       external != nullptr
-          ? sender_.deliver_all(std::move(outbox),
+          ? sender_.deliver_all(outbox,
                                 [&](const std::vector<OutboxRow>& pending) {
                                   return external->deliver(producer, lease_, pending);
                                 })
@@ -751,9 +848,60 @@ void Job::deliver_outbox() {
               fault_point(env_, "sink.after_delivery");
               return Status::ok();
             });
+  if (env_.observer != nullptr && sender_.delivered() > delivered_before) {
+    // For the delivery callback, which fires once an epoch acknowledged them.
+    std::vector<MessageId> now_held;
+    for (const OutboxRow& row : outbox) {
+      if (row.seqno <= delivered_before || row.seqno > sender_.delivered()) continue;
+      if (auto m = decode_message(row.message)) {
+        delivered_ids_[row.seqno] = m->id;
+        now_held.push_back(m->id);
+      }
+    }
+    // The bug: the callback fires as soon as the target answered, before any commit.
+    if (env_.bugs.callback_before_commit) env_.observer->delivery_confirmed(id_, now_held, 0);
+  }
   // A permanent error must not be skipped (that would lose the message), nor may a sink go on
   // that cannot do so safely: the job fails, and its replacement delivers from the same outbox.
   if (sent.is_invalid_argument()) request_stop();
+}
+
+// At-most-once with the outbox (ClickHouse's default strategy): messages go one INSERT each,
+// in order. A row is acknowledged (erased, under the Lease) just before its INSERT starts:
+// a failure before that is retried later, one after it is final (a counted drop), and a
+// crash in between loses the message rather than repeat it.
+void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox) {
+  const std::string prefix = tables::partition_prefix(id_.partition);
+  for (const OutboxRow& row : outbox) {
+    if (row.seqno <= sender_.delivered()) continue;
+    auto m = decode_message(row.message);
+    if (!m) return;
+    bool ambiguous = false;
+    const auto outcome = external.send_once(id_.str(), lease_, *m, [&] {
+      auto tx = env_.store.begin();
+      if (!tx) return false;
+      tx->erase(tables::outbox(sink_->name), prefix + tables::hex16(row.seqno));
+      auto committed = env_.store.commit(*tx, {lease_});
+      if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
+      ambiguous = !committed && committed.error().is_ambiguous();
+      return committed.has_value();
+    });
+    if (outcome == ExternalSink::Once::kNotStarted && ambiguous) {
+      // The acknowledgement may have applied, and then the row is gone: this sender gives the
+      // message up (a counted drop) rather than risk sending it twice.
+      sender_.skip_to(row.seqno);
+      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m->id, "its acknowledgement is ambiguous");
+      continue;
+    }
+    if (outcome == ExternalSink::Once::kNotStarted) return;  // retried next round
+    sender_.skip_to(row.seqno);
+    if (env_.observer == nullptr) continue;
+    if (outcome == ExternalSink::Once::kSent) {
+      env_.observer->amo_sent(sink_->name, m->id);
+    } else {
+      env_.observer->amo_dropped(sink_->name, m->id, "the INSERT failed after it started");
+    }
+  }
 }
 
 // The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
@@ -783,12 +931,22 @@ void Job::send_at_most_once() {
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
       continue;
     }
-    Encoder req;
-    req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
-    auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
-                                 env_.options.rpc_timeout_us);
+    bool sent = false;
+    if (ExternalSink* external = external_sink()) {
+      // A failure before the request starts may be retried; after, it is a drop.
+      auto outcome = ExternalSink::Once::kNotStarted;
+      for (int attempt = 0; attempt < 3 && outcome == ExternalSink::Once::kNotStarted; ++attempt) {
+        outcome = external->send_once(id_.str(), lease_, m, [] { return true; });
+      }
+      sent = outcome == ExternalSink::Once::kSent;
+    } else {
+      Encoder req;
+      req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
+      sent = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us)
+                 .has_value();
+    }
     if (env_.observer != nullptr) {
-      if (ack) {
+      if (sent) {
         env_.observer->amo_sent(sink_->name, m.id);
       } else {
         env_.observer->amo_dropped(sink_->name, m.id, "send failed");

@@ -52,6 +52,7 @@ class Job {
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
   void step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key, uint64_t offset);
+  void step_service_log(EpochTx& etx, const std::string& cursor_key);
   ExternalSource* external_source() const;
   ExternalSink* external_sink() const;
   void step_computation(EpochTx& etx);
@@ -70,6 +71,11 @@ class Job {
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
   void deliver_outbox();
+  void deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
+  // A ClickHouse exactly-once sink: its outbox is cut into batches at epoch boundaries.
+  bool batching() const {
+    return sink_ != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kExactlyOnce;
+  }
   void deliver_uncommitted(EpochTx& etx);
   void send_at_most_once();
 
@@ -90,6 +96,7 @@ class Job {
   std::set<std::string> pending_ack_;
   // Async sinks: the outbox as delivered so far (volatile; resends start from the store).
   OutboxSender sender_;
+  std::map<uint64_t, MessageId> delivered_ids_;  // seqNo -> id, delivered and not yet confirmed
   // Computations and sinks: their input dedup table and its layout.
   std::string dedup_table_;
   DedupTable dedup_{DedupLayout::kFull, 0};

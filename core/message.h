@@ -36,6 +36,8 @@ struct Message {
 };
 
 MessageId source_message_id(std::string_view source, int partition, uint64_t offset);
+// A service log row's "offset" for source_message_id: its row index within its cycle.
+inline uint64_t service_log_offset(uint64_t cycle, uint64_t row) { return (cycle << 40) | row; }
 MessageId derived_message_id(MessageId parent, uint32_t output_index);
 // Independent of the order of `parents`. REQUIRES: parents is not empty.
 MessageId batched_message_id(std::vector<MessageId> parents);

@@ -16,11 +16,11 @@ Status OutboxSender::deliver(const std::vector<OutboxRow>& rows, const Send& sen
   return Status::ok();
 }
 
-Status OutboxSender::deliver_all(std::vector<OutboxRow> rows, const SendAll& send) {
+Status OutboxSender::deliver_all(const std::vector<OutboxRow>& rows, const SendAll& send) {
   // Rows acknowledged already wait only for the next epoch to erase them.
-  std::erase_if(rows, [&](const OutboxRow& row) { return row.seqno <= delivered_; });
-  if (rows.empty()) return Status::ok();
-  auto held = send(rows);
+  const auto first = std::find_if(rows.begin(), rows.end(), [&](const OutboxRow& row) { return row.seqno > delivered_; });
+  if (first == rows.end()) return Status::ok();
+  auto held = first == rows.begin() ? send(rows) : send(std::vector<OutboxRow>(first, rows.end()));
   if (!held) return held.error();
   delivered_ = std::max(delivered_, *held);
   return Status::ok();

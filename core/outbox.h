@@ -8,6 +8,7 @@
 // restarted sender never makes the target append a message twice or skip one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,7 +20,8 @@ namespace onceflow {
 
 struct OutboxRow {
   uint64_t seqno = 0;
-  std::string message;  // the encoded message
+  std::string message;     // the encoded message
+  bool batch_end = false;  // batching sinks: the last row of an epoch (a batch boundary)
 };
 
 class OutboxSender {
@@ -35,9 +37,11 @@ class OutboxSender {
   // delivered() to `send` at once; `send` answers the highest seqNo the target now holds.
   // Returns its failure, or OK. REQUIRES: rows sorted by seqno.
   using SendAll = std::function<Result<uint64_t>(const std::vector<OutboxRow>& pending)>;
-  Status deliver_all(std::vector<OutboxRow> rows, const SendAll& send);
+  Status deliver_all(const std::vector<OutboxRow>& rows, const SendAll& send);
 
   uint64_t delivered() const { return delivered_; }
+  // Counts every row up to `seqno` as handed over (at-most-once: sent or given up).
+  void skip_to(uint64_t seqno) { delivered_ = std::max(delivered_, seqno); }
 
  private:
   bool new_seqno_on_resend_;

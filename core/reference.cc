@@ -53,18 +53,30 @@ class Reference {
 
   PipelineResult run(std::vector<SourceInput> inputs) {
     std::stable_sort(inputs.begin(), inputs.end(), [](const auto& a, const auto& b) { return a.write_ts < b.write_ts; });
-    std::map<std::pair<std::string, int>, uint64_t> offsets;
-    for (const auto& in : inputs) {
-      const SourceSpec* source = spec_.source(in.source);
-      assert(source != nullptr);
-      Message m;
-      m.id = source_message_id(in.source, in.partition, offsets[{in.source, in.partition}]++);
-      m.key = in.key;
-      m.stream = source->output_stream;
-      m.system_ts = m.alignment_ts = in.write_ts;
-      m.event_ts = in.event_ts;
-      m.payload = in.payload;
-      queue_.push_back(std::move(m));
+    // A service log is read max_cycles times over; each cycle after the last write.
+    int cycles = 1;
+    for (const auto& source : spec_.sources) {
+      if (source.type == "service_log") cycles = std::max(cycles, source.max_cycles);
+    }
+    const Micros cycle_span = inputs.empty() ? 1 : inputs.back().write_ts + 1;
+    for (int cycle = 0; cycle < cycles; ++cycle) {
+      std::map<std::pair<std::string, int>, uint64_t> offsets;
+      for (const auto& in : inputs) {
+        const SourceSpec* source = spec_.source(in.source);
+        assert(source != nullptr);
+        const bool service_log = source->type == "service_log";
+        if (cycle > 0 && (!service_log || cycle >= source->max_cycles)) continue;
+        const uint64_t offset = offsets[{in.source, in.partition}]++;
+        Message m;
+        m.id = source_message_id(in.source, in.partition,
+                                 service_log ? service_log_offset(static_cast<uint64_t>(cycle), offset) : offset);
+        m.key = in.key;
+        m.stream = source->output_stream;
+        m.system_ts = m.alignment_ts = in.write_ts + cycle * cycle_span;
+        m.event_ts = in.event_ts;
+        m.payload = in.payload;
+        queue_.push_back(std::move(m));
+      }
     }
     while (true) {
       while (!queue_.empty()) {

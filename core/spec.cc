@@ -60,16 +60,24 @@ std::string_view sink_type_name(SinkType type) {
       return "kafka";
     case SinkType::kHttp:
       return "http";
+    case SinkType::kStaticTable:
+      return "static_table";
+    case SinkType::kClickHouse:
+      return "clickhouse";
+    case SinkType::kArkflowKafka:
+      return "arkflow_kafka";
   }
   return "unknown";
 }
 
-std::string_view kafka_delivery_name(KafkaDelivery delivery) {
+std::string_view delivery_name(SinkDelivery delivery) {
   switch (delivery) {
-    case KafkaDelivery::kExactlyOnce:
+    case SinkDelivery::kExactlyOnce:
       return "exactly_once";
-    case KafkaDelivery::kAtLeastOnce:
+    case SinkDelivery::kAtLeastOnce:
       return "at_least_once";
+    case SinkDelivery::kAtMostOnce:
+      return "at_most_once";
   }
   return "unknown";
 }
@@ -155,10 +163,18 @@ void check_top_level(const PipelineSpec& spec) {
 
 void check_source(const SourceSpec& s) {
   const Path owner{"sources", s.name};
-  if (s.type != "queue" && s.type != "kafka") {
-    violate(at(owner, "type"), "unknown source type '" + s.type + "' (types: queue, kafka)");
+  if (s.type != "queue" && s.type != "kafka" && s.type != "static_table" && s.type != "service_log") {
+    violate(at(owner, "type"),
+            "unknown source type '" + s.type + "' (types: queue, kafka, static_table, service_log)");
   }
   if (!s.topic.empty() && s.type != "kafka") violate(at(owner, "topic"), "only kafka sources read a topic");
+  if (!s.table.empty() && s.type != "static_table" && s.type != "service_log") {
+    violate(at(owner, "table"), "only static_table and service_log sources read a table");
+  }
+  if (s.max_cycles != 0 && s.type != "service_log") {
+    violate(at(owner, "max_cycles"), "only service_log sources cycle");
+  }
+  check_range(s.max_cycles, 0, 1'000'000, at(owner, "max_cycles"));
   check_partitions(s.partitions, owner);
   if (s.output_stream.empty()) violate(at(owner, "output_stream"), "missing");
 }
@@ -194,13 +210,54 @@ void check_sink(const SinkSpec& s) {
     violate(at(strategy, "enabled"),
             "http sinks are at-least-once (POSTs are retried outside the epoch): at_most_once_strategy is not "
             "supported on them");
-  } else if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue) {
-    violate(at(strategy, "enabled"), "at_most_once_strategy is supported only by async sinks");
+  } else if (s.at_most_once_strategy.enabled && s.type != SinkType::kAsyncQueue &&
+             !(s.type == SinkType::kClickHouse && s.delivery_guarantee == SinkDelivery::kAtMostOnce)) {
+    violate(at(strategy, "enabled"),
+            "at_most_once_strategy is supported only by async queue sinks and clickhouse sinks with "
+            "delivery_guarantee: at_most_once");
   }
-  if (s.type != SinkType::kKafka && !s.topic.empty()) violate(at(owner, "topic"), "only kafka sinks write a topic");
+  const bool kafka = s.type == SinkType::kKafka || s.type == SinkType::kArkflowKafka;
+  if (!kafka && !s.topic.empty()) violate(at(owner, "topic"), "only kafka sinks write a topic");
+  if (s.type == SinkType::kKafka && s.delivery_guarantee == SinkDelivery::kAtMostOnce) {
+    violate(at(owner, "delivery_guarantee"), "kafka sinks are exactly_once or at_least_once");
+  }
   check_range(s.transaction_messages, 1, 1'000'000, at(owner, "transaction_messages"));
-  if (s.synchronous && (s.type != SinkType::kKafka || s.delivery_guarantee != KafkaDelivery::kAtLeastOnce)) {
+  if (s.synchronous && (s.type != SinkType::kKafka || s.delivery_guarantee != SinkDelivery::kAtLeastOnce)) {
     violate(at(owner, "synchronous"), "only kafka sinks with delivery_guarantee: at_least_once write synchronously");
+  }
+  if (!s.table.empty() && s.type != SinkType::kStaticTable && s.type != SinkType::kClickHouse) {
+    violate(at(owner, "table"), "only static_table and clickhouse sinks write a table");
+  }
+  if (s.type == SinkType::kClickHouse) {
+    check_range(s.max_batch_messages, 1, 1'000'000, at(owner, "max_batch_messages"));
+    check_range(s.max_insert_attempts, 1, 1'000'000, at(owner, "max_insert_attempts"));
+    if (s.replay_horizon_us <= 0) violate(at(owner, "replay_horizon"), "must be positive");
+    if (!s.shard_hosts.empty() && s.delivery_guarantee != SinkDelivery::kExactlyOnce) {
+      violate(at(owner, "shard_hosts"), "only the exactly-once (batching) clickhouse sink is sharded");
+    }
+    std::set<std::string> shards;
+    for (const std::string& shard : s.shard_hosts) {
+      if (shard.empty() || !shards.insert(shard).second) {
+        violate(at(owner, "shard_hosts"), "shard names must be non-empty and distinct");
+      }
+    }
+  }
+  if (s.type == SinkType::kArkflowKafka) {
+    if (s.exactly_once && s.transactional_id.empty()) {
+      violate(at(owner, "transactional_id"),
+              "exactly_once: true requires a non-empty transactional_id (stable across restarts, unique per "
+              "producer)");
+    }
+    if (s.exactly_once && !s.durability_enabled) {
+      violate(at(owner, "durability"),
+              "exactly_once: true needs durability.enabled: true (the input WAL), or a crash between read and "
+              "output loses the range");
+    }
+    if (s.durability_sync != "group_commit") {
+      violate(at(at(owner, "durability"), "sync"), "unknown sync mode '" + s.durability_sync + "' (modes: group_commit)");
+    }
+  } else if (s.exactly_once || !s.transactional_id.empty()) {
+    violate(at(owner, s.exactly_once ? "exactly_once" : "transactional_id"), "only arkflow_kafka sinks take it");
   }
   if (s.at_most_once_strategy.total_queue_bytes_limit < 1) {
     violate(at(strategy, "total_queue_bytes_limit"), "must be at least 1");
@@ -373,9 +430,11 @@ std::vector<T> named_items(const YAML::Node& map, const Path& path, ParseOne par
 }
 
 SourceSpec parse_source(const YAML::Node& node, const Path& path) {
-  only_keys(node, path, {"type", "partitions", "output_stream", "topic"});
+  only_keys(node, path, {"type", "partitions", "output_stream", "topic", "table", "max_cycles"});
   SourceSpec s;
   if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
+  if (const auto v = node["table"]) s.table = string_value(v, at(path, "table"));
+  if (const auto v = node["max_cycles"]) s.max_cycles = int_value(v, at(path, "max_cycles"));
   if (const auto v = node["type"]) s.type = string_value(v, at(path, "type"));
   if (const auto v = node["partitions"]) s.partitions = int_value(v, at(path, "partitions"));
   if (const auto v = node["output_stream"]) {
@@ -467,14 +526,34 @@ AtMostOnceStrategy parse_at_most_once(const YAML::Node& node, const Path& path) 
 SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   only_keys(node, path,
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
-             "transaction_messages", "synchronous", "idempotency_key"});
-  static constexpr std::array kTypes{SinkType::kSyncQueue, SinkType::kAsyncQueue, SinkType::kKafka,
-                                     SinkType::kHttp};
-  static constexpr std::array kDeliveries{KafkaDelivery::kExactlyOnce, KafkaDelivery::kAtLeastOnce};
+             "transaction_messages", "synchronous", "idempotency_key", "table", "shard_hosts", "max_batch_messages",
+             "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability"});
+  static constexpr std::array kTypes{SinkType::kSyncQueue,   SinkType::kAsyncQueue, SinkType::kKafka,
+                                     SinkType::kHttp,        SinkType::kStaticTable, SinkType::kClickHouse,
+                                     SinkType::kArkflowKafka};
+  static constexpr std::array kDeliveries{SinkDelivery::kExactlyOnce, SinkDelivery::kAtLeastOnce,
+                                          SinkDelivery::kAtMostOnce};
   SinkSpec s;
+  if (const auto v = node["type"]) s.type = enum_value(v, at(path, "type"), kTypes, sink_type_name);
   if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
+  if (const auto v = node["table"]) s.table = string_value(v, at(path, "table"));
+  if (const auto v = node["shard_hosts"]) s.shard_hosts = string_list(v, at(path, "shard_hosts"));
+  if (const auto v = node["max_batch_messages"]) s.max_batch_messages = int_value(v, at(path, "max_batch_messages"));
+  if (const auto v = node["max_insert_attempts"]) {
+    s.max_insert_attempts = int_value(v, at(path, "max_insert_attempts"));
+  }
+  if (const auto v = node["replay_horizon"]) s.replay_horizon_us = duration_value(v, at(path, "replay_horizon"));
+  if (const auto v = node["exactly_once"]) s.exactly_once = bool_value(v, at(path, "exactly_once"));
+  if (const auto v = node["transactional_id"]) s.transactional_id = string_value(v, at(path, "transactional_id"));
+  if (const auto v = node["durability"]) {
+    const Path durability = at(path, "durability");
+    only_keys(v, durability, {"enabled", "path", "sync"});
+    if (const auto e = v["enabled"]) s.durability_enabled = bool_value(e, at(durability, "enabled"));
+    if (const auto p = v["path"]) (void)string_value(p, at(durability, "path"));  // the WAL is the store's streams
+    if (const auto y = v["sync"]) s.durability_sync = string_value(y, at(durability, "sync"));
+  }
   if (const auto v = node["delivery_guarantee"]) {
-    s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, kafka_delivery_name);
+    s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, delivery_name);
   }
   if (const auto v = node["synchronous"]) s.synchronous = bool_value(v, at(path, "synchronous"));
   if (const auto v = node["idempotency_key"]) {
@@ -484,7 +563,6 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   if (const auto v = node["transaction_messages"]) {
     s.transaction_messages = int_value(v, at(path, "transaction_messages"));
   }
-  if (const auto v = node["type"]) s.type = enum_value(v, at(path, "type"), kTypes, sink_type_name);
   if (const auto v = node["input_stream"]) {
     s.input_stream = string_value(v, at(path, "input_stream"));
   }

@@ -28,16 +28,18 @@ namespace onceflow {
 enum class ProcessingMode : uint8_t { kExactlyOnce, kAtLeastOnceConsistent };
 enum class ComputationType : uint8_t { kTransform, kSwiftMap, kProcessFunction };
 enum class Watermark : uint8_t { kEventTime, kSystemTime, kRealTime };
-enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue, kKafka, kHttp };
-// What a Kafka sink promises: exactly once (transactions with a progress marker) or at least
-// once (the idempotent producer, no transactions).
-enum class KafkaDelivery : uint8_t { kExactlyOnce, kAtLeastOnce };
+enum class SinkType : uint8_t { kSyncQueue, kAsyncQueue, kKafka, kHttp, kStaticTable, kClickHouse, kArkflowKafka };
+// What a Kafka or ClickHouse sink promises (its `delivery_guarantee`). Kafka: exactly once
+// (transactions with a progress marker) or at least once (the idempotent producer, no
+// transactions). ClickHouse: exactly once (batches with a dedup token), at least once
+// (synchronous inserts) or at most once.
+enum class SinkDelivery : uint8_t { kExactlyOnce, kAtLeastOnce, kAtMostOnce };
 
 std::string_view processing_mode_name(ProcessingMode mode);
 std::string_view computation_type_name(ComputationType type);
 std::string_view watermark_name(Watermark watermark);
 std::string_view sink_type_name(SinkType type);
-std::string_view kafka_delivery_name(KafkaDelivery delivery);
+std::string_view delivery_name(SinkDelivery delivery);
 
 struct TimerStreamSpec {
   std::string name;
@@ -68,10 +70,14 @@ struct ComputationSpec {
 
 struct SourceSpec {
   std::string name;
-  std::string type = "queue";  // "queue" (in the store) or "kafka"
+  // "queue" (in the store), "kafka", "static_table" (a finite table, read by row ranges) or
+  // "service_log" (a sorted table read over and over, one cycle after another).
+  std::string type = "queue";
   int partitions = 1;
   std::string output_stream;
   std::string topic;  // kafka: the topic read (default: the source's name)
+  std::string table;  // static_table, service_log: the table read (default: the source's name)
+  int max_cycles = 0;  // service_log: stop after this many cycles (0: never)
 };
 
 struct AtMostOnceStrategy {
@@ -88,17 +94,38 @@ struct SinkSpec {
   AtMostOnceStrategy at_most_once_strategy;  // async sinks only
   // kafka sinks:
   std::string topic;  // the topic written (default: the sink's name)
-  KafkaDelivery delivery_guarantee = KafkaDelivery::kExactlyOnce;
+  SinkDelivery delivery_guarantee = SinkDelivery::kExactlyOnce;
   int transaction_messages = 1000;  // exactly-once: messages per Kafka transaction at most
   // at_least_once only: write each epoch's messages and wait for the acks before the epoch
   // commits (no outbox); a failed or unfinished epoch writes them again.
   bool synchronous = false;
   // http sinks: POST each message with an Idempotency-Key header carrying its MessageId.
   bool idempotency_key = true;
+  // static_table and clickhouse sinks: the table written (default: the sink's name).
+  std::string table;
+  // clickhouse sinks (delivery_guarantee: exactly_once is the batching sink; with shard_hosts
+  // the sharded one; at_least_once and at_most_once are the others):
+  std::vector<std::string> shard_hosts;
+  int max_batch_messages = 1000;   // exactly-once: messages per batch (one INSERT) at most
+  int max_insert_attempts = 10;    // at-least-once: attempts for unclassified errors
+  Micros replay_horizon_us = 1 * 3600 * kSeconds;  // how late a replay may come
+  // arkflow_kafka sinks (ArkFlow's Kafka output):
+  bool exactly_once = false;
+  std::string transactional_id;
+  bool durability_enabled = true;          // the input WAL
+  std::string durability_sync = "group_commit";
 };
 
 inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 inline const std::string& kafka_topic(const SinkSpec& s) { return s.topic.empty() ? s.name : s.topic; }
+inline const std::string& table_of(const SourceSpec& s) { return s.table.empty() ? s.name : s.table; }
+inline const std::string& table_of(const SinkSpec& s) { return s.table.empty() ? s.name : s.table; }
+// Whether a sink writes each epoch's messages before the epoch commits (no outbox): such a
+// write that is followed by a failed commit is repeated.
+inline bool writes_before_commit(const SinkSpec& s) {
+  return (s.type == SinkType::kKafka && s.synchronous) || s.type == SinkType::kArkflowKafka ||
+         (s.type == SinkType::kClickHouse && s.delivery_guarantee == SinkDelivery::kAtLeastOnce);
+}
 
 struct PipelineSpec {
   std::string name;

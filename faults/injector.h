@@ -26,8 +26,8 @@ namespace onceflow::faults {
 struct PipelineHooks {
   // Asks the controller to move the pipeline to "paused", "stopped" or "running".
   std::function<void(const std::string& state)> set_pipeline_state;
-  // The log of the sink target node `node`, or null.
-  std::function<sim::TargetLog*(const std::string& node)> target;
+  // The fault switches of the external system on node `node`, or null.
+  std::function<sim::TargetFaults*(const std::string& node)> target;
 };
 
 class FaultInjector {

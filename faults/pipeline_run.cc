@@ -76,7 +76,19 @@ class Recorder final : public EngineObserver {
     in_queue[sink].insert(m.id);
     amo_seen.insert(m.id);
   }
-  void amo_sent(const std::string& sink, MessageId id) override { in_queue[sink].erase(id); }
+  void amo_sent(const std::string& sink, MessageId id) override {
+    in_queue[sink].erase(id);
+    amo_seen.insert(id);
+  }
+  void delivery_confirmed(const JobId& job, const std::vector<MessageId>& ids, Version version) override {
+    for (MessageId id : ids) confirmations.push_back({job.name, job.str(), id, version, world_->now()});
+  }
+  void warning(const std::string& name, const std::vector<std::pair<std::string, std::string>>& attrs) override {
+    std::string text = name;
+    for (const auto& [k, v] : attrs) text += fmt::format(" {}={}", k, v);
+    if (std::find(warnings.begin(), warnings.end(), text) == warnings.end()) warnings.push_back(text);
+    note("", "warning: " + text);
+  }
   void amo_dropped(const std::string& sink, MessageId id, std::string_view) override {
     in_queue[sink].erase(id);
     amo_seen.insert(id);
@@ -91,6 +103,8 @@ class Recorder final : public EngineObserver {
   std::map<std::string, std::set<uint64_t>> drops;
   std::map<std::string, std::set<uint64_t>> in_queue;  // queued, neither sent nor dropped yet
   std::map<std::string, uint64_t> counters;
+  std::vector<checkers::ConfirmationRecord> confirmations;
+  std::vector<std::string> warnings;  // distinct, in order of first appearance
 
  private:
   const PipelineSpec& spec_;
@@ -126,10 +140,25 @@ class PointPolicy {
 
 constexpr Micros kSettleUs = 1 * kSeconds;
 
-checkers::Guarantee default_guarantee(const SinkSpec& sink) {
-  if (sink.at_most_once_strategy.enabled) return checkers::Guarantee::kAtMostOnce;
-  if (sink.type == SinkType::kHttp) return checkers::Guarantee::kAtLeastOnce;
-  return checkers::Guarantee::kExactlyOnce;
+checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
+  using G = checkers::Guarantee;
+  if (sink.at_most_once_strategy.enabled) return G::kAtMostOnce;
+  switch (sink.type) {
+    case SinkType::kHttp: return G::kAtLeastOnce;
+    case SinkType::kArkflowKafka: return sink.exactly_once ? G::kExactlyOnce : G::kAtLeastOnce;
+    case SinkType::kKafka:
+    case SinkType::kClickHouse:
+      if (sink.delivery_guarantee == SinkDelivery::kAtMostOnce) return G::kAtMostOnce;
+      if (sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) return G::kAtLeastOnce;
+      if (sink.type == SinkType::kClickHouse && clickhouse != nullptr && !sim::clickhouse_engine_deduplicates(clickhouse->engine)) {
+        return G::kAtLeastOnce;  // accepted with a warning: no block deduplication
+      }
+      return G::kExactlyOnce;
+    case SinkType::kSyncQueue:
+    case SinkType::kAsyncQueue:
+    case SinkType::kStaticTable: return G::kExactlyOnce;
+  }
+  return G::kExactlyOnce;
 }
 
 namespace {
@@ -155,7 +184,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     // An at-most-once sink hands committed messages to an in-memory queue; a crash of its
     // worker between that commit and the queue loses them, and the simulator counts that.
     const SinkSpec* sink = e.job.rfind("sink/", 0) == 0 ? w.spec().sink(e.computation) : nullptr;
-    if (sink != nullptr && sink->at_most_once_strategy.enabled) {
+    if (sink != nullptr && default_guarantee(*sink) == checkers::Guarantee::kAtMostOnce) {
       const auto c = crashes.find(rec.attempts_node[i]);
       const Micros committed_at = data.commit_log().empty() ? 0 : commit_time[e.version];
       const bool crashed = c != crashes.end() &&
@@ -181,15 +210,20 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   h.sink_outputs = actual.sinks;
   for (const auto& sink : w.spec().sinks) {
     auto g = o.sink_guarantees.find(sink.name);
-    const auto guarantee = g != o.sink_guarantees.end() ? g->second : default_guarantee(sink);
+    auto ch = o.clickhouse_targets.find(sink.name);
+    const auto guarantee = g != o.sink_guarantees.end()
+                               ? g->second
+                               : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
     auto ref = reference.sinks.find(sink.name);
-    h.sinks.push_back({sink.name, guarantee, ref == reference.sinks.end() ? decltype(ref->second){} : ref->second});
+    h.sinks.push_back({sink.name, guarantee, ref == reference.sinks.end() ? decltype(ref->second){} : ref->second,
+                       writes_before_commit(sink)});
     // At-most-once: what a crash took from the in-memory queue is lost and counted as such.
     auto& dropped = h.counted_drops[sink.name];
     dropped = rec.drops[sink.name];
     dropped.insert(rec.in_queue[sink.name].begin(), rec.in_queue[sink.name].end());
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
+  h.confirmations = rec.confirmations;
   h.tables = actual.tables;
   h.reference_tables = reference.tables;
   for (const auto& c : w.spec().computations) {
@@ -227,6 +261,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.observer = &recorder;
   wo.trace_keep_lines = o.trace_keep_lines;
   wo.http_honours_idempotency_key = o.http_honours_idempotency_key;
+  wo.clickhouse_targets = o.clickhouse_targets;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
   if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
     wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };
@@ -241,7 +276,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.seed = o.seed;
   std::vector<std::string> nodes = world.worker_names();
   nodes.push_back(EngineOptions{}.controller_node);
-  for (const auto& [sink, log] : world.targets()) nodes.push_back(sink_target_node(sink));
+  for (const std::string& node : world.target_nodes()) nodes.push_back(node);
   if (o.swarm) {
     SwarmOptions swarm;
     swarm.start_us = o.faults_start_us;
@@ -250,7 +285,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     swarm.store_node = "store";
     swarm.kinds = o.swarm_kinds;
     if (swarm.kinds.empty()) swarm.kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
-    for (const auto& [sink, log] : world.targets()) swarm.sink_targets.push_back(sink_target_node(sink));
+    swarm.sink_targets = world.target_nodes();
     swarm.spare_workers = world.spare_worker_names();
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
     SwarmMix mix;
@@ -265,7 +300,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     out.fault_mix = out.plan.faults.empty() ? "none" : "scripted";
   }
   PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
-                      [&world](const std::string& node) { return world.target_log(node); }};
+                      [&world](const std::string& node) { return world.target_faults(node); }};
   FaultInjector injector(world.world(), &world.store_data(), &hooks);
   injector.schedule(out.plan);
 
@@ -288,6 +323,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.observed = recorder.counters;
   out.observed["leases"] = world.store_data().leases().size();
   out.observed["rejected commits"] = world.store_data().rejections().size();
+  out.warnings = recorder.warnings;
   out.trace = world.world().trace().lines();
   for (sim::NodeIndex n = 0; n < world.world().node_count(); ++n) run.nodes.push_back(world.world().name(n));
   for (const auto& [node, at] : world.world().crashes()) run.node_events.push_back({world.world().name(node), at, "crash", ""});

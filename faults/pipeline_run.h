@@ -39,11 +39,15 @@ struct PipelineRunOptions {
   size_t trace_keep_lines = 0;
   std::string replay_command;  // put into violation reports
   std::map<std::string, bool> http_honours_idempotency_key;  // http sinks' receivers (default: yes)
+  std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;  // clickhouse sinks' targets
 };
 
-// The guarantee a sink promises by its spec: at-most-once when its strategy is enabled,
-// at-least-once for http sinks (a POST whose answer is lost goes again), else exactly-once.
-checkers::Guarantee default_guarantee(const SinkSpec& sink);
+// The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):
+// at-most-once when its strategy is enabled or it says so; at-least-once for http sinks (a
+// POST whose answer is lost goes again), at_least_once Kafka and ClickHouse sinks, ArkFlow
+// outputs without exactly_once, and an exactly-once ClickHouse sink whose engine does not
+// deduplicate blocks; else exactly-once (ArkFlow's exactly_once output claims it).
+checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse = nullptr);
 
 // What happened to the nodes, for pictures of the run (onceflow explain).
 struct NodeEvent {

@@ -50,10 +50,28 @@ struct PipelineWorld::Process {
         store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
         env{node.runtime, node.network, store, node.random, w.spec_, w.registry_,
             w.options_.engine, w.options_.bugs, w.options_.observer, &points, &connectors} {
+    const Micros timeout = w.options_.engine.rpc_timeout_us;
+    for (const auto& source : w.spec_.sources) {
+      if (source.type != "kafka") continue;
+      sources.push_back(std::make_unique<SimKafkaSource>(node.network, source, timeout));
+      connectors.sources[source.name] = sources.back().get();
+    }
     for (const auto& sink : w.spec_.sinks) {
-      if (sink.type != SinkType::kHttp) continue;
-      http_sinks.push_back(std::make_unique<SimHttpSink>(node.network, sink, w.options_.engine.rpc_timeout_us));
-      connectors.sinks[sink.name] = http_sinks.back().get();
+      std::unique_ptr<ExternalSink> external;
+      switch (sink.type) {
+        case SinkType::kHttp: external = std::make_unique<SimHttpSink>(node.network, sink, timeout); break;
+        case SinkType::kKafka:
+        case SinkType::kArkflowKafka: external = std::make_unique<SimKafkaSink>(node.network, sink, timeout); break;
+        case SinkType::kStaticTable: external = std::make_unique<SimStaticTableSink>(node.network, sink, timeout); break;
+        case SinkType::kClickHouse:
+          external = std::make_unique<SimClickHouseSink>(node.runtime, node.network, sink, timeout, w.options_.observer);
+          break;
+        case SinkType::kSyncQueue:
+        case SinkType::kAsyncQueue: break;
+      }
+      if (external == nullptr) continue;
+      connectors.sinks[sink.name] = external.get();
+      sinks.push_back(std::move(external));
     }
     if (is_controller) {
       controller = std::make_unique<Controller>(env);
@@ -64,7 +82,8 @@ struct PipelineWorld::Process {
   NodeFaultPoints points;
   SimStoreClient store;
   Connectors connectors;
-  std::vector<std::unique_ptr<SimHttpSink>> http_sinks;
+  std::vector<std::unique_ptr<ExternalSource>> sources;
+  std::vector<std::unique_ptr<ExternalSink>> sinks;
   EngineEnv env;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Worker> worker;
@@ -112,19 +131,94 @@ void PipelineWorld::start() {
   for (const std::string& name : worker_names()) world_->start(world_->add_node(name, engine_boot(false)));
   for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(false));  // down
   world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
+  start_targets();
+  heartbeat_queue_heads();
+  load_inputs();
+}
+
+void PipelineWorld::start_targets() {
+  bool kafka = false;
+  std::map<std::string, std::string> sink_of_topic;
+  for (const auto& source : spec_.sources) {
+    if (source.type != "kafka") continue;
+    kafka = true;
+    kafka_.create_topic(kafka_topic(source), source.partitions);
+  }
   for (const auto& sink : spec_.sinks) {
-    if (sink.type == SinkType::kAsyncQueue) {
-      world_->start(world_->add_node(sink_target_node(sink.name), queue_target_boot(targets_[sink.name])));
-    } else if (sink.type == SinkType::kHttp) {
-      auto honours = options_.http_honours_idempotency_key.find(sink.name);
-      const bool honour = honours == options_.http_honours_idempotency_key.end() || honours->second;
-      world_->start(world_->add_node(sink_target_node(sink.name), http_receiver_boot(targets_[sink.name], honour)));
+    const std::string node = sink_target_node(sink.name);
+    TargetLog& log = targets_[sink.name];
+    TargetFaults* faults = sink.type == SinkType::kSyncQueue ? nullptr : &target_faults_[node];
+    switch (sink.type) {
+      case SinkType::kSyncQueue: targets_.erase(sink.name); break;
+      case SinkType::kAsyncQueue:
+        faults->forget = [&log] { log.evict(); };
+        world_->start(world_->add_node(node, queue_target_boot(log, *faults)));
+        break;
+      case SinkType::kHttp: {
+        auto honours = options_.http_honours_idempotency_key.find(sink.name);
+        const bool honour = honours == options_.http_honours_idempotency_key.end() || honours->second;
+        faults->forget = [&log] { log.evict(); };
+        world_->start(world_->add_node(node, http_receiver_boot(log, *faults, honour)));
+        break;
+      }
+      case SinkType::kStaticTable:
+        world_->start(world_->add_node(node, static_table_master_boot(log, static_tables_[sink.name], *faults)));
+        break;
+      case SinkType::kClickHouse: {
+        ClickHouseData& data = clickhouse_[sink.name];
+        if (auto it = options_.clickhouse_targets.find(sink.name); it != options_.clickhouse_targets.end()) {
+          data.config = it->second;
+        }
+        faults->forget = [&data] { data.forget_tokens(); };
+        world_->start(world_->add_node(node, clickhouse_boot(log, data, *faults)));
+        break;
+      }
+      case SinkType::kKafka:
+      case SinkType::kArkflowKafka:
+        target_faults_.erase(node);  // the sink writes to the "kafka" node
+        kafka = true;
+        kafka_.create_topic(kafka_topic(sink), sink.partitions);
+        kafka_.create_topic(SimKafkaSink::progress_topic(kafka_topic(sink)), sink.partitions);
+        sink_of_topic[kafka_topic(sink)] = sink.name;
+        break;
     }
   }
-  heartbeat_queue_heads();
+  if (!kafka) return;
+  // What read_committed consumers of a sink's topic see is what the sink delivered.
+  kafka_.on_visible = [this, sink_of_topic](const std::string& topic, int, int64_t, const KafkaRecord& r, Micros now) {
+    auto sink = sink_of_topic.find(topic);
+    if (sink == sink_of_topic.end()) return;
+    auto m = decode_message(r.value);
+    assert(m.has_value());
+    targets_[sink->second].appended.push_back({std::move(*m), r.writer, r.lease, now});
+  };
+  TargetFaults& faults = target_faults_[kKafkaNode];
+  faults.forget = [this] { kafka_.forget_idempotent_state(); };
+  world_->start(world_->add_node(kKafkaNode, kafka_broker_boot(kafka_, faults)));
+}
+
+// Queue and Kafka rows are appended at their write times; static tables and service logs
+// hold all theirs from the start.
+void PipelineWorld::load_inputs() {
   for (const SourceInput& in : inputs_) {
-    world_->scheduler().at(in.write_ts, kWorldNode, [this, &in] {
+    const SourceSpec& source = *spec_.source(in.source);
+    if (source.type == "static_table" || source.type == "service_log") {
       const uint64_t offset = produced_[{in.source, in.partition}]++;
+      Encoder row;
+      row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
+      data_.load(tables::static_table(table_of(source)), tables::partition_prefix(in.partition) + tables::hex16(offset),
+                 row.take());
+      continue;
+    }
+    const bool kafka = source.type == "kafka";
+    world_->scheduler().at(in.write_ts, kWorldNode, [this, &in, kafka, &source] {
+      const uint64_t offset = produced_[{in.source, in.partition}]++;
+      if (kafka) {
+        kafka_.append(kafka_topic(source), in.partition,
+                      {std::to_string(in.key), in.payload, in.event_ts, KafkaRecord::State::kPlain, 0, "", 0},
+                      world_->now());
+        return;
+      }
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
       data_.load(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
@@ -136,8 +230,10 @@ void PipelineWorld::start() {
 // now (nothing older will be appended); after the last write it moves past every message.
 void PipelineWorld::heartbeat_queue_heads() {
   const bool done = world_->now() > last_write_ts();
-  const Micros head = done ? INT64_MAX / 4 : world_->now();
   for (const auto& source : spec_.sources) {
+    if (source.type == "kafka" || source.type == "service_log") continue;  // they need no heads
+    // A static table has all its rows: nothing older will ever come.
+    const Micros head = done || source.type == "static_table" ? INT64_MAX / 4 : world_->now();
     for (int p = 0; p < source.partitions; ++p) {
       Encoder out;
       out.i64(head);
@@ -148,11 +244,15 @@ void PipelineWorld::heartbeat_queue_heads() {
   world_->scheduler().at(world_->now() + kQueueHeartbeatUs, kWorldNode, [this] { heartbeat_queue_heads(); });
 }
 
-TargetLog* PipelineWorld::target_log(const std::string& node) {
-  for (auto& [sink, log] : targets_) {
-    if (sink_target_node(sink) == node) return &log;
-  }
-  return nullptr;
+std::vector<std::string> PipelineWorld::target_nodes() const {
+  std::vector<std::string> out;
+  for (const auto& [node, faults] : target_faults_) out.push_back(node);
+  return out;
+}
+
+TargetFaults* PipelineWorld::target_faults(const std::string& node) {
+  auto it = target_faults_.find(node);
+  return it == target_faults_.end() ? nullptr : &it->second;
 }
 
 void PipelineWorld::set_pipeline_state(const std::string& state) {
@@ -191,16 +291,18 @@ bool PipelineWorld::drained() const {
       const uint64_t want = it == produced_.end() ? 0 : it->second;
       const auto stored = data_.latest(tables::kSourceOffsets, fmt::format("{}/{}", source.name, p));
       uint64_t offset = 0;
+      uint64_t cycle = 0;
       if (stored) {
         Decoder in(*stored);
         offset = in.u64();
+        if (source.type == "service_log") cycle = in.u64();
       }
-      if (offset != want) return false;
+      if (source.type == "service_log" ? cycle < static_cast<uint64_t>(source.max_cycles) : offset != want) return false;
     }
   }
   for (const auto& [table, rows] : data_.tables()) {
     const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0 ||
-                      table.rfind("timers/", 0) == 0;
+                      table.rfind("outbox_batches/", 0) == 0 || table.rfind("timers/", 0) == 0;
     if (work && !data_.read_range(table, "", "", data_.last_version(), 1).empty()) return false;
   }
   return true;

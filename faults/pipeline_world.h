@@ -1,9 +1,12 @@
 // PipelineWorld: a pipeline running in the simulator.
 //
-// Nodes: "store" (the transactional store), "controller", "worker-1".."worker-N", and
-// "target-<sink>" for each async sink (a queue with (producer_id, seqNo) dedup). An outside
-// producer appends the workload's messages to the source queues at their write times; the
-// queues live in the store, as Flow's queues live in YTsaurus.
+// Nodes: "store" (the transactional store), "controller", "worker-1".."worker-N",
+// "target-<sink>" for each sink whose target is its own system (a queue with
+// (producer_id, seqNo) dedup, an HTTP receiver, a static table's master, a ClickHouse), and
+// "kafka" when a source or sink uses Kafka. An outside producer appends the workload's
+// messages to the source queues (in the store, as Flow's queues live in YTsaurus) or Kafka
+// topics at their write times; static tables and service logs hold all their rows from the
+// start.
 #pragma once
 
 #include <functional>
@@ -16,7 +19,10 @@
 #include "core/engine.h"
 #include "core/reference.h"
 #include "core/spec.h"
+#include "sim/clickhouse.h"
+#include "sim/kafka.h"
 #include "sim/queue_target.h"
+#include "sim/static_table.h"
 #include "sim/store.h"
 #include "sim/world.h"
 
@@ -25,6 +31,7 @@ namespace onceflow::faults {
 using sim::BootFn;
 using sim::NodeContext;
 using sim::StoreData;
+using sim::TargetFaults;
 using sim::TargetLog;
 using sim::World;
 
@@ -52,6 +59,8 @@ struct PipelineWorldOptions {
   Micros fault_point_restart_us = 300 * kMillis;  // a node crashed at a point restarts after
   // http sinks: whether the receiver honours Idempotency-Key (default: it does).
   std::map<std::string, bool> http_honours_idempotency_key;
+  // clickhouse sinks: their targets (default: ReplicatedMergeTree with ClickHouse's defaults).
+  std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;
 };
 
 class PipelineWorld {
@@ -73,8 +82,10 @@ class PipelineWorld {
   std::vector<std::string> worker_names() const;
   std::vector<std::string> spare_worker_names() const;
   const std::map<std::string, TargetLog>& targets() const { return targets_; }
-  // The target log behind node `node` ("target-<sink>"), or null.
-  TargetLog* target_log(const std::string& node);
+  // The fault switches of the external system on node `node` ("target-<sink>"), or null.
+  TargetFaults* target_faults(const std::string& node);
+  // The nodes of the external systems the sinks write to (and Kafka, when used), by name.
+  std::vector<std::string> target_nodes() const;
   // An operator asks the controller to move the pipeline to `state` ("paused", "stopped",
   // "running"), retrying until the controller answers.
   void set_pipeline_state(const std::string& state);
@@ -82,11 +93,16 @@ class PipelineWorld {
 
   // What the sinks expose and what the tables hold now.
   PipelineResult result() const;
+  sim::KafkaData& kafka() { return kafka_; }
+  const std::map<std::string, sim::ClickHouseData>& clickhouse() const { return clickhouse_; }
+  const std::map<std::string, sim::StaticTableProgress>& static_tables() const { return static_tables_; }
 
  private:
   struct Process;
   class NodeFaultPoints;
   void heartbeat_queue_heads();
+  void start_targets();
+  void load_inputs();
   static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
   BootFn engine_boot(bool controller);
 
@@ -94,7 +110,11 @@ class PipelineWorld {
   const ComputationRegistry& registry_;
   PipelineWorldOptions options_;
   StoreData data_;
-  std::map<std::string, TargetLog> targets_;
+  std::map<std::string, TargetLog> targets_;           // by sink
+  std::map<std::string, TargetFaults> target_faults_;  // by node
+  sim::KafkaData kafka_;
+  std::map<std::string, sim::ClickHouseData> clickhouse_;            // by sink
+  std::map<std::string, sim::StaticTableProgress> static_tables_;  // by sink
   std::unique_ptr<World> world_;
   std::vector<SourceInput> inputs_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count

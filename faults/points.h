@@ -19,6 +19,8 @@ inline constexpr FaultPointInfo kFaultPoints[] = {
                            "no outbox delivery, no swift acknowledgement"},
     {"sink.after_delivery", "an async sink delivered one outbox message and has not yet "
                             "committed its acknowledgement"},
+    {"sink.after_external_write", "a synchronous sink's write (a Kafka transaction, a ClickHouse INSERT) "
+                                  "was acknowledged and its epoch has not committed yet"},
 };
 
 }  // namespace onceflow::faults

@@ -22,6 +22,7 @@ struct RunOutcome {
   std::vector<checkers::Verdict> verdicts;
   bool passed = false;
   std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)
+  std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
 };
 

@@ -90,13 +90,6 @@ Result<int> partition_count(rd_kafka_t* rk, const std::string& topic) {
 
 }  // namespace
 
-uint64_t kafka_key(std::string_view bytes) {
-  uint64_t key = 0;
-  const auto [end, ec] = std::from_chars(bytes.data(), bytes.data() + bytes.size(), key);
-  if (ec == std::errc() && end == bytes.data() + bytes.size() && !bytes.empty()) return key;
-  return hash_bytes(bytes);
-}
-
 // --- Mock cluster -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<KafkaMockCluster>> KafkaMockCluster::start(int brokers) {
@@ -299,7 +292,7 @@ Result<std::shared_ptr<KafkaSink::Producer>> KafkaSink::producer_for(const std::
   p->lease = lease;
   p->partition = std::stoi(job.substr(job.rfind('/') + 1));
   Settings settings{{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}, {"linger.ms", "5"}};
-  const bool transactional = spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce;
+  const bool transactional = spec_.delivery_guarantee == SinkDelivery::kExactlyOnce;
   if (transactional) {
     settings.emplace_back("transactional.id", fmt::format("onceflow.{}.{}.{}", instance_, kafka_topic(spec_), job));
   }
@@ -320,7 +313,7 @@ Result<uint64_t> KafkaSink::deliver(const std::string& job, LeaseId lease, const
   auto p = producer_for(job, lease);
   if (!p) return p.error();
   const std::shared_ptr<Producer> keep = *p;  // alive for this call, whatever happens meanwhile
-  if (spec_.delivery_guarantee == KafkaDelivery::kExactlyOnce) return deliver_transactional(*keep, job, rows);
+  if (spec_.delivery_guarantee == SinkDelivery::kExactlyOnce) return deliver_transactional(*keep, job, rows);
   return deliver_idempotent(*keep, rows);
 }
 
@@ -381,13 +374,8 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   if (!p.marker_read) {
     auto marker = read_marker(marker_key(job), p.partition);
     if (!marker) return marker.error();
-    // Rows below the first one were acknowledged, so a marker was committed with them.
-    if (!*marker && !rows.empty() && rows.front().seqno > 1) {
-      return Status::invalid_argument(fmt::format(
-          "{}: the progress marker in {} is lost while its messages may already be in {}: stopping rather than "
-          "writing duplicates",
-          job, progress_topic(kafka_topic(spec_)), kafka_topic(spec_)));
-    }
+    const std::string& topic = kafka_topic(spec_);
+    if (Status lost = check_progress_marker(job, *marker, rows, topic, progress_topic(topic)); !lost.is_ok()) return lost;
     p.marker = marker->value_or(0);
     p.marker_read = true;
   }
@@ -466,7 +454,7 @@ Result<uint64_t> KafkaSink::deliver_idempotent(Producer& p, const std::vector<Ou
 }
 
 Status KafkaSink::write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) {
-  if (spec_.delivery_guarantee != KafkaDelivery::kAtLeastOnce) {
+  if (spec_.delivery_guarantee != SinkDelivery::kAtLeastOnce) {
     return Status::invalid_argument("only at-least-once kafka sinks write synchronously");
   }
   auto p = producer_for(job, lease);

@@ -40,9 +40,6 @@ typedef struct rd_kafka_mock_cluster_s rd_kafka_mock_cluster_t;
 
 namespace onceflow::real {
 
-// The key a Kafka record's key bytes stand for.
-uint64_t kafka_key(std::string_view bytes);
-
 class KafkaMockCluster {
  public:
   static Result<std::unique_ptr<KafkaMockCluster>> start(int brokers);

@@ -7,7 +7,7 @@
 
 namespace onceflow::sim {
 
-std::optional<Status> TargetLog::injected_failure(Random& random) {
+std::optional<Status> TargetFaults::injected_failure(Random& random) {
   // Both draws happen on every request, so one switch does not shift the other's draws.
   const bool fail = random.bernoulli(error_probability);
   const bool reject = random.bernoulli(reject_probability);
@@ -35,19 +35,19 @@ bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lea
   return true;
 }
 
-BootFn queue_target_boot(TargetLog& log) {
-  return [&log](NodeContext& node) -> std::shared_ptr<void> {
+BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
+  return [&log, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
     Random& random = node.random;
-    node.network.serve(kSinkAppendService, [&log, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
+    node.network.serve(kSinkAppendService, [&log, &faults, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string producer = in.string();
       const uint64_t seqno = in.u64();
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
-      if (auto failure = log.injected_failure(random)) return *failure;
+      if (auto failure = faults.injected_failure(random)) return *failure;
       const MessageId id = message->id;
       if (!log.append(producer, seqno, lease, std::move(*message), world.now())) {
         world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), producer, seqno));
@@ -61,12 +61,12 @@ BootFn queue_target_boot(TargetLog& log) {
   };
 }
 
-BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key) {
-  return [&log, honour_idempotency_key](NodeContext& node) -> std::shared_ptr<void> {
+BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idempotency_key) {
+  return [&log, &faults, honour_idempotency_key](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
     Random& random = node.random;
-    node.network.serve(kHttpPostService, [&log, &world, self, &random, honour_idempotency_key](
+    node.network.serve(kHttpPostService, [&log, &faults, &world, self, &random, honour_idempotency_key](
                                               const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string key = in.string();
@@ -74,7 +74,7 @@ BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key) {
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("400 malformed request");
-      if (auto failure = log.injected_failure(random)) return *failure;
+      if (auto failure = faults.injected_failure(random)) return *failure;
       if (honour_idempotency_key && !key.empty() && !log.idempotency_keys.insert(key).second) {
         ++log.deduplicated;
         world.detail(self, fmt::format("replays the answer to Idempotency-Key {}", key));

@@ -5,6 +5,7 @@
 // Request: producer id, seqNo, the sender's Lease (recorded for the fencing checker), message.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,6 +19,22 @@
 
 namespace onceflow::sim {
 
+// What the fault injector does to an external system: fail its requests, and make it forget
+// its dedup memory (as a finite deduplication window does). The system's owner sets `forget`.
+struct TargetFaults {
+  double error_probability = 0;   // transient: the sender retries
+  double reject_probability = 0;  // permanent: "this request will never succeed"
+  uint64_t errors = 0;
+  uint64_t rejections = 0;
+  std::function<void()> forget;
+  // The failure the switches above inject into one request, if any (counted).
+  std::optional<Status> injected_failure(Random& random);
+  void evict() {
+    if (forget) forget();
+  }
+};
+
+// What a sink's target made visible, in order; the target's disk (it survives crashes).
 struct TargetLog {
   struct Entry {
     Message message;
@@ -28,16 +45,9 @@ struct TargetLog {
   std::vector<Entry> appended;
   std::map<std::string, uint64_t> last_seqno;
   uint64_t deduplicated = 0;
-  // Fault switches: requests fail with this probability; evict() forgets the dedup state
-  // (as a finite deduplication window does).
-  double error_probability = 0;   // transient: the sender retries
-  double reject_probability = 0;  // permanent: "this request will never succeed"
-  uint64_t errors = 0;
-  uint64_t rejections = 0;
-  // The failure the switches above inject into one request, if any (counted).
-  std::optional<Status> injected_failure(Random& random);
   // http receivers that honour Idempotency-Key: the keys seen.
   std::set<std::string> idempotency_keys;
+  // Forgets the dedup state (seqNos and keys).
   void evict() {
     last_seqno.clear();
     idempotency_keys.clear();
@@ -47,13 +57,13 @@ struct TargetLog {
   bool append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now);
 };
 
-BootFn queue_target_boot(TargetLog& log);
+BootFn queue_target_boot(TargetLog& log, TargetFaults& faults);
 
 // An HTTP receiver an http sink POSTs to (service kHttpPostService): appends every request,
 // except, when it honours Idempotency-Key, one whose key it has seen. Request: key (empty:
 // none), producer, Lease, message.
 inline constexpr const char* kHttpPostService = "http_post";
-BootFn http_receiver_boot(TargetLog& log, bool honour_idempotency_key);
+BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idempotency_key);
 
 // The engine side of an http sink in the simulator: POSTs committed outbox rows in order,
 // over the node's network, to the sink's receiver.

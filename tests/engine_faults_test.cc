@@ -28,7 +28,7 @@ struct Fixture {
   explicit Fixture(Fault fault) : reg(registry()), world(keyed_aggregation(), reg, options()) {
     world.start();
     hooks = PipelineHooks{[this](const std::string& state) { world.set_pipeline_state(state); },
-                          [this](const std::string& node) { return world.target_log(node); }};
+                          [this](const std::string& node) { return world.target_faults(node); }};
     injector = std::make_unique<FaultInjector>(world.world(), &world.store_data(), &hooks);
     injector->schedule(FaultPlan{{fault}, fault.at_us + fault.duration_us + 1});
   }
@@ -76,7 +76,7 @@ TEST(EngineFaultsTest, ForcedLeaseExpiryFencesEveryJobAndTheyAreReplaced) {
 TEST(EngineFaultsTest, SinkErrorsDelayDeliveryButLoseAndDuplicateNothing) {
   Fixture fx(fault(FaultKind::kSinkErrors, 200 * kMillis, 1 * kSeconds, "target-counts_out", 1.0));
   fx.world.world().run_until(1 * kSeconds);
-  const auto* log = fx.world.target_log("target-counts_out");
+  const auto* log = fx.world.target_faults("target-counts_out");
   ASSERT_NE(log, nullptr);
   EXPECT_GT(log->errors, 0u);
   ASSERT_TRUE(fx.drains());
@@ -130,7 +130,7 @@ TEST(EngineFaultsTest, PermanentSinkRejectionsFailTheSinkJobWhichIsReplacedAndLo
   Fixture fx(fault(FaultKind::kSinkRejects, 200 * kMillis, 800 * kMillis, "target-counts_out", 0.5));
   const size_t leases_before = fx.world.store_data().leases().size();
   ASSERT_TRUE(fx.drains());
-  EXPECT_GT(fx.world.target_log("target-counts_out")->rejections, 0u);
+  EXPECT_GT(fx.world.target_faults("target-counts_out")->rejections, 0u);
   EXPECT_GT(fx.world.store_data().leases().size(), leases_before);  // failed sink jobs replaced
   EXPECT_TRUE(fx.matches_reference());
 }
@@ -142,7 +142,7 @@ TEST(EngineFaultsTest, ASpareWorkerJoiningAndLeavingRebalancesTheJobs) {
   PipelineWorld world(keyed_aggregation(), reg, options);
   world.start();
   PipelineHooks hooks{[&](const std::string& s) { world.set_pipeline_state(s); },
-                      [&](const std::string& n) { return world.target_log(n); }};
+                      [&](const std::string& n) { return world.target_faults(n); }};
   FaultInjector injector(world.world(), &world.store_data(), &hooks);
   injector.schedule(FaultPlan{{fault(FaultKind::kRebalance, 500 * kMillis, 3 * kSeconds, "worker-spare-1")}, 4 * kSeconds});
   world.world().run_until(2 * kSeconds);

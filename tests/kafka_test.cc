@@ -129,7 +129,7 @@ TEST_F(KafkaTest, TheSourceReadsByOffsetAndSaysWhenItCaughtUp) {
   ASSERT_TRUE(mock_->create_topic("in", 1).is_ok());
   on_fiber([&](RealLoop& loop) {
     SinkSpec spec = kafka_sink("in");
-    spec.delivery_guarantee = KafkaDelivery::kAtLeastOnce;
+    spec.delivery_guarantee = SinkDelivery::kAtLeastOnce;
     auto writer = KafkaSink::open(loop, brokers, spec);
     ASSERT_TRUE((*writer)->deliver("sink/in/0", 1, rows(1, 5)).has_value());
   });

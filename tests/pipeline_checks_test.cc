@@ -62,14 +62,14 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 7u);
+  ASSERT_EQ(verdicts.size(), 8u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
 }
 
 TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   std::vector<std::string_view> names;
   for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
-  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "timers",
+  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "delivery-callback", "timers",
                                                   "ordering", "swift-determinism", "liveness"};
   EXPECT_EQ(names, expected);
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());

@@ -35,7 +35,7 @@ TEST_P(PipelineRunTest, SwarmSeedsKeepEveryGuarantee) {
     o.seed = seed;
     const RunOutcome r = run_pipeline(o, reg).outcome;
     EXPECT_TRUE(r.passed) << GetParam() << " seed " << seed << "\n" << failures(r);
-    EXPECT_EQ(r.verdicts.size(), 7u);
+    EXPECT_EQ(r.verdicts.size(), 8u);
   }
 }
 

@@ -370,7 +370,7 @@ TEST(SpecTest, AtMostOnceOnlyOnAsyncSinks) {
   expect_error(edited("type: async_queue, input_stream: result}",
                       "type: sync_queue, input_stream: result, " + strategy),
                "spec.yaml:11: sinks.out.at_most_once_strategy.enabled: at_most_once_strategy is "
-               "supported only by async sinks");
+               "supported only by async queue sinks and clickhouse sinks with delivery_guarantee: at_most_once");
   expect_valid(edited("input_stream: result}", "input_stream: result, " + strategy));
   expect_valid(
       edited("type: async_queue, input_stream: result}",
@@ -386,7 +386,7 @@ TEST(SpecTest, TotalQueueBytesLimitAtLeastOne) {
 
 TEST(SpecTest, SourceTypeMustBeKnown) {
   expect_error(edited("type: queue", "type: kinesis"),
-               "spec.yaml:3: sources.events.type: unknown source type 'kinesis' (types: queue, kafka)");
+               "spec.yaml:3: sources.events.type: unknown source type 'kinesis' (types: queue, kafka, static_table, service_log)");
 }
 
 TEST(SpecTest, HttpSinksRefuseTheAtMostOnceStrategy) {
@@ -481,7 +481,7 @@ TEST(SpecTest, RejectsUnknownEnumValues) {
       "(allowed: event_time, system_time, real_time)");
   expect_error(edited("type: async_queue", "type: kafka_queue"),
                "spec.yaml:11: sinks.out.type: unknown value 'kafka_queue' (allowed: sync_queue, "
-               "async_queue, kafka, http)");
+               "async_queue, kafka, http, static_table, clickhouse, arkflow_kafka)");
 }
 
 TEST(SpecTest, RejectsUnknownKeys) {
@@ -492,8 +492,8 @@ TEST(SpecTest, RejectsUnknownKeys) {
   expect_error(with_worker_line("parameters: {batch: 2}"),
                "spec.yaml:10: computations.Worker.parameters.batch: unknown key");
   expect_error(edited("output_stream: event", "output_streams: event"),
-               "spec.yaml:3: sources.events.output_streams: unknown key (known: output_stream, "
-               "partitions, topic, type)");
+               "spec.yaml:3: sources.events.output_streams: unknown key (known: max_cycles, "
+               "output_stream, partitions, table, topic, type)");
   expect_error(
       edited("input_stream: result}", "input_stream: result, at_most_once_strategy: {limit: 1}}"),
       "spec.yaml:11: sinks.out.at_most_once_strategy.limit: unknown key");

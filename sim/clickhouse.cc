@@ -1,0 +1,200 @@
+#include "sim/clickhouse.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/env/codec.h"
+
+namespace onceflow::sim {
+
+namespace {
+
+constexpr const char* kDescribeService = "clickhouse.describe";
+constexpr const char* kInsertService = "clickhouse.insert";
+constexpr Micros kTransientRetryUs = 50 * kMillis;
+
+std::string format_duration(Micros us) {
+  if (us % kSeconds == 0) return fmt::format("{}s", us / kSeconds);
+  if (us % kMillis == 0) return fmt::format("{}ms", us / kMillis);
+  return fmt::format("{}us", us);
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+bool clickhouse_engine_deduplicates(const std::string& engine) {
+  return engine == "SharedMergeTree" || (engine.rfind("Replicated", 0) == 0 && ends_with(engine, "MergeTree"));
+}
+
+bool clickhouse_engine_accepted(const std::string& engine) {
+  return engine != "Distributed" && ends_with(engine, "MergeTree");
+}
+
+BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& faults) {
+  return [&table, &data, &faults](NodeContext& node) -> std::shared_ptr<void> {
+    World& world = node.world;
+    const NodeIndex self = node.index;
+    Random& random = node.random;
+    node.network.serve(kDescribeService, [&data](const std::string&, std::string_view) -> Result<std::string> {
+      const ClickHouseTargetConfig& c = data.config;
+      Encoder out;
+      out.bytes(c.database).bytes(c.engine).i64(c.window_us).u64(static_cast<uint64_t>(c.window_blocks));
+      out.u64(c.same_table_on_all_hosts ? 1 : 0);
+      return out.take();
+    });
+    node.network.serve(kInsertService, [&, self](const std::string&, std::string_view request) -> Result<std::string> {
+      Decoder in(request);
+      const std::string shard = in.string();
+      const std::string token = in.string();
+      const std::string job = in.string();
+      const uint64_t lease = in.u64();
+      const uint64_t count = in.u64();
+      std::vector<Message> rows;
+      for (uint64_t i = 0; i < count; ++i) {
+        auto m = decode_message(in.bytes());
+        if (!m) return Status::invalid_argument("Code: 27. CANNOT_PARSE_INPUT_ASSERTION_FAILED");
+        rows.push_back(std::move(*m));
+      }
+      if (!in.done()) return Status::invalid_argument("Code: 62. SYNTAX_ERROR");
+      if (auto failure = faults.injected_failure(random)) return *failure;
+      if (!token.empty() && clickhouse_engine_deduplicates(data.config.engine)) {
+        auto& window = data.tokens[shard];
+        const Micros now = world.now();
+        while (!window.empty() && (now - window.front().second > data.config.window_us ||
+                                   window.size() > static_cast<size_t>(data.config.window_blocks))) {
+          window.pop_front();
+        }
+        const bool seen = std::any_of(window.begin(), window.end(), [&](const auto& t) { return t.first == token; });
+        if (seen) {
+          ++data.deduplicated_blocks;
+          world.detail(self, fmt::format("block with token {} already inserted: deduplicated", token));
+          return std::string("deduplicated");
+        }
+        window.emplace_back(token, now);
+      }
+      ++data.inserted_blocks;
+      world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}')", rows.size(), shard, token));
+      for (Message& m : rows) table.appended.push_back({std::move(m), job, lease, world.now()});
+      return std::string("inserted");
+    });
+    return nullptr;
+  };
+}
+
+std::string SimClickHouseSink::table_name() const { return table_of(spec_); }
+
+// The writer session: opened at the first write, validated once.
+Status SimClickHouseSink::open_session(const std::string& job) {
+  if (sessions_.count(job) > 0) return Status::ok();
+  auto reply = network_.call(sink_target_node(spec_.name), kDescribeService, "", timeout_us_);
+  if (!reply) return reply.error();
+  Decoder in(*reply);
+  const std::string database = in.string();
+  const std::string engine = in.string();
+  const Micros window_us = in.i64();
+  const uint64_t window_blocks = in.u64();
+  const bool same_table = in.u64() != 0;
+  const std::string where = fmt::format("{}.{}", database, table_name());
+  if (engine == "Distributed") {
+    return Status::invalid_argument(fmt::format(
+        "clickhouse sink {}: {} is a Distributed table; write to its local Replicated*MergeTree tables", spec_.name, where));
+  }
+  if (!clickhouse_engine_accepted(engine)) {
+    return Status::invalid_argument(
+        fmt::format("clickhouse sink {}: {} has engine {}, outside the MergeTree family", spec_.name, where, engine));
+  }
+  if (!same_table) {
+    return Status::invalid_argument(fmt::format(
+        "clickhouse sink {}: the hosts of a shard of {} cannot be shown to hold the same table", spec_.name, where));
+  }
+  if (observer_ != nullptr && spec_.delivery_guarantee == SinkDelivery::kExactlyOnce) {
+    if (!clickhouse_engine_deduplicates(engine)) {
+      observer_->warning("ClickHouseTargetDoesNotDeduplicate",
+                         {{"Database", database}, {"Table", table_name()}, {"Engine", engine},
+                          {"Guarantee", "at_least_once"}});
+    } else if (window_us < spec_.replay_horizon_us) {
+      observer_->warning("ClickHouseDedupWindowShorterThanReplayHorizon",
+                         {{"Database", database},
+                          {"Table", table_name()},
+                          {"DedupWindowSetting", "replicated_deduplication_window_seconds"},
+                          {"ReplayHorizon", format_duration(spec_.replay_horizon_us)},
+                          {"DedupWindow", format_duration(window_us)}});
+    }
+    (void)window_blocks;
+  }
+  sessions_[job] = true;
+  return Status::ok();
+}
+
+Status SimClickHouseSink::insert(const std::string& job, LeaseId lease, const std::string& shard,
+                                 const std::string& token, const std::vector<Message>& messages) {
+  Encoder req;
+  req.bytes(shard).bytes(token).bytes(job).u64(lease).u64(messages.size());
+  for (const Message& m : messages) req.bytes(encode_message(m));
+  auto reply = network_.call(sink_target_node(spec_.name), kInsertService, req.take(), timeout_us_);
+  return reply ? Status::ok() : reply.error();
+}
+
+// Batches end at an epoch's last row and at every max_batch_messages-th seqNo; only complete
+// batches go (a later epoch never adds to one). Returns the last seqNo of the last batch
+// every shard took.
+Result<uint64_t> SimClickHouseSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
+  if (const Status s = open_session(job); !s.is_ok()) return s;
+  const auto block = static_cast<uint64_t>(spec_.max_batch_messages);
+  uint64_t delivered = 0;
+  std::vector<Message> batch;
+  for (const OutboxRow& row : rows) {
+    auto m = decode_message(row.message);
+    if (!m) return Status::corruption("an outbox row does not decode");
+    batch.push_back(std::move(*m));
+    if (!row.batch_end && row.seqno % block != 0) continue;
+    MessageId largest = 0;
+    for (const Message& b : batch) largest = std::max(largest, b.id);
+    const std::string token = format_id(largest);
+    Status status;
+    if (spec_.shard_hosts.empty()) {
+      status = insert(job, lease, "", token, batch);
+    } else {
+      std::vector<std::vector<Message>> parts(spec_.shard_hosts.size());
+      for (Message& b : batch) parts[b.key % parts.size()].push_back(std::move(b));
+      for (size_t i = 0; i < parts.size() && status.is_ok(); ++i) {
+        if (!parts[i].empty()) status = insert(job, lease, spec_.shard_hosts[i], token + ":" + spec_.shard_hosts[i], parts[i]);
+      }
+    }
+    if (!status.is_ok()) {
+      if (delivered > 0 && !status.is_invalid_argument()) return delivered;
+      return status;
+    }
+    delivered = row.seqno;
+    batch.clear();
+  }
+  return delivered;
+}
+
+// One INSERT of the epoch's messages, no token. Transient errors (the server is unavailable
+// or unreachable: nothing happened) are retried without limit; unclassified ones (no answer:
+// it may have happened) up to max_insert_attempts attempts; permanent ones fail at once.
+Status SimClickHouseSink::write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) {
+  if (const Status s = open_session(job); !s.is_ok()) return s;
+  int attempts = 0;
+  for (;;) {
+    const Status status = insert(job, lease, "", "", messages);
+    if (status.is_ok() || status.is_invalid_argument()) return status;
+    const bool transient = status.is_unavailable() || status.is_unreachable();
+    if (!transient && ++attempts >= spec_.max_insert_attempts) return status;
+    runtime_.sleep_for(kTransientRetryUs);
+  }
+}
+
+ExternalSink::Once SimClickHouseSink::send_once(const std::string& job, LeaseId lease, const Message& m,
+                                                const std::function<bool()>& starting) {
+  if (!open_session(job).is_ok()) return Once::kNotStarted;  // no session: nothing started
+  if (!starting()) return Once::kNotStarted;
+  return insert(job, lease, "", "", {m}).is_ok() ? Once::kSent : Once::kFailedAfterStart;
+}
+
+}  // namespace onceflow::sim
