@@ -907,12 +907,19 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
 // The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
 void Job::deliver_uncommitted(EpochTx& etx) {
   const std::string prefix = tables::partition_prefix(id_.partition);
+  ExternalSink* external = external_sink();
+  std::vector<OutboxRow> rows;
   for (const auto& [where, value] : etx.tx.writes()) {
     if (where.first != tables::outbox(sink_->name) || !value) continue;
+    if (external != nullptr) {
+      rows.push_back({std::stoull(where.second.substr(prefix.size()), nullptr, 16), *value});
+      continue;
+    }
     Encoder req;
     req.bytes(id_.str()).u64(std::stoull(where.second.substr(prefix.size()), nullptr, 16)).u64(lease_).bytes(*value);
     (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
   }
+  if (!rows.empty()) (void)external->deliver(id_.str(), lease_, rows);
 }
 
 // At-most-once: each queued message is sent once, without a producer id; a failed send is

@@ -47,6 +47,8 @@ class SimNetwork::Endpoint final : public Network {
     Scheduler& sched = net_.world_.scheduler();
     assert(sched.in_fiber() && sched.current_node() == node_);
     assert(timeout_us > 0);
+    // No such host: the connection is refused, as DNS would refuse it.
+    if (!net_.world_.has_node(to)) return Status::unreachable("no node named " + to);
     const uint64_t call_id = net_.next_call_id_++;
     Pending& pending = pending_[call_id];
     pending.token = sched.wake_token();

@@ -5,42 +5,14 @@
 
 #include <string>
 
-#include "cli/scenario.h"
-#include "tests/test_support.h"
-#include "faults/pipeline_run.h"
+#include "tests/scenario_runs.h"
 
 namespace onceflow {
 namespace {
 
-const ComputationRegistry& registry() {
-  static const ComputationRegistry r = testing::builtin_registry();
-  return r;
-}
-
-faults::PipelineRunOptions options_of(const std::string& scenario) {
-  auto s = cli::load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + scenario);
-  EXPECT_TRUE(s.has_value()) << s.error().message();
-  return s->pipeline;
-}
-
-struct Tally {
-  int passed = 0, duplicated = 0, lost = 0;
-};
-
-Tally run_seeds(faults::PipelineRunOptions o, int seeds) {
-  Tally t;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    o.seed = static_cast<uint64_t>(seed);
-    const auto run = faults::run_pipeline(o, registry()).outcome;
-    t.passed += run.passed ? 1 : 0;
-    for (const auto& v : run.verdicts) {
-      if (v.passed) continue;
-      if (v.detail.find("extra") != std::string::npos) ++t.duplicated;
-      if (v.detail.find("missing") != std::string::npos) ++t.lost;
-    }
-  }
-  return t;
-}
+using testing::options_of;
+using testing::run_seeds;
+using testing::Tally;
 
 TEST(HttpSinkTest, AReceiverThatHonoursTheKeyGetsEachMessageOnce) {
   const Tally t = run_seeds(options_of("http_honours_key.yaml"), 25);
