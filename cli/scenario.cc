@@ -399,6 +399,26 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
                                                      : g == checkers::Guarantee::kAtLeastOnce ? "at_least_once" : "at_most_once");
     }
     y << YAML::EndMap;
+    // The external systems' own behaviour is part of the scenario.
+    if (!s.pipeline.http_honours_idempotency_key.empty()) {
+      y << YAML::Key << "http_receivers" << YAML::Value << YAML::BeginMap;
+      for (const auto& [sink, honours] : s.pipeline.http_honours_idempotency_key) {
+        y << YAML::Key << sink << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "honours_idempotency_key"
+          << YAML::Value << honours << YAML::EndMap;
+      }
+      y << YAML::EndMap;
+    }
+    if (!s.pipeline.clickhouse_targets.empty()) {
+      y << YAML::Key << "clickhouse_targets" << YAML::Value << YAML::BeginMap;
+      for (const auto& [sink, c] : s.pipeline.clickhouse_targets) {
+        y << YAML::Key << sink << YAML::Value << YAML::Flow << YAML::BeginMap;
+        y << YAML::Key << "database" << YAML::Value << c.database << YAML::Key << "engine" << YAML::Value << c.engine;
+        y << YAML::Key << "dedup_window" << YAML::Value << c.window_us;
+        y << YAML::Key << "dedup_window_blocks" << YAML::Value << c.window_blocks;
+        y << YAML::Key << "same_table_on_all_hosts" << YAML::Value << c.same_table_on_all_hosts << YAML::EndMap;
+      }
+      y << YAML::EndMap;
+    }
     y << YAML::Key << "liveness_bound" << YAML::Value << s.pipeline.liveness_bound_us;
   } else {
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value

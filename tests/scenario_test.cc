@@ -29,6 +29,31 @@ TEST(ScenarioTest, LibraryScenariosLoad) {
   }
 }
 
+TEST(ScenarioTest, AWrittenScenarioKeepsItsExternalSystems) {
+  for (const char* name : {"clickhouse_short_window.yaml", "http_ignores_key.yaml"}) {
+    auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name);
+    ASSERT_TRUE(s.has_value()) << s.error().message();
+    auto again = load_scenario(write_temp(scenario_yaml(*s, "copy", "a copy")));
+    ASSERT_TRUE(again.has_value()) << again.error().message();
+    EXPECT_EQ(again->pipeline.http_honours_idempotency_key, s->pipeline.http_honours_idempotency_key) << name;
+    ASSERT_EQ(again->pipeline.clickhouse_targets.size(), s->pipeline.clickhouse_targets.size()) << name;
+    for (const auto& [sink, c] : s->pipeline.clickhouse_targets) {
+      const auto& d = again->pipeline.clickhouse_targets.at(sink);
+      EXPECT_EQ(std::tie(d.database, d.engine, d.window_us, d.window_blocks, d.same_table_on_all_hosts),
+                std::tie(c.database, c.engine, c.window_us, c.window_blocks, c.same_table_on_all_hosts));
+    }
+    EXPECT_EQ(again->pipeline.sink_guarantees, s->pipeline.sink_guarantees) << name;
+  }
+}
+
+TEST(ScenarioTest, AServiceLogNeedsMaxCyclesInTheSimulator) {
+  const std::string pipeline = write_temp(
+      "name: p\nsources:\n  log: {type: service_log, output_stream: e}\nsinks:\n  out: {input_stream: e}\n");
+  const std::string message = error_of("name: s\nkind: pipeline\npipeline: " + pipeline + "\n");
+  EXPECT_NE(message.find("sources.log: the simulator needs max_cycles on a service_log source"), std::string::npos)
+      << message;
+}
+
 TEST(ScenarioTest, ReadsWorkloadFaultsAndDurations) {
   auto s = load_scenario(write_temp(R"(
 name: t
