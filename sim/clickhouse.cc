@@ -87,9 +87,10 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
 
 std::string SimClickHouseSink::table_name() const { return table_of(spec_); }
 
-// The writer session: opened at the first write, validated once.
-Status SimClickHouseSink::open_session(const std::string& job) {
-  if (sessions_.count(job) > 0) return Status::ok();
+// The writer session of a sink instance (a job under one Lease): opened at its first write,
+// validated once, kept until the instance stops (a new Lease opens a new one).
+Status SimClickHouseSink::open_session(const std::string& job, LeaseId lease) {
+  if (auto it = sessions_.find(job); it != sessions_.end() && it->second == lease) return Status::ok();
   auto reply = network_.call(sink_target_node(spec_.name), kDescribeService, "", timeout_us_);
   if (!reply) return reply.error();
   Decoder in(*reply);
@@ -126,7 +127,7 @@ Status SimClickHouseSink::open_session(const std::string& job) {
     }
     (void)window_blocks;
   }
-  sessions_[job] = true;
+  sessions_[job] = lease;
   return Status::ok();
 }
 
@@ -143,7 +144,7 @@ Status SimClickHouseSink::insert(const std::string& job, LeaseId lease, const st
 // batches go (a later epoch never adds to one). Returns the last seqNo of the last batch
 // every shard took.
 Result<uint64_t> SimClickHouseSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
-  if (const Status s = open_session(job); !s.is_ok()) return s;
+  if (const Status s = open_session(job, lease); !s.is_ok()) return s;
   const auto block = static_cast<uint64_t>(spec_.max_batch_messages);
   uint64_t delivered = 0;
   std::vector<Message> batch;
@@ -179,7 +180,7 @@ Result<uint64_t> SimClickHouseSink::deliver(const std::string& job, LeaseId leas
 // or unreachable: nothing happened) are retried without limit; unclassified ones (no answer:
 // it may have happened) up to max_insert_attempts attempts; permanent ones fail at once.
 Status SimClickHouseSink::write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) {
-  if (const Status s = open_session(job); !s.is_ok()) return s;
+  if (const Status s = open_session(job, lease); !s.is_ok()) return s;
   int attempts = 0;
   for (;;) {
     const Status status = insert(job, lease, "", "", messages);
@@ -192,7 +193,7 @@ Status SimClickHouseSink::write_now(const std::string& job, LeaseId lease, const
 
 ExternalSink::Once SimClickHouseSink::send_once(const std::string& job, LeaseId lease, const Message& m,
                                                 const std::function<bool()>& starting) {
-  if (!open_session(job).is_ok()) return Once::kNotStarted;  // no session: nothing started
+  if (!open_session(job, lease).is_ok()) return Once::kNotStarted;  // no session: nothing started
   if (!starting()) return Once::kNotStarted;
   return insert(job, lease, "", "", {m}).is_ok() ? Once::kSent : Once::kFailedAfterStart;
 }

@@ -70,7 +70,7 @@ class SimClickHouseSink final : public ExternalSink {
   Once send_once(const std::string& job, LeaseId lease, const Message& m, const std::function<bool()>& starting) override;
 
  private:
-  Status open_session(const std::string& job);
+  Status open_session(const std::string& job, LeaseId lease);
   Status insert(const std::string& job, LeaseId lease, const std::string& shard, const std::string& token,
                 const std::vector<Message>& messages);
   std::string table_name() const;
@@ -80,7 +80,7 @@ class SimClickHouseSink final : public ExternalSink {
   const SinkSpec& spec_;
   Micros timeout_us_;
   EngineObserver* observer_;
-  std::map<std::string, bool> sessions_;  // by sink job: validated
+  std::map<std::string, LeaseId> sessions_;  // by sink job: the incarnation whose session is open
 };
 
 }  // namespace onceflow::sim
