@@ -35,6 +35,8 @@ class DedupTable {
   DedupTable(DedupLayout layout, int partition);
 
   bool contains(TableRows& rows, const Message& m) const;
+  // The row contains() and record() read for `m`.
+  std::string row_key_of(const Message& m) const { return row_key(layout_ == DedupLayout::kFull ? m.id : m.key); }
   // REQUIRES: !contains(rows, m).
   void record(TableRows& rows, const Message& m) const;
   // Drops the entries with system_ts < watermark among the partition's first `max_rows` rows.

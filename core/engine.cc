@@ -11,7 +11,9 @@ constexpr std::string_view kKindNames[] = {"source", "computation", "sink"};
 }  // namespace
 
 std::string JobId::str() const {
-  return fmt::format("{}/{}/{}", kKindNames[static_cast<int>(kind)], name, partition);
+  std::string out(kKindNames[static_cast<int>(kind)]);
+  out.append("/").append(name).append("/").append(std::to_string(partition));
+  return out;
 }
 
 std::optional<JobId> JobId::parse(std::string_view text) {
@@ -61,8 +63,16 @@ std::string outbox(std::string_view sink) { return "output_messages/" + std::str
 std::string outbox_batches(std::string_view sink) { return "outbox_batches/" + std::string(sink); }
 std::string static_table(std::string_view table) { return "static/" + std::string(table); }
 std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink); }
-std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
-std::string partition_prefix(int partition) { return fmt::format("{:04x}/", partition); }
+// Fixed-width lower-case hex, written by hand: these keys are built for every row an epoch
+// touches, and fmt's general machinery showed in profiles.
+std::string hex16(uint64_t v) { return format_id(v); }
+std::string partition_prefix(int partition) {
+  if (partition < 0 || partition > 0xffff) return fmt::format("{:04x}/", partition);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(5, '/');
+  for (int i = 3; i >= 0; --i, partition >>= 4) out[static_cast<size_t>(i)] = kDigits[partition & 0xf];
+  return out;
+}
 std::string stream_row_key(int partition, const Message& m) {
   // Offset so negative timestamps (clock skew) still sort before positive ones.
   const uint64_t ts = static_cast<uint64_t>(m.alignment_ts) ^ (1ULL << 63);

@@ -107,12 +107,26 @@ class Job::EpochTx final : public StateBackend {
 
   std::optional<std::string> read(const std::string& table, const std::string& key) {
     if (!failed.is_ok()) return std::nullopt;
+    if (!prefetched_.empty() && tx.buffered(table, key) == nullptr) {
+      auto it = prefetched_.find({table, key});
+      if (it != prefetched_.end()) return it->second;
+    }
     auto r = store_.get(tx, table, key);
     if (!r) {
       failed = r.error();
       return std::nullopt;
     }
     return *r;
+  }
+  // Reads `keys` of `table` in one round trip, for read() to answer from later.
+  void prefetch(const std::string& table, const std::vector<std::string>& keys) {
+    if (!failed.is_ok() || keys.size() < 2) return;  // one key costs one read either way
+    auto r = store_.get_many(tx, table, keys);
+    if (!r) {
+      failed = r.error();
+      return;
+    }
+    for (size_t i = 0; i < keys.size(); ++i) prefetched_[{table, keys[i]}] = std::move((*r)[i]);
   }
   std::vector<Row> scan(const std::string& table, const std::string& from, const std::string& to,
                         size_t limit) {
@@ -126,6 +140,7 @@ class Job::EpochTx final : public StateBackend {
   }
 
   Store& store_;
+  std::map<std::pair<std::string, std::string>, std::optional<std::string>> prefetched_;  // snapshot values
   Transaction tx;
   Micros now;
   Meta meta;
@@ -509,6 +524,18 @@ class Job::DedupRows final : public TableRows {
   const std::string& table_;
 };
 
+// The dedup rows the epoch will look at (those of the inputs it may take), in one read.
+void Job::prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
+  std::vector<std::string> keys;
+  for (const auto& [row, m] : rows) {
+    if (m.alignment_ts >= watermark) break;
+    keys.push_back(dedup_.row_key_of(m));
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  etx.prefetch(dedup_table_, keys);
+}
+
 bool Job::is_duplicate(EpochTx& etx, const Message& m) {
   DedupRows rows(etx, dedup_table_);
   return dedup_.contains(rows, m);
@@ -520,6 +547,11 @@ void Job::record_processed(EpochTx& etx, const Message& m) {
 }
 
 Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay) {
+  std::vector<std::string> metas;
+  for (const auto& stream : streams) {
+    for (const JobId& producer : producers(env_.spec, stream)) metas.push_back(producer.str());
+  }
+  etx.prefetch(tables::kJobMeta, metas);
   Micros low = kNoWatermark;
   for (const auto& stream : streams) {
     for (const JobId& producer : producers(env_.spec, stream)) {
@@ -578,6 +610,7 @@ void Job::step_computation(EpochTx& etx) {
   // Alignment: only messages older than every producer's watermark are taken, so a message
   // that arrives late can never be older than one already processed.
   const Micros input_watermark = producers_watermark(etx, spec.input_streams, false);
+  if (dedup) prefetch_dedup(etx, rows, input_watermark);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
   Micros first_unprocessed = unseen_from;  // oldest input not yet processed
   struct BatchKey {
@@ -762,6 +795,7 @@ void Job::step_sink(EpochTx& etx) {
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
   const Micros input_watermark = producers_watermark(etx, {spec.input_stream}, false);
+  if (dedup) prefetch_dedup(etx, rows, input_watermark);
   for (auto& [row, m] : rows) {
     if (m.alignment_ts >= input_watermark) break;
     etx.has_work = true;

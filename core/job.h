@@ -61,6 +61,7 @@ class Job {
   // alignment time from which rows may exist that the bounded read did not return.
   bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
                    std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from);
+  void prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   bool is_duplicate(EpochTx& etx, const Message& m);
   void record_processed(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx);

@@ -42,7 +42,12 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
   return mix64(h ^ output_index);
 }
 
-std::string format_id(uint64_t id) { return fmt::format("{:016x}", id); }
+std::string format_id(uint64_t id) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<size_t>(i)] = kDigits[id & 0xf];
+  return out;
+}
 
 std::string encode_message(const Message& m) {
   Encoder out;

@@ -40,7 +40,13 @@ class SimNetwork::Endpoint final : public Network {
 
   void serve(const std::string& service, RpcHandler handler) override {
     services_[service] = std::move(handler);
+    inline_.erase(service);
   }
+  void serve_inline(const std::string& service, RpcHandler handler) {
+    services_[service] = std::move(handler);
+    inline_.insert(service);
+  }
+  bool is_inline(const std::string& service) const { return inline_.count(service) > 0; }
 
   Result<std::string> call(const std::string& to, const std::string& service, std::string request,
                            Micros timeout_us) override {
@@ -94,6 +100,7 @@ class SimNetwork::Endpoint final : public Network {
   void reset() {
     pending_.clear();
     services_.clear();
+    inline_.clear();
   }
 
  private:
@@ -105,6 +112,7 @@ class SimNetwork::Endpoint final : public Network {
   SimNetwork& net_;
   NodeIndex node_;
   std::map<std::string, RpcHandler> services_;
+  std::set<std::string> inline_;  // services whose handlers never suspend
   std::map<uint64_t, Pending> pending_;
 };
 
@@ -124,6 +132,10 @@ SimNetwork::Endpoint& SimNetwork::endpoint_impl(NodeIndex node) {
 }
 
 Network& SimNetwork::endpoint(NodeIndex node) { return endpoint_impl(node); }
+
+void SimNetwork::serve_inline(NodeIndex node, const std::string& service, RpcHandler handler) {
+  endpoint_impl(node).serve_inline(service, std::move(handler));
+}
 
 void SimNetwork::reset_endpoint(NodeIndex node) { endpoint_impl(node).reset(); }
 
@@ -212,6 +224,12 @@ void SimNetwork::deliver_request(const std::shared_ptr<const Packet>& packet) {
     return;
   }
   ++stats_.delivered;
+  if (endpoint_impl(packet->to).is_inline(packet->service) && !world_.is_paused(packet->to)) {
+    // A handler that never suspends runs at once, as one step of the node: no fiber needed.
+    Result<std::string> result = (*handler)(world_.name(packet->from), packet->payload);
+    reply(*packet, std::move(result));
+    return;
+  }
   // Copy the handler: the service may be replaced while this request runs.
   world_.scheduler().spawn(packet->to, packet->service,
                            [this, packet, run = *handler]() {

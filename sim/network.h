@@ -49,6 +49,10 @@ class SimNetwork {
 
   // The endpoint of `node` (created on first use).
   Network& endpoint(NodeIndex node);
+  // Registers a service whose handler never suspends (it must not call into the network or
+  // sleep): a request runs it at once on arrival instead of on a fiber of its own. A paused
+  // node still makes the request wait.
+  void serve_inline(NodeIndex node, const std::string& service, RpcHandler handler);
   // Forgets the node's pending calls and services: called when it crashes.
   void reset_endpoint(NodeIndex node);
 

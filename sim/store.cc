@@ -21,6 +21,7 @@ enum class Op : uint64_t {
   kPingLease,
   kAbortLease,
   kLeaseState,
+  kGetMany,
 };
 
 Encoder request(Op op) {
@@ -106,7 +107,8 @@ StoreServer::StoreServer(NodeContext& node, StoreData& data, StoreOptions option
     : world_(node.world), node_(node.index), clock_(node.runtime.clock()), data_(data),
       options_(options) {
   assert(options_.tx_timeout_us > 0 && options_.outcome_retention > 0);
-  node.network.serve(kStoreService, [this](const std::string&, std::string_view req) {
+  // The handler never suspends: it runs inline, without a fiber per request.
+  node.world.network().serve_inline(node.index, kStoreService, [this](const std::string&, std::string_view req) {
     return handle(req);
   });
 }
@@ -136,6 +138,22 @@ Result<std::string> StoreServer::handle(std::string_view req) {
       if (Status s = check_active(tx, now); !s) return s;
       const auto value = data_.read(table, key, active_.at(tx).snapshot);
       out.boolean(value.has_value()).bytes(value.value_or(""));
+      return out.take();
+    }
+    case Op::kGetMany: {
+      const TxId tx = in.u64();
+      const std::string table = in.string();
+      const uint64_t count = in.u64();
+      std::vector<std::string> keys;
+      for (uint64_t i = 0; in.ok() && i < count; ++i) keys.push_back(in.string());
+      if (!in.done() || keys.size() != count) return malformed();
+      if (Status s = check_active(tx, now); !s) return s;
+      const Version snapshot = active_.at(tx).snapshot;
+      out.u64(count);
+      for (const std::string& key : keys) {
+        const auto value = data_.read(table, key, snapshot);
+        out.boolean(value.has_value()).bytes(value.value_or(""));
+      }
       return out.take();
     }
     case Op::kScan: {
@@ -438,6 +456,26 @@ Result<std::optional<std::string>> SimStoreClient::read(const Transaction& tx,
   std::string value = in.string();
   if (!in.done()) return bad_reply();
   return present ? std::optional<std::string>(std::move(value)) : std::nullopt;
+}
+
+Result<std::vector<std::optional<std::string>>> SimStoreClient::read_many(const Transaction& tx,
+                                                                          const std::string& table,
+                                                                          const std::vector<std::string>& keys) {
+  Encoder req = request(Op::kGetMany);
+  req.u64(tx.id()).bytes(table).u64(keys.size());
+  for (const std::string& key : keys) req.bytes(key);
+  auto reply = rpc(req.take());
+  if (!reply) return reply.error();
+  Decoder in(*reply);
+  const uint64_t count = in.u64();
+  std::vector<std::optional<std::string>> values;
+  for (uint64_t i = 0; in.ok() && i < count && i < keys.size(); ++i) {
+    const bool present = in.boolean();
+    std::string value = in.string();
+    values.push_back(present ? std::optional<std::string>(std::move(value)) : std::nullopt);
+  }
+  if (!in.done() || values.size() != keys.size()) return bad_reply();
+  return values;
 }
 
 Result<std::vector<Row>> SimStoreClient::read_range(const Transaction& tx,

@@ -182,6 +182,8 @@ class SimStoreClient final : public Store {
   Result<std::vector<Row>> read_range(const Transaction& tx, const std::string& table,
                                       const std::string& from, const std::string& to,
                                       size_t limit) override;
+  Result<std::vector<std::optional<std::string>>> read_many(const Transaction& tx, const std::string& table,
+                                                            const std::vector<std::string>& keys) override;
 
  private:
   // Sends one request; a lost or refused exchange becomes kUnavailable.

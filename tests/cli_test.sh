@@ -80,7 +80,7 @@ bad=$(sed -n 's/.*"seed": \([0-9]*\).*/\1/p' "$tmp/bugs.json" | head -1)
 expect_rc 1 "$bin" run "$rr" --seed "$bad" --bug new-seqno-on-resend
 "$bin" run "$rr" --seed "$bad" --bug new-seqno-on-resend --json > "$tmp/bug.json"
 grep -q '"trace_excerpt"' "$tmp/bug.json" || fail "a failing run has no trace excerpt"
-grep -q 'appends' "$tmp/bug.json" || fail "the excerpt does not show the target's appends"
+grep -q 'target-counts_out' "$tmp/bug.json" || fail "the excerpt does not show what the target did"
 
 # shrink: a failing run with a bug switch becomes a smaller scenario failing the same check.
 "$bin" shrink "$rr" --seed "$bad" --bug new-seqno-on-resend --out "$tmp/shrunk.yaml" > "$tmp/shrink.txt"

@@ -1,5 +1,6 @@
 #include "cli/scenario.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +11,9 @@ namespace {
 
 std::string write_temp(const std::string& text) {
   static int counter = 0;
-  const std::string path = ::testing::TempDir() + "scenario_" + std::to_string(counter++) + ".yaml";
+  // Test cases run as processes of their own, in parallel: the test's name keeps them apart.
+  const std::string path = fmt::format("{}scenario_{}_{}.yaml", ::testing::TempDir(),
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name(), counter++);
   std::ofstream(path) << text;
   return path;
 }

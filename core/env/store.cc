@@ -35,6 +35,40 @@ Result<std::optional<std::string>> Store::get(const Transaction& tx, const std::
   return read(tx, table, key);
 }
 
+Result<std::vector<std::optional<std::string>>> Store::get_many(const Transaction& tx, const std::string& table,
+                                                                const std::vector<std::string>& keys) {
+  std::vector<std::string> unbuffered;
+  for (const std::string& key : keys) {
+    if (tx.buffered(table, key) == nullptr) unbuffered.push_back(key);
+  }
+  std::vector<std::optional<std::string>> committed;
+  if (!unbuffered.empty()) {
+    auto read = read_many(tx, table, unbuffered);
+    if (!read) return read.error();
+    committed = std::move(*read);
+  }
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  size_t next = 0;
+  for (const std::string& key : keys) {
+    const auto* own = tx.buffered(table, key);
+    out.push_back(own != nullptr ? *own : std::move(committed[next++]));
+  }
+  return out;
+}
+
+Result<std::vector<std::optional<std::string>>> Store::read_many(const Transaction& tx, const std::string& table,
+                                                                 const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    auto value = read(tx, table, key);
+    if (!value) return value.error();
+    out.push_back(std::move(*value));
+  }
+  return out;
+}
+
 Result<std::vector<Row>> Store::scan(const Transaction& tx, const std::string& table,
                                      const std::string& from, const std::string& to,
                                      size_t limit) {

@@ -87,6 +87,10 @@ class Store {
   // The value of (table, key) as `tx` sees it; nullopt when absent.
   Result<std::optional<std::string>> get(const Transaction& tx, const std::string& table,
                                          const std::string& key);
+  // The values of several keys of one table as `tx` sees them, in the order asked; one round
+  // trip to a remote store.
+  Result<std::vector<std::optional<std::string>>> get_many(const Transaction& tx, const std::string& table,
+                                                           const std::vector<std::string>& keys);
   // Rows with from <= key < to (an empty `to` means no upper bound), in key order, at most
   // `limit`, as `tx` sees them.
   Result<std::vector<Row>> scan(const Transaction& tx, const std::string& table,
@@ -106,6 +110,9 @@ class Store {
   virtual Result<std::vector<Row>> read_range(const Transaction& tx, const std::string& table,
                                               const std::string& from, const std::string& to,
                                               size_t limit) = 0;
+  // Several snapshot reads; by default one read() each.
+  virtual Result<std::vector<std::optional<std::string>>> read_many(const Transaction& tx, const std::string& table,
+                                                                    const std::vector<std::string>& keys);
 };
 
 }  // namespace onceflow
