@@ -98,6 +98,32 @@ TEST_F(StoreTest, ScanMergesBufferedWritesInKeyOrder) {
   });
 }
 
+TEST_F(StoreTest, GetManyAnswersLikeGetKeyByKeyInOneRoundTrip) {
+  run([&](Store& store) {
+    auto setup = store.begin();
+    for (const char* k : {"a", "b", "c"}) setup->put("t", k, std::string("old-") + k);
+    ASSERT_TRUE(store.commit(*setup, {}).has_value());
+    auto tx = store.begin();
+    auto later = store.begin();
+    later->put("t", "a", "later-a");  // committed after tx's snapshot: tx must not see it
+    ASSERT_TRUE(store.commit(*later, {}).has_value());
+    tx->erase("t", "b");
+    tx->put("t", "z", "new-z");
+    const std::vector<std::string> keys{"z", "a", "b", "c", "missing"};
+    auto many = store.get_many(*tx, "t", keys);
+    ASSERT_TRUE(many.has_value());
+    ASSERT_EQ(many->size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto one = store.get(*tx, "t", keys[i]);
+      ASSERT_TRUE(one.has_value());
+      EXPECT_EQ((*many)[i], *one) << keys[i];
+    }
+    EXPECT_EQ((*many)[0], std::optional<std::string>("new-z"));
+    EXPECT_EQ((*many)[1], std::optional<std::string>("old-a"));
+    EXPECT_EQ((*many)[2], std::nullopt);
+  });
+}
+
 TEST_F(StoreTest, LeaseExpiresByTheStoreClockAndFencesCommits) {
   run([&](Store& store) {
     auto lease = store.start_lease(1'000'000);
