@@ -57,7 +57,9 @@ class ExternalSink {
   // At-most-once: sends one message in one request. A failure before the request starts
   // (no connection, no session) is kNotStarted and may be retried; `starting` is called just
   // before it starts (and may refuse: kNotStarted); once started, a failure is final.
-  enum class Once : uint8_t { kNotStarted, kSent, kFailedAfterStart };
+  // kRefused: the target refuses for good (it fails validation): nothing started, and
+  // nothing ever will.
+  enum class Once : uint8_t { kNotStarted, kSent, kFailedAfterStart, kRefused };
   virtual Once send_once(const std::string& job, LeaseId lease, const Message& m, const std::function<bool()>& starting) {
     (void)job, (void)lease, (void)m, (void)starting;
     return Once::kNotStarted;

@@ -140,6 +140,10 @@ struct EngineOptions {
   Micros start_grace_us = 600 * kMillis;    // an assigned job must be reported running by then
   Micros rpc_timeout_us = 100 * kMillis;
   Micros dedup_cleanup_every_epochs = 8;
+  // A job whose epochs find no work waits longer and longer between them (1, 2, 4... epoch
+  // periods), up to this many; it still commits each, to move its watermarks and to learn
+  // whether its Lease is gone.
+  int idle_epoch_periods = 4;
   std::string controller_node = "controller";
 };
 

@@ -223,8 +223,16 @@ void Job::run() {
       if (env_.observer != nullptr) env_.observer->job_fenced(id_, lease_);
       break;
     }
-    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !writes_before_commit(*sink_)) deliver_outbox();
-    env_.runtime.sleep_for(period);
+    bool outbox_empty = true;
+    if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !writes_before_commit(*sink_)) {
+      outbox_empty = deliver_outbox();
+    }
+    // Idle means no work and nothing waiting to be delivered; an idle job slows down step by
+    // step (1, 2, 4... periods, up to idle_epoch_periods), and any work brings it back.
+    idle_epochs_ = idle_ && outbox_empty ? idle_epochs_ + 1 : 0;
+    const int64_t periods =
+        idle_epochs_ == 0 ? 1 : std::min<int64_t>(int64_t{1} << std::min(idle_epochs_ - 1, 20), env_.options.idle_epoch_periods);
+    env_.runtime.sleep_for(periods * period);
   }
   finished_ = true;
 }
@@ -243,6 +251,7 @@ Job::Outcome Job::run_epoch() {
   if (auto meta = etx.read(tables::kJobMeta, meta_key)) etx.meta = Meta::decode(*meta);
   if (!etx.failed.is_ok()) return Outcome::kRetry;
   ++etx.meta.epoch;
+  idle_ = false;
   switch (id_.kind) {
     case JobKind::kSource: step_source(etx); break;
     case JobKind::kComputation: step_computation(etx); break;
@@ -256,6 +265,7 @@ Job::Outcome Job::run_epoch() {
     env_.store.abort(etx.tx);
     return Outcome::kRetry;
   }
+  idle_ = !etx.has_work;
   etx.tx.put(tables::kJobMeta, meta_key, etx.meta.encode());
   const Outcome outcome = commit(etx);
   if (outcome == Outcome::kCommitted) after_commit(etx);
@@ -471,6 +481,7 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
       offset = 0;
       ++cycle;
       etx.has_work = true;
+      last = std::max(last, etx.now);  // later rows are read later: nothing older will come
     }
   }
   if (max_cycles != 0 && cycle >= max_cycles) last = std::max(last, etx.now);
@@ -838,10 +849,10 @@ void Job::step_sink(EpochTx& etx) {
 
 // Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
 // one fails; the rest wait for the next round. The target drops seqNos it has seen.
-void Job::deliver_outbox() {
+bool Job::deliver_outbox() {
   const std::string prefix = tables::partition_prefix(id_.partition);
   auto tx = env_.store.begin();
-  if (!tx) return;
+  if (!tx) return false;
   // A Kafka transaction or a ClickHouse batch may hold more than that.
   const size_t limit = sink_->type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
                        : batching() ? std::max<size_t>(256, static_cast<size_t>(sink_->max_batch_messages))
@@ -855,7 +866,8 @@ void Job::deliver_outbox() {
     for (const Row& row : ends ? *ends : std::vector<Row>{}) batch_ends.insert(row.key);
   }
   env_.store.abort(*tx);
-  if (!rows) return;
+  if (!rows) return false;
+  if (rows->empty()) return true;
   const std::string producer = id_.str();
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) {
@@ -864,7 +876,7 @@ void Job::deliver_outbox() {
   ExternalSink* external = external_sink();
   if (external != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kAtMostOnce) {
     deliver_outbox_at_most_once(*external, outbox);
-    return;
+    return false;
   }
   const uint64_t delivered_before = sender_.delivered();
   const Status sent =
@@ -898,6 +910,7 @@ void Job::deliver_outbox() {
   // A permanent error must not be skipped (that would lose the message), nor may a sink go on
   // that cannot do so safely: the job fails, and its replacement delivers from the same outbox.
   if (sent.is_invalid_argument()) request_stop();
+  return false;  // rows were there: the next epoch acknowledges or resends them
 }
 
 // At-most-once with the outbox (ClickHouse's default strategy): messages go one INSERT each,
@@ -926,6 +939,10 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
       sender_.skip_to(row.seqno);
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m->id, "its acknowledgement is ambiguous");
       continue;
+    }
+    if (outcome == ExternalSink::Once::kRefused) {
+      request_stop();  // the target refuses for good: the job fails, as other sinks do
+      return;
     }
     if (outcome == ExternalSink::Once::kNotStarted) return;  // retried next round
     sender_.skip_to(row.seqno);

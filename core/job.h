@@ -71,7 +71,8 @@ class Job {
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
-  void deliver_outbox();
+  // Hands the outbox over; true when it was empty.
+  bool deliver_outbox();
   void deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
   // A ClickHouse exactly-once sink: its outbox is cut into batches at epoch boundaries.
   bool batching() const {
@@ -93,6 +94,8 @@ class Job {
   bool stop_requested_ = false;
   bool finished_ = false;
   bool fenced_ = false;
+  bool idle_ = false;    // the last epoch had no work
+  int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
   std::set<std::string> pending_ack_;
   // Async sinks: the outbox as delivered so far (volatile; resends start from the store).

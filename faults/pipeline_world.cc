@@ -297,7 +297,10 @@ bool PipelineWorld::drained() const {
         offset = in.u64();
         if (source.type == "service_log") cycle = in.u64();
       }
-      if (source.type == "service_log" ? cycle < static_cast<uint64_t>(source.max_cycles) : offset != want) return false;
+      const bool more = source.type == "service_log"
+                            ? source.max_cycles == 0 || cycle < static_cast<uint64_t>(source.max_cycles)
+                            : offset != want;
+      if (more) return false;
     }
   }
   for (const auto& [table, rows] : data_.tables()) {

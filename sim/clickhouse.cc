@@ -62,19 +62,20 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
       if (!in.done()) return Status::invalid_argument("Code: 62. SYNTAX_ERROR");
       if (auto failure = faults.injected_failure(random)) return *failure;
       if (!token.empty() && clickhouse_engine_deduplicates(data.config.engine)) {
+        // The window: the last window_blocks tokens, none older than window_us before the
+        // most recent one (ClickHouse measures from the newest block, not the clock).
         auto& window = data.tokens[shard];
-        const Micros now = world.now();
-        while (!window.empty() && (now - window.front().second > data.config.window_us ||
-                                   window.size() > static_cast<size_t>(data.config.window_blocks))) {
-          window.pop_front();
-        }
         const bool seen = std::any_of(window.begin(), window.end(), [&](const auto& t) { return t.first == token; });
         if (seen) {
           ++data.deduplicated_blocks;
           world.detail(self, fmt::format("block with token {} already inserted: deduplicated", token));
           return std::string("deduplicated");
         }
-        window.emplace_back(token, now);
+        window.emplace_back(token, world.now());
+        while (window.size() > static_cast<size_t>(data.config.window_blocks) ||
+               window.back().second - window.front().second > data.config.window_us) {
+          window.pop_front();
+        }
       }
       ++data.inserted_blocks;
       world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}')", rows.size(), shard, token));
@@ -193,7 +194,9 @@ Status SimClickHouseSink::write_now(const std::string& job, LeaseId lease, const
 
 ExternalSink::Once SimClickHouseSink::send_once(const std::string& job, LeaseId lease, const Message& m,
                                                 const std::function<bool()>& starting) {
-  if (!open_session(job, lease).is_ok()) return Once::kNotStarted;  // no session: nothing started
+  if (const Status s = open_session(job, lease); !s.is_ok()) {
+    return s.is_invalid_argument() ? Once::kRefused : Once::kNotStarted;  // either way nothing started
+  }
   if (!starting()) return Once::kNotStarted;
   return insert(job, lease, "", "", {m}).is_ok() ? Once::kSent : Once::kFailedAfterStart;
 }

@@ -3,8 +3,9 @@
 //
 // The target models what the sinks' guarantees rest on: the table engine, and for the
 // engines that deduplicate inserted blocks (Replicated*MergeTree, SharedMergeTree) a finite
-// dedup window over insert_deduplication_token: the last `window_blocks` tokens no older
-// than `window_us`. A repeated token inside the window is acknowledged without inserting;
+// dedup window over insert_deduplication_token: the last `window_blocks` tokens, none more
+// than `window_us` older than the newest (ClickHouse counts from the newest block, so a lone
+// block is kept however old). A repeated token inside the window is acknowledged without inserting;
 // once it is evicted, the repeat is inserted again. Other engines insert every block.
 //
 // The sinks:

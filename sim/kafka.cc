@@ -77,6 +77,10 @@ int KafkaData::abort_expired_transactions(Micros now) {
   for (auto& [id, p] : producers) {
     if (p.transaction_started_at < 0 || now - p.transaction_started_at < transaction_timeout_us) continue;
     end_transaction(id, false, now);
+    // As the coordinator does: the epoch moves on, so the producer that let it time out is
+    // fenced and cannot carry on as if its aborted records were still there.
+    ++p.epoch;
+    p.next_sequence.clear();
     ++aborted;
   }
   return aborted;
@@ -376,6 +380,9 @@ Result<std::shared_ptr<SimKafkaSink::JobProducer>> SimKafkaSink::producer_for(co
   producers_.erase(job);
   auto producer = client_.init_producer(transactional_id);
   if (!producer) return producer.error();
+  if (newest_lease_[job] > lease) {  // a newer incarnation came while this one waited
+    return Status::invalid_argument(fmt::format("{}: lease {:x} was replaced by {:x}", job, lease, newest_lease_[job]));
+  }
   auto p = std::make_shared<JobProducer>();
   p->lease = lease;
   p->producer = std::move(*producer);
@@ -408,6 +415,24 @@ Result<std::optional<uint64_t>> SimKafkaSink::read_marker(const std::string& job
   return marker;
 }
 
+// Whether the sink's topic holds a committed record this job wrote (read_committed, every
+// partition).
+Result<bool> SimKafkaSink::wrote_to_topic(const std::string& job) {
+  std::vector<KafkaRecord> records;
+  for (int partition = 0; partition < spec_.partitions; ++partition) {
+    for (int64_t offset = 0;;) {
+      auto f = client_.fetch(kafka_topic(spec_), partition, offset, 1024, true, &records);
+      if (!f) return f.error();
+      for (const KafkaRecord& r : records) {
+        if (r.writer == job) return true;
+      }
+      if (f->caught_up) break;
+      offset = f->next_offset;
+    }
+  }
+  return false;
+}
+
 Result<uint64_t> SimKafkaSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
   const bool exactly_once = spec_.delivery_guarantee == SinkDelivery::kExactlyOnce;
   auto p = producer_for(job, lease, exactly_once ? "onceflow/" + job : "");
@@ -432,6 +457,18 @@ Result<uint64_t> SimKafkaSink::deliver_transactional(JobProducer& p, const std::
     if (!marker) return marker.error();
     const std::string& topic = kafka_topic(spec_);
     if (Status lost = check_progress_marker(job, *marker, rows, topic, progress_topic(topic)); !lost.is_ok()) return lost;
+    if (!*marker) {
+      // No marker and nothing acknowledged: still, an earlier incarnation may have committed a
+      // transaction and died before its acknowledgement; then the marker is lost, not absent.
+      auto wrote = wrote_to_topic(job);
+      if (!wrote) return wrote.error();
+      if (*wrote) {
+        return Status::invalid_argument(fmt::format(
+            "{}: {} holds committed records of this job but {} has no marker for it: stopping rather than "
+            "writing duplicates",
+            job, topic, progress_topic(topic)));
+      }
+    }
     p.marker = marker->value_or(0);
   }
   std::vector<Message> batch;

@@ -165,6 +165,7 @@ class SimKafkaSink final : public ExternalSink {
                                          const std::vector<OutboxRow>& rows);
   Status produce_messages(JobProducer& p, const std::string& job, LeaseId lease, const std::vector<Message>& messages);
   Result<std::optional<uint64_t>> read_marker(const std::string& job, int partition);
+  Result<bool> wrote_to_topic(const std::string& job);
   std::string arkflow_transactional_id(const std::string& job) const;
 
   SimKafkaClient client_;

@@ -29,6 +29,13 @@ BootFn static_table_master_boot(TargetLog& table, StaticTableProgress& progress,
       if (auto failure = faults.injected_failure(random)) return *failure;
       // One master transaction: the uncovered rows and the new frontier.
       uint64_t& frontier = progress.frontier[partition];
+      for (const auto& [seqno, m] : rows) {
+        if (seqno <= frontier) continue;
+        if (seqno != frontier + 1) {
+          return Status::invalid_argument(fmt::format("rows of partition {} skip from {} to {}", partition, frontier, seqno));
+        }
+        break;
+      }
       size_t covered = 0;
       for (auto& [seqno, m] : rows) {
         if (seqno <= frontier) {

@@ -132,10 +132,25 @@ TEST_F(ClickHouseTest, ARepeatedTokenIsDroppedInsideTheWindowAndInsertedAfterIt)
     ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(1, 3, 3)).has_value());  // inside the window
     EXPECT_EQ(table_.appended.size(), 3u);
     world_->runtime(client_).sleep_for(3 * kSeconds);
+    // The window counts from the newest block: alone, the old token is still there.
+    ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(1, 3, 3)).has_value());
+    EXPECT_EQ(table_.appended.size(), 3u);
+    ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(4, 6, 6)).has_value());  // a newer block pushes it out
     ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(1, 3, 3)).has_value());  // evicted: inserted again
-    EXPECT_EQ(table_.appended.size(), 6u);
+    EXPECT_EQ(table_.appended.size(), 9u);
+  });
+  EXPECT_EQ(data_.deduplicated_blocks, 2u);
+}
+
+TEST_F(ClickHouseTest, TheWindowKeepsAtMostWindowBlocksTokens) {
+  start({.window_blocks = 2});
+  run([&](SimClickHouseSink& sink) {
+    for (uint64_t b = 0; b < 3; ++b) ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(3 * b + 1, 3 * b + 3, 3 * b + 3)).has_value());
+    ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(4, 6, 6)).has_value());  // still in the window
+    ASSERT_TRUE(sink.deliver("sink/ch/0", 1, rows(1, 3, 3)).has_value());  // the oldest of three: gone
   });
   EXPECT_EQ(data_.deduplicated_blocks, 1u);
+  EXPECT_EQ(table_.appended.size(), 12u);
 }
 
 TEST_F(ClickHouseTest, BatchesEndAtEpochBoundariesAndEveryMaxBatchMessagesAndOnlyCompleteOnesGo) {

@@ -124,6 +124,21 @@ TEST_F(KafkaModelTest, AnAbandonedTransactionTimesOutAndUnblocksReaders) {
   EXPECT_EQ(committed_values("t", 0), (std::vector<std::string>{"after"}));
 }
 
+TEST_F(KafkaModelTest, AProducerWhoseTransactionTimedOutIsFenced) {
+  std::optional<SimKafkaClient::Producer> p;
+  run([&](SimKafkaClient& client) {
+    p = *client.init_producer("tx-1");
+    ASSERT_TRUE(client.produce(*p, "t", 0, {record("first half")}).is_ok());
+  });
+  world_->run_until(world_->now() + data_.transaction_timeout_us + kSeconds);  // aborted meanwhile
+  run([&](SimKafkaClient& client) {
+    // Carrying on would commit the second half alone: the broker refuses.
+    EXPECT_TRUE(client.produce(*p, "t", 0, {record("second half")}).is_aborted());
+    EXPECT_TRUE(client.end_transaction(*p, true).is_aborted());
+  });
+  EXPECT_TRUE(committed_values("t", 0).empty());
+}
+
 // The exactly-once sink's restart rule: its marker gone while its messages may be in the
 // topic, it stops instead of writing them again.
 TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsProgressMarkerIsLost) {
@@ -162,6 +177,32 @@ TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsProgressMarkerIsLost) {
   });
   size_t records = committed_values("t", 0).size() + committed_values("t", 1).size();
   EXPECT_EQ(records, 5u);  // 1..5 once each; nothing of the blind attempt
+}
+
+TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsMarkerIsLostBeforeAnyAcknowledgement) {
+  SinkSpec spec;
+  spec.name = "out";
+  spec.topic = "t";
+  spec.partitions = 2;
+  data_.create_topic(SimKafkaSink::progress_topic("t"), 2);
+  std::vector<OutboxRow> rows;
+  for (uint64_t s = 1; s <= 3; ++s) {
+    Message m;
+    m.id = s;
+    m.key = s;
+    rows.push_back({s, encode_message(m)});
+  }
+  run([&](SimKafkaClient&) {
+    Network& net = world_->network_endpoint(client_);
+    SimKafkaSink first(net, spec, 100 * kMillis);
+    ASSERT_TRUE(first.deliver("sink/out/0", 1, rows).has_value());  // committed, never acknowledged
+    data_.delete_records(SimKafkaSink::progress_topic("t"));
+    SimKafkaSink restarted(net, spec, 100 * kMillis);  // the outbox still starts at seqNo 1
+    auto held = restarted.deliver("sink/out/0", 2, rows);
+    ASSERT_FALSE(held.has_value());
+    EXPECT_TRUE(held.error().is_invalid_argument()) << held.error().message();
+  });
+  EXPECT_EQ(committed_values("t", 0).size() + committed_values("t", 1).size(), 3u);
 }
 
 // --- Scenarios under swarm faults ---------------------------------------------------------------
