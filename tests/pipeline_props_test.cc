@@ -3,6 +3,7 @@
 // guarantee the shape promises must hold. The same property with a bug switch on must fail,
 // which shows that it can.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
@@ -111,13 +112,20 @@ rc::Gen<Shape> shape() {
   });
 }
 
-// The generated spec, written where the failing case's scenario can name it.
+// The generated spec, written where the failing case's scenario can name it. ctest runs the
+// properties in parallel processes, which may generate the same spec: each writes a file of
+// its own and renames it into place, so no reader ever sees a half-written one.
 std::string write_spec(const Shape& s) {
   const std::string yaml = s.yaml();
   const auto dir = std::filesystem::temp_directory_path() / "onceflow-generated-specs";
   std::filesystem::create_directories(dir);
   const auto path = dir / fmt::format("{:016x}.yaml", hash_bytes(yaml));
-  std::ofstream(path) << yaml;
+  const auto partial = dir / fmt::format("{:016x}.yaml.{}", hash_bytes(yaml), ::getpid());
+  {
+    std::ofstream out(partial);
+    out << yaml;
+  }
+  std::filesystem::rename(partial, path);
   return path.string();
 }
 
