@@ -3,11 +3,14 @@
 namespace onceflow {
 
 Encoder& Encoder::u64(uint64_t v) {
+  char buffer[10];  // a varint of 64 bits takes at most 10 bytes; one append instead of ten
+  size_t n = 0;
   while (v >= 0x80) {
-    out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    buffer[n++] = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out_.push_back(static_cast<char>(v));
+  buffer[n++] = static_cast<char>(v);
+  out_.append(buffer, n);
   return *this;
 }
 
