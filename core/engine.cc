@@ -68,10 +68,7 @@ std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink
 std::string hex16(uint64_t v) { return format_id(v); }
 std::string partition_prefix(int partition) {
   if (partition < 0 || partition > 0xffff) return fmt::format("{:04x}/", partition);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(5, '/');
-  for (int i = 3; i >= 0; --i, partition >>= 4) out[static_cast<size_t>(i)] = kDigits[partition & 0xf];
-  return out;
+  return format_id(static_cast<uint64_t>(partition)).substr(12) + '/';  // the last four digits
 }
 std::string stream_row_key(int partition, const Message& m) {
   // Offset so negative timestamps (clock skew) still sort before positive ones.

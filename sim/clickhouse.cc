@@ -20,18 +20,14 @@ std::string format_duration(Micros us) {
   return fmt::format("{}us", us);
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 bool clickhouse_engine_deduplicates(const std::string& engine) {
-  return engine == "SharedMergeTree" || (engine.rfind("Replicated", 0) == 0 && ends_with(engine, "MergeTree"));
+  return engine == "SharedMergeTree" || (engine.starts_with("Replicated") && engine.ends_with("MergeTree"));
 }
 
 bool clickhouse_engine_accepted(const std::string& engine) {
-  return engine != "Distributed" && ends_with(engine, "MergeTree");
+  return engine != "Distributed" && engine.ends_with("MergeTree");
 }
 
 BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& faults) {
@@ -92,7 +88,7 @@ std::string SimClickHouseSink::table_name() const { return table_of(spec_); }
 // validated once, kept until the instance stops (a new Lease opens a new one).
 Status SimClickHouseSink::open_session(const std::string& job, LeaseId lease) {
   if (auto it = sessions_.find(job); it != sessions_.end() && it->second == lease) return Status::ok();
-  auto reply = network_.call(sink_target_node(spec_.name), kDescribeService, "", timeout_us_);
+  auto reply = call(kDescribeService, "");
   if (!reply) return reply.error();
   Decoder in(*reply);
   const std::string database = in.string();
@@ -137,7 +133,7 @@ Status SimClickHouseSink::insert(const std::string& job, LeaseId lease, const st
   Encoder req;
   req.bytes(shard).bytes(token).bytes(job).u64(lease).u64(messages.size());
   for (const Message& m : messages) req.bytes(encode_message(m));
-  auto reply = network_.call(sink_target_node(spec_.name), kInsertService, req.take(), timeout_us_);
+  auto reply = call(kInsertService, req.take());
   return reply ? Status::ok() : reply.error();
 }
 

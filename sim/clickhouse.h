@@ -62,10 +62,10 @@ struct ClickHouseData {
 
 BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& faults);
 
-class SimClickHouseSink final : public ExternalSink {
+class SimClickHouseSink final : public SimTargetSink {
  public:
   SimClickHouseSink(Runtime& runtime, Network& network, const SinkSpec& spec, Micros timeout_us, EngineObserver* observer)
-      : runtime_(runtime), network_(network), spec_(spec), timeout_us_(timeout_us), observer_(observer) {}
+      : SimTargetSink(network, spec, timeout_us), runtime_(runtime), observer_(observer) {}
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
   Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) override;
   Once send_once(const std::string& job, LeaseId lease, const Message& m, const std::function<bool()>& starting) override;
@@ -77,9 +77,6 @@ class SimClickHouseSink final : public ExternalSink {
   std::string table_name() const;
 
   Runtime& runtime_;
-  Network& network_;
-  const SinkSpec& spec_;
-  Micros timeout_us_;
   EngineObserver* observer_;
   std::map<std::string, LeaseId> sessions_;  // by sink job: the incarnation whose session is open
 };

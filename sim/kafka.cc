@@ -396,41 +396,46 @@ void SimKafkaSink::forget(const std::string& job, const JobProducer& p) {
 }
 
 // The last marker this job committed to its partition of the progress topic (read_committed).
-Result<std::optional<uint64_t>> SimKafkaSink::read_marker(const std::string& job, int partition) {
-  const std::string topic = progress_topic(kafka_topic(spec_));
-  std::optional<uint64_t> marker;
+// Hands every committed record of one partition to `visit`, in offset order, until it
+// returns false or the partition's end (read_committed).
+Status SimKafkaSink::read_committed(const std::string& topic, int partition,
+                                    const std::function<bool(const KafkaRecord&)>& visit) {
   std::vector<KafkaRecord> records;
   for (int64_t offset = 0;;) {
     auto f = client_.fetch(topic, partition, offset, 1024, true, &records);
     if (!f) return f.error();
     for (const KafkaRecord& r : records) {
-      if (r.key != job) continue;
-      uint64_t seqno = 0;
-      std::from_chars(r.value.data(), r.value.data() + r.value.size(), seqno);
-      marker = seqno;
+      if (!visit(r)) return Status::ok();
     }
-    if (f->caught_up) break;
+    if (f->caught_up) return Status::ok();
     offset = f->next_offset;
   }
+}
+
+Result<std::optional<uint64_t>> SimKafkaSink::read_marker(const std::string& job, int partition) {
+  std::optional<uint64_t> marker;
+  const Status read = read_committed(progress_topic(kafka_topic(spec_)), partition, [&](const KafkaRecord& r) {
+    if (r.key != job) return true;
+    uint64_t seqno = 0;
+    std::from_chars(r.value.data(), r.value.data() + r.value.size(), seqno);
+    marker = seqno;  // the last one counts
+    return true;
+  });
+  if (!read.is_ok()) return read;
   return marker;
 }
 
-// Whether the sink's topic holds a committed record this job wrote (read_committed, every
-// partition).
+// Whether the sink's topic holds a committed record this job wrote (every partition).
 Result<bool> SimKafkaSink::wrote_to_topic(const std::string& job) {
-  std::vector<KafkaRecord> records;
-  for (int partition = 0; partition < spec_.partitions; ++partition) {
-    for (int64_t offset = 0;;) {
-      auto f = client_.fetch(kafka_topic(spec_), partition, offset, 1024, true, &records);
-      if (!f) return f.error();
-      for (const KafkaRecord& r : records) {
-        if (r.writer == job) return true;
-      }
-      if (f->caught_up) break;
-      offset = f->next_offset;
-    }
+  bool wrote = false;
+  for (int partition = 0; partition < spec_.partitions && !wrote; ++partition) {
+    const Status read = read_committed(kafka_topic(spec_), partition, [&](const KafkaRecord& r) {
+      wrote = r.writer == job;
+      return !wrote;
+    });
+    if (!read.is_ok()) return read;
   }
-  return false;
+  return wrote;
 }
 
 Result<uint64_t> SimKafkaSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {

@@ -164,6 +164,7 @@ class SimKafkaSink final : public ExternalSink {
   Result<uint64_t> deliver_transactional(JobProducer& p, const std::string& job, LeaseId lease,
                                          const std::vector<OutboxRow>& rows);
   Status produce_messages(JobProducer& p, const std::string& job, LeaseId lease, const std::vector<Message>& messages);
+  Status read_committed(const std::string& topic, int partition, const std::function<bool(const KafkaRecord&)>& visit);
   Result<std::optional<uint64_t>> read_marker(const std::string& job, int partition);
   Result<bool> wrote_to_topic(const std::string& job);
   std::string arkflow_transactional_id(const std::string& job) const;

@@ -98,7 +98,7 @@ Result<uint64_t> SimHttpSink::deliver(const std::string& job, LeaseId lease, con
     if (!m) return Status::corruption("an outbox row does not decode");
     Encoder req;
     req.bytes(spec_.idempotency_key ? format_id(m->id) : "").bytes(job).u64(lease).bytes(row.message);
-    auto reply = network_.call(sink_target_node(spec_.name), kHttpPostService, req.take(), timeout_us_);
+    auto reply = call(kHttpPostService, req.take());
     if (!reply) {
       if (delivered > 0) return delivered;  // what went through is acknowledged; the rest waits
       return reply.error();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/connectors.h"
+#include "core/engine.h"
 #include "core/message.h"
 #include "core/spec.h"
 #include "sim/world.h"
@@ -65,18 +66,28 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults);
 inline constexpr const char* kHttpPostService = "http_post";
 BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idempotency_key);
 
-// The engine side of an http sink in the simulator: POSTs committed outbox rows in order,
-// over the node's network, to the sink's receiver.
-class SimHttpSink final : public ExternalSink {
+// The engine side of a sink whose target is a node of its own ("target-<sink>"), reached
+// over the calling node's network.
+class SimTargetSink : public ExternalSink {
  public:
-  SimHttpSink(Network& network, const SinkSpec& spec, Micros timeout_us)
+  SimTargetSink(Network& network, const SinkSpec& spec, Micros timeout_us)
       : network_(network), spec_(spec), timeout_us_(timeout_us) {}
-  Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
 
- private:
+ protected:
+  Result<std::string> call(const std::string& service, std::string request) {
+    return network_.call(sink_target_node(spec_.name), service, std::move(request), timeout_us_);
+  }
+
   Network& network_;
   const SinkSpec& spec_;
   Micros timeout_us_;
+};
+
+// An http sink in the simulator: POSTs committed outbox rows in order to its receiver.
+class SimHttpSink final : public SimTargetSink {
+ public:
+  using SimTargetSink::SimTargetSink;
+  Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
 };
 
 }  // namespace onceflow::sim

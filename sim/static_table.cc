@@ -65,7 +65,7 @@ Result<uint64_t> SimStaticTableSink::deliver(const std::string& job, LeaseId lea
   Encoder req;
   req.bytes(job).u64(lease).u64(static_cast<uint64_t>(id ? id->partition : 0)).u64(rows.size());
   for (const OutboxRow& row : rows) req.u64(row.seqno).bytes(row.message);
-  auto reply = network_.call(sink_target_node(spec_.name), kStaticTableWriteService, req.take(), timeout_us_);
+  auto reply = call(kStaticTableWriteService, req.take());
   if (!reply) return reply.error();
   Decoder in(*reply);
   return in.u64();

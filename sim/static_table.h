@@ -26,16 +26,10 @@ inline constexpr const char* kStaticTableWriteService = "static_table.write";
 BootFn static_table_master_boot(TargetLog& table, StaticTableProgress& progress, TargetFaults& faults);
 
 // The engine side: hands committed outbox rows to the master in one transaction.
-class SimStaticTableSink final : public ExternalSink {
+class SimStaticTableSink final : public SimTargetSink {
  public:
-  SimStaticTableSink(Network& network, const SinkSpec& spec, Micros timeout_us)
-      : network_(network), spec_(spec), timeout_us_(timeout_us) {}
+  using SimTargetSink::SimTargetSink;
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
-
- private:
-  Network& network_;
-  const SinkSpec& spec_;
-  Micros timeout_us_;
 };
 
 }  // namespace onceflow::sim

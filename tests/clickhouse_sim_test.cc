@@ -50,15 +50,7 @@ class ClickHouseTest : public ::testing::Test {
     ASSERT_TRUE(done);
   }
   static std::vector<OutboxRow> rows(uint64_t from, uint64_t to, uint64_t batch_end) {
-    std::vector<OutboxRow> out;
-    for (uint64_t s = from; s <= to; ++s) {
-      Message m;
-      m.id = 1000 + s;
-      m.key = s;
-      m.payload = fmt::format("row{}", s);
-      out.push_back({s, encode_message(m), s == batch_end});
-    }
-    return out;
+    return testing::outbox_rows(from, to, 1000, batch_end);
   }
   Status first_write_status() {
     Status status;

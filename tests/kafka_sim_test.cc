@@ -47,6 +47,15 @@ class KafkaModelTest : public ::testing::Test {
     for (const auto& [offset, r] : data_.fetch(topic, partition, 0, 1000, true).records) out.push_back(r->value);
     return out;
   }
+  // An exactly-once sink "out" on topic "t" (two partitions), with its progress topic.
+  SinkSpec exactly_once_sink() {
+    SinkSpec spec;
+    spec.name = "out";
+    spec.topic = "t";
+    spec.partitions = 2;
+    data_.create_topic(SimKafkaSink::progress_topic("t"), 2);
+    return spec;
+  }
   static KafkaRecord record(std::string value) { return {"1", std::move(value), 0, KafkaRecord::State::kPlain, 0, "", 0}; }
 
   KafkaData data_;
@@ -142,22 +151,8 @@ TEST_F(KafkaModelTest, AProducerWhoseTransactionTimedOutIsFenced) {
 // The exactly-once sink's restart rule: its marker gone while its messages may be in the
 // topic, it stops instead of writing them again.
 TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsProgressMarkerIsLost) {
-  SinkSpec spec;
-  spec.name = "out";
-  spec.topic = "t";
-  spec.partitions = 2;
-  data_.create_topic(SimKafkaSink::progress_topic("t"), 2);
-  auto rows = [](uint64_t from, uint64_t to) {
-    std::vector<OutboxRow> out;
-    for (uint64_t s = from; s <= to; ++s) {
-      Message m;
-      m.id = 100 + s;
-      m.key = s;
-      m.payload = fmt::format("m{}", s);
-      out.push_back({s, encode_message(m)});
-    }
-    return out;
-  };
+  const SinkSpec spec = exactly_once_sink();
+  auto rows = [](uint64_t from, uint64_t to) { return testing::outbox_rows(from, to, 100); };
   run([&](SimKafkaClient&) {
     Network& net = world_->network_endpoint(client_);
     SimKafkaSink first(net, spec, 100 * kMillis);
@@ -180,18 +175,8 @@ TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsProgressMarkerIsLost) {
 }
 
 TEST_F(KafkaModelTest, TheExactlyOnceSinkStopsWhenItsMarkerIsLostBeforeAnyAcknowledgement) {
-  SinkSpec spec;
-  spec.name = "out";
-  spec.topic = "t";
-  spec.partitions = 2;
-  data_.create_topic(SimKafkaSink::progress_topic("t"), 2);
-  std::vector<OutboxRow> rows;
-  for (uint64_t s = 1; s <= 3; ++s) {
-    Message m;
-    m.id = s;
-    m.key = s;
-    rows.push_back({s, encode_message(m)});
-  }
+  const SinkSpec spec = exactly_once_sink();
+  const std::vector<OutboxRow> rows = testing::outbox_rows(1, 3);
   run([&](SimKafkaClient&) {
     Network& net = world_->network_endpoint(client_);
     SimKafkaSink first(net, spec, 100 * kMillis);

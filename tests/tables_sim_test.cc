@@ -27,16 +27,7 @@ TEST(StaticTableTest, APartlyCoveredReplayWritesOnlyItsTail) {
   world.start(client);
   SinkSpec spec;
   spec.name = "out";
-  auto rows = [](uint64_t from, uint64_t to) {
-    std::vector<OutboxRow> out;
-    for (uint64_t s = from; s <= to; ++s) {
-      Message m;
-      m.id = s;
-      m.payload = std::to_string(s);
-      out.push_back({s, encode_message(m)});
-    }
-    return out;
-  };
+  auto rows = [](uint64_t from, uint64_t to) { return testing::outbox_rows(from, to); };
   std::vector<uint64_t> held;
   world.runtime(client).spawn("test", [&] {
     SimStaticTableSink sink(world.network_endpoint(client), spec, 100 * kMillis);

@@ -5,8 +5,12 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/builtin.h"
 #include "core/computation.h"
+#include "core/message.h"
+#include "core/outbox.h"
 #include "core/spec.h"
 #include "faults/fault.h"
 
@@ -24,6 +28,20 @@ inline PipelineSpec library_pipeline(const std::string& name) {
   auto spec = load_pipeline_spec(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml");
   EXPECT_TRUE(spec.has_value()) << spec.error().message();
   return spec.has_value() ? *spec : PipelineSpec{};
+}
+
+// Outbox rows with seqNos from..to, as a sink job would hand them over: message s has id
+// id_base + s, key s and payload "m<s>"; row `batch_end` closes a batch (0: none does).
+inline std::vector<OutboxRow> outbox_rows(uint64_t from, uint64_t to, uint64_t id_base = 0, uint64_t batch_end = 0) {
+  std::vector<OutboxRow> out;
+  for (uint64_t s = from; s <= to; ++s) {
+    Message m;
+    m.id = id_base + s;
+    m.key = s;
+    m.payload = fmt::format("m{}", s);
+    out.push_back({s, encode_message(m), s == batch_end});
+  }
+  return out;
 }
 
 // A fault of `kind` on `node` from `at` for `duration`, with probability `p`.
