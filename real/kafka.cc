@@ -157,6 +157,7 @@ Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, 
 // can leave records fetched from the old position in the queue, which would skip records).
 struct KafkaSource::Partition {
   rd_kafka_queue_t* queue = nullptr;
+  uint64_t base = 0;               // `buffered` holds every record of [base, fetched)
   uint64_t fetched = 0;            // the offset after the last record fetched
   bool at_end = false;             // the last fetch reached the end of the partition
   std::deque<Record> buffered;     // fetched records, from the lowest offset still asked for
@@ -185,10 +186,15 @@ KafkaSource::~KafkaSource() {
 KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
   auto it = partitions_.find(p);
   if (it != partitions_.end()) {
+    // Served from the buffer only when it covers the offset: an offset below `base` (asked
+    // by an epoch that started before a later one moved on) must be fetched again, or the
+    // records between it and the buffer's front would be skipped.
     Partition& part = *it->second;
-    while (!part.buffered.empty() && part.buffered.front().offset < offset) part.buffered.pop_front();
-    const bool served = !part.buffered.empty() || offset == part.fetched;
-    if (served) return part;
+    if (offset >= part.base && offset <= part.fetched) {
+      while (!part.buffered.empty() && part.buffered.front().offset < offset) part.buffered.pop_front();
+      part.base = offset;
+      return part;
+    }
   }
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic_.c_str(), p)->offset = static_cast<int64_t>(offset);
@@ -203,7 +209,7 @@ KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
     if (error != nullptr) rd_kafka_error_destroy(error);
   }
   rd_kafka_topic_partition_list_destroy(list);
-  it->second->fetched = offset;
+  it->second->base = it->second->fetched = offset;
   it->second->at_end = false;
   it->second->buffered.clear();
   return *it->second;
