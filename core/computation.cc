@@ -16,12 +16,14 @@ std::string InitContext::external_table(std::string_view path) {
 void InitContext::init_state_client(StateClient& client, const std::string& name) const {
   client.backend_ = &backend_;
   client.table_ = state_table(computation_, name);
+  tables_.push_back(client.table_);
 }
 
 void InitContext::init_external_state_client(ExternalStateClient& client,
                                              const std::string& path) const {
   client.backend_ = &backend_;
   client.table_ = external_table(path);
+  tables_.push_back(client.table_);
 }
 
 void CollectingOutput::add_message(uint64_t key, std::string payload, std::string_view stream) {

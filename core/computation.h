@@ -82,10 +82,14 @@ class InitContext {
 
   static std::string state_table(std::string_view computation, std::string_view name);
   static std::string external_table(std::string_view path);
+  // The tables of the clients bound so far, so that the engine can read a batch's keys of
+  // each in one go.
+  const std::vector<std::string>& tables() const { return tables_; }
 
  private:
   StateBackend& backend_;
   std::string computation_;
+  mutable std::vector<std::string> tables_;
 };
 
 class RuntimeContext {

@@ -8,24 +8,40 @@
 namespace onceflow {
 namespace {
 
-using Entries = std::vector<std::pair<MessageId, Micros>>;  // compact: (id, system_ts)
+// A compact row is its entries back to back, each the message id and its system time as
+// 8 little-endian bytes apiece: an entry is appended without decoding the row, and a lookup
+// steps through it 16 bytes at a time.
+constexpr size_t kEntryBytes = 16;
 
-Entries decode_compact(std::string_view bytes) {
-  Entries out;
-  Decoder in(bytes);
-  const uint64_t n = in.u64();
-  for (uint64_t i = 0; in.ok() && i < n; ++i) {
-    const MessageId id = in.u64();
-    out.emplace_back(id, in.i64());
-  }
-  return out;
+uint64_t load64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
+  return v;
 }
 
-std::string encode_compact(const Entries& entries) {
-  Encoder out;
-  out.u64(entries.size());
-  for (const auto& [id, ts] : entries) out.u64(id).i64(ts);
-  return out.take();
+void append_entry(std::string& row, MessageId id, Micros ts) {
+  char entry[kEntryBytes];
+  for (int i = 0; i < 8; ++i) {
+    entry[i] = static_cast<char>(id >> (8 * i));
+    entry[8 + i] = static_cast<char>(static_cast<uint64_t>(ts) >> (8 * i));
+  }
+  row.append(entry, kEntryBytes);
+}
+
+bool holds(std::string_view row, MessageId id) {
+  for (size_t at = 0; at + kEntryBytes <= row.size(); at += kEntryBytes) {
+    if (load64(row.data() + at) == id) return true;
+  }
+  return false;
+}
+
+// The row without its entries older than `watermark`.
+std::string drop_older(std::string_view row, Micros watermark) {
+  std::string kept;
+  for (size_t at = 0; at + kEntryBytes <= row.size(); at += kEntryBytes) {
+    if (static_cast<Micros>(load64(row.data() + at + 8)) >= watermark) kept.append(row.substr(at, kEntryBytes));
+  }
+  return kept;
 }
 
 }  // namespace
@@ -38,9 +54,7 @@ std::string DedupTable::row_key(uint64_t v) const { return prefix_ + tables::hex
 bool DedupTable::contains(TableRows& rows, const Message& m) const {
   if (layout_ == DedupLayout::kFull) return rows.read(row_key(m.id)).has_value();
   const auto row = rows.read(row_key(m.key));
-  if (!row) return false;
-  const Entries entries = decode_compact(*row);
-  return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.first == m.id; });
+  return row.has_value() && holds(*row, m.id);
 }
 
 void DedupTable::record(TableRows& rows, const Message& m) const {
@@ -51,10 +65,9 @@ void DedupTable::record(TableRows& rows, const Message& m) const {
     return;
   }
   const std::string key = row_key(m.key);
-  const auto row = rows.read(key);
-  Entries entries = row ? decode_compact(*row) : Entries{};
-  entries.emplace_back(m.id, m.system_ts);
-  rows.put(key, encode_compact(entries));
+  std::string row = rows.read(key).value_or("");
+  append_entry(row, m.id, m.system_ts);
+  rows.put(key, std::move(row));
 }
 
 void DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows) const {
@@ -64,13 +77,11 @@ void DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows) con
       if (in.i64() < watermark) rows.erase(row.key);
       continue;
     }
-    Entries entries = decode_compact(row.value);
-    const size_t before = entries.size();
-    std::erase_if(entries, [&](const auto& e) { return e.second < watermark; });
-    if (entries.empty()) {
+    std::string kept = drop_older(row.value, watermark);
+    if (kept.empty()) {
       rows.erase(row.key);
-    } else if (entries.size() != before) {
-      rows.put(row.key, encode_compact(entries));
+    } else if (kept.size() != row.value.size()) {
+      rows.put(row.key, std::move(kept));
     }
   }
 }

@@ -66,6 +66,11 @@ std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink
 // Fixed-width lower-case hex, written by hand: these keys are built for every row an epoch
 // touches, and fmt's general machinery showed in profiles.
 std::string hex16(uint64_t v) { return format_id(v); }
+uint64_t parse_hex16(std::string_view digits) {
+  uint64_t v = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+  return v;
+}
 std::string partition_prefix(int partition) {
   if (partition < 0 || partition > 0xffff) return fmt::format("{:04x}/", partition);
   return format_id(static_cast<uint64_t>(partition)).substr(12) + '/';  // the last four digits

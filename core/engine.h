@@ -59,6 +59,7 @@ std::string outbox_batches(std::string_view sink);  // rows "<p>/<seqno>"
 std::string static_table(std::string_view table);
 std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
 std::string hex16(uint64_t v);
+uint64_t parse_hex16(std::string_view digits);  // the inverse of hex16 (0 when malformed)
 std::string partition_prefix(int partition);  // "0003/"
 std::string stream_row_key(int partition, const Message& m);
 }  // namespace tables

@@ -52,6 +52,22 @@ Message decode_source_row(std::string_view value) {
   return m;
 }
 constexpr size_t kDedupCleanupRows = 256;  // rows one epoch's cleanup looks at
+constexpr size_t kTimersPerEpoch = 256;    // timer rows one epoch looks at
+constexpr size_t kTimerRowsKnown = 1024;   // timer rows an epoch reads ahead, at most
+
+// A timer row: the key past the partition prefix is <trigger>/<key>/<stream>[/<unique>]
+// (hex trigger with its sign bit flipped, so that keys sort by trigger); the value holds the
+// event time.
+Timer decode_timer_row(std::string_view rest, std::string_view value) {
+  Timer t;
+  t.trigger_ts = static_cast<Micros>(tables::parse_hex16(rest.substr(0, 16)) ^ (1ULL << 63));
+  t.key = tables::parse_hex16(rest.substr(17, 16));
+  const std::string_view stream = rest.substr(34);
+  t.timer_stream = std::string(stream.substr(0, stream.find('/')));
+  Decoder in(value);
+  t.event_ts = in.i64();
+  return t;
+}
 
 }  // namespace
 
@@ -107,9 +123,13 @@ class Job::EpochTx final : public StateBackend {
 
   std::optional<std::string> read(const std::string& table, const std::string& key) {
     if (!failed.is_ok()) return std::nullopt;
-    if (!prefetched_.empty() && tx.buffered(table, key) == nullptr) {
-      auto it = prefetched_.find({table, key});
-      if (it != prefetched_.end()) return it->second;
+    if (const auto* own = tx.buffered(table, key)) return *own;
+    if (auto it = prefetched_.find(Transaction::TableKey{table, key}); it != prefetched_.end()) return it->second;
+    if (const KnownRange* range = known(table, key)) {
+      auto row = std::lower_bound(range->rows.begin(), range->rows.end(), key,
+                                  [](const Row& r, const std::string& k) { return r.key < k; });
+      if (row != range->rows.end() && row->key == key) return row->value;
+      return std::nullopt;
     }
     auto r = store_.get(tx, table, key);
     if (!r) {
@@ -118,19 +138,47 @@ class Job::EpochTx final : public StateBackend {
     }
     return *r;
   }
-  // Reads `keys` of `table` in one round trip, for read() to answer from later.
+  // Reads `keys` of `table` in one round trip, for read() to answer from later. Keys already
+  // read that way are not asked again.
   void prefetch(const std::string& table, const std::vector<std::string>& keys) {
-    if (!failed.is_ok() || keys.size() < 2) return;  // one key costs one read either way
-    auto r = store_.get_many(tx, table, keys);
+    if (!failed.is_ok()) return;
+    std::vector<std::string> wanted;
+    for (const std::string& key : keys) {
+      if (prefetched_.count(Transaction::TableKey{table, key}) == 0) wanted.push_back(key);
+    }
+    if (wanted.size() < 2) return;  // one key costs one read either way
+    auto r = store_.get_many(tx, table, wanted);
     if (!r) {
       failed = r.error();
       return;
     }
-    for (size_t i = 0; i < keys.size(); ++i) prefetched_[{table, keys[i]}] = std::move((*r)[i]);
+    for (size_t i = 0; i < wanted.size(); ++i) prefetched_[{table, wanted[i]}] = std::move((*r)[i]);
+  }
+  // Reads the committed rows of [from, to) of `table` in one round trip. When there are
+  // fewer than `limit` of them (so that they are all of them), reads and scans inside that
+  // range are answered from them from then on, with the transaction's own writes laid over.
+  void prefetch_range(const std::string& table, const std::string& from, const std::string& to, size_t limit) {
+    if (!failed.is_ok()) return;
+    auto r = store_.scan(tx, table, from, to, limit);
+    if (!r) {
+      failed = r.error();
+      return;
+    }
+    // Rows this transaction wrote already would be mistaken for committed ones.
+    if (r->size() < limit && !writes_in(table, from, to)) {
+      known_.push_back({table, from, to, std::move(*r)});
+    }
   }
   std::vector<Row> scan(const std::string& table, const std::string& from, const std::string& to,
                         size_t limit) {
     if (!failed.is_ok()) return {};
+    if (const KnownRange* range = known(table, from, to)) {
+      std::vector<Row> committed;
+      for (const Row& row : range->rows) {
+        if (row.key >= from && (to.empty() || row.key < to)) committed.push_back(row);
+      }
+      return tx.overlay(table, from, to, limit, std::move(committed), true);
+    }
     auto r = store_.scan(tx, table, from, to, limit);
     if (!r) {
       failed = r.error();
@@ -139,8 +187,35 @@ class Job::EpochTx final : public StateBackend {
     return std::move(*r);
   }
 
+ private:
+  struct KnownRange {
+    std::string table, from, to;  // an empty `to`: no upper bound
+    std::vector<Row> rows;        // every committed row of the range, in key order
+  };
+  // The known range of `table` holding all of [from, to), or null.
+  const KnownRange* known(const std::string& table, const std::string& from, const std::string& to) const {
+    for (const KnownRange& r : known_) {
+      if (r.table == table && from >= r.from && (r.to.empty() || (!to.empty() && to <= r.to))) return &r;
+    }
+    return nullptr;
+  }
+  // The known range of `table` holding `key`, or null.
+  const KnownRange* known(const std::string& table, const std::string& key) const {
+    for (const KnownRange& r : known_) {
+      if (r.table == table && key >= r.from && (r.to.empty() || key < r.to)) return &r;
+    }
+    return nullptr;
+  }
+  bool writes_in(const std::string& table, const std::string& from, const std::string& to) const {
+    auto it = tx.writes().lower_bound(Transaction::TableKey{table, from});
+    return it != tx.writes().end() && it->first.first == table && (to.empty() || it->first.second < to);
+  }
   Store& store_;
-  std::map<std::pair<std::string, std::string>, std::optional<std::string>> prefetched_;  // snapshot values
+  std::map<std::pair<std::string, std::string>, std::optional<std::string>, Transaction::TableKeyLess>
+      prefetched_;  // snapshot values
+  std::vector<KnownRange> known_;
+
+ public:
   Transaction tx;
   Micros now;
   Meta meta;
@@ -208,8 +283,22 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   if (computation_ != nullptr) {
     state_backend_ = std::make_unique<StateForward>(*this);
     function_ = env_.registry.create(computation_->processing_function);
-    function_->init(InitContext(*state_backend_, computation_->name));
+    const InitContext init(*state_backend_, computation_->name);
+    function_->init(init);
+    state_tables_ = init.tables();
+    std::sort(state_tables_.begin(), state_tables_.end());
+    state_tables_.erase(std::unique(state_tables_.begin(), state_tables_.end()), state_tables_.end());
   }
+  // The meta rows an epoch reads: its own, and those of its inputs' producers (watermarks).
+  const auto inputs = computation_ != nullptr ? computation_->input_streams
+                      : sink_ != nullptr      ? std::vector<std::string>{sink_->input_stream}
+                                              : std::vector<std::string>{};
+  for (const auto& stream : inputs) {
+    for (const JobId& producer : producers(env_.spec, stream)) producer_metas_.push_back(producer.str());
+  }
+  meta_key_ = id_.str();
+  epoch_metas_ = producer_metas_;
+  epoch_metas_.push_back(meta_key_);
 }
 
 Job::~Job() = default;
@@ -247,8 +336,8 @@ Job::Outcome Job::run_epoch() {
     ~Reset() { *slot = nullptr; }
   } reset{&current_};
 
-  const std::string meta_key = id_.str();
-  if (auto meta = etx.read(tables::kJobMeta, meta_key)) etx.meta = Meta::decode(*meta);
+  etx.prefetch(tables::kJobMeta, epoch_metas_);
+  if (auto meta = etx.read(tables::kJobMeta, meta_key_)) etx.meta = Meta::decode(*meta);
   if (!etx.failed.is_ok()) return Outcome::kRetry;
   ++etx.meta.epoch;
   idle_ = false;
@@ -266,7 +355,7 @@ Job::Outcome Job::run_epoch() {
     return Outcome::kRetry;
   }
   idle_ = !etx.has_work;
-  etx.tx.put(tables::kJobMeta, meta_key, etx.meta.encode());
+  etx.tx.put(tables::kJobMeta, meta_key_, etx.meta.encode());
   const Outcome outcome = commit(etx);
   if (outcome == Outcome::kCommitted) after_commit(etx);
   return outcome;
@@ -557,20 +646,14 @@ void Job::record_processed(EpochTx& etx, const Message& m) {
   dedup_.record(rows, m);
 }
 
-Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay) {
-  std::vector<std::string> metas;
-  for (const auto& stream : streams) {
-    for (const JobId& producer : producers(env_.spec, stream)) metas.push_back(producer.str());
-  }
-  etx.prefetch(tables::kJobMeta, metas);
+Micros Job::producers_watermark(EpochTx& etx, bool replay) {
+  etx.prefetch(tables::kJobMeta, producer_metas_);
   Micros low = kNoWatermark;
-  for (const auto& stream : streams) {
-    for (const JobId& producer : producers(env_.spec, stream)) {
-      const auto meta = etx.read(tables::kJobMeta, producer.str());
-      if (!meta) return INT64_MIN;  // a producer that never committed may emit anything
-      const Meta m = Meta::decode(*meta);
-      low = std::min(low, replay ? m.replay_watermark : m.low_watermark);
-    }
+  for (const std::string& producer : producer_metas_) {
+    const auto meta = etx.read(tables::kJobMeta, producer);
+    if (!meta) return INT64_MIN;  // a producer that never committed may emit anything
+    const Meta m = Meta::decode(*meta);
+    low = std::min(low, replay ? m.replay_watermark : m.low_watermark);
   }
   return low;
 }
@@ -580,9 +663,7 @@ Micros Job::producers_watermark(EpochTx& etx, const std::vector<std::string>& st
 // than its low watermark.
 void Job::clean_dedup(EpochTx& etx) {
   if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
-  const std::vector<std::string> inputs =
-      computation_ != nullptr ? computation_->input_streams : std::vector<std::string>{sink_->input_stream};
-  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, inputs, true);
+  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, true);
   DedupRows rows(etx, dedup_table_);
   dedup_.cleanup(rows, watermark, kDedupCleanupRows);
 }
@@ -620,8 +701,14 @@ void Job::step_computation(EpochTx& etx) {
   Context context(etx.now, env_.random);
   // Alignment: only messages older than every producer's watermark are taken, so a message
   // that arrives late can never be older than one already processed.
-  const Micros input_watermark = producers_watermark(etx, spec.input_streams, false);
+  const Micros input_watermark = producers_watermark(etx, false);
   if (dedup) prefetch_dedup(etx, rows, input_watermark);
+  if (!spec.timer_streams.empty()) {
+    // All of the partition's timers, usually: then adding and firing them needs no reads.
+    const std::string prefix = tables::partition_prefix(id_.partition);
+    etx.prefetch_range(tables::timers(spec.name), prefix, prefix + "~", kTimerRowsKnown);
+  }
+  prefetch_state(etx, rows, input_watermark);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
   Micros first_unprocessed = unseen_from;  // oldest input not yet processed
   struct BatchKey {
@@ -698,7 +785,7 @@ void Job::step_computation(EpochTx& etx) {
   if (swift) {
     // New outputs inherit their inputs' times; re-emissions after a restart are repeats of
     // what was emitted already, which consumers drop by MessageId.
-    const Micros upstream_replay = producers_watermark(etx, spec.input_streams, true);
+    const Micros upstream_replay = producers_watermark(etx, true);
     etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_unprocessed, input_watermark));
     etx.meta.replay_watermark =
         std::max(etx.meta.replay_watermark, std::min({first_unacked, input_watermark, upstream_replay}));
@@ -706,6 +793,33 @@ void Job::step_computation(EpochTx& etx) {
     etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, etx.now);
     etx.meta.low_watermark = etx.meta.replay_watermark = etx.meta.last_output_ts + 1;
   }
+}
+
+// The state rows of the keys the epoch will process (its inputs' and its due timers'), one
+// read per state table.
+void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
+  if (state_tables_.empty()) return;
+  std::vector<uint64_t> keys;
+  Micros event_watermark = etx.meta.event_watermark;
+  for (const auto& [row, m] : rows) {
+    if (m.alignment_ts >= watermark) break;
+    if (pending_ack_.count(row) != 0) continue;
+    keys.push_back(m.key);
+    event_watermark = std::max(event_watermark, m.event_ts);
+  }
+  if (!computation_->timer_streams.empty()) {
+    const std::string prefix = tables::partition_prefix(id_.partition);
+    for (const Row& row : etx.scan(tables::timers(computation_->name), prefix, prefix + "~", kTimersPerEpoch)) {
+      const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value);
+      if (t.trigger_ts <= std::max(etx.now, event_watermark)) keys.push_back(t.key);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<std::string> hex;
+  hex.reserve(keys.size());
+  for (uint64_t key : keys) hex.push_back(tables::hex16(key));
+  for (const std::string& table : state_tables_) etx.prefetch(table, hex);
 }
 
 // Stores a timer: rows are keyed by (trigger, key, stream), so with
@@ -735,15 +849,9 @@ void Job::fire_timers(EpochTx& etx) {
   if (spec.timer_streams.empty()) return;
   const std::string prefix = tables::partition_prefix(id_.partition);
   Context context(etx.now, env_.random);
-  for (const Row& row : etx.scan(tables::timers(spec.name), prefix, prefix + "~", 256)) {
-    // key: <p>/<trigger>/<key>/<stream>
+  for (const Row& row : etx.scan(tables::timers(spec.name), prefix, prefix + "~", kTimersPerEpoch)) {
     const std::string rest = row.key.substr(prefix.size());
-    Timer t;
-    t.trigger_ts = static_cast<Micros>(std::stoull(rest.substr(0, 16), nullptr, 16) ^ (1ULL << 63));
-    t.key = std::stoull(rest.substr(17, 16), nullptr, 16);
-    t.timer_stream = rest.substr(34, rest.find('/', 34) - 34);
-    Decoder in(row.value);
-    t.event_ts = in.i64();
+    const Timer t = decode_timer_row(rest, row.value);
     const TimerStreamSpec* ts = nullptr;
     for (const auto& s : spec.timer_streams) {
       if (s.name == t.timer_stream) ts = &s;
@@ -805,7 +913,7 @@ void Job::step_sink(EpochTx& etx) {
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
-  const Micros input_watermark = producers_watermark(etx, {spec.input_stream}, false);
+  const Micros input_watermark = producers_watermark(etx, false);
   if (dedup) prefetch_dedup(etx, rows, input_watermark);
   for (auto& [row, m] : rows) {
     if (m.alignment_ts >= input_watermark) break;
@@ -871,7 +979,7 @@ bool Job::deliver_outbox() {
   const std::string producer = id_.str();
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) {
-    outbox.push_back({std::stoull(row.key.substr(prefix.size()), nullptr, 16), row.value, batch_ends.count(row.key) > 0});
+    outbox.push_back({tables::parse_hex16(std::string_view(row.key).substr(prefix.size())), row.value, batch_ends.count(row.key) > 0});
   }
   ExternalSink* external = external_sink();
   if (external != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kAtMostOnce) {
@@ -963,11 +1071,11 @@ void Job::deliver_uncommitted(EpochTx& etx) {
   for (const auto& [where, value] : etx.tx.writes()) {
     if (where.first != tables::outbox(sink_->name) || !value) continue;
     if (external != nullptr) {
-      rows.push_back({std::stoull(where.second.substr(prefix.size()), nullptr, 16), *value});
+      rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
       continue;
     }
     Encoder req;
-    req.bytes(id_.str()).u64(std::stoull(where.second.substr(prefix.size()), nullptr, 16)).u64(lease_).bytes(*value);
+    req.bytes(id_.str()).u64(tables::parse_hex16(std::string_view(where.second).substr(prefix.size()))).u64(lease_).bytes(*value);
     (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
   }
   if (!rows.empty()) (void)external->deliver(id_.str(), lease_, rows);

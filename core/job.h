@@ -65,8 +65,9 @@ class Job {
   bool is_duplicate(EpochTx& etx, const Message& m);
   void record_processed(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx);
-  // The lowest emit (alignment) or replay watermark among the producers of `streams`.
-  Micros producers_watermark(EpochTx& etx, const std::vector<std::string>& streams, bool replay);
+  // The lowest emit (alignment) or replay watermark among the producers of the job's inputs.
+  Micros producers_watermark(EpochTx& etx, bool replay);
+  void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   void fire_timers(EpochTx& etx);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
@@ -90,6 +91,10 @@ class Job {
   std::unique_ptr<ProcessFunction> function_;
   std::map<std::string, int> consumer_partitions_;  // stream -> partitions of its consumer
   std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
+  std::vector<std::string> state_tables_;        // the tables the function's state clients use
+  std::string meta_key_;                         // this job's row in job_meta
+  std::vector<std::string> producer_metas_;      // the job_meta rows of the inputs' producers
+  std::vector<std::string> epoch_metas_;         // those and meta_key_
   EpochTx* current_ = nullptr;
   bool stop_requested_ = false;
   bool finished_ = false;

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <deque>
 #include <memory>
+#include <tuple>
 
 #include "core/env/random.h"
 #include "core/message.h"
@@ -88,6 +89,7 @@ class Reference {
       if (timers_.empty()) break;
       auto it = timers_.begin();
       const auto [computation, timer] = it->second;
+      pending_.erase({timer.trigger_ts, computation, timer.key, timer.timer_stream});
       timers_.erase(it);
       now_ = std::max(now_, timer.trigger_ts);
       const ComputationSpec* spec = spec_.computation(computation);
@@ -126,15 +128,13 @@ class Reference {
     }
     for (const Timer& t : out.timers) {
       // deduplicate_equal_timestamps: one timer per (key, trigger, stream), smallest event time.
-      bool merged = false;
-      for (auto [it, end] = timers_.equal_range(t.trigger_ts); it != end; ++it) {
-        auto& [computation, existing] = it->second;
-        if (computation == c.name && existing.key == t.key && existing.timer_stream == t.timer_stream) {
-          existing.event_ts = std::min(existing.event_ts, t.event_ts);
-          merged = true;
-        }
+      TimerIdentity identity{t.trigger_ts, c.name, t.key, t.timer_stream};
+      if (auto same = pending_.find(identity); same != pending_.end()) {
+        Timer& existing = same->second->second.second;
+        existing.event_ts = std::min(existing.event_ts, t.event_ts);
+        continue;
       }
-      if (!merged) timers_.emplace(t.trigger_ts, std::make_pair(c.name, t));
+      pending_.emplace(std::move(identity), timers_.emplace(t.trigger_ts, std::make_pair(c.name, t)));
     }
   }
 
@@ -147,7 +147,12 @@ class Reference {
   uint64_t next_id_ = 0;
   std::map<std::string, std::unique_ptr<ProcessFunction>> functions_;
   std::deque<Message> queue_;
-  std::multimap<Micros, std::pair<std::string, Timer>> timers_;
+  // Timers to fire, by trigger time and then in the order they were set.
+  using TimerQueue = std::multimap<Micros, std::pair<std::string, Timer>>;
+  TimerQueue timers_;
+  // The same timers by (trigger, computation, key, timer stream), for merging equal ones.
+  using TimerIdentity = std::tuple<Micros, std::string, uint64_t, std::string>;
+  std::map<TimerIdentity, TimerQueue::iterator> pending_;
 };
 
 }  // namespace

@@ -249,18 +249,19 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
   for (uint64_t i = 0; in.ok() && i < prerequisite_count; ++i) prerequisites.push_back(in.u64());
   const uint64_t write_count = in.u64();
   struct Write {
-    std::string table, key;
-    std::optional<std::string> value;
+    std::string_view table, key;  // into the request
+    std::optional<std::string_view> value;
   };
   std::vector<Write> writes;
+  writes.reserve(std::min<uint64_t>(write_count, 4096));
   for (uint64_t i = 0; in.ok() && i < write_count; ++i) {
-    Write w{in.string(), in.string(), std::nullopt};
+    Write w{in.bytes(), in.bytes(), std::nullopt};
     if (in.boolean()) {
-      w.value = in.string();
+      w.value = in.bytes();
     } else {
       (void)in.bytes();
     }
-    writes.push_back(std::move(w));
+    writes.push_back(w);
   }
   if (!in.done()) return malformed();
 
@@ -287,21 +288,36 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
           fmt::format("lease {} is {}", lease, lease_state_name(state)));
     }
   }
-  for (const Write& w : writes) {
-    const auto& table = data_.tables_[w.table];
-    auto k = table.find(w.key);
-    if (k != table.end() && !k->second.empty() && k->second.back().version > snapshot) {
-      record_outcome(tx, false, 0);
-      return Status::conflict(fmt::format("{}/{} written after snapshot {}", w.table, w.key,
-                                          snapshot));
+  // The rows written, looked up once for the conflict check and the apply; the writes come
+  // sorted by (table, key), so each table is looked up once.
+  std::vector<StoreData::Chain*> chains(writes.size(), nullptr);
+  StoreData::Table* table = nullptr;
+  std::string_view table_name;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const Write& w = writes[i];
+    if (table == nullptr || w.table != table_name) {
+      auto t = data_.tables_.find(w.table);
+      if (t == data_.tables_.end()) t = data_.tables_.emplace(std::string(w.table), StoreData::Table{}).first;
+      table = &t->second;
+      table_name = w.table;
     }
+    auto row = table->find(w.key);
+    if (row == table->end()) continue;
+    if (!row->second.empty() && row->second.back().version > snapshot) {
+      record_outcome(tx, false, 0);
+      return Status::conflict(fmt::format("{}/{} written after snapshot {}", w.table, w.key, snapshot));
+    }
+    chains[i] = &row->second;
   }
   const Version version = ++data_.last_version_;
-  for (Write& w : writes) {
-    StoreData::Chain& chain = data_.tables_[w.table][w.key];
-    if (!w.value) data_.tombstones_.push_back({w.table, w.key, version});
-    chain.push_back({version, std::move(w.value)});
-    prune(chain);
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const Write& w = writes[i];
+    if (chains[i] == nullptr) chains[i] = &data_.tables_.find(w.table)->second.emplace(std::string(w.key), StoreData::Chain{}).first->second;
+    if (!w.value) data_.tombstones_.push_back({std::string(w.table), std::string(w.key), version});
+    auto& written = chains[i]->emplace_back();
+    written.version = version;
+    if (w.value) written.value.emplace(*w.value);
+    prune(*chains[i]);
   }
   forget_tombstones();
   record_outcome(tx, true, version);

@@ -98,6 +98,29 @@ TEST_F(StoreTest, ScanMergesBufferedWritesInKeyOrder) {
   });
 }
 
+// What Store::scan and the engine's read-ahead both rely on: buffered writes laid over the
+// committed rows of a range, and, when those rows are only a page, nothing past its end.
+TEST(TransactionTest, OverlayLaysBufferedWritesOverCommittedRows) {
+  Transaction tx(1, 0);
+  tx.put("t", "b", "new-b");
+  tx.erase("t", "c");
+  tx.put("t", "e", "new-e");
+  tx.put("u", "a", "other table");
+  const std::vector<Row> committed{{"a", "old-a"}, {"c", "old-c"}, {"d", "old-d"}};
+  EXPECT_EQ(tx.buffered_erases("t", "a", ""), 1u);
+  EXPECT_EQ(tx.buffered_erases("t", "d", ""), 0u);
+
+  const std::vector<Row> all{{"a", "old-a"}, {"b", "new-b"}, {"d", "old-d"}, {"e", "new-e"}};
+  EXPECT_EQ(tx.overlay("t", "a", "", 10, committed, true), all);
+  EXPECT_EQ(tx.overlay("t", "a", "", 2, committed, true), (std::vector<Row>{all[0], all[1]}));
+  EXPECT_EQ(tx.overlay("t", "a", "e", 10, committed, true), (std::vector<Row>{all[0], all[1], all[2]}));
+  // A page that may go on past "d": the buffered "e" lies beyond what is known.
+  EXPECT_EQ(tx.overlay("t", "a", "", 10, committed, false), (std::vector<Row>{all[0], all[1], all[2]}));
+  // An empty page that is not complete tells nothing.
+  EXPECT_TRUE(tx.overlay("t", "a", "", 10, {}, false).empty());
+  EXPECT_EQ(tx.overlay("t", "a", "", 10, {}, true), (std::vector<Row>{all[1], all[3]}));
+}
+
 TEST_F(StoreTest, GetManyAnswersLikeGetKeyByKeyInOneRoundTrip) {
   run([&](Store& store) {
     auto setup = store.begin();

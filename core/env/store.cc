@@ -15,18 +15,73 @@ std::string_view lease_state_name(LeaseState state) {
   return "?";
 }
 
+namespace {
+void set(Transaction::WriteSet& writes, const std::string& table, const std::string& key,
+         std::optional<std::string> value) {
+  const Transaction::TableKey where{table, key};
+  auto it = writes.lower_bound(where);
+  if (it != writes.end() && !writes.key_comp()(where, it->first)) {
+    it->second = std::move(value);
+  } else {
+    writes.emplace_hint(it, std::pair<std::string, std::string>(table, key), std::move(value));
+  }
+}
+}  // namespace
+
 void Transaction::put(const std::string& table, const std::string& key, std::string value) {
-  writes_[{table, key}] = std::move(value);
+  set(writes_, table, key, std::move(value));
 }
 
-void Transaction::erase(const std::string& table, const std::string& key) {
-  writes_[{table, key}] = std::nullopt;
-}
+void Transaction::erase(const std::string& table, const std::string& key) { set(writes_, table, key, std::nullopt); }
 
 const std::optional<std::string>* Transaction::buffered(const std::string& table,
                                                         const std::string& key) const {
-  auto it = writes_.find({table, key});
+  auto it = writes_.find(TableKey{table, key});
   return it == writes_.end() ? nullptr : &it->second;
+}
+
+namespace {
+bool in_range(const std::string& key, const std::string& from, const std::string& to) {
+  return key >= from && (to.empty() || key < to);
+}
+}  // namespace
+
+size_t Transaction::buffered_erases(const std::string& table, const std::string& from, const std::string& to) const {
+  size_t erases = 0;
+  for (auto it = writes_.lower_bound(TableKey{table, from}); it != writes_.end() && it->first.first == table &&
+                                                      in_range(it->first.second, from, to);
+       ++it) {
+    if (!it->second.has_value()) ++erases;
+  }
+  return erases;
+}
+
+std::vector<Row> Transaction::overlay(const std::string& table, const std::string& from, const std::string& to,
+                                      size_t limit, std::vector<Row> committed, bool committed_complete) const {
+  if (!committed_complete && committed.empty()) return {};  // nothing is known
+  const std::string* cutoff = committed_complete ? nullptr : &committed.back().key;
+  std::vector<Row> merged;
+  merged.reserve(std::min(limit, committed.size()));
+  auto row = committed.begin();
+  auto own = writes_.lower_bound(TableKey{table, from});
+  const auto own_left = [&] {
+    return own != writes_.end() && own->first.first == table && in_range(own->first.second, from, to) &&
+           (cutoff == nullptr || own->first.second <= *cutoff);
+  };
+  while (merged.size() < limit) {
+    const bool rows_left = row != committed.end();
+    const bool mine = own_left();
+    if (!rows_left && !mine) break;
+    if (mine && (!rows_left || own->first.second <= row->key)) {
+      if (rows_left && own->first.second == row->key) ++row;  // our write shadows it
+      if (own->second.has_value()) merged.push_back({own->first.second, *own->second});
+      ++own;
+    } else {
+      merged.push_back(std::move(*row));
+      ++row;
+    }
+  }
+  return merged;
 }
 
 Result<std::optional<std::string>> Store::get(const Transaction& tx, const std::string& table,
@@ -73,39 +128,12 @@ Result<std::vector<Row>> Store::scan(const Transaction& tx, const std::string& t
                                      const std::string& from, const std::string& to,
                                      size_t limit) {
   assert(limit > 0);
-  const auto in_range = [&](const std::string& key) { return key >= from && (to.empty() || key < to); };
-  auto lo = tx.writes().lower_bound({table, from});
-  auto hi = lo;
-  size_t buffered_erases = 0;
-  for (; hi != tx.writes().end() && hi->first.first == table && in_range(hi->first.second); ++hi) {
-    if (!hi->second.has_value()) ++buffered_erases;
-  }
   // Fetch enough committed rows that our own erases cannot leave the page short.
-  const size_t fetch = limit + buffered_erases;
+  const size_t fetch = limit + tx.buffered_erases(table, from, to);
   auto committed = read_range(tx, table, from, to, fetch);
   if (!committed) return committed.error();
-  // If the page is full, rows past its last key are unknown: buffered rows beyond it must wait.
-  const bool page_full = committed->size() == fetch;
-  const std::string* cutoff = page_full ? &committed->back().key : nullptr;
-
-  std::vector<Row> merged;
-  merged.reserve(committed->size());
-  auto row = committed->begin();
-  auto own = lo;
-  while (merged.size() < limit) {
-    const bool rows_left = row != committed->end();
-    const bool own_left = own != hi && (cutoff == nullptr || own->first.second <= *cutoff);
-    if (!rows_left && !own_left) break;
-    if (own_left && (!rows_left || own->first.second <= row->key)) {
-      if (rows_left && own->first.second == row->key) ++row;  // our write shadows it
-      if (own->second.has_value()) merged.push_back({own->first.second, *own->second});
-      ++own;
-    } else {
-      merged.push_back(std::move(*row));
-      ++row;
-    }
-  }
-  return merged;
+  const bool complete = committed->size() < fetch;
+  return tx.overlay(table, from, to, limit, std::move(*committed), complete);
 }
 
 }  // namespace onceflow

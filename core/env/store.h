@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,7 +58,26 @@ class Transaction {
   const std::optional<std::string>* buffered(const std::string& table,
                                              const std::string& key) const;
 
-  using WriteSet = std::map<std::pair<std::string, std::string>, std::optional<std::string>>;
+  // Buffered erases of keys in [from, to) of `table` (an empty `to`: no upper bound).
+  size_t buffered_erases(const std::string& table, const std::string& from, const std::string& to) const;
+  // The first `limit` rows of [from, to) as this transaction sees them: `committed` (the
+  // snapshot's rows of that range, in key order, from `from` on) with the buffered writes
+  // laid over. When `committed_complete` is false, rows past its last key are unknown, so
+  // buffered rows beyond it are left out.
+  std::vector<Row> overlay(const std::string& table, const std::string& from, const std::string& to, size_t limit,
+                           std::vector<Row> committed, bool committed_complete) const;
+
+  // Ordered by (table, key); looked up by string views too, without copying the strings.
+  struct TableKeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      const int table = std::string_view(a.first).compare(std::string_view(b.first));
+      return table != 0 ? table < 0 : std::string_view(a.second) < std::string_view(b.second);
+    }
+  };
+  using TableKey = std::pair<std::string_view, std::string_view>;
+  using WriteSet = std::map<std::pair<std::string, std::string>, std::optional<std::string>, TableKeyLess>;
   const WriteSet& writes() const { return writes_; }
   size_t write_count() const { return writes_.size(); }
 
