@@ -49,7 +49,13 @@ std::string drop_older(std::string_view row, Micros watermark) {
 DedupTable::DedupTable(DedupLayout layout, int partition)
     : layout_(layout), prefix_(tables::partition_prefix(partition)) {}
 
-std::string DedupTable::row_key(uint64_t v) const { return prefix_ + tables::hex16(v); }
+std::string DedupTable::row_key(uint64_t v) const {
+  std::string key;
+  key.reserve(prefix_.size() + 16);
+  key += prefix_;
+  append_id(key, v);
+  return key;
+}
 
 bool DedupTable::contains(TableRows& rows, const Message& m) const {
   if (layout_ == DedupLayout::kFull) return rows.read(row_key(m.id)).has_value();

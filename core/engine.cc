@@ -73,12 +73,21 @@ uint64_t parse_hex16(std::string_view digits) {
 }
 std::string partition_prefix(int partition) {
   if (partition < 0 || partition > 0xffff) return fmt::format("{:04x}/", partition);
-  return format_id(static_cast<uint64_t>(partition)).substr(12) + '/';  // the last four digits
+  std::string prefix;
+  prefix.reserve(5);
+  for (int shift = 12; shift >= 0; shift -= 4) prefix += "0123456789abcdef"[(partition >> shift) & 0xf];
+  prefix += '/';
+  return prefix;
 }
 std::string stream_row_key(int partition, const Message& m) {
   // Offset so negative timestamps (clock skew) still sort before positive ones.
   const uint64_t ts = static_cast<uint64_t>(m.alignment_ts) ^ (1ULL << 63);
-  return partition_prefix(partition) + hex16(ts) + "/" + hex16(m.id);
+  std::string key = partition_prefix(partition);
+  key.reserve(key.size() + 33);
+  append_id(key, ts);
+  key += '/';
+  append_id(key, m.id);
+  return key;
 }
 }  // namespace tables
 

@@ -42,10 +42,16 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
   return mix64(h ^ output_index);
 }
 
-std::string format_id(uint64_t id) {
+void append_id(std::string& out, uint64_t id) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<size_t>(i)] = kDigits[id & 0xf];
+  char digits[16];
+  for (int i = 15; i >= 0; --i, id >>= 4) digits[i] = kDigits[id & 0xf];
+  out.append(digits, sizeof digits);
+}
+
+std::string format_id(uint64_t id) {
+  std::string out;
+  append_id(out, id);
   return out;
 }
 

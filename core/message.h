@@ -46,6 +46,7 @@ MessageId batched_message_id(std::vector<MessageId> parents);
 MessageId timer_output_id(std::string_view computation, std::string_view timer, uint32_t output_index);
 
 std::string format_id(uint64_t id);  // 16 hex digits
+void append_id(std::string& out, uint64_t id);  // appends format_id(id) without a temporary
 
 std::string encode_message(const Message& m);
 Result<Message> decode_message(std::string_view bytes);

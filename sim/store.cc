@@ -45,28 +45,42 @@ const StoreData::Versioned* visible(const StoreData::Chain& chain, Version snaps
 // ---------------------------------------------------------------------------------------
 // StoreData
 
-std::optional<std::string> StoreData::read(const std::string& table, const std::string& key,
-                                           Version snapshot) const {
-  auto t = tables_.find(table);
-  if (t == tables_.end()) return std::nullopt;
-  auto k = t->second.find(key);
-  if (k == t->second.end()) return std::nullopt;
-  const Versioned* v = visible(k->second, snapshot);
-  return v == nullptr ? std::nullopt : v->value;
+std::optional<std::string> StoreData::read(std::string_view table, std::string_view key, Version snapshot) const {
+  const std::string* value = find(table, key, snapshot);
+  return value == nullptr ? std::nullopt : std::optional<std::string>(*value);
 }
 
-std::vector<Row> StoreData::read_range(const std::string& table, const std::string& from,
-                                       const std::string& to, Version snapshot,
-                                       size_t limit) const {
-  std::vector<Row> rows;
+const std::string* StoreData::find(std::string_view table, std::string_view key, Version snapshot) const {
   auto t = tables_.find(table);
-  if (t == tables_.end()) return rows;
-  for (auto k = t->second.lower_bound(from);
-       k != t->second.end() && (to.empty() || k->first < to) && rows.size() < limit; ++k) {
-    const Versioned* v = visible(k->second, snapshot);
-    if (v != nullptr && v->value.has_value()) rows.push_back({k->first, *v->value});
-  }
+  if (t == tables_.end()) return nullptr;
+  auto k = t->second.find(key);
+  if (k == t->second.end()) return nullptr;
+  const Versioned* v = visible(k->second, snapshot);
+  return v == nullptr || !v->value.has_value() ? nullptr : &*v->value;
+}
+
+std::vector<Row> StoreData::read_range(std::string_view table, std::string_view from, std::string_view to,
+                                       Version snapshot, size_t limit) const {
+  std::vector<Row> rows;
+  for_each_row(table, from, to, snapshot, limit,
+               [&](const std::string& key, const std::string& value) { rows.push_back({key, value}); });
   return rows;
+}
+
+size_t StoreData::for_each_row(std::string_view table, std::string_view from, std::string_view to,
+                               Version snapshot, size_t limit,
+                               const std::function<void(const std::string&, const std::string&)>& row) const {
+  auto t = tables_.find(table);
+  if (t == tables_.end()) return 0;
+  size_t n = 0;
+  for (auto k = t->second.lower_bound(from); k != t->second.end() && (to.empty() || k->first < to) && n < limit;
+       ++k) {
+    const Versioned* v = visible(k->second, snapshot);
+    if (v == nullptr || !v->value.has_value()) continue;
+    row(k->first, *v->value);
+    ++n;
+  }
+  return n;
 }
 
 std::optional<std::string> StoreData::latest(const std::string& table,
@@ -132,41 +146,45 @@ Result<std::string> StoreServer::handle(std::string_view req) {
       return begin(now);
     case Op::kGet: {
       const TxId tx = in.u64();
-      const std::string table = in.string();
-      const std::string key = in.string();
+      const std::string_view table = in.bytes();
+      const std::string_view key = in.bytes();
       if (!in.done()) return malformed();
       if (Status s = check_active(tx, now); !s) return s;
-      const auto value = data_.read(table, key, active_.at(tx).snapshot);
-      out.boolean(value.has_value()).bytes(value.value_or(""));
+      const std::string* value = data_.find(table, key, active_.at(tx).snapshot);
+      out.boolean(value != nullptr).bytes(value != nullptr ? std::string_view(*value) : std::string_view());
       return out.take();
     }
     case Op::kGetMany: {
       const TxId tx = in.u64();
-      const std::string table = in.string();
+      const std::string_view table = in.bytes();
       const uint64_t count = in.u64();
-      std::vector<std::string> keys;
-      for (uint64_t i = 0; in.ok() && i < count; ++i) keys.push_back(in.string());
+      std::vector<std::string_view> keys;
+      for (uint64_t i = 0; in.ok() && i < count; ++i) keys.push_back(in.bytes());
       if (!in.done() || keys.size() != count) return malformed();
       if (Status s = check_active(tx, now); !s) return s;
       const Version snapshot = active_.at(tx).snapshot;
       out.u64(count);
-      for (const std::string& key : keys) {
-        const auto value = data_.read(table, key, snapshot);
-        out.boolean(value.has_value()).bytes(value.value_or(""));
+      for (const std::string_view key : keys) {
+        const std::string* value = data_.find(table, key, snapshot);
+        out.boolean(value != nullptr).bytes(value != nullptr ? std::string_view(*value) : std::string_view());
       }
       return out.take();
     }
     case Op::kScan: {
       const TxId tx = in.u64();
-      const std::string table = in.string();
-      const std::string from = in.string();
-      const std::string to = in.string();
+      const std::string_view table = in.bytes();
+      const std::string_view from = in.bytes();
+      const std::string_view to = in.bytes();
       const uint64_t limit = in.u64();
       if (!in.done() || limit == 0) return malformed();
       if (Status s = check_active(tx, now); !s) return s;
-      const auto rows = data_.read_range(table, from, to, active_.at(tx).snapshot, limit);
-      out.u64(rows.size());
-      for (const Row& row : rows) out.bytes(row.key).bytes(row.value);
+      Encoder rows;
+      const size_t n = data_.for_each_row(table, from, to, active_.at(tx).snapshot, limit,
+                                          [&](const std::string& key, const std::string& value) {
+                                            rows.bytes(key).bytes(value);
+                                          });
+      out.u64(n);
+      out.buffer() += rows.buffer();
       return out.take();
     }
     case Op::kCommit:
@@ -290,7 +308,12 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
   }
   // The rows written, looked up once for the conflict check and the apply; the writes come
   // sorted by (table, key), so each table is looked up once.
-  std::vector<StoreData::Chain*> chains(writes.size(), nullptr);
+  struct Place {
+    StoreData::Table* table = nullptr;
+    StoreData::Table::iterator row;
+    bool exists = false;
+  };
+  std::vector<Place> places(writes.size());
   StoreData::Table* table = nullptr;
   std::string_view table_name;
   for (size_t i = 0; i < writes.size(); ++i) {
@@ -301,23 +324,25 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
       table = &t->second;
       table_name = w.table;
     }
-    auto row = table->find(w.key);
-    if (row == table->end()) continue;
-    if (!row->second.empty() && row->second.back().version > snapshot) {
+    Place& place = places[i];
+    place.table = table;
+    place.row = table->find(w.key);
+    place.exists = place.row != table->end();
+    if (place.exists && !place.row->second.empty() && place.row->second.back().version > snapshot) {
       record_outcome(tx, false, 0);
       return Status::conflict(fmt::format("{}/{} written after snapshot {}", w.table, w.key, snapshot));
     }
-    chains[i] = &row->second;
   }
   const Version version = ++data_.last_version_;
   for (size_t i = 0; i < writes.size(); ++i) {
     const Write& w = writes[i];
-    if (chains[i] == nullptr) chains[i] = &data_.tables_.find(w.table)->second.emplace(std::string(w.key), StoreData::Chain{}).first->second;
-    if (!w.value) data_.tombstones_.push_back({std::string(w.table), std::string(w.key), version});
-    auto& written = chains[i]->emplace_back();
+    Place& place = places[i];
+    if (!place.exists) place.row = place.table->emplace(std::string(w.key), StoreData::Chain{}).first;
+    if (!w.value) data_.tombstones_.push_back({place.table, place.row, version});
+    auto& written = place.row->second.emplace_back();
     written.version = version;
     if (w.value) written.value.emplace(*w.value);
-    prune(*chains[i]);
+    prune(place.row->second);
   }
   forget_tombstones();
   record_outcome(tx, true, version);
@@ -376,15 +401,10 @@ void StoreServer::forget_tombstones() {
   auto& queue = data_.tombstones_;
   while (!queue.empty() && queue.front().version <= oldest) {
     const StoreData::Tombstone& t = queue.front();
-    auto table = data_.tables_.find(t.table);
-    if (table != data_.tables_.end()) {
-      auto row = table->second.find(t.key);
-      // Still erased by that very write: nothing before it is visible to anyone any more.
-      if (row != table->second.end() && !row->second.empty() && row->second.back().version == t.version &&
-          !row->second.back().value.has_value()) {
-        table->second.erase(row);
-      }
-    }
+    // Still erased by that very write: nothing before it is visible to anyone any more. (Only
+    // the newest write of a row can remove it, so no older tombstone is left pointing at it.)
+    const StoreData::Chain& chain = t.row->second;
+    if (!chain.empty() && chain.back().version == t.version && !chain.back().value.has_value()) t.table->erase(t.row);
     queue.pop_front();
   }
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,10 +81,14 @@ class StoreData {
   size_t expire_all_leases(Micros now);
 
   // Committed value visible at `snapshot`; nullopt when absent.
-  std::optional<std::string> read(const std::string& table, const std::string& key,
-                                  Version snapshot) const;
-  std::vector<Row> read_range(const std::string& table, const std::string& from,
-                              const std::string& to, Version snapshot, size_t limit) const;
+  std::optional<std::string> read(std::string_view table, std::string_view key, Version snapshot) const;
+  // The same without a copy: null when absent.
+  const std::string* find(std::string_view table, std::string_view key, Version snapshot) const;
+  std::vector<Row> read_range(std::string_view table, std::string_view from, std::string_view to, Version snapshot,
+                              size_t limit) const;
+  // Calls `row` with each row read_range() would return, without copying it; returns how many.
+  size_t for_each_row(std::string_view table, std::string_view from, std::string_view to, Version snapshot,
+                      size_t limit, const std::function<void(const std::string&, const std::string&)>& row) const;
   // The latest committed value (what a fresh snapshot reads). For tests and checkers.
   std::optional<std::string> latest(const std::string& table, const std::string& key) const;
   const std::map<std::string, Table, std::less<>>& tables() const { return tables_; }
@@ -111,8 +116,8 @@ class StoreData {
   // Erased rows, in commit order: once no snapshot can see what came before the erasure,
   // the key goes from its table (a scan would otherwise step over it forever).
   struct Tombstone {
-    std::string table;
-    std::string key;
+    Table* table;
+    Table::iterator row;  // map iterators stay valid until their own row is erased
     Version version;
   };
   std::deque<Tombstone> tombstones_;
