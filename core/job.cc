@@ -279,7 +279,12 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   const auto outputs = computation_ != nullptr ? computation_->output_streams
                        : source_ != nullptr    ? std::vector<std::string>{source_->output_stream}
                                                : std::vector<std::string>{};
-  for (const auto& stream : outputs) consumer_partitions_[stream] = consumer_partitions(env_.spec, stream);
+  for (const auto& stream : outputs) {
+    consumers_[stream] = Consumer{consumer_partitions(env_.spec, stream), tables::stream(stream)};
+  }
+  prefix_ = tables::partition_prefix(id_.partition);
+  if (computation_ != nullptr) timers_table_ = tables::timers(computation_->name);
+  if (sink_ != nullptr) outbox_table_ = tables::outbox(sink_->name);
   if (computation_ != nullptr) {
     state_backend_ = std::make_unique<StateForward>(*this);
     function_ = env_.registry.create(computation_->processing_function);
@@ -454,7 +459,7 @@ void Job::step_source(EpochTx& etx) {
   // so a replayed epoch reads the same range again and a committed one never.
   const std::string table =
       source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(source_->name);
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   const auto rows = etx.scan(table, prefix + tables::hex16(offset),
                              prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit));
   Micros last_write = etx.meta.low_watermark;
@@ -553,7 +558,7 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
   Micros last = etx.meta.low_watermark;
   const bool finished = max_cycles != 0 && cycle >= max_cycles;
   if (!finished) {
-    const std::string prefix = tables::partition_prefix(id_.partition);
+    const std::string& prefix = prefix_;
     const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
     const auto rows = etx.scan(tables::static_table(table_of(*source_)), prefix + tables::hex16(offset), prefix + "~", limit);
     for (const Row& row : rows) {
@@ -584,7 +589,7 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
 
 bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
                       std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from) {
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
   *unseen_from = kNoWatermark;
   for (const auto& stream : streams) {
@@ -676,11 +681,11 @@ Micros Job::next_output_ts(EpochTx& etx) {
 }
 
 void Job::emit(EpochTx& etx, Message m) {
-  const int partitions = consumer_partitions_.at(m.stream);
+  const Consumer& consumer = consumers_.at(m.stream);
   etx.record.produced.push_back(m);
-  if (partitions == 0) return;  // nothing reads this stream
-  const int partition = static_cast<int>(m.key % static_cast<uint64_t>(partitions));
-  etx.tx.put(tables::stream(m.stream), tables::stream_row_key(partition, m), encode_message(m));
+  if (consumer.partitions == 0) return;  // nothing reads this stream
+  const int partition = static_cast<int>(m.key % static_cast<uint64_t>(consumer.partitions));
+  etx.tx.put(consumer.table, tables::stream_row_key(partition, m), encode_message(m));
 }
 
 // --- Computations ---------------------------------------------------------------------------
@@ -705,8 +710,8 @@ void Job::step_computation(EpochTx& etx) {
   if (dedup) prefetch_dedup(etx, rows, input_watermark);
   if (!spec.timer_streams.empty()) {
     // All of the partition's timers, usually: then adding and firing them needs no reads.
-    const std::string prefix = tables::partition_prefix(id_.partition);
-    etx.prefetch_range(tables::timers(spec.name), prefix, prefix + "~", kTimerRowsKnown);
+    const std::string& prefix = prefix_;
+    etx.prefetch_range(timers_table_, prefix, prefix + "~", kTimerRowsKnown);
   }
   prefetch_state(etx, rows, input_watermark);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
@@ -808,8 +813,8 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, 
     event_watermark = std::max(event_watermark, m.event_ts);
   }
   if (!computation_->timer_streams.empty()) {
-    const std::string prefix = tables::partition_prefix(id_.partition);
-    for (const Row& row : etx.scan(tables::timers(computation_->name), prefix, prefix + "~", kTimersPerEpoch)) {
+    const std::string& prefix = prefix_;
+    for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
       const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value);
       if (t.trigger_ts <= std::max(etx.now, event_watermark)) keys.push_back(t.key);
     }
@@ -832,24 +837,24 @@ void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
     if (s.name == t.timer_stream) stream = &s;
   }
   assert(stream != nullptr);
-  std::string key = fmt::format("{}{:016x}/{:016x}/{}", tables::partition_prefix(id_.partition),
+  std::string key = fmt::format("{}{:016x}/{:016x}/{}", prefix_,
                                 static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63), t.key, t.timer_stream);
   if (!stream->deduplicate_equal_timestamps) key += fmt::format("/{:016x}", unique);
-  if (const auto existing = etx.read(tables::timers(spec.name), key)) {
+  if (const auto existing = etx.read(timers_table_, key)) {
     Decoder in(*existing);
     if (in.i64() <= t.event_ts) return;
   }
   Encoder ev;
   ev.i64(t.event_ts);
-  etx.tx.put(tables::timers(spec.name), key, ev.take());
+  etx.tx.put(timers_table_, key, ev.take());
 }
 
 void Job::fire_timers(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
   if (spec.timer_streams.empty()) return;
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   Context context(etx.now, env_.random);
-  for (const Row& row : etx.scan(tables::timers(spec.name), prefix, prefix + "~", kTimersPerEpoch)) {
+  for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
     const std::string rest = row.key.substr(prefix.size());
     const Timer t = decode_timer_row(rest, row.value);
     const TimerStreamSpec* ts = nullptr;
@@ -865,9 +870,9 @@ void Job::fire_timers(EpochTx& etx) {
     if (!etx.failed.is_ok()) return;
     etx.record.timers_fired.push_back(t);
     if (env_.bugs.timer_delete_apart) {
-      etx.timer_deletes_apart.emplace_back(tables::timers(spec.name), row.key);
+      etx.timer_deletes_apart.emplace_back(timers_table_, row.key);
     } else {
-      etx.tx.erase(tables::timers(spec.name), row.key);
+      etx.tx.erase(timers_table_, row.key);
     }
     for (CollectingOutput::Out& o : out.messages) {
       Message child;
@@ -891,14 +896,14 @@ void Job::step_sink(EpochTx& etx) {
   const SinkSpec& spec = *sink_;
   const bool amo = spec.at_most_once_strategy.enabled;
   const bool dedup = !amo && !env_.bugs.no_input_dedup;
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   // Outbox rows delivered since the last epoch are acknowledged now.
   const bool write_now = writes_before_commit(spec);
   std::vector<Message> written_now;
   if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
     const uint64_t acked = std::max(etx.meta.acked_seqno, std::min(sender_.delivered(), etx.meta.next_seqno - 1));
     for (uint64_t s = etx.meta.acked_seqno + 1; s <= acked; ++s) {
-      etx.tx.erase(tables::outbox(spec.name), prefix + tables::hex16(s));
+      etx.tx.erase(outbox_table_, prefix + tables::hex16(s));
       if (auto it = delivered_ids_.find(s); it != delivered_ids_.end()) etx.confirmed.push_back(it->second);
     }
     if (batching() && acked > etx.meta.acked_seqno) {
@@ -933,7 +938,7 @@ void Job::step_sink(EpochTx& etx) {
     } else if (write_now) {
       written_now.push_back(std::move(m));
     } else {
-      etx.tx.put(tables::outbox(spec.name), prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
+      etx.tx.put(outbox_table_, prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
     }
   }
   if (dedup) clean_dedup(etx);
@@ -958,14 +963,14 @@ void Job::step_sink(EpochTx& etx) {
 // Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
 // one fails; the rest wait for the next round. The target drops seqNos it has seen.
 bool Job::deliver_outbox() {
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   auto tx = env_.store.begin();
   if (!tx) return false;
   // A Kafka transaction or a ClickHouse batch may hold more than that.
   const size_t limit = sink_->type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
                        : batching() ? std::max<size_t>(256, static_cast<size_t>(sink_->max_batch_messages))
                                     : 256;
-  auto rows = env_.store.scan(*tx, tables::outbox(sink_->name), prefix, prefix + "~", limit);
+  auto rows = env_.store.scan(*tx, outbox_table_, prefix, prefix + "~", limit);
   std::set<std::string> batch_ends;
   if (rows && !rows->empty() && batching()) {
     auto ends = env_.store.scan(*tx, tables::outbox_batches(sink_->name), rows->front().key, rows->back().key + "~",
@@ -1026,7 +1031,7 @@ bool Job::deliver_outbox() {
 // a failure before that is retried later, one after it is final (a counted drop), and a
 // crash in between loses the message rather than repeat it.
 void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox) {
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   for (const OutboxRow& row : outbox) {
     if (row.seqno <= sender_.delivered()) continue;
     auto m = decode_message(row.message);
@@ -1035,7 +1040,7 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
     const auto outcome = external.send_once(id_.str(), lease_, *m, [&] {
       auto tx = env_.store.begin();
       if (!tx) return false;
-      tx->erase(tables::outbox(sink_->name), prefix + tables::hex16(row.seqno));
+      tx->erase(outbox_table_, prefix + tables::hex16(row.seqno));
       auto committed = env_.store.commit(*tx, {lease_});
       if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
       ambiguous = !committed && committed.error().is_ambiguous();
@@ -1065,11 +1070,11 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
 
 // The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
 void Job::deliver_uncommitted(EpochTx& etx) {
-  const std::string prefix = tables::partition_prefix(id_.partition);
+  const std::string& prefix = prefix_;
   ExternalSink* external = external_sink();
   std::vector<OutboxRow> rows;
   for (const auto& [where, value] : etx.tx.writes()) {
-    if (where.first != tables::outbox(sink_->name) || !value) continue;
+    if (where.first != outbox_table_ || !value) continue;
     if (external != nullptr) {
       rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
       continue;

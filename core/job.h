@@ -89,7 +89,14 @@ class Job {
   const SourceSpec* source_ = nullptr;
   const SinkSpec* sink_ = nullptr;
   std::unique_ptr<ProcessFunction> function_;
-  std::map<std::string, int> consumer_partitions_;  // stream -> partitions of its consumer
+  struct Consumer {
+    int partitions = 0;  // of the stream's consumer; 0 when nothing reads it
+    std::string table;   // the stream's table
+  };
+  std::map<std::string, Consumer> consumers_;  // by output stream
+  std::string prefix_;                         // the partition's key prefix in every table
+  std::string timers_table_;                   // computations
+  std::string outbox_table_;                   // sinks
   std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
   std::vector<std::string> state_tables_;        // the tables the function's state clients use
   std::string meta_key_;                         // this job's row in job_meta

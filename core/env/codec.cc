@@ -2,7 +2,7 @@
 
 namespace onceflow {
 
-Encoder& Encoder::u64(uint64_t v) {
+Encoder& Encoder::u64_long(uint64_t v) {
   char buffer[10];  // a varint of 64 bits takes at most 10 bytes; one append instead of ten
   size_t n = 0;
   while (v >= 0x80) {
@@ -20,7 +20,7 @@ Encoder& Encoder::bytes(std::string_view v) {
   return *this;
 }
 
-uint64_t Decoder::u64() {
+uint64_t Decoder::u64_long() {
   uint64_t result = 0;
   for (int shift = 0; ok_ && shift <= 63; shift += 7) {
     if (pos_ >= in_.size()) break;

@@ -15,7 +15,13 @@ namespace onceflow {
 
 class Encoder {
  public:
-  Encoder& u64(uint64_t v);
+  Encoder& u64(uint64_t v) {
+    if (v < 0x80) {  // most lengths and flags: one byte
+      out_.push_back(static_cast<char>(v));
+      return *this;
+    }
+    return u64_long(v);
+  }
   Encoder& i64(int64_t v) { return u64((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   Encoder& boolean(bool v) { return u64(v ? 1 : 0); }
   Encoder& bytes(std::string_view v);
@@ -24,6 +30,7 @@ class Encoder {
   std::string take() { return std::move(out_); }
 
  private:
+  Encoder& u64_long(uint64_t v);
   std::string out_;
 };
 
@@ -31,7 +38,10 @@ class Decoder {
  public:
   explicit Decoder(std::string_view in) : in_(in) {}
 
-  uint64_t u64();
+  uint64_t u64() {
+    if (ok_ && pos_ < in_.size() && static_cast<uint8_t>(in_[pos_]) < 0x80) return static_cast<uint8_t>(in_[pos_++]);
+    return u64_long();
+  }
   int64_t i64() {
     const uint64_t v = u64();
     return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
@@ -46,6 +56,7 @@ class Decoder {
   bool done() const { return ok_ && pos_ == in_.size(); }
 
  private:
+  uint64_t u64_long();
   std::string_view in_;
   size_t pos_ = 0;
   bool ok_ = true;
