@@ -48,6 +48,7 @@ class Recorder final : public EngineObserver {
     r.lease = e.lease;
     attempts_tx.push_back(e.tx);
     attempts_node.push_back(e.node);
+    attempts_at.push_back(world_->now());
     for (const Message& m : e.consumed) r.consumed.push_back(record_of(m));
     for (const Message& m : e.produced) r.produced.push_back(record_of(m));
     for (const Timer& t : e.timers_fired) {
@@ -99,6 +100,7 @@ class Recorder final : public EngineObserver {
   std::vector<checkers::EpochRecord> attempts;
   std::vector<TxId> attempts_tx;
   std::vector<std::string> attempts_node;
+  std::vector<Micros> attempts_at;  // when each commit was asked for
   std::set<uint64_t> amo_seen;  // at-most-once messages queued or dropped at least once
   std::map<std::string, std::set<uint64_t>> drops;
   std::map<std::string, std::set<uint64_t>> in_queue;  // queued, neither sent nor dropped yet
@@ -182,13 +184,14 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     e.version = *version;
     e.node = rec.attempts_node[i];
     // An at-most-once sink hands committed messages to an in-memory queue; a crash of its
-    // worker between that commit and the queue loses them, and the simulator counts that.
+    // worker between asking for that commit and the queue loses them (the commit may even
+    // apply after the crash, its request still on the way), and the simulator counts that.
     const SinkSpec* sink = e.job.rfind("sink/", 0) == 0 ? w.spec().sink(e.computation) : nullptr;
     if (sink != nullptr && default_guarantee(*sink) == checkers::Guarantee::kAtMostOnce) {
       const auto c = crashes.find(rec.attempts_node[i]);
-      const Micros committed_at = data.commit_log().empty() ? 0 : commit_time[e.version];
+      const Micros asked_at = rec.attempts_at[i];
       const bool crashed = c != crashes.end() &&
-                           std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= committed_at; });
+                           std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= asked_at; });
       for (const auto& m : e.consumed) {
         if (crashed && rec.amo_seen.count(m.id) == 0) lost_in_crash[sink->name].insert(m.id);
       }
