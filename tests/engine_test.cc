@@ -1,5 +1,6 @@
 // The engine's mechanisms one at a time: Leases, dedup and its cleanup, timers, state,
 // outbox resend, the at-most-once queue, and pipeline pause.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -372,6 +373,26 @@ TEST(EngineTest, RelaxedBatchingGroupsInputsUnderParentSetIds) {
 namespace onceflow::faults {
 namespace {
 
+// One process function with a system-time timer stream, from a queue into a sync sink.
+PipelineSpec timer_pipeline(const std::string& function) {
+  return parse(fmt::format(R"(
+name: timers
+sources:
+  events: {{type: queue, output_stream: event}}
+computations:
+  Timers:
+    type: process_function
+    processing_function: {}
+    input_streams: [event]
+    output_streams: [fired]
+    timer_streams:
+      t: {{watermark: system_time}}
+sinks:
+  out: {{type: sync_queue, input_stream: fired}}
+)",
+                           function));
+}
+
 // Adds two timers with the same trigger time per message; each firing emits one message.
 class TwinTimers final : public ProcessFunction {
  public:
@@ -387,21 +408,7 @@ class TwinTimers final : public ProcessFunction {
 size_t twin_timer_firings(bool deduplicate) {
   ComputationRegistry reg;
   reg.add("TwinTimers", [] { return std::make_unique<TwinTimers>(); });
-  PipelineSpec spec = parse(R"(
-name: twins
-sources:
-  events: {type: queue, output_stream: event}
-computations:
-  Twins:
-    type: process_function
-    processing_function: TwinTimers
-    input_streams: [event]
-    output_streams: [fired]
-    timer_streams:
-      t: {watermark: system_time}
-sinks:
-  out: {type: sync_queue, input_stream: fired}
-)");
+  PipelineSpec spec = timer_pipeline("TwinTimers");
   spec.computations[0].timer_streams[0].deduplicate_equal_timestamps = deduplicate;
   PipelineWorldOptions options;
   options.workload.messages = 20;
@@ -420,6 +427,47 @@ sinks:
     }
   }
   return sinks.at("out").size();
+}
+
+// Three timers per key at fixed times, set again by each later message of the key (equal
+// timers merge, keeping the smallest event time), each firing reading the key's state: more
+// timer rows than an epoch reads ahead, so that epochs must find the rest in the store, and
+// state read both for a batch's messages and for its due timers.
+class ManyTimers final : public ProcessFunction {
+ public:
+  static constexpr Micros kFireAt = 2 * kSeconds;
+  void init(const InitContext& init) override { init.init_state_client(seen_, "seen"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    seen_.set(m.key, std::to_string(std::stoll(seen_.get(m.key).value_or("0")) + 1));
+    for (int i = 0; i < 3; ++i) out.add_timer(kFireAt + i * kMillis);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(t.key, fmt::format("seen {} event time {}", seen_.get(t.key).value_or("never"), t.event_ts));
+  }
+
+ private:
+  StateClient seen_;
+};
+
+TEST(EngineTest, MoreTimersThanAnEpochReadsAheadMergeAndFireOnceEach) {
+  ComputationRegistry reg;
+  reg.add("ManyTimers", [] { return std::make_unique<ManyTimers>(); });
+  const PipelineSpec spec = timer_pipeline("ManyTimers");
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  options.workload.messages = 1200;
+  options.workload.keys = 500;  // 1,500 timer rows pending at once in the one partition
+  options.workload.interval_us = 200;
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  std::set<uint64_t> keys;
+  for (const auto& in : w.inputs()) keys.insert(in.key);
+  EXPECT_GT(keys.size() * 3, 1024u);
+  EXPECT_EQ(rec.timers_fired, keys.size() * 3);
+  EXPECT_EQ(live_rows(w.store_data(), "timers/Timers"), 0u);
+  expect_reference(w, reg);
 }
 
 TEST(EngineTest, DeduplicateEqualTimestampsMergesSameKeyTimersKeepingTheSmallestEventTime) {
