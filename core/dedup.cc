@@ -76,6 +76,20 @@ void DedupTable::record(TableRows& rows, const Message& m) const {
   rows.put(key, std::move(row));
 }
 
+bool DedupTable::record_if_new(TableRows& rows, const Message& m) const {
+  if (layout_ == DedupLayout::kFull) {
+    if (contains(rows, m)) return false;
+    record(rows, m);
+    return true;
+  }
+  const std::string key = row_key(m.key);
+  std::string row = rows.read(key).value_or("");
+  if (holds(row, m.id)) return false;
+  append_entry(row, m.id, m.system_ts);
+  rows.put(key, std::move(row));
+  return true;
+}
+
 void DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows) const {
   for (const Row& row : rows.scan(prefix_, prefix_ + "~", max_rows)) {
     if (layout_ == DedupLayout::kFull) {

@@ -152,7 +152,9 @@ class Job::EpochTx final : public StateBackend {
       failed = r.error();
       return;
     }
-    for (size_t i = 0; i < wanted.size(); ++i) prefetched_[{table, wanted[i]}] = std::move((*r)[i]);
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      prefetched_.insert_or_assign(std::pair<std::string, std::string>(table, std::move(wanted[i])), std::move((*r)[i]));
+    }
   }
   // Reads the committed rows of [from, to) of `table` in one round trip. When there are
   // fewer than `limit` of them (so that they are all of them), reads and scans inside that
@@ -641,14 +643,9 @@ void Job::prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, 
   etx.prefetch(dedup_table_, keys);
 }
 
-bool Job::is_duplicate(EpochTx& etx, const Message& m) {
+bool Job::first_seen(EpochTx& etx, const Message& m) {
   DedupRows rows(etx, dedup_table_);
-  return dedup_.contains(rows, m);
-}
-
-void Job::record_processed(EpochTx& etx, const Message& m) {
-  DedupRows rows(etx, dedup_table_);
-  dedup_.record(rows, m);
+  return dedup_.record_if_new(rows, m);
 }
 
 Micros Job::producers_watermark(EpochTx& etx, bool replay) {
@@ -682,10 +679,11 @@ Micros Job::next_output_ts(EpochTx& etx) {
 
 void Job::emit(EpochTx& etx, Message m) {
   const Consumer& consumer = consumers_.at(m.stream);
-  etx.record.produced.push_back(m);
-  if (consumer.partitions == 0) return;  // nothing reads this stream
-  const int partition = static_cast<int>(m.key % static_cast<uint64_t>(consumer.partitions));
-  etx.tx.put(consumer.table, tables::stream_row_key(partition, m), encode_message(m));
+  if (consumer.partitions != 0) {  // else nothing reads this stream
+    const int partition = static_cast<int>(m.key % static_cast<uint64_t>(consumer.partitions));
+    etx.tx.put(consumer.table, tables::stream_row_key(partition, m), encode_message(m));
+  }
+  etx.record.produced.push_back(std::move(m));
 }
 
 // --- Computations ---------------------------------------------------------------------------
@@ -732,7 +730,7 @@ void Job::step_computation(EpochTx& etx) {
     }
     etx.has_work = true;
     const auto sep = row.find('\x1f');
-    if (dedup && is_duplicate(etx, m)) {
+    if (dedup && !first_seen(etx, m)) {
       etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
@@ -740,9 +738,7 @@ void Job::step_computation(EpochTx& etx) {
     CollectingOutput out(spec, m.key, m.event_ts);
     function_->process_message(m, out, context);
     if (!etx.failed.is_ok()) return;
-    etx.record.consumed.push_back(m);
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
-    if (dedup) record_processed(etx, m);
     if (swift) {
       etx.consumed_rows.push_back(row);
     } else {
@@ -763,6 +759,7 @@ void Job::step_computation(EpochTx& etx) {
       emit(etx, std::move(child));
     }
     for (const Timer& t : out.timers) add_timer(etx, t, derived_message_id(m.id, static_cast<uint32_t>(&t - out.timers.data())));
+    etx.record.consumed.push_back(std::move(m));
   }
   // Batching: one message per (stream, key) group of up to batch_size inputs.
   for (auto& [where, items] : batches) {
@@ -925,11 +922,10 @@ void Job::step_sink(EpochTx& etx) {
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
-    if (dedup && is_duplicate(etx, m)) {
+    if (dedup && !first_seen(etx, m)) {
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
     }
-    if (dedup) record_processed(etx, m);
     etx.record.consumed.push_back(m);
     if (amo) {
       etx.amo_outputs.push_back(std::move(m));

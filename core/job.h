@@ -62,8 +62,8 @@ class Job {
   bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
                    std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from);
   void prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
-  bool is_duplicate(EpochTx& etx, const Message& m);
-  void record_processed(EpochTx& etx, const Message& m);
+  // Records `m` in the input dedup table; false when it was there already (a duplicate).
+  bool first_seen(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs.
   Micros producers_watermark(EpochTx& etx, bool replay);

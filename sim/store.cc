@@ -179,6 +179,7 @@ Result<std::string> StoreServer::handle(std::string_view req) {
       if (!in.done() || limit == 0) return malformed();
       if (Status s = check_active(tx, now); !s) return s;
       Encoder rows;
+      rows.buffer().reserve(4096);
       const size_t n = data_.for_each_row(table, from, to, active_.at(tx).snapshot, limit,
                                           [&](const std::string& key, const std::string& value) {
                                             rows.bytes(key).bytes(value);
@@ -541,8 +542,12 @@ Result<Version> SimStoreClient::commit(const Transaction& tx,
   req.u64(tx.id()).u64(prerequisites.size());
   for (LeaseId lease : prerequisites) req.u64(lease);
   req.u64(tx.write_count());
+  size_t bytes = 0;
+  for (const auto& [where, value] : tx.writes()) bytes += where.first.size() + where.second.size() + (value ? value->size() : 0) + 8;
+  req.buffer().reserve(req.buffer().size() + bytes);
   for (const auto& [where, value] : tx.writes()) {
-    req.bytes(where.first).bytes(where.second).boolean(value.has_value()).bytes(value.value_or(""));
+    req.bytes(where.first).bytes(where.second).boolean(value.has_value());
+    req.bytes(value ? std::string_view(*value) : std::string_view());
   }
   auto reply = network_.call(store_node_, kStoreService, req.take(), rpc_timeout_us_);
   if (!reply) {

@@ -16,23 +16,24 @@ std::string_view lease_state_name(LeaseState state) {
 }
 
 namespace {
-void set(Transaction::WriteSet& writes, const std::string& table, const std::string& key,
-         std::optional<std::string> value) {
+void set(Transaction::WriteSet& writes, std::string table, std::string key, std::optional<std::string> value) {
   const Transaction::TableKey where{table, key};
   auto it = writes.lower_bound(where);
   if (it != writes.end() && !writes.key_comp()(where, it->first)) {
     it->second = std::move(value);
   } else {
-    writes.emplace_hint(it, std::pair<std::string, std::string>(table, key), std::move(value));
+    writes.emplace_hint(it, std::pair<std::string, std::string>(std::move(table), std::move(key)), std::move(value));
   }
 }
 }  // namespace
 
-void Transaction::put(const std::string& table, const std::string& key, std::string value) {
-  set(writes_, table, key, std::move(value));
+void Transaction::put(std::string table, std::string key, std::string value) {
+  set(writes_, std::move(table), std::move(key), std::move(value));
 }
 
-void Transaction::erase(const std::string& table, const std::string& key) { set(writes_, table, key, std::nullopt); }
+void Transaction::erase(std::string table, std::string key) {
+  set(writes_, std::move(table), std::move(key), std::nullopt);
+}
 
 const std::optional<std::string>* Transaction::buffered(const std::string& table,
                                                         const std::string& key) const {

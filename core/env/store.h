@@ -51,8 +51,9 @@ class Transaction {
   TxId id() const { return id_; }
   Version snapshot() const { return snapshot_; }
 
-  void put(const std::string& table, const std::string& key, std::string value);
-  void erase(const std::string& table, const std::string& key);
+  // By value: a caller's temporaries move into the write set.
+  void put(std::string table, std::string key, std::string value);
+  void erase(std::string table, std::string key);
 
   // The buffered write of (table, key): nullopt when none; a nullopt inside when erased.
   const std::optional<std::string>* buffered(const std::string& table,
