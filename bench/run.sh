@@ -26,6 +26,9 @@ build/bench/scheduler_bench --benchmark_filter='BM_PingPongEvents|BM_FiberSwitch
 say "headline exploration"
 "$onceflow" explore scenarios/retryable_request.yaml --seeds "$(size 200 20)" --jobs 1 --json >"$tmp/headline.json"
 
+say "the headline on a slower clock"
+"$onceflow" explore bench/scenarios/retryable_request_slow.yaml --seeds "$(size 50 5)" --jobs 1 --json >"$tmp/slow.json"
+
 # A keyed aggregation with N messages over P partitions, one seed, no faults.
 scaling_run() {  # scaling_run NAME MESSAGES PARTITIONS
   local name=$1 messages=$2 partitions=$3
@@ -87,6 +90,14 @@ out = {
     "headline_peak_rss_mb": round(head["peak_rss_mb"], 1),
     "headline_events_per_seed": round(head["events_total"] / head["seeds"]),
 }
+slow = load("slow.json")
+slow_wall_s = slow["wall_ms"] / 1e3
+out.update({
+    "slow_clock_seeds_per_s": round(slow["seeds"] / slow_wall_s, 2),
+    "slow_clock_speedup_vs_real_time": round(slow["sim_time_us_total"] / 1e6 / slow_wall_s, 1),
+    "slow_clock_simulated_s_per_seed": round(slow["sim_time_us_total"] / 1e6 / slow["seeds"], 1),
+    "headline_simulated_s_per_seed": round(head["sim_time_us_total"] / 1e6 / head["seeds"], 1),
+})
 scaling = {}
 for name in sorted(os.listdir(tmp)):
     if (name.startswith("messages-") or name.startswith("partitions-")) and name.endswith(".json"):
