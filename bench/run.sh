@@ -64,7 +64,7 @@ print(min(s["commits"], 20000), max(1, round(writes / s["commits"])), max(1, rou
 build/bench/leveldb_raw_bench "$tmp/raw-leveldb" "$batches" "$entries" "$value_bytes" >"$tmp/leveldb.json"
 
 say "kafka sinks against raw librdkafka producers (mock cluster)"
-build/bench/kafka_bench "$(size 40000 4000)" 256 256 "$(size 5 1)" >"$tmp/kafka.json"
+build/bench/kafka_bench "$(size 200000 4000)" 256 256 "$(size 5 1)" >"$tmp/kafka.json"
 
 python3 - "$tmp" "$quick" <<'PY'
 import json, os, sys
