@@ -109,6 +109,7 @@ constexpr BugName kBugNames[] = {
     {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance},
     {"offsets-before-commit", &BugSwitches::offsets_before_commit},
     {"callback-before-commit", &BugSwitches::callback_before_commit},
+    {"uncounted-send-failure", &BugSwitches::uncounted_send_failure},
 };
 }  // namespace
 

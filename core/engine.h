@@ -80,6 +80,7 @@ struct BugSwitches {
   bool no_abort_on_rebalance = false;  // controller moves jobs without aborting Leases
   bool offsets_before_commit = false;  // source offsets committed before the stream rows
   bool callback_before_commit = false; // async sink: delivery callback before the ack commits
+  bool uncounted_send_failure = false; // at-most-once queue: a failed send is not counted as a drop
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
@@ -111,9 +112,15 @@ class EngineObserver {
   virtual void epoch_committed(const Epoch& /*epoch*/) {}
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
   virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
-  // At-most-once sinks: a message accepted into the in-memory queue, sent, or dropped.
+  // At-most-once sinks: a message held only in the sink's memory (accepted into the
+  // in-memory queue, or acknowledged in the outbox just before its one send), sent, or
+  // dropped. A crash between queued and sent or dropped loses the message.
   virtual void amo_queued(const std::string& /*sink*/, const Message& /*m*/) {}
   virtual void amo_sent(const std::string& /*sink*/, MessageId /*id*/) {}
+  // An at-most-once sink with the outbox strategy is about to acknowledge (erase) message
+  // `id`'s outbox row in transaction `tx`, just before its one send: if that applies and the
+  // process crashes before it learns so, the message is lost.
+  virtual void amo_acknowledging(const std::string& /*sink*/, MessageId /*id*/, TxId /*tx*/) {}
   virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
   // An async sink's delivery callback: the target holds these messages and epoch `version`
   // of `job`, which acknowledged them, committed.

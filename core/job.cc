@@ -1037,9 +1037,14 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
       auto tx = env_.store.begin();
       if (!tx) return false;
       tx->erase(outbox_table_, prefix + tables::hex16(row.seqno));
+      if (env_.observer != nullptr) env_.observer->amo_acknowledging(sink_->name, m->id, tx->id());
       auto committed = env_.store.commit(*tx, {lease_});
       if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
       ambiguous = !committed && committed.error().is_ambiguous();
+      // From here on the message is in this process only: a crash before the send loses it.
+      if (ambiguous || committed.has_value()) {
+        if (env_.observer != nullptr) env_.observer->amo_queued(sink_->name, *m);
+      }
       return committed.has_value();
     });
     if (outcome == ExternalSink::Once::kNotStarted && ambiguous) {
@@ -1115,7 +1120,7 @@ void Job::send_at_most_once() {
     if (env_.observer != nullptr) {
       if (sent) {
         env_.observer->amo_sent(sink_->name, m.id);
-      } else {
+      } else if (!env_.bugs.uncounted_send_failure) {  // the bug: the loss goes uncounted
         env_.observer->amo_dropped(sink_->name, m.id, "send failed");
       }
     }

@@ -74,8 +74,12 @@ class Recorder final : public EngineObserver {
     note("", fmt::format("{} dropped duplicate {}", job.str(), format_id(id)));
   }
   void amo_queued(const std::string& sink, const Message& m) override {
-    in_queue[sink].insert(m.id);
+    const sim::NodeIndex node = world_->scheduler().current_node();
+    in_queue[sink][m.id] = {world_->name(node), world_->now()};
     amo_seen.insert(m.id);
+  }
+  void amo_acknowledging(const std::string& sink, MessageId id, TxId tx) override {
+    acks.push_back({sink, id, tx, world_->name(world_->scheduler().current_node()), world_->now()});
   }
   void amo_sent(const std::string& sink, MessageId id) override {
     in_queue[sink].erase(id);
@@ -103,7 +107,19 @@ class Recorder final : public EngineObserver {
   std::vector<Micros> attempts_at;  // when each commit was asked for
   std::set<uint64_t> amo_seen;  // at-most-once messages queued or dropped at least once
   std::map<std::string, std::set<uint64_t>> drops;
-  std::map<std::string, std::set<uint64_t>> in_queue;  // queued, neither sent nor dropped yet
+  struct Held {  // where and since when a queued message was held
+    std::string node;
+    Micros since = 0;
+  };
+  std::map<std::string, std::map<uint64_t, Held>> in_queue;  // queued, neither sent nor dropped yet
+  struct Ack {  // an outbox row acknowledged before its one send (at-most-once)
+    std::string sink;
+    uint64_t id = 0;
+    TxId tx = 0;
+    std::string node;
+    Micros at = 0;
+  };
+  std::vector<Ack> acks;
   std::map<std::string, uint64_t> counters;
   std::vector<checkers::ConfirmationRecord> confirmations;
   std::vector<std::string> warnings;  // distinct, in order of first appearance
@@ -198,6 +214,15 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     }
     h.epochs.push_back(std::move(e));
   }
+  // The same for an outbox row acknowledged before its send: the acknowledgement applied, and
+  // the sender's node crashed before the message was sent or dropped.
+  for (const auto& ack : rec.acks) {
+    if (!data.committed_version(ack.tx) || rec.amo_seen.count(ack.id) != 0) continue;
+    const auto c = crashes.find(ack.node);
+    if (c != crashes.end() && std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= ack.at; })) {
+      lost_in_crash[ack.sink].insert(ack.id);
+    }
+  }
   std::stable_sort(h.epochs.begin(), h.epochs.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
   for (auto& e : h.epochs) {
     auto it = commit_time.find(e.version);
@@ -220,10 +245,17 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     auto ref = reference.sinks.find(sink.name);
     h.sinks.push_back({sink.name, guarantee, ref == reference.sinks.end() ? decltype(ref->second){} : ref->second,
                        writes_before_commit(sink)});
-    // At-most-once: what a crash took from the in-memory queue is lost and counted as such.
+    // At-most-once: what a crash took from a sink's memory is lost and counted as such. A
+    // message still held at the end without its node having crashed since is not: it was
+    // lost without a count, which the delivery check reports.
     auto& dropped = h.counted_drops[sink.name];
     dropped = rec.drops[sink.name];
-    dropped.insert(rec.in_queue[sink.name].begin(), rec.in_queue[sink.name].end());
+    for (const auto& [id, held] : rec.in_queue[sink.name]) {
+      const auto c = crashes.find(held.node);
+      if (c != crashes.end() && std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= held.since; })) {
+        dropped.insert(id);
+      }
+    }
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
   h.confirmations = rec.confirmations;
