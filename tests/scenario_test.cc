@@ -32,6 +32,31 @@ TEST(ScenarioTest, LibraryScenariosLoad) {
   }
 }
 
+// bench/run.sh reports it next to the headline as "the same work on a slower clock".
+TEST(ScenarioTest, TheBenchSlowClockScenarioIsTheHeadlineOnASlowerClock) {
+  auto headline = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/retryable_request.yaml");
+  auto slow = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/bench/scenarios/retryable_request_slow.yaml");
+  ASSERT_TRUE(headline.has_value()) << headline.error().message();
+  ASSERT_TRUE(slow.has_value()) << slow.error().message();
+  const PipelineSpec& a = headline->pipeline.spec;
+  const PipelineSpec& b = slow->pipeline.spec;
+  ASSERT_EQ(a.computations.size(), b.computations.size());
+  for (size_t i = 0; i < a.computations.size(); ++i) {
+    EXPECT_EQ(a.computations[i].processing_function, b.computations[i].processing_function);
+    EXPECT_EQ(a.computations[i].partitions, b.computations[i].partitions);
+  }
+  ASSERT_EQ(a.sources.size(), b.sources.size());
+  EXPECT_EQ(a.sources[0].partitions, b.sources[0].partitions);
+  EXPECT_EQ(headline->pipeline.workload.messages, slow->pipeline.workload.messages);
+  EXPECT_EQ(headline->pipeline.workload.keys, slow->pipeline.workload.keys);
+  EXPECT_EQ(headline->pipeline.workers, slow->pipeline.workers);
+  EXPECT_EQ(headline->pipeline.swarm, slow->pipeline.swarm);
+  EXPECT_GT(b.epoch_period_us, a.epoch_period_us);
+  EXPECT_GT(b.lease_ttl_us, a.lease_ttl_us);
+  EXPECT_GT(slow->pipeline.workload.interval_us, headline->pipeline.workload.interval_us);
+  EXPECT_GT(slow->pipeline.heal_at_us, headline->pipeline.heal_at_us);
+}
+
 TEST(ScenarioTest, AWrittenScenarioKeepsItsExternalSystems) {
   for (const char* name : {"clickhouse_short_window.yaml", "http_ignores_key.yaml"}) {
     auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name);
