@@ -1,5 +1,7 @@
 #include "core/dedup.h"
 
+#include <boost/endian/conversion.hpp>
+
 #include <algorithm>
 
 #include "core/engine.h"
@@ -13,19 +15,13 @@ namespace {
 // steps through it 16 bytes at a time.
 constexpr size_t kEntryBytes = 16;
 
-uint64_t load64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(p[i]);
-  return v;
-}
+uint64_t load64(const char* p) { return boost::endian::load_little_u64(reinterpret_cast<const unsigned char*>(p)); }
 
 void append_entry(std::string& row, MessageId id, Micros ts) {
-  char entry[kEntryBytes];
-  for (int i = 0; i < 8; ++i) {
-    entry[i] = static_cast<char>(id >> (8 * i));
-    entry[8 + i] = static_cast<char>(static_cast<uint64_t>(ts) >> (8 * i));
-  }
-  row.append(entry, kEntryBytes);
+  unsigned char entry[kEntryBytes];
+  boost::endian::store_little_u64(entry, id);
+  boost::endian::store_little_u64(entry + 8, static_cast<uint64_t>(ts));
+  row.append(reinterpret_cast<const char*>(entry), kEntryBytes);
 }
 
 bool holds(std::string_view row, MessageId id) {
