@@ -59,23 +59,13 @@ bool DedupTable::contains(TableRows& rows, const Message& m) const {
   return row.has_value() && holds(*row, m.id);
 }
 
-void DedupTable::record(TableRows& rows, const Message& m) const {
-  if (layout_ == DedupLayout::kFull) {
-    Encoder ts;
-    ts.i64(m.system_ts);
-    rows.put(row_key(m.id), ts.take());
-    return;
-  }
-  const std::string key = row_key(m.key);
-  std::string row = rows.read(key).value_or("");
-  append_entry(row, m.id, m.system_ts);
-  rows.put(key, std::move(row));
-}
-
 bool DedupTable::record_if_new(TableRows& rows, const Message& m) const {
   if (layout_ == DedupLayout::kFull) {
-    if (contains(rows, m)) return false;
-    record(rows, m);
+    const std::string key = row_key(m.id);
+    if (rows.read(key).has_value()) return false;
+    Encoder ts;
+    ts.i64(m.system_ts);
+    rows.put(key, ts.take());
     return true;
   }
   const std::string key = row_key(m.key);

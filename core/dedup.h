@@ -37,10 +37,8 @@ class DedupTable {
   bool contains(TableRows& rows, const Message& m) const;
   // The row contains() and record() read for `m`.
   std::string row_key_of(const Message& m) const { return row_key(layout_ == DedupLayout::kFull ? m.id : m.key); }
-  // REQUIRES: !contains(rows, m).
-  void record(TableRows& rows, const Message& m) const;
-  // contains() then record() in one read of the row: true when `m` was new (and is now
-  // recorded), false when it was a duplicate (and nothing changed).
+  // Records `m` unless contains(rows, m), reading its row once: true when `m` was new (and
+  // is now recorded), false when it was a duplicate (and nothing changed).
   bool record_if_new(TableRows& rows, const Message& m) const;
   // Drops the entries with system_ts < watermark among the partition's first `max_rows` rows.
   void cleanup(TableRows& rows, Micros watermark, size_t max_rows) const;

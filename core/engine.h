@@ -117,10 +117,10 @@ class EngineObserver {
   // dropped. A crash between queued and sent or dropped loses the message.
   virtual void amo_queued(const std::string& /*sink*/, const Message& /*m*/) {}
   virtual void amo_sent(const std::string& /*sink*/, MessageId /*id*/) {}
-  // An at-most-once sink with the outbox strategy is about to acknowledge (erase) message
+  // An at-most-once sink job with the outbox strategy is about to acknowledge (erase) message
   // `id`'s outbox row in transaction `tx`, just before its one send: if that applies and the
   // process crashes before it learns so, the message is lost.
-  virtual void amo_acknowledging(const std::string& /*sink*/, MessageId /*id*/, TxId /*tx*/) {}
+  virtual void amo_acknowledging(const JobId& /*job*/, LeaseId /*lease*/, MessageId /*id*/, TxId /*tx*/) {}
   virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
   // An async sink's delivery callback: the target holds these messages and epoch `version`
   // of `job`, which acknowledged them, committed.

@@ -156,19 +156,24 @@ class Job::EpochTx final : public StateBackend {
       prefetched_.insert_or_assign(std::pair<std::string, std::string>(table, std::move(wanted[i])), std::move((*r)[i]));
     }
   }
-  // Reads the committed rows of [from, to) of `table` in one round trip. When there are
-  // fewer than `limit` of them (so that they are all of them), reads and scans inside that
-  // range are answered from them from then on, with the transaction's own writes laid over.
+  // Reads the first `limit` committed rows of [from, to) of `table` in one round trip. Reads
+  // and scans inside the part of the range they cover (all of it when there are fewer, else
+  // up to the last row read) are answered from them from then on, with the transaction's
+  // own writes laid over.
   void prefetch_range(const std::string& table, const std::string& from, const std::string& to, size_t limit) {
     if (!failed.is_ok()) return;
+    // Rows this transaction wrote already would be mistaken for committed ones.
+    if (writes_in(table, from, to)) return;
     auto r = store_.scan(tx, table, from, to, limit);
     if (!r) {
       failed = r.error();
       return;
     }
-    // Rows this transaction wrote already would be mistaken for committed ones.
-    if (r->size() < limit && !writes_in(table, from, to)) {
+    if (r->size() < limit) {
       known_.push_back({table, from, to, std::move(*r)});
+    } else {
+      std::string past_last = r->back().key + '\0';  // the least key after the last row read
+      known_.push_back({table, from, std::move(past_last), std::move(*r)});
     }
   }
   std::vector<Row> scan(const std::string& table, const std::string& from, const std::string& to,
@@ -213,8 +218,9 @@ class Job::EpochTx final : public StateBackend {
     return it != tx.writes().end() && it->first.first == table && (to.empty() || it->first.second < to);
   }
   Store& store_;
-  std::map<std::pair<std::string, std::string>, std::optional<std::string>, Transaction::TableKeyLess>
-      prefetched_;  // snapshot values
+  // What get_many answered: the snapshot's value, or the transaction's own write when it had
+  // one then (read() looks at the transaction's writes first, so those are never used).
+  std::map<std::pair<std::string, std::string>, std::optional<std::string>, Transaction::TableKeyLess> prefetched_;
   std::vector<KnownRange> known_;
 
  public:
@@ -797,6 +803,16 @@ void Job::step_computation(EpochTx& etx) {
   }
 }
 
+// How far the timers of `timer_stream` are due: its watermark, the event time seen so far or
+// the system time.
+Micros Job::timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const {
+  for (const auto& s : computation_->timer_streams) {
+    if (s.name == timer_stream) return s.watermark == Watermark::kEventTime ? event_watermark : now;
+  }
+  assert(false && "a timer of an undeclared timer stream");
+  return now;
+}
+
 // The state rows of the keys the epoch will process (its inputs' and its due timers'), one
 // read per state table.
 void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
@@ -813,7 +829,7 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, 
     const std::string& prefix = prefix_;
     for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
       const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value);
-      if (t.trigger_ts <= std::max(etx.now, event_watermark)) keys.push_back(t.key);
+      if (t.trigger_ts <= timer_watermark(t.timer_stream, event_watermark, etx.now)) keys.push_back(t.key);
     }
   }
   std::sort(keys.begin(), keys.end());
@@ -854,13 +870,7 @@ void Job::fire_timers(EpochTx& etx) {
   for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
     const std::string rest = row.key.substr(prefix.size());
     const Timer t = decode_timer_row(rest, row.value);
-    const TimerStreamSpec* ts = nullptr;
-    for (const auto& s : spec.timer_streams) {
-      if (s.name == t.timer_stream) ts = &s;
-    }
-    assert(ts != nullptr);
-    const Micros watermark = ts->watermark == Watermark::kEventTime ? etx.meta.event_watermark : etx.now;
-    if (t.trigger_ts > watermark) continue;
+    if (t.trigger_ts > timer_watermark(t.timer_stream, etx.meta.event_watermark, etx.now)) continue;
     etx.has_work = true;
     CollectingOutput out(spec, t.key, t.event_ts);
     function_->process_timer(t, out, context);
@@ -1037,7 +1047,7 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
       auto tx = env_.store.begin();
       if (!tx) return false;
       tx->erase(outbox_table_, prefix + tables::hex16(row.seqno));
-      if (env_.observer != nullptr) env_.observer->amo_acknowledging(sink_->name, m->id, tx->id());
+      if (env_.observer != nullptr) env_.observer->amo_acknowledging(id_, lease_, m->id, tx->id());
       auto committed = env_.store.commit(*tx, {lease_});
       if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
       ambiguous = !committed && committed.error().is_ambiguous();

@@ -68,6 +68,8 @@ class Job {
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs.
   Micros producers_watermark(EpochTx& etx, bool replay);
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
+  // The time up to which timers of `timer_stream` are due (its watermark).
+  Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
   void fire_timers(EpochTx& etx);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);

@@ -78,8 +78,8 @@ class Recorder final : public EngineObserver {
     in_queue[sink][m.id] = {world_->name(node), world_->now()};
     amo_seen.insert(m.id);
   }
-  void amo_acknowledging(const std::string& sink, MessageId id, TxId tx) override {
-    acks.push_back({sink, id, tx, world_->name(world_->scheduler().current_node()), world_->now()});
+  void amo_acknowledging(const JobId& job, LeaseId lease, MessageId id, TxId tx) override {
+    acks.push_back({job.name, job.str(), lease, id, tx, world_->name(world_->scheduler().current_node()), world_->now()});
   }
   void amo_sent(const std::string& sink, MessageId id) override {
     in_queue[sink].erase(id);
@@ -114,6 +114,8 @@ class Recorder final : public EngineObserver {
   std::map<std::string, std::map<uint64_t, Held>> in_queue;  // queued, neither sent nor dropped yet
   struct Ack {  // an outbox row acknowledged before its one send (at-most-once)
     std::string sink;
+    std::string job;
+    LeaseId lease = 0;
     uint64_t id = 0;
     TxId tx = 0;
     std::string node;
@@ -192,6 +194,25 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   // When each node crashed, for at-most-once accounting below.
   std::map<std::string, std::vector<Micros>> crashes;
   for (const auto& [node, at] : w.world().crashes()) crashes[w.world().name(node)].push_back(at);
+  // A crash loses an at-most-once message only while the job incarnation (job, Lease) that
+  // holds it has not yet handled it: from the step that put it at risk (asking for the commit
+  // that hands it to the in-memory queue, or for the acknowledgement before its one send) to
+  // that incarnation's next step, which it takes only once the message is queued, sent or
+  // dropped. A step's commit may even apply after the crash, its request still on the way.
+  std::map<std::pair<std::string, LeaseId>, std::vector<Micros>> steps;
+  for (size_t i = 0; i < rec.attempts.size(); ++i) {
+    steps[{rec.attempts[i].job, rec.attempts[i].lease}].push_back(rec.attempts_at[i]);
+  }
+  for (const auto& ack : rec.acks) steps[{ack.job, ack.lease}].push_back(ack.at);
+  for (auto& [incarnation, times] : steps) std::sort(times.begin(), times.end());
+  const auto lost_in_step = [&](const std::string& job, LeaseId lease, const std::string& node, Micros at) {
+    const auto& times = steps[{job, lease}];
+    const auto next = std::upper_bound(times.begin(), times.end(), at);
+    const Micros until = next == times.end() ? INT64_MAX : *next;
+    const auto c = crashes.find(node);
+    return c != crashes.end() &&
+           std::any_of(c->second.begin(), c->second.end(), [&](Micros crash) { return crash >= at && crash < until; });
+  };
   std::map<std::string, std::set<uint64_t>> lost_in_crash;  // sink -> ids
   for (size_t i = 0; i < rec.attempts.size(); ++i) {
     const auto version = data.committed_version(rec.attempts_tx[i]);
@@ -199,29 +220,21 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     checkers::EpochRecord& e = rec.attempts[i];
     e.version = *version;
     e.node = rec.attempts_node[i];
-    // An at-most-once sink hands committed messages to an in-memory queue; a crash of its
-    // worker between asking for that commit and the queue loses them (the commit may even
-    // apply after the crash, its request still on the way), and the simulator counts that.
+    // The in-memory queue strategy: the committed messages are queued after the commit.
+    // (With the outbox strategy they are in the store, and only an acknowledgement, below,
+    // puts one at risk.)
     const SinkSpec* sink = e.job.rfind("sink/", 0) == 0 ? w.spec().sink(e.computation) : nullptr;
-    if (sink != nullptr && default_guarantee(*sink) == checkers::Guarantee::kAtMostOnce) {
-      const auto c = crashes.find(rec.attempts_node[i]);
-      const Micros asked_at = rec.attempts_at[i];
-      const bool crashed = c != crashes.end() &&
-                           std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= asked_at; });
+    if (sink != nullptr && sink->at_most_once_strategy.enabled &&
+        lost_in_step(e.job, e.lease, e.node, rec.attempts_at[i])) {
       for (const auto& m : e.consumed) {
-        if (crashed && rec.amo_seen.count(m.id) == 0) lost_in_crash[sink->name].insert(m.id);
+        if (rec.amo_seen.count(m.id) == 0) lost_in_crash[sink->name].insert(m.id);
       }
     }
     h.epochs.push_back(std::move(e));
   }
-  // The same for an outbox row acknowledged before its send: the acknowledgement applied, and
-  // the sender's node crashed before the message was sent or dropped.
   for (const auto& ack : rec.acks) {
     if (!data.committed_version(ack.tx) || rec.amo_seen.count(ack.id) != 0) continue;
-    const auto c = crashes.find(ack.node);
-    if (c != crashes.end() && std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= ack.at; })) {
-      lost_in_crash[ack.sink].insert(ack.id);
-    }
+    if (lost_in_step(ack.job, ack.lease, ack.node, ack.at)) lost_in_crash[ack.sink].insert(ack.id);
   }
   std::stable_sort(h.epochs.begin(), h.epochs.end(), [](const auto& a, const auto& b) { return a.version < b.version; });
   for (auto& e : h.epochs) {

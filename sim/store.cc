@@ -280,6 +280,11 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
     } else {
       (void)in.bytes();
     }
+    // The client sends its write set in (table, key) order, each row once; the apply below
+    // (its tombstones) relies on a row being written once per commit.
+    if (!writes.empty() && std::pair(w.table, w.key) <= std::pair(writes.back().table, writes.back().key)) {
+      return malformed();
+    }
     writes.push_back(w);
   }
   if (!in.done()) return malformed();

@@ -39,6 +39,11 @@ struct StoreOptions {
 // Durable state of the store; survives store crashes.
 class StoreData {
  public:
+  StoreData() = default;
+  // Not copyable: tombstones point into the tables.
+  StoreData(const StoreData&) = delete;
+  StoreData& operator=(const StoreData&) = delete;
+
   struct LeaseRecord {
     Micros ttl_us = 0;
     Micros started_at = 0;

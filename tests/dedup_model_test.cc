@@ -137,7 +137,7 @@ RC_GTEST_PROP(DedupModelTest, BoundedCleanupNeverForgetsWhatAReplayMayResend, ()
   const size_t budget = *rc::gen::inRange<size_t>(0, kIds + 1);
   MemoryRows rows;
   const DedupTable table(layout, 0);
-  for (const uint64_t id : ids) table.record(rows, message(id));
+  for (const uint64_t id : ids) table.record_if_new(rows, message(id));
   const size_t rows_before = rows.size();
   table.cleanup(rows, watermark, budget);
   size_t forgotten_old = 0, old = 0;
