@@ -74,8 +74,7 @@ uint64_t parse_hex16(std::string_view digits) {
 std::string partition_prefix(int partition) {
   if (partition < 0 || partition > 0xffff) return fmt::format("{:04x}/", partition);
   std::string prefix;
-  prefix.reserve(5);
-  for (int shift = 12; shift >= 0; shift -= 4) prefix += "0123456789abcdef"[(partition >> shift) & 0xf];
+  append_hex(prefix, static_cast<uint64_t>(partition), 4);
   prefix += '/';
   return prefix;
 }

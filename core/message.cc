@@ -42,12 +42,15 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
   return mix64(h ^ output_index);
 }
 
-void append_id(std::string& out, uint64_t id) {
+void append_hex(std::string& out, uint64_t v, int digits) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  char digits[16];
-  for (int i = 15; i >= 0; --i, id >>= 4) digits[i] = kDigits[id & 0xf];
-  out.append(digits, sizeof digits);
+  char buffer[16];
+  assert(digits > 0 && digits <= 16);
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) buffer[i] = kDigits[v & 0xf];
+  out.append(buffer, static_cast<size_t>(digits));
 }
+
+void append_id(std::string& out, uint64_t id) { append_hex(out, id, 16); }
 
 std::string format_id(uint64_t id) {
   std::string out;

@@ -47,6 +47,7 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
 
 std::string format_id(uint64_t id);  // 16 hex digits
 void append_id(std::string& out, uint64_t id);  // appends format_id(id) without a temporary
+void append_hex(std::string& out, uint64_t v, int digits);  // the low `digits` hex digits of v
 
 std::string encode_message(const Message& m);
 Result<Message> decode_message(std::string_view bytes);

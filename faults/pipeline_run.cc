@@ -199,6 +199,12 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   // that hands it to the in-memory queue, or for the acknowledgement before its one send) to
   // that incarnation's next step, which it takes only once the message is queued, sent or
   // dropped. A step's commit may even apply after the crash, its request still on the way.
+  // Whether `node` crashed at some time in [from, until).
+  const auto crashed_between = [&](const std::string& node, Micros from, Micros until) {
+    const auto c = crashes.find(node);
+    return c != crashes.end() &&
+           std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= from && at < until; });
+  };
   std::map<std::pair<std::string, LeaseId>, std::vector<Micros>> steps;
   for (size_t i = 0; i < rec.attempts.size(); ++i) {
     steps[{rec.attempts[i].job, rec.attempts[i].lease}].push_back(rec.attempts_at[i]);
@@ -208,10 +214,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   const auto lost_in_step = [&](const std::string& job, LeaseId lease, const std::string& node, Micros at) {
     const auto& times = steps[{job, lease}];
     const auto next = std::upper_bound(times.begin(), times.end(), at);
-    const Micros until = next == times.end() ? INT64_MAX : *next;
-    const auto c = crashes.find(node);
-    return c != crashes.end() &&
-           std::any_of(c->second.begin(), c->second.end(), [&](Micros crash) { return crash >= at && crash < until; });
+    return crashed_between(node, at, next == times.end() ? INT64_MAX : *next);
   };
   std::map<std::string, std::set<uint64_t>> lost_in_crash;  // sink -> ids
   for (size_t i = 0; i < rec.attempts.size(); ++i) {
@@ -264,10 +267,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     auto& dropped = h.counted_drops[sink.name];
     dropped = rec.drops[sink.name];
     for (const auto& [id, held] : rec.in_queue[sink.name]) {
-      const auto c = crashes.find(held.node);
-      if (c != crashes.end() && std::any_of(c->second.begin(), c->second.end(), [&](Micros at) { return at >= held.since; })) {
-        dropped.insert(id);
-      }
+      if (crashed_between(held.node, held.since, INT64_MAX)) dropped.insert(id);
     }
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
