@@ -14,7 +14,7 @@
 #include <set>
 
 #include "checkers/pipeline_checks.h"
-#include "core/controller.h"
+#include "core/deployment.h"
 #include "core/engine.h"
 #include "core/env/codec.h"
 #include "core/env/random.h"
@@ -80,35 +80,15 @@ class Progress final : public EngineObserver {
   uint64_t delivered = 0;  // messages sink epochs committed in this process
 };
 
-// A node of the engine: its environment and its controller or worker.
-struct EngineNode {
-  EngineNode(real::RealLoop& loop, const std::string& name, Store& store, const PipelineSpec& spec,
-             const ComputationRegistry& registry, const EngineOptions& options, const BugSwitches& bugs,
-             EngineObserver* observer, const Connectors* connectors, bool controller)
-      : random(hash_bytes(name)),
-        env{loop.runtime(name), loop.network(name), store, random, spec, registry, options, bugs, observer, nullptr,
-            connectors} {
-    if (controller) {
-      this->controller = std::make_unique<Controller>(env);
-    } else {
-      worker = std::make_unique<Worker>(env, name);
-    }
-  }
-  Xoshiro256StarStar random;
-  EngineEnv env;
-  std::unique_ptr<Controller> controller;
-  std::unique_ptr<Worker> worker;
-};
-
 class Deployment {
  public:
   Deployment(const PipelineSpec& spec, const ComputationRegistry& registry, const RealOptions& o,
              real::LevelDbStore& store)
       : spec_(spec), registry_(registry), o_(o), store_(store) {
-    faults::PipelineWorkload w;
+    PipelineWorkload w;
     w.messages = static_cast<int>(o.messages);
     w.keys = o.keys;
-    inputs_ = faults::make_workload(spec, w, o.seed);
+    inputs_ = make_workload(spec, w, o.seed);
     std::erase_if(inputs_, [&](const SourceInput& in) { return spec.source(in.source)->type != "queue"; });
   }
 
@@ -139,18 +119,18 @@ class Deployment {
 
   // Runs until drained or stopped. Returns true when drained.
   bool run() {
-    loop_.add_node(options_.controller_node);
-    for (int i = 1; i <= o_.workers; ++i) loop_.add_node(fmt::format("worker-{}", i));
+    loop_.add_node(layout_.controller);
+    for (const std::string& name : layout_.workers) loop_.add_node(name);
     loop_.add_node("producer");
     for (const auto& sink : spec_.sinks) {
       if (sink.type == SinkType::kAsyncQueue) serve_target(sink.name);
     }
-    nodes_.push_back(std::make_unique<EngineNode>(loop_, options_.controller_node, store_, spec_, registry_, options_,
-                                                  bugs_, &progress_, &connectors_, true));
-    for (int i = 1; i <= o_.workers; ++i) {
-      nodes_.push_back(std::make_unique<EngineNode>(loop_, fmt::format("worker-{}", i), store_, spec_, registry_,
-                                                    options_, bugs_, &progress_, &connectors_, false));
-    }
+    const auto start = [&](const std::string& name, EngineProcess::Role role) {
+      nodes_.push_back(std::make_unique<EngineProcess>(
+          config_, name, role, ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+    };
+    start(layout_.controller, EngineProcess::Role::kController);
+    for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
     if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
     g_loop.store(&loop_);
     if (g_signal.load() != 0) loop_.request_stop();  // a signal came while setting up
@@ -338,7 +318,19 @@ class Deployment {
   BugSwitches bugs_;
   Progress progress_;
   real::RealLoop loop_;
-  std::vector<std::unique_ptr<EngineNode>> nodes_;
+  // The engine's processes, as the simulator composes them too; connectors are the shared ones.
+  class SharedConnectors final : public ConnectorFactory {
+   public:
+    explicit SharedConnectors(const Connectors& c) : c_(c) {}
+    void connect(const std::string&, Runtime&, Network&, ProcessConnectors& out) override { out.connectors = c_; }
+
+   private:
+    const Connectors& c_;
+  };
+  SharedConnectors shared_connectors_{connectors_};
+  DeploymentLayout layout_ = deployment_layout(options_, o_.workers);
+  DeploymentConfig config_{spec_, registry_, options_, bugs_, o_.seed, &progress_, &shared_connectors_};
+  std::vector<std::unique_ptr<EngineProcess>> nodes_;
   std::vector<SourceInput> inputs_;
 };
 

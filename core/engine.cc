@@ -109,6 +109,7 @@ constexpr BugName kBugNames[] = {
     {"offsets-before-commit", &BugSwitches::offsets_before_commit},
     {"callback-before-commit", &BugSwitches::callback_before_commit},
     {"uncounted-send-failure", &BugSwitches::uncounted_send_failure},
+    {"random-per-process", &BugSwitches::random_per_process},
 };
 }  // namespace
 

@@ -81,6 +81,9 @@ struct BugSwitches {
   bool offsets_before_commit = false;  // source offsets committed before the stream rows
   bool callback_before_commit = false; // async sink: delivery callback before the ack commits
   bool uncounted_send_failure = false; // at-most-once queue: a failed send is not counted as a drop
+  // computations draw from the process's generator, which a restarted process seeds as its
+  // previous life did: "random" ids repeat across lives
+  bool random_per_process = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
@@ -168,6 +171,7 @@ struct EngineEnv {
   EngineObserver* observer = nullptr;  // may be null
   FaultPointHook* fault_points = nullptr;  // may be null
   const Connectors* connectors = nullptr;  // external sources and sinks; may be null
+  uint64_t seed = 0;  // the deployment's configured seed (the same in every life of a process)
 };
 
 // Calls the hook at `point`; when it crashes the node, never returns (the fiber is unwound).

@@ -270,7 +270,10 @@ class Job::StateForward final : public StateBackend {
 // Job
 
 Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
-    : env_(env), id_(std::move(id)), lease_(lease), sender_(env.bugs.new_seqno_on_resend) {
+    : env_(env),
+      id_(std::move(id)),
+      lease_(lease),
+      sender_(env.bugs.new_seqno_on_resend) {
   switch (id_.kind) {
     case JobKind::kSource: source_ = env_.spec.source(id_.name); break;
     case JobKind::kComputation: computation_ = env_.spec.computation(id_.name); break;
@@ -316,6 +319,8 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
 
 Job::~Job() = default;
 
+Random& Job::function_random() { return env_.bugs.random_per_process ? env_.random : function_random_; }
+
 void Job::run() {
   const Micros period = env_.spec.epoch_period_us;
   while (!stop_requested_) {
@@ -353,6 +358,7 @@ Job::Outcome Job::run_epoch() {
   if (auto meta = etx.read(tables::kJobMeta, meta_key_)) etx.meta = Meta::decode(*meta);
   if (!etx.failed.is_ok()) return Outcome::kRetry;
   ++etx.meta.epoch;
+  if (computation_ != nullptr) function_random_ = Xoshiro256StarStar(env_.seed).fork(meta_key_ + "#" + std::to_string(etx.meta.epoch));
   idle_ = false;
   switch (id_.kind) {
     case JobKind::kSource: step_source(etx); break;
@@ -707,7 +713,7 @@ void Job::step_computation(EpochTx& etx) {
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
   }
-  Context context(etx.now, env_.random);
+  Context context(etx.now, function_random());
   // Alignment: only messages older than every producer's watermark are taken, so a message
   // that arrives late can never be older than one already processed.
   const Micros input_watermark = producers_watermark(etx, false);
@@ -866,7 +872,7 @@ void Job::fire_timers(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
   if (spec.timer_streams.empty()) return;
   const std::string& prefix = prefix_;
-  Context context(etx.now, env_.random);
+  Context context(etx.now, function_random());
   for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
     const std::string rest = row.key.substr(prefix.size());
     const Timer t = decode_timer_row(rest, row.value);

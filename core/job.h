@@ -91,6 +91,12 @@ class Job {
   const SourceSpec* source_ = nullptr;
   const SinkSpec* sink_ = nullptr;
   std::unique_ptr<ProcessFunction> function_;
+  // What the function draws from: seeded per epoch by the job and the epoch's number. Only
+  // one epoch of a given number ever commits (each commit rewrites the job's meta row), so
+  // no two committed epochs draw the same numbers, whichever process life ran them; a
+  // process's own generator would start over in every life.
+  Xoshiro256StarStar function_random_{0};
+  Random& function_random();
   struct Consumer {
     int partitions = 0;  // of the stream's consumer; 0 when nothing reads it
     std::string table;   // the stream's table

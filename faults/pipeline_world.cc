@@ -4,17 +4,13 @@
 
 #include <cassert>
 
-#include "core/controller.h"
 #include "core/env/codec.h"
-#include "core/worker.h"
 
 namespace onceflow::faults {
 
 using namespace sim;
 
 namespace {
-constexpr const char* kWords[] = {"Apple", "banana", "CHERRY", "date", "Elderberry", "fig",
-                                  "Grape", "honeydew", "KIWI", "lemon", "Mango", "nectarine"};
 constexpr const char* kStoreNode = "store";
 constexpr const char* kOperatorNode = "operator";  // the outside admin that pauses and starts
 }  // namespace
@@ -44,49 +40,51 @@ class PipelineWorld::NodeFaultPoints final : public FaultPointHook {
   NodeIndex node_;
 };
 
-struct PipelineWorld::Process {
-  Process(NodeContext& node, PipelineWorld& w, bool is_controller)
-      : points(w, node.index),
-        store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
-        env{node.runtime, node.network, store, node.random, w.spec_, w.registry_,
-            w.options_.engine, w.options_.bugs, w.options_.observer, &points, &connectors} {
-    const Micros timeout = w.options_.engine.rpc_timeout_us;
-    for (const auto& source : w.spec_.sources) {
+// The simulator's connectors: fresh ones for every life of a process, talking to the
+// simulated external systems over the process's network endpoint.
+class PipelineWorld::SimConnectors final : public ConnectorFactory {
+ public:
+  explicit SimConnectors(PipelineWorld& w) : w_(w) {}
+  void connect(const std::string&, Runtime& runtime, Network& network, ProcessConnectors& out) override {
+    const Micros timeout = w_.options_.engine.rpc_timeout_us;
+    for (const auto& source : w_.spec_.sources) {
       if (source.type != "kafka") continue;
-      sources.push_back(std::make_unique<SimKafkaSource>(node.network, source, timeout));
-      connectors.sources[source.name] = sources.back().get();
+      out.owned_sources.push_back(std::make_unique<SimKafkaSource>(network, source, timeout));
+      out.connectors.sources[source.name] = out.owned_sources.back().get();
     }
-    for (const auto& sink : w.spec_.sinks) {
+    for (const auto& sink : w_.spec_.sinks) {
       std::unique_ptr<ExternalSink> external;
       switch (sink.type) {
-        case SinkType::kHttp: external = std::make_unique<SimHttpSink>(node.network, sink, timeout); break;
+        case SinkType::kHttp: external = std::make_unique<SimHttpSink>(network, sink, timeout); break;
         case SinkType::kKafka:
-        case SinkType::kArkflowKafka: external = std::make_unique<SimKafkaSink>(node.network, sink, timeout); break;
-        case SinkType::kStaticTable: external = std::make_unique<SimStaticTableSink>(node.network, sink, timeout); break;
+        case SinkType::kArkflowKafka: external = std::make_unique<SimKafkaSink>(network, sink, timeout); break;
+        case SinkType::kStaticTable: external = std::make_unique<SimStaticTableSink>(network, sink, timeout); break;
         case SinkType::kClickHouse:
-          external = std::make_unique<SimClickHouseSink>(node.runtime, node.network, sink, timeout, w.options_.observer);
+          external = std::make_unique<SimClickHouseSink>(runtime, network, sink, timeout, w_.options_.observer);
           break;
         case SinkType::kSyncQueue:
         case SinkType::kAsyncQueue: break;
       }
       if (external == nullptr) continue;
-      connectors.sinks[sink.name] = external.get();
-      sinks.push_back(std::move(external));
-    }
-    if (is_controller) {
-      controller = std::make_unique<Controller>(env);
-    } else {
-      worker = std::make_unique<Worker>(env, node.name);
+      out.connectors.sinks[sink.name] = external.get();
+      out.owned_sinks.push_back(std::move(external));
     }
   }
+
+ private:
+  PipelineWorld& w_;
+};
+
+// One life of an engine process: the simulator's store client and fault points, and the
+// process as the shared composition builds it.
+struct PipelineWorld::Process {
+  Process(NodeContext& node, PipelineWorld& w, EngineProcess::Role role)
+      : points(w, node.index),
+        store(node.network, kStoreNode, w.options_.engine.rpc_timeout_us),
+        engine(*w.deployment_, node.name, role, ProcessBackends{node.runtime, node.network, store, &points}) {}
   NodeFaultPoints points;
   SimStoreClient store;
-  Connectors connectors;
-  std::vector<std::unique_ptr<ExternalSource>> sources;
-  std::vector<std::unique_ptr<ExternalSink>> sinks;
-  EngineEnv env;
-  std::unique_ptr<Controller> controller;
-  std::unique_ptr<Worker> worker;
+  EngineProcess engine;
 };
 
 PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& registry, PipelineWorldOptions options)
@@ -98,38 +96,23 @@ PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& regis
   world_options.trace_keep_lines = options_.trace_keep_lines;
   world_ = std::make_unique<World>(world_options);
   inputs_ = make_workload(spec_, options_.workload, options_.seed);
+  connectors_ = std::make_unique<SimConnectors>(*this);
+  deployment_ = std::make_unique<DeploymentConfig>(DeploymentConfig{
+      spec_, registry_, options_.engine, options_.bugs, options_.seed, options_.observer, connectors_.get()});
 }
 
 PipelineWorld::~PipelineWorld() { world_.reset(); }  // fibers go before what they use
 
-std::vector<SourceInput> make_workload(const PipelineSpec& spec, const PipelineWorkload& w, uint64_t seed) {
-  std::vector<SourceInput> inputs;
-  Xoshiro256StarStar rng = Xoshiro256StarStar(seed).fork("workload");
-  for (int i = 0; i < w.messages; ++i) {
-    const SourceSpec& source = spec.sources[static_cast<size_t>(i) % spec.sources.size()];
-    SourceInput in;
-    in.source = source.name;
-    in.partition = static_cast<int>(rng.uniform(static_cast<uint64_t>(source.partitions)));
-    in.key = rng.uniform(static_cast<uint64_t>(w.keys));
-    in.payload = kWords[rng.uniform(std::size(kWords))];
-    in.write_ts = (i + 1) * w.interval_us;
-    in.event_ts = in.write_ts - rng.uniform_range(0, kMillis);
-    inputs.push_back(std::move(in));
-  }
-  return inputs;
-}
-
-BootFn PipelineWorld::engine_boot(bool controller) {
-  return [this, controller](NodeContext& node) -> std::shared_ptr<void> {
-    return std::make_shared<Process>(node, *this, controller);
-  };
+BootFn PipelineWorld::engine_boot(EngineProcess::Role role) {
+  return [this, role](NodeContext& node) -> std::shared_ptr<void> { return std::make_shared<Process>(node, *this, role); };
 }
 
 void PipelineWorld::start() {
   world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
-  world_->start(world_->add_node(options_.engine.controller_node, engine_boot(true)));
-  for (const std::string& name : worker_names()) world_->start(world_->add_node(name, engine_boot(false)));
-  for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(false));  // down
+  const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers);
+  world_->start(world_->add_node(layout.controller, engine_boot(EngineProcess::Role::kController)));
+  for (const std::string& name : layout.workers) world_->start(world_->add_node(name, engine_boot(EngineProcess::Role::kWorker)));
+  for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(EngineProcess::Role::kWorker));  // down
   world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
   start_targets();
   heartbeat_queue_heads();
@@ -276,9 +259,7 @@ std::vector<std::string> PipelineWorld::spare_worker_names() const {
 }
 
 std::vector<std::string> PipelineWorld::worker_names() const {
-  std::vector<std::string> out;
-  for (int i = 1; i <= options_.workers; ++i) out.push_back(fmt::format("worker-{}", i));
-  return out;
+  return deployment_layout(options_.engine, options_.workers).workers;
 }
 
 Micros PipelineWorld::last_write_ts() const { return inputs_.empty() ? 0 : inputs_.back().write_ts; }

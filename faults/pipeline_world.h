@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "core/computation.h"
+#include "core/deployment.h"
 #include "core/engine.h"
 #include "core/reference.h"
 #include "core/spec.h"
+#include "core/workload.h"
 #include "sim/clickhouse.h"
 #include "sim/kafka.h"
 #include "sim/queue_target.h"
@@ -34,16 +36,6 @@ using sim::StoreData;
 using sim::TargetFaults;
 using sim::TargetLog;
 using sim::World;
-
-struct PipelineWorkload {
-  int messages = 200;
-  int keys = 16;
-  Micros interval_us = 5 * kMillis;  // between two writes to the source queues
-};
-
-// The input messages of a workload, in write order: source round-robin, partition, key and
-// word drawn from `seed`; write_ts every interval_us.
-std::vector<SourceInput> make_workload(const PipelineSpec& spec, const PipelineWorkload& workload, uint64_t seed);
 
 struct PipelineWorldOptions {
   uint64_t seed = 1;
@@ -100,11 +92,12 @@ class PipelineWorld {
  private:
   struct Process;
   class NodeFaultPoints;
+  class SimConnectors;
   void heartbeat_queue_heads();
   void start_targets();
   void load_inputs();
   static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
-  BootFn engine_boot(bool controller);
+  BootFn engine_boot(EngineProcess::Role role);
 
   PipelineSpec spec_;
   const ComputationRegistry& registry_;
@@ -116,6 +109,8 @@ class PipelineWorld {
   std::map<std::string, sim::ClickHouseData> clickhouse_;            // by sink
   std::map<std::string, sim::StaticTableProgress> static_tables_;  // by sink
   std::unique_ptr<World> world_;
+  std::unique_ptr<SimConnectors> connectors_;
+  std::unique_ptr<DeploymentConfig> deployment_;
   std::vector<SourceInput> inputs_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests

@@ -34,7 +34,7 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
   return [&table, &data, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    Random& random = node.random;
+    Random& random = node.fault_random;
     node.network.serve(kDescribeService, [&data](const std::string&, std::string_view) -> Result<std::string> {
       const ClickHouseTargetConfig& c = data.config;
       Encoder out;

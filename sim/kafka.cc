@@ -241,7 +241,7 @@ BootFn kafka_broker_boot(KafkaData& data, TargetFaults& faults) {
   return [&data, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    Random& random = node.random;
+    Random& random = node.fault_random;
     auto serve = [&](const char* service, auto handler) {
       node.network.serve(service, [&data, &faults, &world, self, &random, handler](
                                       const std::string&, std::string_view request) -> Result<std::string> {

@@ -39,7 +39,7 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
   return [&log, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    Random& random = node.random;
+    Random& random = node.fault_random;
     node.network.serve(kSinkAppendService, [&log, &faults, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string producer = in.string();
@@ -65,7 +65,7 @@ BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idem
   return [&log, &faults, honour_idempotency_key](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    Random& random = node.random;
+    Random& random = node.fault_random;
     node.network.serve(kHttpPostService, [&log, &faults, &world, self, &random, honour_idempotency_key](
                                               const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);

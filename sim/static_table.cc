@@ -11,7 +11,7 @@ BootFn static_table_master_boot(TargetLog& table, StaticTableProgress& progress,
   return [&table, &progress, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
     const NodeIndex self = node.index;
-    Random& random = node.random;
+    Random& random = node.fault_random;
     node.network.serve(kStaticTableWriteService, [&, self](const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
       const std::string job = in.string();

@@ -42,6 +42,7 @@ struct World::Node {
   std::shared_ptr<void> process;
   std::unique_ptr<NodeRuntime> runtime;
   std::unique_ptr<Xoshiro256StarStar> random;
+  std::unique_ptr<Xoshiro256StarStar> fault_random;
 };
 
 World::World(Options options)
@@ -97,11 +98,12 @@ void World::start(NodeIndex index) {
   assert(!n.up);
   n.up = true;
   ++n.incarnation;
-  n.random = std::make_unique<Xoshiro256StarStar>(
-      Xoshiro256StarStar(options_.seed).fork(fmt::format("node:{}:{}", n.name, n.incarnation)));
+  n.random = std::make_unique<Xoshiro256StarStar>(Xoshiro256StarStar(options_.seed).fork("node:" + n.name));
+  n.fault_random = std::make_unique<Xoshiro256StarStar>(
+      Xoshiro256StarStar(options_.seed).fork(fmt::format("node-faults:{}:{}", n.name, n.incarnation)));
   record(index, fmt::format("start incarnation {}", n.incarnation));
-  NodeContext context{*this, index, n.name, n.incarnation, *n.runtime,
-                      network_->endpoint(index), *n.random};
+  NodeContext context{*this, index, n.name, n.incarnation, *n.runtime, network_->endpoint(index), *n.random,
+                      *n.fault_random};
   n.process = n.boot(context);
 }
 

@@ -3,7 +3,8 @@
 // A world owns the scheduler, the trace, the simulated network and the nodes. A node is a
 // name plus a boot function: start() calls it to create the node's process (its volatile
 // memory) and fibers; crash() unwinds every fiber of the node and destroys that process;
-// restart() boots it again with a new incarnation. pause() freezes a node (a zombie to be)
+// restart() boots it again with a new incarnation, which gets back exactly what a real
+// restarted process would: its name and its seeded generator, starting over. pause() freezes a node (a zombie to be)
 // without telling anyone; resume() lets it go on as if nothing happened. Each node reads
 // its own clock: virtual time plus a per-node offset (skew), which jumps can change.
 //
@@ -29,7 +30,7 @@ namespace onceflow::sim {
 
 class World;
 
-// What a booting node gets: its runtime, clock, network endpoint and random generator.
+// What a booting node gets: its runtime, clock, network endpoint and random generators.
 // The struct lives only during the boot call; the objects it refers to live as long as the
 // world, so keep references to them, not to the struct.
 struct NodeContext {
@@ -39,7 +40,13 @@ struct NodeContext {
   uint64_t incarnation;
   Runtime& runtime;
   Network& network;
+  // The process's own generator: seeded from the world's seed and the node's name, so every
+  // life starts it over with the same numbers, as a real process restarted with the same
+  // configuration would.
   Random& random;
+  // The simulator's draws for faults this node injects (a target's refusals): a fresh
+  // sequence per life. Never for anything a real process would do.
+  Random& fault_random;
 };
 
 // Creates a node's process; the returned object lives until the node crashes.

@@ -46,10 +46,10 @@ PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_worker
 
 namespace gen {
 
-rc::Gen<faults::PipelineWorkload> workload(int max_messages) {
+rc::Gen<PipelineWorkload> workload(int max_messages) {
   return rc::gen::apply(
       [](int messages, int keys, int interval_ms) {
-        faults::PipelineWorkload w;
+        PipelineWorkload w;
         w.messages = messages;
         w.keys = keys;
         w.interval_us = interval_ms * kMillis;

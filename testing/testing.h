@@ -51,7 +51,7 @@ PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_worker
 
 namespace gen {
 // Workloads of 1 to max_messages input messages over 1 to 32 keys.
-rc::Gen<faults::PipelineWorkload> workload(int max_messages = 200);
+rc::Gen<PipelineWorkload> workload(int max_messages = 200);
 // Fault plans over `targets`; shrinking drops faults and weakens them.
 rc::Gen<faults::FaultPlan> fault_plan(const PlanTargets& targets, const PlanShape& shape = {});
 }  // namespace gen
@@ -59,7 +59,7 @@ rc::Gen<faults::FaultPlan> fault_plan(const PlanTargets& targets, const PlanShap
 // One simulated run: a pipeline, a workload, a scripted fault plan and a seed.
 struct PipelineCase {
   std::string spec_path;  // the pipeline spec (YAML)
-  faults::PipelineWorkload workload;
+  PipelineWorkload workload;
   faults::FaultPlan plan;
   uint64_t seed = 1;
   int workers = 3;

@@ -178,6 +178,32 @@ TEST(WorldTest, CrashDestroysVolatileMemoryAndRestartBootsAfresh) {
   EXPECT_EQ(counters, (std::vector<int>{1, 2, 3, 1, 2}));  // counting from zero again
 }
 
+// A real process restarted with the same configuration seeds its generator as before; the
+// simulated one must get nothing kinder. Fault draws of the simulator are another matter.
+TEST(WorldTest, ARestartedNodeDrawsTheSameNumbersAsItsFirstLife) {
+  World world(World::Options{});
+  std::vector<uint64_t> draws, fault_draws;
+  const NodeIndex n = world.add_node("n", [&](NodeContext& ctx) -> std::shared_ptr<void> {
+    draws.push_back(ctx.random.next_u64());
+    fault_draws.push_back(ctx.fault_random.next_u64());
+    return nullptr;
+  });
+  world.start(n);
+  world.restart(n);
+  world.restart(n);
+  ASSERT_EQ(draws.size(), 3u);
+  EXPECT_EQ(draws[0], draws[1]);
+  EXPECT_EQ(draws[1], draws[2]);
+  EXPECT_NE(fault_draws[0], fault_draws[1]);
+  // Another node, or another seed, draws otherwise.
+  const NodeIndex m = world.add_node("m", [&](NodeContext& ctx) -> std::shared_ptr<void> {
+    draws.push_back(ctx.random.next_u64());
+    return nullptr;
+  });
+  world.start(m);
+  EXPECT_NE(draws.back(), draws[0]);
+}
+
 TEST(WorldTest, NodeClockCarriesItsOffset) {
   World world(World::Options{});
   Micros woke_at_global = -1;

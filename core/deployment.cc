@@ -1,0 +1,38 @@
+#include "core/deployment.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+namespace onceflow {
+
+DeploymentLayout deployment_layout(const EngineOptions& options, int workers) {
+  assert(workers >= 1);
+  DeploymentLayout layout;
+  layout.controller = options.controller_node;
+  for (int i = 1; i <= workers; ++i) layout.workers.push_back(fmt::format("worker-{}", i));
+  return layout;
+}
+
+Xoshiro256StarStar EngineProcess::process_random(uint64_t seed, const std::string& name) {
+  return Xoshiro256StarStar(seed).fork("process:" + name);
+}
+
+EngineProcess::EngineProcess(const DeploymentConfig& config, const std::string& name, Role role,
+                             const ProcessBackends& backends)
+    : random_(process_random(config.seed, name)),
+      env_{backends.runtime, backends.network, backends.store, random_,  config.spec, config.registry,
+           config.options,   config.bugs,      config.observer, backends.fault_points, &connectors_.connectors,
+           config.seed} {
+  assert(!name.empty());
+  if (config.connectors != nullptr) config.connectors->connect(name, backends.runtime, backends.network, connectors_);
+  if (role == Role::kController) {
+    controller_ = std::make_unique<Controller>(env_);
+  } else {
+    worker_ = std::make_unique<Worker>(env_, name);
+  }
+}
+
+EngineProcess::~EngineProcess() = default;
+
+}  // namespace onceflow
