@@ -23,7 +23,7 @@
 
 #include "checkers/verdict.h"
 #include "cli/explain.h"
-#include "cli/real_run.h"
+#include "real/run.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "faults/selftest.h"
@@ -78,14 +78,29 @@ void check_functions(const ComputationRegistry& registry, const cli::Scenario& s
   if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
 }
 
-// onceflow real: the pipeline on the real backends (cli/real_run.h).
-int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, const cli::RealOptions& options) {
+// A duration option ("250ms", "30s") within [min_us, max_us].
+Micros duration_option(const std::string& name, const std::string& text, Micros min_us, Micros max_us) {
+  const auto us = parse_duration(text);
+  if (!us || *us < min_us || *us > max_us) {
+    throw UsageError{fmt::format("{} {}: expected a duration from {} to {} (e.g. 500ms, 30s)", name,
+                                 text.substr(0, 32), format_duration(min_us), format_duration(max_us))};
+  }
+  return *us;
+}
+
+// onceflow real: the pipeline on the real backends (real/run.h).
+int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, real::RealOptions options,
+             const std::string& kafka_timeout, const std::string& progress_every) {
   auto spec = load_pipeline_spec(spec_path);
   if (!spec) throw UsageError{spec.error().message()};
   check_functions(registry, spec_path, *spec);
   if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
-  return cli::run_real(spec_path, *spec, registry, options);
+  if (!kafka_timeout.empty()) options.kafka_timeout_us = duration_option("--kafka-timeout", kafka_timeout, kSeconds, 86'400 * kSeconds);
+  if (!progress_every.empty()) {
+    options.progress_every_us = duration_option("--progress-every", progress_every, 10 * kMillis, 3'600 * kSeconds);
+  }
+  return real::run_real(spec_path, *spec, registry, options);
 }
 
 // What one invocation of the command line runs with.
@@ -738,8 +753,9 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   add_swarm(explain);
   add_bug(explain);
 
-  cli::RealOptions real_options;
+  real::RealOptions real_options;
   bool no_progress = false;
+  std::string kafka_timeout, progress_every;
   CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
   real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
   real->add_option("--data", real_options.data_dir, "Directory of the run's data; a rerun resumes from it")->required();
@@ -751,6 +767,10 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   real->add_flag("--no-progress", no_progress, "No progress line on stderr");
   real->add_flag("--stats", real_options.stats, "Print figures (wall time, commits, writes) as JSON at the end");
   real->add_option("--kafka", real_options.kafka, "Kafka brokers (host:port,...) or 'mock' for an in-process mock");
+  real->add_option("--kafka-config", real_options.kafka_config_file,
+                   "librdkafka settings for every Kafka client (name=value lines: security.protocol, sasl.*, ssl.*)");
+  real->add_option("--kafka-timeout", kafka_timeout, "Stop (exit 2) once no Kafka broker has answered this long [60s]");
+  real->add_option("--progress-every", progress_every, "Between progress lines [1s on a terminal, else 5s]");
 
   int mock_brokers = 3;
   std::vector<std::string> mock_topics;
@@ -794,10 +814,10 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
-    if (kafka_mock->parsed()) return cli::run_kafka_mock(mock_brokers, mock_topics);
+    if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;
-      return cmd_real(registry, path, real_options);
+      return cmd_real(registry, path, real_options, kafka_timeout, progress_every);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
     if (list->parsed()) return cmd_list(library_dir, as_json);

@@ -54,6 +54,8 @@ class StateKeeper final : public ProcessFunction {
     const int64_t length = in.i64();
     const int64_t total = parse_int(state_.get(event_key).value_or("0")) + length;
     state_.set(event_key, std::to_string(total));
+    // The answer goes out too, in a form that does not depend on the order of the answers.
+    out.add_message(event_key, fmt::format("key={} length={}", event_key, length), kStateKeeperResults);
   }
 
  private:

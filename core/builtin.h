@@ -6,7 +6,9 @@
 //   state and retries through a timer every Delay until (RequestId + FailedAttempts) %
 //   MaxRetries == 0. One deviation from the seed's code: a request is keyed by its
 //   RequestId, not by the event's key, so two requests of one key in flight do not
-//   overwrite each other's state; the response carries the event's key back.
+//   overwrite each other's state; the response carries the event's key back. StateKeeper
+//   also writes each answer out ("key=K length=L") on its stream `results`, so that the
+//   pipeline's results reach a sink as well as its external state.
 // - Keyed aggregation: Counter increments a per-key counter and emits "key=K count=N", so a
 //   duplicate or a loss shows in the output.
 // - Three stages mixing swift and regular computations: Normalize (swift map) lower-cases
@@ -21,6 +23,7 @@
 namespace onceflow::builtin {
 
 inline constexpr int kMaxRetries = 3;
+inline constexpr const char* kStateKeeperResults = "results";  // StateKeeper's output stream of answers
 inline constexpr Micros kRetryDelay = 5 * kMillis;
 
 // Registers every built-in function in `registry`.

@@ -106,6 +106,16 @@ struct Job::Meta {
   }
 };
 
+std::optional<SinkProgress> sink_progress(std::string_view meta_row) {
+  Decoder in(meta_row);
+  for (int skip = 0; skip < 4; ++skip) (void)in.u64();  // epoch and three timestamps
+  SinkProgress p;
+  p.next_seqno = in.u64();
+  p.acked_seqno = in.u64();
+  if (!in.ok()) return std::nullopt;
+  return p;
+}
+
 // ---------------------------------------------------------------------------------------
 // EpochTx: one epoch's transaction, the state backend user code writes through.
 

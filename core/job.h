@@ -22,6 +22,15 @@
 
 namespace onceflow {
 
+// What a sink job's meta row (tables::kJobMeta) says of its outbox, for tools that hold a
+// target against the store: seqNos below next_seqno were written to the outbox, and every
+// one up to acked_seqno was acknowledged by the target. nullopt when the row does not decode.
+struct SinkProgress {
+  uint64_t next_seqno = 1;
+  uint64_t acked_seqno = 0;
+};
+std::optional<SinkProgress> sink_progress(std::string_view meta_row);
+
 class Job {
  public:
   Job(const EngineEnv& env, JobId id, LeaseId lease);

@@ -1,5 +1,6 @@
 #include "core/spec.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -577,9 +578,18 @@ PipelineSpec parse_spec(const YAML::Node& root) {
   if (!root.IsMap()) fail(root, {}, "expected a mapping at the top level");
   only_keys(root, {},
             {"name", "epoch_period", "lease_ttl", "scheduling_period", "epoch_batch_limit",
-             "sources", "computations", "sinks"});
+             "sources", "computations", "sinks", "kafka"});
   PipelineSpec spec;
   if (const auto v = root["name"]) spec.name = string_value(v, {"name"});
+  if (const auto v = root["kafka"]) {
+    if (!v.IsMap()) fail(v, {"kafka"}, "expected a mapping of librdkafka settings (name: value)");
+    for (const auto& item : v) {
+      const std::string name = item.first.as<std::string>();
+      // Values are never echoed: they may be secrets.
+      if (!item.second.IsScalar()) fail(item.second, {"kafka", name}, "expected a scalar value");
+      spec.kafka_settings.emplace_back(name, item.second.as<std::string>());
+    }
+  }
   if (const auto v = root["epoch_period"]) {
     spec.epoch_period_us = duration_value(v, {"epoch_period"});
   }
@@ -657,5 +667,37 @@ std::optional<Micros> parse_duration(std::string_view text_view) {
   return static_cast<Micros>(std::llround(us));
 }
 
+std::string format_duration(Micros us) {
+  if (us != 0 && us % (60 * kSeconds) == 0) return fmt::format("{}m", us / (60 * kSeconds));
+  if (us != 0 && us % kSeconds == 0) return fmt::format("{}s", us / kSeconds);
+  if (us != 0 && us % kMillis == 0) return fmt::format("{}ms", us / kMillis);
+  return fmt::format("{}us", us);
+}
+
+// Everything that decides which tables a pipeline has and how their rows are keyed: names,
+// types, partitions, streams, dedup layouts, timer streams, sink kinds. Timing and batch
+// sizes are left out: they change no row.
+std::string table_shape(const PipelineSpec& spec) {
+  std::string out;
+  for (const auto& s : spec.sources) {
+    out += fmt::format("source {} {} {} {} {} {}\n", s.name, s.type, s.partitions, s.output_stream, s.topic, s.table);
+  }
+  for (const auto& c : spec.computations) {
+    out += fmt::format("computation {} {} {} {} {} {} {}", c.name, computation_type_name(c.type),
+                       c.processing_function, c.partitions, processing_mode_name(c.processing_mode),
+                       c.compact_input_messages(), c.allow_batching_with_relaxed_guarantees);
+    for (const auto& in : c.input_streams) out += " in " + in;
+    for (const auto& o : c.output_streams) out += " out " + o;
+    for (const auto& t : c.timer_streams) {
+      out += fmt::format(" timer {} {} {}", t.name, watermark_name(t.watermark), t.deduplicate_equal_timestamps);
+    }
+    out += '\n';
+  }
+  for (const auto& s : spec.sinks) {
+    out += fmt::format("sink {} {} {} {} {} {} {} {}\n", s.name, sink_type_name(s.type), s.input_stream, s.partitions,
+                       s.at_most_once_strategy.enabled, s.topic, delivery_name(s.delivery_guarantee), s.synchronous);
+  }
+  return out;
+}
 
 }  // namespace onceflow

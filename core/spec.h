@@ -137,6 +137,8 @@ struct PipelineSpec {
   Micros lease_ttl_us = 2 * kSeconds;
   Micros scheduling_period_us = 200 * kMillis;
   int epoch_batch_limit = 64;  // messages read per input per epoch
+  // `kafka:` librdkafka settings for every Kafka client of `onceflow real` (TLS, SASL, ...).
+  std::vector<std::pair<std::string, std::string>> kafka_settings;
 
   const ComputationSpec* computation(std::string_view name) const;
   const SourceSpec* source(std::string_view name) const;
@@ -147,6 +149,8 @@ struct PipelineSpec {
 
 // Parses "250us", "20ms", "1.5s", "2m" or a bare number of microseconds; nullopt otherwise.
 std::optional<Micros> parse_duration(std::string_view text);
+// The inverse, with the largest unit that is exact: "2m", "30s", "250ms", "7us".
+std::string format_duration(Micros us);
 
 // Parses and validates a pipeline spec from a YAML mapping. `where` prefixes error messages
 // (e.g. "scenarios/x.yaml"); keys are reported as dotted paths (computations.Name.partitions).
@@ -155,5 +159,8 @@ Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::stri
 Result<PipelineSpec> load_pipeline_spec(const std::string& path);
 // Checks the cross-references and rules; used by the parser and by code that builds specs.
 Status validate_pipeline_spec(const PipelineSpec& spec);
+// A canonical text of the parts of `spec` that shape its tables (which exist, how their rows
+// are keyed), for telling whether stored data was made by this pipeline.
+std::string table_shape(const PipelineSpec& spec);
 
 }  // namespace onceflow

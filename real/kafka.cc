@@ -4,7 +4,10 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <fstream>
 #include <deque>
 #include <charconv>
 #include <optional>
@@ -18,28 +21,76 @@ namespace {
 constexpr int kBlockingTimeoutMs = 30'000;
 constexpr const char* kIdHeader = "onceflow-id";
 
-using Settings = std::vector<std::pair<std::string, std::string>>;
+using Settings = KafkaConfig::Settings;
 
-Result<rd_kafka_t*> make_client(rd_kafka_type_t type, const Settings& settings,
-                                void (*on_delivery)(rd_kafka_t*, const rd_kafka_message_t*, void*) = nullptr,
-                                void* opaque = nullptr) {
+}  // namespace
+
+// What a client's callbacks need: the config (its log lines are redacted by it) and a count
+// of deliveries that failed. It outlives its client.
+struct KafkaClientContext {
+  KafkaConfig kafka;
+  std::atomic<uint64_t> failed{0};
+};
+
+namespace {
+
+using ClientContext = KafkaClientContext;
+
+void on_log(const rd_kafka_t* rk, int level, const char* facility, const char* text) {
+  const auto* context = static_cast<const ClientContext*>(rd_kafka_opaque(rk));
+  const std::string line = context != nullptr ? context->kafka.redact(text) : std::string(text);
+  fmt::print(stderr, "onceflow: kafka: %{}|{}| {}\n", level, facility, line);
+}
+
+void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) static_cast<ClientContext*>(opaque)->failed.fetch_add(1);
+}
+
+// A client with the user's settings first, then `own` (which the engine relies on, so they
+// win). `context` must outlive the client.
+Result<rd_kafka_t*> make_client(rd_kafka_type_t type, ClientContext& context, const Settings& own) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  for (const auto& [name, value] : settings) {
+  Settings all;
+  if (!context.kafka.brokers.empty()) all.emplace_back("bootstrap.servers", context.kafka.brokers);
+  all.insert(all.end(), context.kafka.settings.begin(), context.kafka.settings.end());
+  all.insert(all.end(), own.begin(), own.end());
+  for (const auto& [name, value] : all) {
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
-      return Status::invalid_argument(fmt::format("kafka setting {}={}: {}", name, value, err));
+      const std::string shown = KafkaConfig::secret_setting(name) ? "***" : context.kafka.redact(value);
+      return Status::invalid_argument(
+          fmt::format("kafka setting {}={}: {}", name, shown, context.kafka.redact(err)));
     }
   }
   rd_kafka_conf_set(conf, "log_level", "3", err, sizeof err);  // errors only
-  if (on_delivery != nullptr) rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-  if (opaque != nullptr) rd_kafka_conf_set_opaque(conf, opaque);
+  rd_kafka_conf_set_log_cb(conf, on_log);
+  if (type == RD_KAFKA_PRODUCER) rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+  rd_kafka_conf_set_opaque(conf, &context);
   rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof err);
   if (rk == nullptr) {
     rd_kafka_conf_destroy(conf);
-    return Status::unavailable(fmt::format("cannot create a kafka client: {}", err));
+    return Status::unavailable(fmt::format("cannot create a kafka client: {}", context.kafka.redact(err)));
   }
   return rk;
+}
+
+// A client for one call: destroyed with it.
+struct TemporaryClient {
+  ClientContext context;
+  rd_kafka_t* rk = nullptr;
+  ~TemporaryClient() {
+    if (rk != nullptr) rd_kafka_destroy(rk);
+  }
+};
+Result<std::unique_ptr<TemporaryClient>> temporary_client(rd_kafka_type_t type, const KafkaConfig& kafka,
+                                                          const Settings& own) {
+  auto client = std::make_unique<TemporaryClient>();
+  client->context.kafka = kafka;
+  auto rk = make_client(type, client->context, own);
+  if (!rk) return rk.error();
+  client->rk = *rk;
+  return client;
 }
 
 Status from_error(rd_kafka_error_t* error, std::string_view what) {
@@ -93,7 +144,8 @@ Result<int> partition_count(rd_kafka_t* rk, const std::string& topic) {
 // --- Mock cluster -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<KafkaMockCluster>> KafkaMockCluster::start(int brokers) {
-  auto rk = make_client(RD_KAFKA_PRODUCER, {{"test.mock.num.brokers", std::to_string(brokers)}});
+  static ClientContext mock_context;  // no settings and no deliveries: nothing in it changes
+  auto rk = make_client(RD_KAFKA_PRODUCER, mock_context, {{"test.mock.num.brokers", std::to_string(brokers)}});
   if (!rk) return rk.error();
   rd_kafka_mock_cluster_t* cluster = rd_kafka_handle_mock_cluster(*rk);
   if (cluster == nullptr) {
@@ -101,10 +153,20 @@ Result<std::unique_ptr<KafkaMockCluster>> KafkaMockCluster::start(int brokers) {
     return Status::unavailable("librdkafka did not start a mock cluster");
   }
   return std::unique_ptr<KafkaMockCluster>(
-      new KafkaMockCluster(*rk, cluster, rd_kafka_mock_cluster_bootstraps(cluster)));
+      new KafkaMockCluster(*rk, cluster, rd_kafka_mock_cluster_bootstraps(cluster), brokers));
 }
 
 KafkaMockCluster::~KafkaMockCluster() { rd_kafka_destroy(handle_); }
+
+void KafkaMockCluster::set_brokers_up(bool up) {
+  for (int id = 1; id <= brokers_; ++id) {
+    if (up) {
+      rd_kafka_mock_broker_set_up(cluster_, id);
+    } else {
+      rd_kafka_mock_broker_set_down(cluster_, id);
+    }
+  }
+}
 
 Status KafkaMockCluster::create_topic(const std::string& topic, int partitions) {
   const rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1);
@@ -114,16 +176,21 @@ Status KafkaMockCluster::create_topic(const std::string& topic, int partitions) 
   return Status::ok();
 }
 
-Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions, bool compact) {
-  auto rk = make_client(RD_KAFKA_PRODUCER, {{"bootstrap.servers", brokers}});
-  if (!rk) return rk.error();
+Status ensure_kafka_topic(const KafkaConfig& kafka, const std::string& topic, int partitions, bool compact,
+                          bool exact) {
+  auto client = temporary_client(RD_KAFKA_PRODUCER, kafka, {});
+  if (!client) return client.error();
+  rd_kafka_t* const* rk = &(*client)->rk;
   Status result = Status::ok();
   auto existing = partition_count(*rk, topic);
   if (existing) {
-    if (*existing < partitions) {
+    if (*existing < partitions || (exact && *existing != partitions)) {
       result = Status::invalid_argument(
-          fmt::format("kafka topic {} has {} partitions, the pipeline needs {}", topic, *existing, partitions));
+          fmt::format("kafka topic {} has {} partitions, the pipeline's spec names {}: give the spec {} partitions",
+                      topic, *existing, partitions, *existing));
     }
+  } else if (existing.error().is_unavailable()) {
+    result = Status::unavailable(kafka.redact(existing.error().message()));
   } else {
     char err[256];
     rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, -1, err, sizeof err);
@@ -146,78 +213,112 @@ Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, 
     rd_kafka_queue_destroy(queue);
     rd_kafka_NewTopic_destroy(nt);
   }
-  rd_kafka_destroy(*rk);
   return result;
+}
+
+Result<std::vector<uint64_t>> kafka_topic_ends(const KafkaConfig& kafka, const std::string& topic) {
+  auto client = temporary_client(RD_KAFKA_CONSUMER, kafka, {{"group.id", "onceflow.ends"}});
+  if (!client) return client.error();
+  rd_kafka_t* rk = (*client)->rk;
+  auto partitions = partition_count(rk, topic);
+  if (!partitions) return partitions.error();
+  std::vector<uint64_t> ends;
+  for (int p = 0; p < *partitions; ++p) {
+    int64_t low = 0, high = 0;
+    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, 10'000);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return Status::unavailable(fmt::format("the end of kafka topic {} partition {}: {}", topic, p, rd_kafka_err2str(err)));
+    }
+    ends.push_back(static_cast<uint64_t>(high));
+  }
+  return ends;
+}
+
+Status kafka_reachable(const KafkaConfig& kafka, int timeout_ms) {
+  auto client = temporary_client(RD_KAFKA_PRODUCER, kafka, {});
+  if (!client) return client.error();
+  const rd_kafka_metadata_t* md = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata((*client)->rk, 0, nullptr, &md, timeout_ms);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return Status::unavailable(rd_kafka_err2str(err));
+  rd_kafka_metadata_destroy(md);
+  return Status::ok();
 }
 
 // --- Source -----------------------------------------------------------------------------------
 
-// What was fetched from one partition and not yet known to be committed: a retried epoch
-// reads the same records again from here, so the consumer never has to seek back (a seek
-// can leave records fetched from the old position in the queue, which would skip records).
+// One partition's reader: a consumer of its own, read through its consumer queue, and what it
+// fetched and is not yet known to be committed. One consumer per partition, because a
+// partition queue split off a shared consumer after its assignment lets the first fetched
+// records go to the shared queue, where nobody reads them: kafka_alo_crash_test lost 3,149
+// records so (librdkafka issue #3231 and its maintainer's advice in hw-kafka-client#107).
+// A retried epoch reads the same records again from the buffer. A read from an offset
+// outside the buffer (an older incarnation of the job, or a newer one, reading from where it
+// stands) gets a new consumer positioned there rather than a seek, after which records
+// fetched from the old position could still come.
 struct KafkaSource::Partition {
+  ClientContext context;         // outlives rk
+  rd_kafka_t* rk = nullptr;
   rd_kafka_queue_t* queue = nullptr;
   uint64_t base = 0;               // `buffered` holds every record of [base, fetched)
   uint64_t fetched = 0;            // the offset after the last record fetched
   bool at_end = false;             // the last fetch reached the end of the partition
   std::deque<Record> buffered;     // fetched records, from the lowest offset still asked for
+  ~Partition() {
+    if (queue != nullptr) rd_kafka_queue_destroy(queue);
+    if (rk != nullptr) rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  }
 };
 
-Result<std::unique_ptr<KafkaSource>> KafkaSource::open(const std::string& brokers, const std::string& topic) {
-  auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers},
-                                            {"group.id", "onceflow." + topic},
-                                            {"enable.auto.commit", "false"},
-                                            {"enable.partition.eof", "true"},
-                                            {"isolation.level", "read_committed"},
-                                            {"auto.offset.reset", "earliest"}});
-  if (!rk) return rk.error();
-  return std::unique_ptr<KafkaSource>(new KafkaSource(*rk, topic));
+Result<std::unique_ptr<KafkaSource>> KafkaSource::open(const KafkaConfig& kafka, const std::string& topic) {
+  return std::unique_ptr<KafkaSource>(new KafkaSource(kafka, topic));
 }
 
-KafkaSource::KafkaSource(rd_kafka_t* consumer, std::string topic) : consumer_(consumer), topic_(std::move(topic)) {}
+KafkaSource::KafkaSource(KafkaConfig kafka, std::string topic) : kafka_(std::move(kafka)), topic_(std::move(topic)) {}
 
-KafkaSource::~KafkaSource() {
-  for (auto& [p, part] : partitions_) rd_kafka_queue_destroy(part->queue);
-  rd_kafka_destroy_flags(consumer_, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-}
+KafkaSource::~KafkaSource() = default;
 
-// The partition, ready to serve `offset`: assigned on first use; moved (sought) only when a
-// job asks for an offset outside what is buffered, which a running deployment does not do.
-KafkaSource::Partition& KafkaSource::partition(int p, uint64_t offset) {
+Result<KafkaSource::Partition*> KafkaSource::partition(int p, uint64_t offset) {
   auto it = partitions_.find(p);
   if (it != partitions_.end()) {
-    // Served from the buffer only when it covers the offset: an offset below `base` (asked
-    // by an epoch that started before a later one moved on) must be fetched again, or the
-    // records between it and the buffer's front would be skipped.
     Partition& part = *it->second;
     if (offset >= part.base && offset <= part.fetched) {
       while (!part.buffered.empty() && part.buffered.front().offset < offset) part.buffered.pop_front();
       part.base = offset;
-      return part;
+      return &part;
     }
+    partitions_.erase(it);  // positioned elsewhere: a new consumer
   }
+  auto part = std::make_unique<Partition>();
+  part->context.kafka = kafka_;
+  auto rk = make_client(RD_KAFKA_CONSUMER, part->context,
+                        {{"group.id", "onceflow." + topic_},
+                         {"enable.auto.commit", "false"},
+                         {"enable.partition.eof", "true"},
+                         {"isolation.level", "read_committed"},
+                         {"auto.offset.reset", "earliest"}});
+  if (!rk) return rk.error();
+  part->rk = *rk;
+  // Everything the consumer has (records, errors, its events) comes through one queue, read
+  // below; it is set up before the assignment starts any fetch.
+  rd_kafka_poll_set_consumer(part->rk);
+  part->queue = rd_kafka_queue_get_consumer(part->rk);
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
   rd_kafka_topic_partition_list_add(list, topic_.c_str(), p)->offset = static_cast<int64_t>(offset);
-  if (it == partitions_.end()) {
-    (void)from_error(rd_kafka_incremental_assign(consumer_, list), "assign");
-    auto part = std::make_unique<Partition>();
-    part->queue = rd_kafka_queue_get_partition(consumer_, topic_.c_str(), p);
-    rd_kafka_queue_forward(part->queue, nullptr);  // read this partition on its own
-    it = partitions_.emplace(p, std::move(part)).first;
-  } else {
-    rd_kafka_error_t* error = rd_kafka_seek_partitions(consumer_, list, 0);
-    if (error != nullptr) rd_kafka_error_destroy(error);
-  }
+  const rd_kafka_resp_err_t err = rd_kafka_assign(part->rk, list);
   rd_kafka_topic_partition_list_destroy(list);
-  it->second->base = it->second->fetched = offset;
-  it->second->at_end = false;
-  it->second->buffered.clear();
-  return *it->second;
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Status::unavailable(fmt::format("assign {} partition {}: {}", topic_, p, rd_kafka_err2str(err)));
+  }
+  part->base = part->fetched = offset;
+  Partition* raw = part.get();
+  partitions_[p] = std::move(part);
+  return raw;
 }
 
 Result<std::vector<ExternalSource::Record>> KafkaSource::read(int p, uint64_t offset, size_t limit, bool* caught_up) {
-  rd_kafka_poll(consumer_, 0);  // the consumer's own events (errors, logs)
-  Partition& part = partition(p, offset);
+  auto found = partition(p, offset);
+  if (!found) return found.error();
+  Partition& part = **found;
   if (part.buffered.size() < limit) {
     std::vector<rd_kafka_message_t*> batch(limit - part.buffered.size());
     const ssize_t n = rd_kafka_consume_batch_queue(part.queue, 0, batch.data(), batch.size());
@@ -225,7 +326,8 @@ Result<std::vector<ExternalSource::Record>> KafkaSource::read(int p, uint64_t of
       rd_kafka_message_t* m = batch[static_cast<size_t>(i)];
       if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         part.at_end = true;
-      } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset >= static_cast<int64_t>(part.fetched)) {
+      } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->partition == p &&
+                 m->offset >= static_cast<int64_t>(part.fetched)) {
         Record r;
         r.offset = static_cast<uint64_t>(m->offset);
         r.key = kafka_key(std::string_view(static_cast<const char*>(m->key), m->key_len));
@@ -259,31 +361,25 @@ uint64_t KafkaSource::next_offset(int p) const {
 // --- Sink -------------------------------------------------------------------------------------
 
 struct KafkaSink::Producer {
+  ClientContext context;  // outlives rk
   rd_kafka_t* rk = nullptr;
   LeaseId lease = 0;
   int partition = 0;
   bool marker_read = false;
   bool fatal = false;  // a fatal librdkafka error: replace it
   uint64_t marker = 0;  // the last seqNo a committed transaction carried
-  std::atomic<uint64_t> failed{0};  // delivery reports with an error
   ~Producer() {
     if (rk != nullptr) rd_kafka_destroy(rk);
   }
 };
 
-namespace {
-void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
-  if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) static_cast<std::atomic<uint64_t>*>(opaque)->fetch_add(1);
-}
-}  // namespace
-
-Result<std::unique_ptr<KafkaSink>> KafkaSink::open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec,
+Result<std::unique_ptr<KafkaSink>> KafkaSink::open(RealLoop& loop, const KafkaConfig& kafka, const SinkSpec& spec,
                                                    const std::string& instance) {
-  return std::unique_ptr<KafkaSink>(new KafkaSink(loop, brokers, spec, instance));
+  return std::unique_ptr<KafkaSink>(new KafkaSink(loop, kafka, spec, instance));
 }
 
-KafkaSink::KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec, std::string instance)
-    : loop_(loop), brokers_(std::move(brokers)), spec_(spec), instance_(std::move(instance)) {}
+KafkaSink::KafkaSink(RealLoop& loop, KafkaConfig kafka, const SinkSpec& spec, std::string instance)
+    : loop_(loop), kafka_(std::move(kafka)), spec_(spec), instance_(std::move(instance)) {}
 
 KafkaSink::~KafkaSink() = default;
 
@@ -297,12 +393,13 @@ Result<std::shared_ptr<KafkaSink::Producer>> KafkaSink::producer_for(const std::
   auto p = std::make_shared<Producer>();
   p->lease = lease;
   p->partition = std::stoi(job.substr(job.rfind('/') + 1));
-  Settings settings{{"bootstrap.servers", brokers_}, {"enable.idempotence", "true"}, {"linger.ms", "5"}};
+  Settings settings{{"enable.idempotence", "true"}, {"linger.ms", "5"}};
   const bool transactional = spec_.delivery_guarantee == SinkDelivery::kExactlyOnce;
   if (transactional) {
     settings.emplace_back("transactional.id", fmt::format("onceflow.{}.{}.{}", instance_, kafka_topic(spec_), job));
   }
-  auto rk = make_client(RD_KAFKA_PRODUCER, settings, on_delivery, &p->failed);
+  p->context.kafka = kafka_;
+  auto rk = make_client(RD_KAFKA_PRODUCER, p->context, settings);
   if (!rk) return rk.error();
   p->rk = *rk;
   if (transactional) {
@@ -319,8 +416,11 @@ Result<uint64_t> KafkaSink::deliver(const std::string& job, LeaseId lease, const
   auto p = producer_for(job, lease);
   if (!p) return p.error();
   const std::shared_ptr<Producer> keep = *p;  // alive for this call, whatever happens meanwhile
-  if (spec_.delivery_guarantee == SinkDelivery::kExactlyOnce) return deliver_transactional(*keep, job, rows);
-  return deliver_idempotent(*keep, rows);
+  auto delivered = spec_.delivery_guarantee == SinkDelivery::kExactlyOnce ? deliver_transactional(*keep, job, rows)
+                                                                          : deliver_idempotent(*keep, rows);
+  if (!delivered && delivered.error().is_invalid_argument() && failed_.is_ok()) failed_ = delivered.error();
+  if (!delivered) return Status(delivered.error().code(), kafka_.redact(delivered.error().message()));
+  return delivered;
 }
 
 // The last marker `key` committed in `partition` of the progress topic: read from the end
@@ -330,15 +430,16 @@ Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& key, i
   Status status;
   const std::string topic = progress_topic(kafka_topic(spec_));
   loop_.run_blocking([&] {
-    auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers_},
-                                              {"group.id", "onceflow.progress"},
-                                              {"enable.auto.commit", "false"},
-                                              {"enable.partition.eof", "true"},
-                                              {"isolation.level", "read_committed"}});
-    if (!rk) {
-      status = rk.error();
+    auto client = temporary_client(RD_KAFKA_CONSUMER, kafka_,
+                                   {{"group.id", "onceflow.progress"},
+                                    {"enable.auto.commit", "false"},
+                                    {"enable.partition.eof", "true"},
+                                    {"isolation.level", "read_committed"}});
+    if (!client) {
+      status = client.error();
       return;
     }
+    rd_kafka_t* const* rk = &(*client)->rk;
     int64_t low = 0, high = 0;
     const rd_kafka_resp_err_t err =
         rd_kafka_query_watermark_offsets(*rk, topic.c_str(), partition, &low, &high, kBlockingTimeoutMs);
@@ -369,7 +470,6 @@ Result<std::optional<uint64_t>> KafkaSink::read_marker(const std::string& key, i
       if (!eof) status = Status::unavailable(fmt::format("reading {} did not reach its end", topic));
       if (start == low) break;
     }
-    rd_kafka_destroy(*rk);
   });
   if (!status.is_ok()) return status;
   return marker;
@@ -425,6 +525,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     if (it != producers_.end() && it->second.get() == &p) producers_.erase(it);  // start over, re-read the marker
     return status;
   }
+  acknowledged_ += batch.size();
   p.marker = last;
   return last;
 }
@@ -441,7 +542,8 @@ Status KafkaSink::produce_and_flush(Producer& p, const std::vector<Message>& mes
       status = Status::unavailable("flush timed out");
     }
   });
-  if (status.is_ok() && p.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
+  if (status.is_ok() && p.context.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
+  if (status.is_ok()) acknowledged_ += messages.size();
   if (!status.is_ok() && rd_kafka_fatal_error(p.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     p.fatal = true;  // the idempotent producer cannot go on: the next delivery makes a new one
   }
@@ -470,13 +572,14 @@ Status KafkaSink::write_now(const std::string& job, LeaseId lease, const std::ve
 
 // --- Reading a whole topic --------------------------------------------------------------------
 
-Result<std::vector<KafkaRecord>> read_kafka_topic(const std::string& brokers, const std::string& topic) {
-  auto rk = make_client(RD_KAFKA_CONSUMER, {{"bootstrap.servers", brokers},
-                                            {"group.id", "onceflow.verify"},
-                                            {"enable.auto.commit", "false"},
-                                            {"enable.partition.eof", "true"},
-                                            {"isolation.level", "read_committed"}});
-  if (!rk) return rk.error();
+Result<std::vector<KafkaRecord>> read_kafka_topic(const KafkaConfig& kafka, const std::string& topic) {
+  auto client = temporary_client(RD_KAFKA_CONSUMER, kafka,
+                                 {{"group.id", "onceflow.verify"},
+                                  {"enable.auto.commit", "false"},
+                                  {"enable.partition.eof", "true"},
+                                  {"isolation.level", "read_committed"}});
+  if (!client) return client.error();
+  rd_kafka_t* const* rk = &(*client)->rk;
   std::vector<KafkaRecord> out;
   Status status;
   auto partitions = partition_count(*rk, topic);
@@ -514,8 +617,98 @@ Result<std::vector<KafkaRecord>> read_kafka_topic(const std::string& brokers, co
     }
     if (ended < *partitions) status = Status::timeout("reading " + topic + " did not reach its end");
   }
-  rd_kafka_destroy(*rk);
   if (!status.is_ok()) return status;
+  return out;
+}
+
+}  // namespace onceflow::real
+
+namespace onceflow::real {
+
+// --- Settings and secrets ---------------------------------------------------------------------
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The user:password parts of a broker string ("SASL_SSL://user:pass@host:9092,...").
+std::vector<std::string> broker_userinfos(std::string_view brokers) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= brokers.size()) {
+    const size_t end = std::min(brokers.find(',', start), brokers.size());
+    std::string_view server = brokers.substr(start, end - start);
+    if (const size_t scheme = server.find("://"); scheme != std::string_view::npos) server.remove_prefix(scheme + 3);
+    if (const size_t at = server.rfind('@'); at != std::string_view::npos && at > 0) {
+      out.emplace_back(server.substr(0, at));
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+void replace_all(std::string& text, std::string_view what, std::string_view with) {
+  if (what.empty()) return;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
+    text.replace(at, what.size(), with);
+  }
+}
+
+}  // namespace
+
+bool KafkaConfig::secret_setting(std::string_view name) {
+  const std::string n = lower(name);
+  for (const char* word : {"password", "secret", "jaas", ".pem", "ssl.key", "oauthbearer.config", "token"}) {
+    if (n.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string KafkaConfig::redact(std::string_view text) const {
+  std::vector<std::string> secrets;
+  for (const auto& [name, value] : settings) {
+    if (secret_setting(name) && !value.empty()) secrets.push_back(value);
+  }
+  for (const std::string& userinfo : broker_userinfos(brokers)) {
+    secrets.push_back(userinfo);
+    if (const size_t colon = userinfo.find(':'); colon != std::string::npos && colon + 1 < userinfo.size()) {
+      secrets.push_back(userinfo.substr(colon + 1));
+    }
+  }
+  // Longer secrets first, so that one containing another is replaced whole.
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::string out(text);
+  for (const std::string& secret : secrets) replace_all(out, secret, "***");
+  return out;
+}
+
+std::string KafkaConfig::describe() const { return redact(brokers); }
+
+Result<KafkaConfig::Settings> load_kafka_properties(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::invalid_argument(fmt::format("--kafka-config {}: cannot read the file", path));
+  Settings out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) {
+      return Status::invalid_argument(fmt::format("{}:{}: expected name=value", path, number));
+    }
+    const auto trim = [](std::string text) {
+      const auto a = text.find_first_not_of(" \t\r");
+      const auto b = text.find_last_not_of(" \t\r");
+      return a == std::string::npos ? std::string() : text.substr(a, b - a + 1);
+    };
+    std::string name = trim(line.substr(0, eq));
+    if (name.empty()) return Status::invalid_argument(fmt::format("{}:{}: a setting without a name", path, number));
+    out.emplace_back(std::move(name), trim(line.substr(eq + 1)));
+  }
   return out;
 }
 

@@ -2,7 +2,8 @@
 //
 // KafkaSource reads a topic's partitions by offset for the source jobs (the controller
 // assigns the partitions; the next offset lives in the pipeline's state and moves with the
-// epoch that consumed the records). Records are read with isolation.level=read_committed.
+// epoch that consumed the records), each partition with a consumer of its own. Records are
+// read with isolation.level=read_committed.
 // A record's key is its decimal text when it is one, otherwise a hash of its bytes.
 //
 // KafkaSink hands an async sink's committed outbox to a topic:
@@ -40,29 +41,60 @@ typedef struct rd_kafka_mock_cluster_s rd_kafka_mock_cluster_t;
 
 namespace onceflow::real {
 
+// How to reach a Kafka cluster: its bootstrap servers and any further librdkafka settings
+// (security.protocol, sasl.*, ssl.*, ...), applied to every client onceflow makes. Secrets
+// never appear in a message: describe() leaves a user:password out of the broker string, and
+// redact() replaces every secret (the values of settings whose names say password, secret,
+// key material or JAAS, and such a user:password) with "***". librdkafka's own log lines go
+// through redact() too.
+struct KafkaConfig {
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  KafkaConfig() = default;
+  // From a broker string alone (tests and tools).
+  KafkaConfig(std::string bootstrap) : brokers(std::move(bootstrap)) {}  // NOLINT: implicit on purpose
+  std::string brokers;
+  Settings settings;
+
+  std::string describe() const;
+  std::string redact(std::string_view text) const;
+  static bool secret_setting(std::string_view name);
+};
+// Reads librdkafka properties ("name=value" lines; '#' starts a comment) from `path`.
+Result<KafkaConfig::Settings> load_kafka_properties(const std::string& path);
+
 class KafkaMockCluster {
  public:
   static Result<std::unique_ptr<KafkaMockCluster>> start(int brokers);
   ~KafkaMockCluster();
   const std::string& bootstrap_servers() const { return bootstraps_; }
   Status create_topic(const std::string& topic, int partitions);
+  // Takes every broker down (connections closed, none accepted) or brings them back.
+  void set_brokers_up(bool up);
 
  private:
-  KafkaMockCluster(rd_kafka_t* handle, rd_kafka_mock_cluster_t* cluster, std::string bootstraps)
-      : handle_(handle), cluster_(cluster), bootstraps_(std::move(bootstraps)) {}
+  KafkaMockCluster(rd_kafka_t* handle, rd_kafka_mock_cluster_t* cluster, std::string bootstraps, int brokers)
+      : handle_(handle), cluster_(cluster), bootstraps_(std::move(bootstraps)), brokers_(brokers) {}
   rd_kafka_t* handle_;
   rd_kafka_mock_cluster_t* cluster_;
   std::string bootstraps_;
+  int brokers_;
 };
 
-// Creates `topic` with `partitions` partitions unless it exists (admin API; blocking).
+// Creates `topic` with `partitions` partitions unless it exists (admin API; blocking). An
+// existing topic with fewer partitions is refused (kInvalidArgument, naming both counts);
+// with `exact`, so is one with more (a source must read every partition its topic has).
 // `compact`: cleanup.policy=compact, for progress topics, whose last marker per key must
 // never expire.
-Status ensure_kafka_topic(const std::string& brokers, const std::string& topic, int partitions, bool compact = false);
+Status ensure_kafka_topic(const KafkaConfig& kafka, const std::string& topic, int partitions, bool compact = false,
+                          bool exact = false);
+// The offset after the last record of each partition of `topic` (its high watermarks).
+Result<std::vector<uint64_t>> kafka_topic_ends(const KafkaConfig& kafka, const std::string& topic);
+// Asks the cluster for its metadata: OK when a broker answered within `timeout_ms`.
+Status kafka_reachable(const KafkaConfig& kafka, int timeout_ms);
 
 class KafkaSource final : public ExternalSource {
  public:
-  static Result<std::unique_ptr<KafkaSource>> open(const std::string& brokers, const std::string& topic);
+  static Result<std::unique_ptr<KafkaSource>> open(const KafkaConfig& kafka, const std::string& topic);
   ~KafkaSource() override;
   Result<std::vector<Record>> read(int partition, uint64_t offset, size_t limit, bool* caught_up) override;
   // Whether the last read of `partition` reached the end of what the topic held then.
@@ -72,10 +104,11 @@ class KafkaSource final : public ExternalSource {
 
  private:
   struct Partition;
-  explicit KafkaSource(rd_kafka_t* consumer, std::string topic);
-  Partition& partition(int p, uint64_t offset);
+  KafkaSource(KafkaConfig kafka, std::string topic);
+  // The reader of partition `p`, positioned to serve `offset`.
+  Result<Partition*> partition(int p, uint64_t offset);
 
-  rd_kafka_t* consumer_;
+  KafkaConfig kafka_;
   std::string topic_;
   std::map<int, std::unique_ptr<Partition>> partitions_;
 };
@@ -85,16 +118,20 @@ class KafkaSink final : public ExternalSink {
   // `instance` names this deployment (its data directory's store); it is part of every
   // transactional.id and progress-marker key, so that another deployment writing the same
   // topic never reads this one's markers.
-  static Result<std::unique_ptr<KafkaSink>> open(RealLoop& loop, const std::string& brokers, const SinkSpec& spec,
+  static Result<std::unique_ptr<KafkaSink>> open(RealLoop& loop, const KafkaConfig& kafka, const SinkSpec& spec,
                                                  const std::string& instance = "default");
   ~KafkaSink() override;
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
   Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) override;
   static std::string progress_topic(const std::string& topic) { return topic + ".onceflow-progress"; }
+  // OK, or why the sink stopped for good (a lost progress marker): the deployment stops then.
+  const Status& failed() const { return failed_; }
+  // Records handed over and acknowledged by the cluster so far.
+  uint64_t acknowledged() const { return acknowledged_; }
 
  private:
   struct Producer;
-  KafkaSink(RealLoop& loop, std::string brokers, const SinkSpec& spec, std::string instance);
+  KafkaSink(RealLoop& loop, KafkaConfig kafka, const SinkSpec& spec, std::string instance);
   Result<std::shared_ptr<Producer>> producer_for(const std::string& job, LeaseId lease);
   Result<uint64_t> deliver_transactional(Producer& p, const std::string& job, const std::vector<OutboxRow>& rows);
   Result<uint64_t> deliver_idempotent(Producer& p, const std::vector<OutboxRow>& rows);
@@ -103,8 +140,10 @@ class KafkaSink final : public ExternalSink {
   std::string marker_key(const std::string& job) const { return instance_ + "/" + job; }
 
   RealLoop& loop_;
-  std::string brokers_;
+  KafkaConfig kafka_;
   SinkSpec spec_;
+  Status failed_;
+  uint64_t acknowledged_ = 0;
   std::string instance_;
   // By sink job. A producer in use by a fiber (inside run_blocking) is kept alive by it.
   std::map<std::string, std::shared_ptr<Producer>> producers_;
@@ -120,6 +159,6 @@ struct KafkaRecord {
   Micros timestamp = 0;
   std::string id;  // the MessageId a onceflow sink wrote in the record's header, if any
 };
-Result<std::vector<KafkaRecord>> read_kafka_topic(const std::string& brokers, const std::string& topic);
+Result<std::vector<KafkaRecord>> read_kafka_topic(const KafkaConfig& kafka, const std::string& topic);
 
 }  // namespace onceflow::real

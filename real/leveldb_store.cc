@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 #include <leveldb/db.h>
+#include <leveldb/env.h>
 #include <leveldb/write_batch.h>
+
+#include <filesystem>
 
 #include "core/env/codec.h"
 
@@ -29,21 +32,51 @@ std::string u64_bytes(uint64_t v) {
   return e.take();
 }
 
-Result<uint64_t> read_u64(leveldb::DB& db, const char* key) {
+// Every read checks the checksums of what it reads.
+leveldb::ReadOptions checked_reads() {
+  leveldb::ReadOptions ro;
+  ro.verify_checksums = true;
+  return ro;
+}
+
+Status store_error(const std::string& dir, const leveldb::Status& s) {
+  const std::string text = fmt::format("the store in {}: {}", dir, s.ToString());
+  return s.IsCorruption() ? Status::corruption(text) : Status::unavailable(text);
+}
+
+Result<uint64_t> read_u64(leveldb::DB& db, const std::string& dir, const char* key) {
   std::string value;
-  const leveldb::Status s = db.Get(leveldb::ReadOptions(), key, &value);
+  const leveldb::Status s = db.Get(checked_reads(), key, &value);
   if (s.IsNotFound()) return uint64_t{0};
-  if (!s.ok()) return Status::unavailable(s.ToString());
+  if (!s.ok()) return store_error(dir, s);
   Decoder d(value);
   const uint64_t v = d.u64();
-  if (!d.done()) return Status::corruption(fmt::format("{} does not decode", key));
+  if (!d.done()) return Status::corruption(fmt::format("the store in {}: {} does not decode", dir, key));
   return v;
 }
 
-Status from_leveldb(const leveldb::Status& s) {
-  if (s.ok()) return Status::ok();
-  if (s.IsCorruption()) return Status::corruption(s.ToString());
-  return Status::unavailable(s.ToString());
+// A file LevelDB writes into its directory (CURRENT aside).
+bool is_leveldb_file(const std::string& name) {
+  return name.rfind("MANIFEST-", 0) == 0 || name.ends_with(".ldb") || name.ends_with(".sst") ||
+         name.ends_with(".log");
+}
+
+// A directory with LevelDB's files but no CURRENT is a store that was reset or damaged:
+// opening it would make a new, empty store over the old one's files.
+Status refuse_headless_store(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || fs::exists(fs::path(dir) / "CURRENT", ec)) return Status::ok();
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_leveldb_file(name)) continue;
+    return Status::corruption(fmt::format(
+        "the store in {} has LevelDB files ({}) but no CURRENT file: it was damaged or reset; refusing to start a "
+        "new store over it",
+        dir, name));
+  }
+  if (ec) return Status::unavailable(fmt::format("cannot list {}: {}", dir, ec.message()));
+  return Status::ok();
 }
 
 uint64_t lease_generation(LeaseId lease) { return lease >> 32; }
@@ -51,27 +84,46 @@ uint64_t lease_generation(LeaseId lease) { return lease >> 32; }
 }  // namespace
 
 Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir, const Clock& clock, Options options) {
+  if (Status headless = refuse_headless_store(dir); !headless.is_ok()) return headless;
   leveldb::Options db_options;
   db_options.create_if_missing = true;
+  db_options.paranoid_checks = true;
+  if (options.env != nullptr) db_options.env = options.env;
   leveldb::DB* raw = nullptr;
   const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
-  if (!s.ok()) return Status::unavailable(fmt::format("cannot open the store in {}: {}", dir, s.ToString()));
+  if (!s.ok()) {
+    const std::string text = fmt::format("cannot open the store in {}: {}", dir, s.ToString());
+    return s.IsCorruption() ? Status::corruption(text) : Status::unavailable(text);
+  }
   std::unique_ptr<leveldb::DB> db(raw);
-  auto generation = read_u64(*db, kGenerationKey);
+  auto generation = read_u64(*db, dir, kGenerationKey);
   if (!generation) return generation.error();
-  auto version = read_u64(*db, kVersionKey);
+  auto version = read_u64(*db, dir, kVersionKey);
   if (!version) return version.error();
   // A new life: every Lease of the previous one is over.
   const uint64_t next_generation = *generation + 1;
   leveldb::WriteOptions sync;
   sync.sync = true;
-  if (Status put = from_leveldb(db->Put(sync, kGenerationKey, u64_bytes(next_generation))); !put.is_ok()) return put;
-  return std::unique_ptr<LevelDbStore>(new LevelDbStore(std::move(db), clock, options, next_generation, *version));
+  if (leveldb::Status put = db->Put(sync, kGenerationKey, u64_bytes(next_generation)); !put.ok()) {
+    return store_error(dir, put);
+  }
+  return std::unique_ptr<LevelDbStore>(new LevelDbStore(std::move(db), dir, clock, options, next_generation, *version));
 }
 
-LevelDbStore::LevelDbStore(std::unique_ptr<leveldb::DB> db, const Clock& clock, Options options, uint64_t generation,
-                           Version version)
-    : db_(std::move(db)), clock_(clock), options_(options), generation_(generation), version_(version) {}
+LevelDbStore::LevelDbStore(std::unique_ptr<leveldb::DB> db, std::string dir, const Clock& clock, Options options,
+                           uint64_t generation, Version version)
+    : db_(std::move(db)),
+      dir_(std::move(dir)),
+      clock_(clock),
+      options_(options),
+      generation_(generation),
+      version_(version) {}
+
+Status LevelDbStore::check(const leveldb::Status& s) {
+  if (s.ok() || s.IsNotFound()) return Status::ok();
+  if (failed_.is_ok()) failed_ = store_error(dir_, s);
+  return failed_;
+}
 
 LevelDbStore::~LevelDbStore() {
   for (auto& [id, tx] : open_) db_->ReleaseSnapshot(tx.snapshot);
@@ -115,6 +167,7 @@ Result<LeaseState> LevelDbStore::lease_state(LeaseId lease) { return state_of(le
 // --- Transactions ---
 
 Result<Transaction> LevelDbStore::begin() {
+  if (!failed_.is_ok()) return failed_;
   end_stale_transactions();
   const TxId id = (generation_ << 40) | next_tx_++;
   open_[id] = OpenTx{db_->GetSnapshot(), version_, clock_.now()};
@@ -147,22 +200,24 @@ void LevelDbStore::release(TxId tx) {
 
 Result<std::optional<std::string>> LevelDbStore::read(const Transaction& tx, const std::string& table,
                                                       const std::string& key) {
+  if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
-  leveldb::ReadOptions ro;
+  leveldb::ReadOptions ro = checked_reads();
   ro.snapshot = open->snapshot;
   std::string value;
   const leveldb::Status s = db_->Get(ro, data_key(table, key), &value);
   if (s.IsNotFound()) return std::optional<std::string>();
-  if (!s.ok()) return from_leveldb(s);
+  if (Status bad = check(s); !bad.is_ok()) return bad;
   return std::optional<std::string>(std::move(value));
 }
 
 Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const std::string& table,
                                                   const std::string& from, const std::string& to, size_t limit) {
+  if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
-  leveldb::ReadOptions ro;
+  leveldb::ReadOptions ro = checked_reads();
   ro.snapshot = open->snapshot;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(ro));
   const std::string prefix = table_prefix(table);
@@ -174,12 +229,12 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
     if (!to.empty() && key >= to) break;
     out.push_back({std::move(key), it->value().ToString()});
   }
-  if (!it->status().ok()) return from_leveldb(it->status());
+  if (Status bad = check(it->status()); !bad.is_ok()) return bad;
   return out;
 }
 
 Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) {
-  if (broken_) return Status::unavailable("an earlier write failed; the store must be reopened");
+  if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
   for (const LeaseId lease : prerequisites) {
@@ -209,11 +264,11 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
   batch.Put(kVersionKey, u64_bytes(version));
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
-  if (Status written = from_leveldb(db_->Write(wo, &batch)); !written.is_ok()) {
+  if (const leveldb::Status written = db_->Write(wo, &batch); !written.ok()) {
     // The record may be in the log and come back on reopen: nobody can say it did not apply.
+    // The store is failed from now on; its owner stops, and a reopening tells.
     release(tx.id());
-    broken_ = true;
-    return Status::ambiguous(written.message());
+    return Status::ambiguous(check(written).message());
   }
   version_ = version;
   ++stats_.commits;
@@ -244,7 +299,7 @@ Result<TxOutcome> LevelDbStore::resolve(TxId tx, Version* version) {
   if ((tx >> 40) != generation_) {
     return Status::not_found(fmt::format("transaction {} belongs to an earlier life of the store", tx));
   }
-  if (broken_) return Status::unavailable("an earlier write failed; the store must be reopened");
+  if (!failed_.is_ok()) return failed_;
   if (tx < forgotten_below_) return Status::not_found(fmt::format("the outcome of transaction {} is no longer kept", tx));
   auto it = committed_.find(tx);
   if (it != committed_.end()) {
@@ -263,16 +318,20 @@ Result<std::vector<Row>> LevelDbStore::dump(const std::string& table) {
   return rows;
 }
 
-bool LevelDbStore::any_rows(const std::string& table_prefix) {
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+Result<bool> LevelDbStore::any_rows(const std::string& table_prefix) {
+  if (!failed_.is_ok()) return failed_;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(checked_reads()));
   const std::string prefix = "d" + table_prefix;
   it->Seek(prefix);
-  return it->Valid() && it->key().starts_with(prefix);
+  const bool any = it->Valid() && it->key().starts_with(prefix);
+  if (Status bad = check(it->status()); !bad.is_ok()) return bad;
+  return any;
 }
 
-std::vector<std::string> LevelDbStore::table_names(const std::string& table_prefix) {
+Result<std::vector<std::string>> LevelDbStore::table_names(const std::string& table_prefix) {
+  if (!failed_.is_ok()) return failed_;
   std::vector<std::string> out;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(checked_reads()));
   const std::string prefix = "d" + table_prefix;
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);) {
     const std::string key = it->key().ToString();
@@ -281,6 +340,7 @@ std::vector<std::string> LevelDbStore::table_names(const std::string& table_pref
     out.push_back(key.substr(1, end - 1));
     it->Seek(key.substr(0, end) + '\x01');  // past every row of this table
   }
+  if (Status bad = check(it->status()); !bad.is_ok()) return bad;
   return out;
 }
 

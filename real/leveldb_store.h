@@ -14,6 +14,13 @@
 //   replayed on reopen): the store then refuses further commits until reopened. resolve()
 //   answers from the outcomes of this life and fences a transaction it has not seen commit.
 // - A transaction left open longer than Options::tx_timeout_us is ended by the store.
+// - Damage is refused, never papered over: LevelDB runs with paranoid checks and verifies
+//   every checksum it reads; a directory holding LevelDB files but no CURRENT (a store that
+//   was reset or half deleted) is not opened as a new store; and once LevelDB reports a
+//   corruption or an I/O error (at a read, a write, or a compaction behind a later write,
+//   a full disk included) the store is failed(): it answers every further call with that
+//   error, and its owner stops. Nothing is lost by that: what was committed stays committed,
+//   and a reopening after the cause is gone resumes from it.
 //
 // Thread-safety: none; one runtime's fibers use it (nothing in it suspends).
 #pragma once
@@ -27,7 +34,9 @@
 
 namespace leveldb {
 class DB;
+class Env;
 class Snapshot;
+class Status;
 }  // namespace leveldb
 
 namespace onceflow::real {
@@ -39,6 +48,8 @@ class LevelDbStore final : public Store {
     // A transaction open longer than this (by the store's clock) is over: its snapshot is
     // released, and it can no longer read or commit. Bounds what a forgotten one pins.
     Micros tx_timeout_us = 60 * kSeconds;
+    // LevelDB's file system; null for the default one. Tests hand in one that fails writes.
+    leveldb::Env* env = nullptr;
   };
   // Opens (creating if needed) the store in `dir`. `clock` times Leases; it must outlive
   // the store.
@@ -59,6 +70,11 @@ class LevelDbStore final : public Store {
   Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
 
   uint64_t generation() const { return generation_; }
+  // Whether this open made a new, empty store.
+  bool created() const { return generation_ == 1; }
+  // OK, or the corruption or I/O error that failed the store (it names the directory).
+  const Status& failed() const { return failed_; }
+  const std::string& dir() const { return dir_; }
   Version last_version() const { return version_; }
   size_t open_transactions() const { return open_.size(); }
   struct Stats {
@@ -71,9 +87,9 @@ class LevelDbStore final : public Store {
   // Every committed row of `table` (tests, --verify and tools; not for the engine).
   Result<std::vector<Row>> dump(const std::string& table);
   // Whether any table whose name starts with `table_prefix` has a committed row.
-  bool any_rows(const std::string& table_prefix);
+  Result<bool> any_rows(const std::string& table_prefix);
   // The tables with committed rows whose names start with `table_prefix`, sorted.
-  std::vector<std::string> table_names(const std::string& table_prefix);
+  Result<std::vector<std::string>> table_names(const std::string& table_prefix);
 
  protected:
   Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,
@@ -93,8 +109,10 @@ class LevelDbStore final : public Store {
     Micros began_at = 0;
   };
 
-  LevelDbStore(std::unique_ptr<leveldb::DB> db, const Clock& clock, Options options, uint64_t generation,
-               Version version);
+  LevelDbStore(std::unique_ptr<leveldb::DB> db, std::string dir, const Clock& clock, Options options,
+               uint64_t generation, Version version);
+  // Maps a LevelDB status to ours; any error but "not found" fails the store for good.
+  Status check(const leveldb::Status& s);
   LeaseState state_of(LeaseId lease) const;
   const OpenTx* find_open(const Transaction& tx) const;
   void release(TxId tx);
@@ -102,6 +120,7 @@ class LevelDbStore final : public Store {
   void end_stale_transactions();
 
   std::unique_ptr<leveldb::DB> db_;
+  std::string dir_;
   const Clock& clock_;
   Options options_;
   uint64_t generation_;
@@ -112,7 +131,7 @@ class LevelDbStore final : public Store {
   std::map<TxId, OpenTx> open_;
   std::map<TxId, Version> committed_;  // outcomes of this life, for resolve()
   TxId forgotten_below_ = 0;           // outcomes of older transactions were dropped
-  bool broken_ = false;                // a write failed: commits are refused until reopened
+  Status failed_;                      // set by the first LevelDB error: all is refused then
   std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
   uint64_t commits_since_prune_ = 0;
   Stats stats_;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A Kafka pipeline under kill -9: librdkafka's mock cluster runs in its own process (onceflow
+# A Kafka pipeline under kill -9 and SIGTERM (a kill in the first 200 ms of a fresh data
+# directory, KILLS at random moments, a SIGTERM, a kill while finishing): librdkafka's mock cluster runs in its own process (onceflow
 # kafka-mock), so the topics outlive the pipeline; kcat writes the input; the pipeline is
 # killed with SIGKILL at random moments and restarted; a final --verify run must find no
 # loss and state equal to the reference, and, for an exactly-once sink on a real broker, no
@@ -13,19 +14,7 @@ spec="$src/$3"
 output=$4
 messages=${5:-20000}
 kills=${6:-5}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-kcat=$(command -v kcat || true)
-if [[ -z $kcat ]]; then
-  if [[ ${CI:-} == true ]]; then fail "kcat is not installed"; fi
-  echo "SKIP: kcat is not installed"; exit 77
-fi
+source "$(dirname "$0")/kafka_lib.sh"
 
 if [[ -n ${ONCEFLOW_KAFKA_BROKERS:-} ]]; then
   brokers=$ONCEFLOW_KAFKA_BROKERS  # a real cluster, whose topics events and $output are new
@@ -41,24 +30,50 @@ awk -v n="$messages" 'BEGIN { for (i = 1; i <= n; i++) printf "%d:w%d\n", i % 97
 
 count() { timeout 30 "$kcat" -b "$brokers" -C -t "$output" -e -q -X isolation.level=read_committed | wc -l; }
 RANDOM=7
-# Kill k comes once the output holds k/(2(kills+1)) of the input, plus a random 0-200 ms: always
-# while the pipeline is still working, however fast this machine is.
-for ((i = 1; i <= kills; i++)); do
-  "$onceflow" real "$spec" --kafka "$brokers" --data "$work/data" --no-progress >"$work/run-$i.log" 2>&1 &
+run=0
+start() {
+  run=$((run + 1))
+  "$onceflow" real "$spec" --kafka "$brokers" --data "$work/data" --no-progress >"$work/run-$run.log" 2>&1 &
   pid=$!
-  goal=$((messages * i / (2 * (kills + 1))))
+}
+# Waits until the output holds $1 records (fails after two minutes).
+wait_for() {
   for _ in $(seq 600); do
-    [[ $(count || echo 0) -ge $goal ]] && break
-    kill -0 "$pid" 2>/dev/null || fail "run $i died: $(cat "$work/run-$i.log")"
+    [[ $(count || echo 0) -ge $1 ]] && return
+    kill -0 "$pid" 2>/dev/null || fail "run $run died: $(cat "$work/run-$run.log")"
     sleep 0.2
   done
+  fail "run $run made no progress to $1 records in two minutes"
+}
+stop() {
+  kill -0 "$pid" 2>/dev/null || fail "run $run ended before it could be stopped: $(cat "$work/run-$run.log")"
+  kill -"$1" "$pid"
+  last_rc=0
+  wait "$pid" 2>/dev/null || last_rc=$?
+  echo "run $run: $1 at $(count || echo 0) records in $output (exit $last_rc)"
+}
+
+# The first 200 ms of a fresh data directory.
+start
+sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 180) / 1000 }')"
+stop KILL
+# Kill k comes once the output holds k/(2(kills+2)) of the input, plus a random 0-200 ms: always
+# while the pipeline is still working, however fast this machine is.
+for ((i = 1; i <= kills; i++)); do
+  start
+  wait_for $((messages * i / (2 * (kills + 2))))
   sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 200) / 1000 }')"
-  kill -KILL "$pid"
-  wait "$pid" 2>/dev/null || true
-  seen=$(count || echo 0)
-  echo "killed run $i at $seen records in $output (goal $goal)"
-  [[ $seen -ge $goal ]] || fail "run $i made no progress to $goal records in two minutes"
+  stop KILL
 done
+# A graceful stop.
+start
+wait_for $((messages * (kills + 1) / (2 * (kills + 2))))
+stop TERM
+[[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
+# While finishing.
+start
+wait_for $((messages * 9 / 10))
+stop KILL
 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/data" --no-progress --verify >"$work/verify.json" \
   2>"$work/verify.err" || true
 cat "$work/verify.json"

@@ -1,18 +1,27 @@
 // The LevelDB store: snapshot reads, write-write conflicts, Lease prerequisites by its clock,
 // durability across reopening, and the generation that fences every Lease of an earlier
-// life. A RapidCheck property runs random transactions and reopenings against a model.
+// life; refusing a reset store, a corruption and a full disk. A RapidCheck property runs random
+// transactions and reopenings against a model.
 #include "real/leveldb_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <leveldb/env.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
+#include "tests/temp_dir.h"
+
 namespace onceflow::real {
 namespace {
+
+using testing::TempDir;
 
 class ManualClock final : public Clock {
  public:
@@ -23,20 +32,6 @@ class ManualClock final : public Clock {
   Micros now_ = 1'000'000;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("onceflow-leveldb-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 std::unique_ptr<LevelDbStore> open_store(const TempDir& dir, const Clock& clock) {
   auto store = LevelDbStore::open(dir.str(), clock);
@@ -224,6 +219,121 @@ TEST(LevelDbStoreTest, AStoreThatCannotOpenIsAnError) {
   auto store = LevelDbStore::open("/proc/onceflow-cannot-be-here", clock);
   ASSERT_FALSE(store.has_value());
   EXPECT_NE(store.error().message().find("cannot open the store"), std::string::npos);
+}
+
+TEST(LevelDbStoreTest, ADirectoryWithLevelDbFilesButNoCurrentIsRefused) {
+  TempDir dir;
+  ManualClock clock;
+  ASSERT_TRUE(put_and_commit(*open_store(dir, clock), "k", "v").has_value());
+  std::filesystem::remove(std::filesystem::path(dir.str()) / "CURRENT");
+  auto reopened = LevelDbStore::open(dir.str(), clock);
+  ASSERT_FALSE(reopened.has_value()) << "a reset store was opened as a new one";
+  EXPECT_TRUE(reopened.error().is_corruption());
+  EXPECT_NE(reopened.error().message().find(dir.str()), std::string::npos) << reopened.error().message();
+  EXPECT_NE(reopened.error().message().find("no CURRENT"), std::string::npos) << reopened.error().message();
+}
+
+// Flips bytes in the middle of every table file of `dir`.
+void damage_tables(const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".ldb") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(std::filesystem::file_size(entry.path()));
+    f.seekp(size / 2);
+    for (int i = 0; i < 64; ++i) f.put('\xa5');
+  }
+}
+
+TEST(LevelDbStoreTest, ACorruptionFailsTheStoreAndEveryCallAfter) {
+  TempDir dir;
+  ManualClock clock;
+  {
+    auto store = open_store(dir, clock);
+    // Enough rows that LevelDB writes table files (a 4 MB write buffer fills).
+    for (int batch = 0; batch < 12; ++batch) {
+      auto tx = store->begin();
+      for (int i = 0; i < 1000; ++i) tx->put("t", fmt::format("{:04}-{:04}", batch, i), std::string(500, 'x'));
+      ASSERT_TRUE(store->commit(*tx, {}).has_value());
+    }
+  }
+  {
+    auto store = open_store(dir, clock);  // the reopening flushes the log into a table
+  }
+  damage_tables(dir.str());
+  auto store = LevelDbStore::open(dir.str(), clock);
+  if (!store) {  // refused at open: as good
+    EXPECT_TRUE(store.error().is_corruption()) << store.error().message();
+    return;
+  }
+  auto tx = (*store)->begin();
+  ASSERT_TRUE(tx.has_value());
+  auto rows = (*store)->scan(*tx, "t", "", "", SIZE_MAX);
+  ASSERT_FALSE(rows.has_value()) << "damaged tables were read without a complaint";
+  EXPECT_TRUE(rows.error().is_corruption()) << rows.error().message();
+  EXPECT_FALSE((*store)->failed().is_ok());
+  EXPECT_NE((*store)->failed().message().find(dir.str()), std::string::npos);
+  EXPECT_FALSE((*store)->begin().has_value()) << "a failed store went on";
+}
+
+// A file system whose writes start failing on demand, as a full disk does.
+class FullDiskEnv final : public leveldb::EnvWrapper {
+ public:
+  FullDiskEnv() : EnvWrapper(leveldb::Env::Default()) {}
+  std::atomic<bool> full{false};
+
+  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
+    return wrap(target()->NewWritableFile(f, r), r);
+  }
+  leveldb::Status NewAppendableFile(const std::string& f, leveldb::WritableFile** r) override {
+    return wrap(target()->NewAppendableFile(f, r), r);
+  }
+
+ private:
+  class File final : public leveldb::WritableFile {
+   public:
+    File(leveldb::WritableFile* f, const std::atomic<bool>& full) : f_(f), full_(full) {}
+    ~File() override { delete f_; }
+    leveldb::Status Append(const leveldb::Slice& data) override {
+      if (full_) return leveldb::Status::IOError("injected", "No space left on device");
+      return f_->Append(data);
+    }
+    leveldb::Status Close() override { return f_->Close(); }
+    leveldb::Status Flush() override { return full_ ? leveldb::Status::IOError("injected", "No space left on device") : f_->Flush(); }
+    leveldb::Status Sync() override { return full_ ? leveldb::Status::IOError("injected", "No space left on device") : f_->Sync(); }
+
+   private:
+    leveldb::WritableFile* f_;
+    const std::atomic<bool>& full_;
+  };
+  leveldb::Status wrap(leveldb::Status s, leveldb::WritableFile** r) {
+    if (s.ok()) *r = new File(*r, full);
+    return s;
+  }
+};
+
+TEST(LevelDbStoreTest, AFullDiskFailsTheStoreAndAReopeningResumesWithNothingLost) {
+  TempDir dir;
+  ManualClock clock;
+  FullDiskEnv env;
+  LevelDbStore::Options options;
+  options.env = &env;
+  {
+    auto store = LevelDbStore::open(dir.str(), clock, options);
+    ASSERT_TRUE(store.has_value());
+    ASSERT_TRUE(put_and_commit(**store, "before", "1").has_value());
+    env.full = true;
+    auto failed = put_and_commit(**store, "during", "2");
+    ASSERT_FALSE(failed.has_value());
+    EXPECT_TRUE(failed.error().is_ambiguous()) << "the write may be in the log: nobody can say it did not apply";
+    EXPECT_NE((*store)->failed().message().find("No space left"), std::string::npos) << (*store)->failed().message();
+    EXPECT_FALSE((*store)->begin().has_value());
+  }
+  env.full = false;
+  auto store = LevelDbStore::open(dir.str(), clock, options);
+  ASSERT_TRUE(store.has_value()) << store.error().message();
+  auto tx = (*store)->begin();
+  EXPECT_EQ(get(**store, *tx, "before"), "1");
+  ASSERT_TRUE(put_and_commit(**store, "after", "3").has_value());
 }
 
 // Random transactions (interleaved, some aborted) and reopenings against a model: what is

@@ -1,34 +1,88 @@
 #!/usr/bin/env bash
-# onceflow real survives kill -9: the run is killed with SIGKILL at random moments (at least
-# five times) while it processes 100,000 input messages, restarted on the same --data each
-# time, and then --verify must report no loss and no duplicate in the LevelDB-backed sink and
-# state. Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR [MESSAGES] [KILLS]
+# onceflow real survives kill -9 and SIGTERM: a pipeline of scenarios/real/ with queue sources
+# is killed with SIGKILL in the first 200 ms of a fresh data directory, then at random moments
+# of later lives, then stopped with SIGTERM, then killed again while finishing (once 90% of
+# the outputs are in); each time it is restarted on the same --data. A last run with --verify
+# must find no loss, no duplicate and state equal to the reference.
+# Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS]
+# (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.)
 set -euo pipefail
 onceflow=$1
 src=$2
-messages=${3:-100000}
-kills=${4:-5}
-data=$(mktemp -d)
-trap 'rm -rf "$data"' EXIT
-spec="$src/scenarios/real/keyed_aggregation.yaml"
+spec="$src/$3"
+messages=${4:-30000}
+random_kills=${5:-4}
+work=$(mktemp -d)
+data="$work/data"
+pid=
+cleanup() {
+  [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+RANDOM=$((42 + ${#spec}))  # random kill moments, but the same on every run of the test
+life=0
 
-RANDOM=42  # the kill moments are random but the same on every run of the test
-for ((i = 1; i <= kills; i++)); do
-  "$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress >"$data/run-$i.log" 2>&1 &
+# Starts a life in the background; its progress lines go to $work/life-N.log every 50 ms.
+start() {
+  life=$((life + 1))
+  "$onceflow" real "$spec" --data "$data" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
+    2>"$work/life-$life.log" &
   pid=$!
-  # Between 1 s and 4 s into this life.
-  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 1 + (r % 3000) / 1000 }')"
-  kill -0 "$pid" 2>/dev/null || fail "run $i ended before it could be killed: $(cat "$data/run-$i.log")"
-  kill -KILL "$pid"
-  wait "$pid" 2>/dev/null || true
-  echo "killed run $i"
+}
+alive() { kill -0 "$pid" 2>/dev/null; }
+# The outputs in all lives, as the last progress line of this life says.
+outputs() { grep -o 'outputs [0-9]*' "$work/life-$life.log" | tail -1 | awk '{ print $2 + 0 }'; }
+# Waits until this life reports at least $1 outputs (fails after two minutes).
+wait_for_outputs() {
+  for _ in $(seq 2400); do
+    alive || fail "life $life ended early: $(tail -3 "$work/life-$life.log")"
+    [[ $(outputs) -ge $1 ]] && return
+    sleep 0.05
+  done
+  fail "life $life did not reach $1 outputs in two minutes"
+}
+kill_now() {
+  alive || fail "life $life ended before it could be killed: $(tail -3 "$work/life-$life.log")"
+  kill -"$1" "$pid"
+  local rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  pid=
+  echo "life $life: $1 at $(outputs) outputs (exit $rc)"
+  last_rc=$rc
+}
+
+# 1: within the first 200 ms of a fresh directory.
+start
+sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 180) / 1000 }')"
+kill_now KILL
+[[ $last_rc -eq 137 ]] || fail "the first life did not die of SIGKILL"
+
+# 2..: at random moments of lives that are making progress.
+for ((i = 1; i <= random_kills; i++)); do
+  start
+  wait_for_outputs $((messages * i / (2 * (random_kills + 2))))
+  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 500) / 1000 }')"
+  kill_now KILL
 done
 
-"$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$data/verify.json" \
-  || fail "the final run failed: $(cat "$data/verify.json")"
-cat "$data/verify.json"
-python3 - "$data/verify.json" "$messages" <<'PY'
+# SIGTERM: a graceful stop, exit 0, resumable.
+start
+wait_for_outputs $((messages * (random_kills + 1) / (2 * (random_kills + 2))))
+kill_now TERM
+[[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
+grep -q "run again with --data" "$work/life-$life.log" || fail "SIGTERM: no word on resuming"
+
+# While finishing.
+start
+wait_for_outputs $((messages * 9 / 10))
+sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 100) / 1000 }')"
+kill_now KILL
+
+"$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$work/verify.json" \
+  || fail "the final run failed: $(cat "$work/verify.json")"
+python3 - "$work/verify.json" "$messages" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
 want = int(sys.argv[2])
@@ -36,5 +90,7 @@ assert v["verdict"] == "pass", v
 assert v["inputs"] == want, f"inputs {v['inputs']} != {want}"
 assert v["duplicates"] == 0 and v["lost"] == 0, v
 assert v["outputs"] == want, f"outputs {v['outputs']} != {want}"
-print(f"ok: {want} inputs, {v['outputs']} outputs, no duplicates, no loss")
+for check in v["checks"]:
+    assert check["verdict"] == "pass", check
+print(f"ok: {want} inputs, {v['outputs']} outputs, no duplicates, no loss, state equal to the reference")
 PY

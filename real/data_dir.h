@@ -1,0 +1,41 @@
+// The data directory of `onceflow real`: DIR/store (the LevelDB store) and DIR/onceflow-data.
+//
+// A directory records what its rows are: the format version of their layout (the engine's
+// tables and real/'s own) and the pipeline it was made for, by name and by a hash of what
+// shapes its tables (core/spec.h: table_shape). Both are kept in the store, and
+// DIR/onceflow-data says the same in text for people and tells a store that went missing or
+// was reset from a new directory. A directory of another format or another pipeline is
+// refused, never misread; so is damage (real/leveldb_store.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/env/clock.h"
+#include "core/spec.h"
+#include "real/leveldb_store.h"
+
+namespace onceflow::real {
+
+// The row layout this build reads and writes. Bump it with every change to a row's layout.
+// 0: directories written before the layout was recorded (before 2026-12).
+inline constexpr uint32_t kDataFormatVersion = 1;
+
+struct DataIdentity {
+  uint32_t format = kDataFormatVersion;
+  std::string pipeline;  // the spec's name
+  std::string shape;     // 16 hex digits: a hash of table_shape(spec)
+  std::string describe() const;  // "format 1, pipeline 'x' (shape 0123...)"
+  friend bool operator==(const DataIdentity&, const DataIdentity&) = default;
+};
+DataIdentity identity_of(const PipelineSpec& spec);
+
+// Opens DIR/store for `spec`, creating DIR and a new store when DIR holds none. Refuses
+// (kInvalidArgument or kCorruption, one line naming DIR): a damaged store, a store that was
+// deleted or reset while DIR/onceflow-data remains, and a store of another format or
+// pipeline (naming both).
+Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, const PipelineSpec& spec,
+                                                     const Clock& clock, LevelDbStore::Options options = {});
+
+}  // namespace onceflow::real

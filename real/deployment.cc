@@ -1,0 +1,462 @@
+#include "real/deployment.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "core/env/codec.h"
+#include "core/job.h"
+#include "core/workload.h"
+
+namespace onceflow::real {
+namespace {
+
+// What the real deployment keeps besides the engine's own tables.
+constexpr const char* kProducer = "real/producer";  // "next" -> u64; "<source>/<p>" -> next offset
+constexpr const char* kInputLog = "real/inputs";    // hex16(index) -> the input as written
+constexpr size_t kProducerBatch = 500;
+constexpr Micros kProducerPause = 2 * kMillis;
+constexpr Micros kDrainCheckEvery = 100 * kMillis;
+constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
+constexpr int kKafkaCheckTimeoutMs = 2'000;
+constexpr Micros kHeadsDone = INT64_MAX / 4;  // a queue head past every message: no more input
+
+std::string u64_bytes(uint64_t v) {
+  Encoder e;
+  e.u64(v);
+  return e.take();
+}
+uint64_t u64_of(const std::optional<std::string>& bytes) {
+  if (!bytes) return 0;
+  Decoder d(*bytes);
+  return d.u64();
+}
+// A counter row as `tx` sees it; 0 when absent (or unreadable: the caller's commit fails then).
+uint64_t read_u64(Store& store, const Transaction& tx, const std::string& table, const std::string& key) {
+  auto v = store.get(tx, table, key);
+  return v ? u64_of(*v) : 0;
+}
+
+std::string source_key(const std::string& source, int partition) { return fmt::format("{}/{}", source, partition); }
+
+std::string target_table(const std::string& sink) { return "target/" + sink; }
+std::string target_state(const std::string& sink) { return "target_state/" + sink; }
+
+}  // namespace
+
+Result<std::vector<SourceInput>> produced_inputs(LevelDbStore& store) {
+  auto rows = store.dump(kInputLog);
+  if (!rows) return rows.error();
+  std::vector<SourceInput> inputs;
+  for (const Row& row : *rows) {
+    Decoder d(row.value);
+    SourceInput in;
+    in.source = d.string();
+    in.partition = static_cast<int>(d.u64());
+    in.key = d.u64();
+    in.payload = d.string();
+    in.event_ts = d.i64();
+    in.write_ts = d.i64();
+    if (!d.done()) return Status::corruption(fmt::format("{}: input log row {} does not decode", store.dir(), row.key));
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+Result<std::vector<TargetEntry>> target_entries(LevelDbStore& store, const std::string& sink) {
+  auto rows = store.dump(target_table(sink));
+  if (!rows) return rows.error();
+  std::vector<TargetEntry> out;
+  for (const Row& row : *rows) {
+    Decoder d(row.value);
+    TargetEntry e;
+    e.producer = d.string();
+    e.seqno = d.u64();
+    e.lease = d.u64();
+    auto m = decode_message(d.bytes());
+    if (!m || !d.done()) return Status::corruption(fmt::format("{}: target row {} of sink {} does not decode", store.dir(), row.key, sink));
+    e.message = std::move(*m);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Counts what the engine does, for the progress line: a delivery counts once the target
+// acknowledged it (an outbox row's acknowledgement, a synchronous sink's committed epoch,
+// an at-most-once send), not when its outbox row was written.
+class RealDeployment::Progress final : public EngineObserver {
+ public:
+  explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
+  void epoch_committed(const Epoch& e) override {
+    ++epochs;
+    if (e.job.kind != JobKind::kSink) return;
+    const SinkSpec* sink = spec_.sink(e.job.name);
+    if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered += e.consumed.size();
+  }
+  void delivery_confirmed(const JobId&, const std::vector<MessageId>& ids, Version) override {
+    delivered += ids.size();
+  }
+  void amo_queued(const std::string&, const Message& m) override { amo_in_queue.insert(m.id); }
+  void amo_sent(const std::string&, MessageId id) override {
+    amo_in_queue.erase(id);
+    ++delivered;
+  }
+  void amo_dropped(const std::string&, MessageId id, std::string_view) override { amo_in_queue.erase(id); }
+  std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent or dropped
+  uint64_t epochs = 0;
+  uint64_t delivered = 0;  // acknowledged by their targets, in this process's life
+
+ private:
+  const PipelineSpec& spec_;
+};
+
+// The real deployment's connectors are its own, shared by every process it runs.
+class RealDeployment::SharedConnectors final : public ConnectorFactory {
+ public:
+  explicit SharedConnectors(const Connectors& c) : c_(c) {}
+  void connect(const std::string&, Runtime&, Network&, ProcessConnectors& out) override { out.connectors = c_; }
+
+ private:
+  const Connectors& c_;
+};
+
+RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegistry& registry, const RealOptions& o,
+                               LevelDbStore& store)
+    : spec_(spec),
+      o_(o),
+      store_(store),
+      progress_(std::make_unique<Progress>(spec)),
+      shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
+      layout_(deployment_layout(options_, o.workers)) {
+  config_ = std::make_unique<DeploymentConfig>(
+      DeploymentConfig{spec_, registry, options_, bugs_, o.seed, progress_.get(), shared_connectors_.get()});
+  PipelineWorkload w;
+  w.messages = static_cast<int>(o.messages);
+  w.keys = o.keys;
+  inputs_ = make_workload(spec, w, o.seed);
+  std::erase_if(inputs_, [&](const SourceInput& in) { return spec.source(in.source)->type != "queue"; });
+}
+
+RealDeployment::~RealDeployment() = default;
+
+Status RealDeployment::create_topic(const std::string& topic, int partitions, bool compact, bool exact) {
+  if (mock_ != nullptr) return mock_->create_topic(topic, partitions);
+  return ensure_kafka_topic(kafka_, topic, partitions, compact, exact);
+}
+
+Status RealDeployment::connect_kafka(const KafkaConfig& kafka, KafkaMockCluster* mock) {
+  kafka_ = kafka;
+  mock_ = mock;
+  for (const auto& source : spec_.sources) {
+    if (source.type != "kafka") continue;
+    // A source reads the partitions its spec names: a topic with others would be read in part.
+    if (Status s = create_topic(kafka_topic(source), source.partitions, false, true); !s.is_ok()) return s;
+    auto reader = KafkaSource::open(kafka_, kafka_topic(source));
+    if (!reader) return reader.error();
+    connectors_.sources[source.name] = reader->get();
+    kafka_sources_[source.name] = std::move(*reader);
+  }
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type != SinkType::kKafka) continue;
+    if (Status s = create_topic(kafka_topic(sink), sink.partitions, false, false); !s.is_ok()) return s;
+    const std::string progress = KafkaSink::progress_topic(kafka_topic(sink));
+    if (Status s = create_topic(progress, sink.partitions, true, false); !s.is_ok()) return s;
+    auto writer = KafkaSink::open(loop_, kafka_, sink, instance());
+    if (!writer) return writer.error();
+    connectors_.sinks[sink.name] = writer->get();
+    kafka_sinks_[sink.name] = std::move(*writer);
+  }
+  return check_kafka_holds_what_was_done();
+}
+
+// A source never read past its topic's end, and a sink's topic holds at least what its
+// target acknowledged: otherwise this is not the cluster the data directory was made with
+// (or a topic was recreated), and going on would skip input or report loss.
+Status RealDeployment::check_kafka_holds_what_was_done() {
+  auto tx = store_.begin();
+  if (!tx) return tx.error();
+  Status result;
+  for (const auto& source : spec_.sources) {
+    if (source.type != "kafka" || !result.is_ok()) continue;
+    auto ends = kafka_topic_ends(kafka_, kafka_topic(source));
+    if (!ends) return ends.error();
+    for (int p = 0; p < source.partitions && result.is_ok(); ++p) {
+      auto stored = store_.get(*tx, tables::kSourceOffsets, source_key(source.name, p));
+      if (!stored) return stored.error();
+      const uint64_t read = u64_of(*stored);
+      const uint64_t end = static_cast<size_t>(p) < ends->size() ? (*ends)[static_cast<size_t>(p)] : 0;
+      if (read <= end) continue;
+      result = Status::invalid_argument(fmt::format(
+          "kafka topic {} partition {} ends at offset {}, but {} has read it up to offset {}: this is not the cluster "
+          "(or the topic) the data directory was made with",
+          kafka_topic(source), p, end, o_.data_dir, read));
+    }
+  }
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type != SinkType::kKafka || !result.is_ok()) continue;
+    uint64_t acknowledged = 0;
+    for (int p = 0; p < sink.partitions; ++p) {
+      auto meta = store_.get(*tx, tables::kJobMeta, JobId{JobKind::kSink, sink.name, p}.str());
+      if (!meta) return meta.error();
+      if (!*meta) continue;
+      if (auto progress = sink_progress(**meta)) acknowledged += progress->acked_seqno;
+    }
+    auto ends = kafka_topic_ends(kafka_, kafka_topic(sink));
+    if (!ends) return ends.error();
+    uint64_t held = 0;
+    for (uint64_t end : *ends) held += end;
+    if (held >= acknowledged) continue;
+    result = Status::invalid_argument(fmt::format(
+        "kafka topic {} holds {} records, but {} says {} were delivered to it: this is not the cluster (or the topic) "
+        "the data directory was made with",
+        kafka_topic(sink), held, o_.data_dir, acknowledged));
+  }
+  store_.abort(*tx);
+  return result;
+}
+
+// This deployment's id, made once and kept in the store: Kafka markers and transactional ids
+// carry it, so another deployment on the same topics never mistakes them for its own.
+std::string RealDeployment::instance() {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto tx = store_.begin();
+    if (!tx) continue;
+    auto stored = store_.get(*tx, kProducer, "instance");
+    if (stored && *stored) {
+      store_.abort(*tx);
+      return **stored;
+    }
+    std::random_device os;  // a real deployment: no simulation reaches this
+    const std::string id = fmt::format("{:08x}{:08x}", os(), os());
+    tx->put(kProducer, "instance", id);
+    if (store_.commit(*tx, {}).has_value()) return id;
+  }
+  return "default";
+}
+
+RealDeployment::Ending RealDeployment::run() {
+  loop_.add_node(layout_.controller);
+  for (const std::string& name : layout_.workers) loop_.add_node(name);
+  loop_.add_node("producer");
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type == SinkType::kAsyncQueue) serve_target(sink.name);
+  }
+  const auto start = [&](const std::string& name, EngineProcess::Role role) {
+    processes_.push_back(std::make_unique<EngineProcess>(
+        *config_, name, role, ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+  };
+  start(layout_.controller, EngineProcess::Role::kController);
+  for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
+  if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
+  if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
+    loop_.add_node("kafka-health");
+    loop_.runtime("kafka-health").spawn("watch", [this] { watch_kafka(); });
+  }
+  const Micros started = loop_.clock().now();
+  const Micros progress_every =
+      o_.progress_every_us > 0 ? o_.progress_every_us : (isatty(STDERR_FILENO) != 0 ? kSeconds : 5 * kSeconds);
+  Ending ending = Ending::kStopped;
+  Micros next_check = 0, next_progress = started + progress_every;
+  loop_.run([&] {
+    const Micros now = loop_.clock().now();
+    if (Status failing_now = failing(); !failing_now.is_ok()) {
+      failure_ = failing_now;
+      ending = Ending::kFailed;
+      return true;
+    }
+    // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
+    if (now >= next_check && (kafka_sources_.empty() || o_.verify)) {
+      next_check = now + kDrainCheckEvery;
+      if (drained()) ending = Ending::kDrained;
+    }
+    if (o_.progress && now >= next_progress) {
+      print_progress(now - started, false);
+      next_progress = now + progress_every;
+    }
+    return ending == Ending::kDrained;
+  });
+  if (o_.progress) print_progress(loop_.clock().now() - started, true);
+  processes_.clear();  // after the loop unwound their fibers
+  return ending;
+}
+
+Status RealDeployment::failing() const {
+  if (!store_.failed().is_ok()) return store_.failed();
+  for (const auto& [name, sink] : kafka_sinks_) {
+    if (!sink->failed().is_ok()) return Status::invalid_argument(fmt::format("sink {}: {}", name, sink->failed().message()));
+  }
+  if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {
+    return Status::unavailable(fmt::format(
+        "kafka at {}: no broker answered for {:.0f} s ({}); the data directory is consistent: run again with --data {} "
+        "once the cluster is back",
+        kafka_.describe(), static_cast<double>(o_.kafka_timeout_us) / 1e6, kafka_.redact(kafka_error_), o_.data_dir));
+  }
+  return Status::ok();
+}
+
+// Asks the cluster for its metadata every second; the run stops once no broker has answered
+// for the configured time.
+void RealDeployment::watch_kafka() {
+  Runtime& rt = loop_.runtime("kafka-health");
+  while (true) {
+    Status reachable;
+    loop_.run_blocking([&] { reachable = kafka_reachable(kafka_, kKafkaCheckTimeoutMs); });
+    if (reachable.is_ok()) {
+      kafka_unreachable_since_ = -1;
+    } else {
+      if (kafka_unreachable_since_ < 0) kafka_unreachable_since_ = rt.clock().now() - kKafkaCheckTimeoutMs * kMillis;
+      kafka_error_ = reachable.message();
+    }
+    rt.sleep_for(kKafkaCheckEvery);
+  }
+}
+
+RealDeployment::Counts RealDeployment::counts() {
+  auto tx = store_.begin();
+  if (!tx) return last_counts_;  // the store failed: the last figures stand
+  Counts c;
+  c.produced = read_u64(store_, *tx, kProducer, "next");
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type == SinkType::kAsyncQueue) c.outputs += read_u64(store_, *tx, target_state(sink.name), "count");
+  }
+  store_.abort(*tx);
+  last_counts_ = c;
+  return c;
+}
+
+// Writes the workload into the source queues, a batch per transaction, each row recorded in
+// the input log in the same transaction; resumes where the last life stopped.
+void RealDeployment::produce() {
+  Runtime& rt = loop_.runtime("producer");
+  for (;;) {
+    auto tx = store_.begin();
+    if (!tx) {
+      rt.sleep_for(10 * kMillis);
+      continue;
+    }
+    const uint64_t next = read_u64(store_, *tx, kProducer, "next");
+    const bool all = next >= inputs_.size();
+    const Micros now = rt.clock().now();
+    const uint64_t end = std::min<uint64_t>(inputs_.size(), next + kProducerBatch);
+    for (uint64_t k = next; k < end; ++k) {
+      const SourceInput& in = inputs_[k];
+      const std::string counter = source_key(in.source, in.partition);
+      const uint64_t offset = read_u64(store_, *tx, kProducer, counter);
+      const Micros event_ts = now - (in.write_ts - in.event_ts);
+      Encoder row;
+      row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
+      tx->put(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+      tx->put(kProducer, counter, u64_bytes(offset + 1));
+      Encoder logged;
+      logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
+      tx->put(kInputLog, tables::hex16(k), logged.take());
+    }
+    tx->put(kProducer, "next", u64_bytes(end));
+    // The queue heads: nothing older than now will be appended; past the end, nothing at all.
+    for (const auto& source : spec_.sources) {
+      for (int p = 0; p < source.partitions; ++p) {
+        Encoder head;
+        head.i64(end >= inputs_.size() ? kHeadsDone : now);
+        tx->put(tables::kQueueHeads, source_key(source.name, p), head.take());
+      }
+    }
+    const bool committed = store_.commit(*tx, {}).has_value();
+    if (committed && all) return;
+    rt.sleep_for(kProducerPause);
+  }
+}
+
+// The LevelDB-backed queue table an async sink delivers to: appends with Flow's
+// (producer_id, seqNo) dedup, the table and the dedup state in one transaction.
+void RealDeployment::serve_target(const std::string& sink) {
+  const std::string node = sink_target_node(sink);
+  const std::string state = target_state(sink);
+  loop_.add_node(node);
+  loop_.network(node).serve(kSinkAppendService, [this, sink, state](const std::string&,
+                                                                     std::string_view request) -> Result<std::string> {
+    Decoder in(request);
+    const std::string producer = in.string();
+    const uint64_t seqno = in.u64();
+    const uint64_t lease = in.u64();
+    const std::string message(in.bytes());
+    if (!in.done()) return Status::invalid_argument("malformed append");
+    auto tx = store_.begin();
+    if (!tx) return tx.error();
+    const std::string last_key = "p/" + producer;
+    if (!producer.empty()) {
+      auto last = store_.get(*tx, state, last_key);
+      if (!last) return last.error();
+      if (seqno <= u64_of(*last)) {
+        store_.abort(*tx);
+        return std::string("duplicate");
+      }
+      tx->put(state, last_key, u64_bytes(seqno));
+    }
+    auto count = store_.get(*tx, state, "count");
+    if (!count) return count.error();
+    const uint64_t n = u64_of(*count);
+    Encoder entry;
+    entry.bytes(producer).u64(seqno).u64(lease).bytes(message);
+    tx->put(target_table(sink), tables::hex16(n), entry.take());
+    tx->put(state, "count", u64_bytes(n + 1));
+    auto committed = store_.commit(*tx, {});
+    if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
+    return std::string("appended");
+  });
+}
+
+// Everything produced has been consumed by the sources, and no stream row, outbox row or
+// timer is left.
+bool RealDeployment::drained() {
+  auto tx = store_.begin();
+  if (!tx) return false;
+  bool done = read_u64(store_, *tx, kProducer, "next") >= inputs_.size();
+  for (const auto& source : spec_.sources) {
+    auto kafka = kafka_sources_.find(source.name);
+    for (int p = 0; done && p < source.partitions; ++p) {
+      const std::string key = source_key(source.name, p);
+      const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, key);
+      if (kafka != kafka_sources_.end()) {
+        // Caught up with what the topic holds, and that much committed.
+        done = kafka->second->at_end(p) && kafka->second->next_offset(p) == read;
+      } else {
+        done = read == read_u64(store_, *tx, kProducer, key);
+      }
+    }
+  }
+  store_.abort(*tx);
+  if (!done || !progress_->amo_in_queue.empty()) return false;
+  for (const char* work : {"stream/", "output_messages/", "timers/"}) {
+    auto any = store_.any_rows(work);
+    if (!any || *any) return false;
+  }
+  return true;
+}
+
+void RealDeployment::print_progress(Micros elapsed, bool last) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const double seconds = static_cast<double>(elapsed) / 1e6;
+  const uint64_t delivered = progress_->delivered;
+  const double interval_s = static_cast<double>(std::max<Micros>(elapsed - last_progress_at_, 1)) / 1e6;
+  const auto rate = static_cast<uint64_t>(static_cast<double>(delivered - delivered_at_last_progress_) / interval_s);
+  std::string kafka;
+  if (kafka_unreachable_since_ >= 0) {
+    kafka = fmt::format(", kafka unreachable for {:.0f} s",
+                        static_cast<double>(loop_.clock().now() - kafka_unreachable_since_) / 1e6);
+  }
+  const Counts c = counts();
+  std::string outputs;
+  if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(), [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue; })) {
+    outputs = fmt::format(", outputs {} in all", c.outputs);
+  }
+  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets), epochs {}, {:.0f}s{}{}",
+             tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, progress_->epochs, seconds, kafka,
+             tty && !last ? "   " : "\n");
+  delivered_at_last_progress_ = delivered;
+  last_progress_at_ = elapsed;
+}
+
+}  // namespace onceflow::real

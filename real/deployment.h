@@ -1,0 +1,127 @@
+// RealDeployment: a pipeline running for real, in one process, on the real backends.
+//
+// The engine's processes (a controller and N workers) are composed by core/deployment.h,
+// exactly as the simulator composes them; here they run on the wall-clock fiber loop
+// (real/loop.h) with an in-process network, against the LevelDB store of the data directory
+// (real/data_dir.h). Around them:
+// - a producer writes the test workload (core/workload.h) into the store's source queues in
+//   batches, each batch recorded in an input log in the same transaction, and resumes where
+//   the last life stopped;
+// - async queue sinks deliver to LevelDB-backed queue tables with Flow's
+//   (producer_id, seqNo) dedup, table and dedup state in one transaction;
+// - Kafka sources and sinks go through librdkafka (real/kafka.h).
+//
+// The run ends when everything is processed and delivered (drained), when stop() is called
+// (a signal), or when it cannot go on safely: the store failed (damage, a full disk), a Kafka
+// sink must stop for good, or no Kafka broker answered for the configured time. Then
+// failure() says why; the data directory stays consistent, and a later run resumes from it.
+//
+// Thread-safety: run() on one thread; stop() from any thread or a signal handler.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/computation.h"
+#include "core/deployment.h"
+#include "core/reference.h"
+#include "core/spec.h"
+#include "real/kafka.h"
+#include "real/leveldb_store.h"
+#include "real/loop.h"
+
+namespace onceflow::real {
+
+struct RealOptions {
+  std::string data_dir;
+  int workers = 2;
+  uint64_t messages = 10'000;  // input messages the producer writes in all (across restarts)
+  int keys = 16;
+  uint64_t seed = 1;  // of the workload and of the processes' generators
+  bool verify = false;
+  bool progress = true;  // a progress line on stderr
+  Micros progress_every_us = 0;  // between progress lines; 0: 1 s on a terminal, else 5 s
+  bool stats = false;    // a JSON line of figures on stdout at the end (for bench/run.sh)
+  // Kafka brokers for kafka sources and sinks: "host:port,...", or "mock" for an in-process
+  // mock cluster (gone with the process; `onceflow kafka-mock` keeps one in its own).
+  std::string kafka;
+  std::string kafka_config_file;  // librdkafka properties (name=value lines), added to the spec's
+  Micros kafka_timeout_us = 60 * kSeconds;  // no broker answering for this long stops the run
+};
+
+// What a deployment recorded in its store, for --verify: the inputs it produced (in order),
+// and what an async queue sink's target holds (in append order).
+Result<std::vector<SourceInput>> produced_inputs(LevelDbStore& store);
+struct TargetEntry {
+  std::string producer;  // the sink job, empty for at-most-once sends
+  uint64_t seqno = 0;
+  LeaseId lease = 0;
+  Message message;
+};
+Result<std::vector<TargetEntry>> target_entries(LevelDbStore& store, const std::string& sink);
+
+class RealDeployment {
+ public:
+  RealDeployment(const PipelineSpec& spec, const ComputationRegistry& registry, const RealOptions& options,
+                 LevelDbStore& store);
+  ~RealDeployment();
+
+  // Connects the Kafka sources and sinks: creates missing topics, refuses a source topic whose
+  // partitions differ from the spec's, and a cluster that lacks what the store says was read
+  // from it or written to it (kInvalidArgument, naming both). `mock`: topics are made there.
+  Status connect_kafka(const KafkaConfig& kafka, KafkaMockCluster* mock);
+
+  enum class Ending { kDrained, kStopped, kFailed };
+  // Runs until drained, stopped, or failed (then failure() says why).
+  Ending run();
+  void stop() { loop_.request_stop(); }
+  const Status& failure() const { return failure_; }
+  const std::vector<SourceInput>& inputs() const { return inputs_; }
+
+ private:
+  class Progress;
+  class SharedConnectors;
+  Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
+  Status check_kafka_holds_what_was_done();
+  std::string instance();
+  struct Counts {
+    uint64_t produced = 0;  // inputs the producer wrote, in all lives
+    uint64_t outputs = 0;   // what async queue sinks' targets hold, in all lives
+  };
+  Counts counts();
+  void produce();
+  void serve_target(const std::string& sink);
+  void watch_kafka();
+  bool drained();
+  // The reason to stop now, or OK.
+  Status failing() const;
+  void print_progress(Micros elapsed, bool last);
+
+  const PipelineSpec& spec_;
+  const RealOptions& o_;
+  LevelDbStore& store_;
+  KafkaConfig kafka_;
+  KafkaMockCluster* mock_ = nullptr;
+  Connectors connectors_;
+  std::map<std::string, std::unique_ptr<KafkaSource>> kafka_sources_;
+  std::map<std::string, std::unique_ptr<KafkaSink>> kafka_sinks_;
+  EngineOptions options_;
+  BugSwitches bugs_;
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<SharedConnectors> shared_connectors_;
+  DeploymentLayout layout_;
+  std::unique_ptr<DeploymentConfig> config_;
+  RealLoop loop_;
+  std::vector<std::unique_ptr<EngineProcess>> processes_;
+  std::vector<SourceInput> inputs_;
+  Micros kafka_unreachable_since_ = -1;  // -1: a broker answered the last health check
+  uint64_t delivered_at_last_progress_ = 0;
+  Counts last_counts_;
+  Micros last_progress_at_ = 0;
+  std::string kafka_error_;
+  Status failure_;
+};
+
+}  // namespace onceflow::real

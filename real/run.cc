@@ -1,0 +1,182 @@
+#include "real/run.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "real/data_dir.h"
+#include "real/kafka.h"
+#include "real/verify.h"
+#include "real/wall_clock.h"
+
+namespace onceflow::real {
+namespace {
+
+using json = nlohmann::json;
+
+std::atomic<RealDeployment*> g_deployment{nullptr};
+std::atomic<int> g_signal{0};
+extern "C" void on_stop_signal(int sig) {
+  g_signal.store(sig);
+  if (RealDeployment* d = g_deployment.load()) d->stop();
+}
+
+// SIGINT and SIGTERM stop the deployment gracefully while it runs.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(RealDeployment& d) {
+    g_deployment.store(&d);
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+    if (g_signal.load() != 0) d.stop();  // a signal came while setting up
+  }
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    g_deployment.store(nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+Status check_backends(const PipelineSpec& spec) {
+  for (const auto& sink : spec.sinks) {
+    if (sink.type != SinkType::kSyncQueue && sink.type != SinkType::kAsyncQueue && sink.type != SinkType::kKafka) {
+      return Status::invalid_argument(fmt::format("sinks.{}: {} sinks run in the simulator only, not under onceflow real",
+                                                  sink.name, sink_type_name(sink.type)));
+    }
+  }
+  for (const auto& source : spec.sources) {
+    if (source.type != "queue" && source.type != "kafka") {
+      return Status::invalid_argument(fmt::format(
+          "sources.{}: {} sources run in the simulator only, not under onceflow real", source.name, source.type));
+    }
+  }
+  return Status::ok();
+}
+
+bool uses_kafka(const PipelineSpec& spec) {
+  for (const auto& source : spec.sources) {
+    if (source.type == "kafka") return true;
+  }
+  for (const auto& sink : spec.sinks) {
+    if (sink.type == SinkType::kKafka) return true;
+  }
+  return false;
+}
+
+int bad(const std::string& line) {
+  fmt::print(stderr, "onceflow: {}\n", line);
+  return 2;
+}
+
+}  // namespace
+
+int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
+             const RealOptions& o) {
+  if (Status s = check_backends(spec); !s.is_ok()) return bad(spec_path + ": " + s.message());
+  KafkaConfig kafka;
+  kafka.brokers = o.kafka;
+  kafka.settings = spec.kafka_settings;
+  if (!o.kafka_config_file.empty()) {
+    auto file = load_kafka_properties(o.kafka_config_file);
+    if (!file) return bad(file.error().message());
+    kafka.settings.insert(kafka.settings.end(), file->begin(), file->end());
+  }
+  const bool kafka_used = uses_kafka(spec);
+  if (kafka_used && o.kafka.empty()) {
+    return bad(spec_path + ": the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)");
+  }
+  std::unique_ptr<KafkaMockCluster> mock;
+  if (kafka_used && o.kafka == "mock") {
+    auto started = KafkaMockCluster::start(3);
+    if (!started) return bad(started.error().message());
+    mock = std::move(*started);
+    kafka.brokers = mock->bootstrap_servers();
+    fmt::print(stderr, "onceflow real: kafka mock cluster at {}\n", kafka.brokers);
+  }
+  WallClock clock;
+  auto store = open_data_dir(o.data_dir, spec, clock);
+  if (!store) return bad(store.error().message());
+  RealDeployment::Ending ending = RealDeployment::Ending::kStopped;
+  const Micros started = clock.now();
+  {
+    RealDeployment deployment(spec, registry, o, **store);
+    if (kafka_used) {
+      if (Status connected = deployment.connect_kafka(kafka, mock.get()); !connected.is_ok()) {
+        return bad(fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
+      }
+    }
+    StopOnSignals signals(deployment);
+    ending = deployment.run();
+    if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
+  }
+  if (o.stats) {
+    const auto& st = (*store)->stats();
+    const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
+    fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s}, {"commits", st.commits},
+                            {"writes", st.writes}, {"bytes", st.bytes},
+                            {"drained", ending == RealDeployment::Ending::kDrained}}
+                           .dump());
+  }
+  if (ending != RealDeployment::Ending::kDrained) {
+    fmt::print(stderr, "onceflow real: stopped on signal {}; run again with --data {} to resume\n", g_signal.load(),
+               o.data_dir);
+    return 0;
+  }
+  if (!o.verify) return 0;
+  auto verdict = verify_run(spec, registry, **store, kafka);
+  if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
+  return *verdict;
+}
+
+namespace {
+std::atomic<int> g_mock_signal{0};
+extern "C" void on_mock_signal(int sig) { g_mock_signal.store(sig); }
+}  // namespace
+
+int run_kafka_mock(int brokers, const std::vector<std::string>& topics) {
+  auto mock = KafkaMockCluster::start(brokers);
+  if (!mock) return bad(mock.error().message());
+  for (const std::string& topic : topics) {
+    const size_t colon = topic.rfind(':');
+    int partitions = 1;
+    std::string name = topic;
+    if (colon != std::string::npos) {
+      name = topic.substr(0, colon);
+      try {
+        partitions = std::stoi(topic.substr(colon + 1));
+      } catch (const std::exception&) {
+        partitions = 0;
+      }
+    }
+    if (name.empty() || partitions < 1 || partitions > 10'000) {
+      return bad(fmt::format("--topic {}: expected NAME or NAME:PARTITIONS (1 to 10000)", topic.substr(0, 64)));
+    }
+    if (Status s = (*mock)->create_topic(name, partitions); !s.is_ok()) return bad(s.message());
+  }
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) std::signal(sig, on_mock_signal);
+  fmt::print("{}\n", (*mock)->bootstrap_servers());
+  std::fflush(stdout);
+  while (true) {
+    const int sig = g_mock_signal.exchange(0);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      (*mock)->set_brokers_up(sig == SIGUSR2);
+      fmt::print(stderr, "onceflow kafka-mock: brokers {}\n", sig == SIGUSR2 ? "up" : "down");
+    }
+    ::usleep(50'000);
+  }
+  return 0;
+}
+
+}  // namespace onceflow::real

@@ -1,0 +1,38 @@
+// onceflow real: a pipeline run for real, in one process, on the real backends.
+//
+// The same engine code as in simulation, composed by the same code (core/deployment.h), runs
+// on a LevelDB store in DATA/store (real/data_dir.h), the wall-clock fiber loop and, where the
+// pipeline uses it, Kafka (real/deployment.h). Everything lives in DATA, so a killed run
+// resumes from its last commit when started again on the same DATA.
+//
+// With finite input (queue sources) the run ends (exit 0) once every message is processed and
+// delivered; with Kafka sources it goes on until SIGINT/SIGTERM, unless --verify is given,
+// which makes it end once it has caught up with what the input topics hold. --verify then
+// reads the outputs and the state back and checks them (real/verify.h).
+//
+// Exit codes: 0 done (and verified), 1 verification found a violation, 2 bad input or a run
+// that cannot go on safely (a damaged store, a full disk, a data directory of another format
+// or pipeline, Kafka unreachable or not the cluster the data directory was made with); each
+// with one line on stderr naming the cause.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/computation.h"
+#include "core/spec.h"
+#include "real/deployment.h"
+
+namespace onceflow::real {
+
+// Runs until the input is processed and delivered, or until SIGINT/SIGTERM. Returns the exit
+// code.
+int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
+             const RealOptions& options);
+
+// onceflow kafka-mock: librdkafka's mock cluster in this process, with `topics`
+// ("name:partitions") created; prints the bootstrap servers and runs until SIGINT/SIGTERM.
+// SIGUSR1 takes every broker down, SIGUSR2 brings them back (for tests of a lost cluster).
+int run_kafka_mock(int brokers, const std::vector<std::string>& topics);
+
+}  // namespace onceflow::real

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# onceflow real with Kafka when the cluster is not what it should be, on librdkafka's mock
+# cluster (onceflow kafka-mock, in a process of its own):
+# - a source topic with more partitions than the spec names is refused (exit 2, both counts);
+# - a data directory run against a new, empty cluster is refused (exit 2), never waited on;
+# - brokers that go away: the progress line says so, the run stops (exit 2) after
+#   --kafka-timeout, and once they are back a rerun resumes and verifies;
+# - librdkafka settings come from --kafka-config and the spec, and no secret (a password
+#   setting, a user:password in the broker string) appears in any output.
+# Usage: kafka_ops_test.sh ONCEFLOW SOURCE_DIR
+set -euo pipefail
+onceflow=$1
+src=$2
+spec="$src/scenarios/real/kafka_aggregation.yaml"
+source "$(dirname "$0")/kafka_lib.sh"
+
+# Starts a mock cluster with topics "$@"; sets $brokers and $mock.
+mock() {
+  local out="$work/mock-$RANDOM"
+  "$onceflow" kafka-mock "${@/#/--topic=}" >"$out.out" 2>"$out.err" &
+  mock=$!
+  pids+=("$mock")
+  for _ in $(seq 100); do [[ -s $out.out ]] && break; sleep 0.1; done
+  brokers=$(head -1 "$out.out")
+  [[ -n $brokers ]] || fail "kafka-mock printed no bootstrap servers: $(cat "$out.err")"
+}
+feed() {  # writes $1 records to topic events
+  awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "%d:w%d\n", i % 97, i }' | "$kcat" -b "$brokers" -P -t events -K:
+}
+expect_exit() {  # expect_exit CODE NAME COMMAND...: runs it, output in $work/NAME.{out,err}
+  local want=$1 name=$2
+  shift 2
+  local rc=0
+  "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  [[ $rc -eq $want ]] || fail "$name: exit $rc, not $want: $(tail -c 600 "$work/$name.err")"
+}
+
+# 1. A source topic with more partitions than the spec names.
+mock events:4 counts:2
+expect_exit 2 partitions timeout 60 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/p" --no-progress
+grep -q "has 4 partitions" "$work/partitions.err" && grep -q "names 2" "$work/partitions.err" \
+  || fail "partitions: $(cat "$work/partitions.err")"
+echo "ok: partitions: $(grep onceflow: "$work/partitions.err")"
+kill "$mock"
+
+# 2. A data directory against a new, empty cluster.
+mock events:2 counts:2
+feed 5000
+expect_exit 0 first timeout 120 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/d" --no-progress --verify
+kill "$mock"
+mock events:2 counts:2
+expect_exit 2 empty timeout 60 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/d" --no-progress --verify
+grep -q "not the cluster" "$work/empty.err" || fail "empty cluster: $(cat "$work/empty.err")"
+echo "ok: empty cluster: $(grep onceflow: "$work/empty.err")"
+kill "$mock"
+
+# 3. Brokers that go away, and come back.
+mock events:2 counts:2
+feed 20000
+"$onceflow" real "$spec" --kafka "$brokers" --data "$work/lost" --kafka-timeout 4s --progress-every 500ms \
+  >"$work/lost.out" 2>"$work/lost.err" &
+run=$!
+pids+=("$run")
+for _ in $(seq 100); do grep -q "delivered [1-9]" "$work/lost.err" && break; sleep 0.2; done
+kill -USR1 "$mock"  # every broker down
+rc=0
+for _ in $(seq 300); do kill -0 "$run" 2>/dev/null || break; sleep 0.1; done
+wait "$run" || rc=$?
+[[ $rc -eq 2 ]] || fail "lost brokers: exit $rc, not 2: $(tail -5 "$work/lost.err")"
+grep -q "kafka unreachable for" "$work/lost.err" || fail "the progress line never said the brokers were gone"
+grep -q "no broker answered" "$work/lost.err" || fail "lost brokers: $(tail -3 "$work/lost.err")"
+echo "ok: lost brokers: $(grep 'onceflow:' "$work/lost.err" | tail -1)"
+kill -USR2 "$mock"  # back
+expect_exit 0 back timeout 180 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/lost" --no-progress --verify
+python3 - "$work/back.out" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["inputs"] == 20000 and v["lost"] == 0, v
+assert all(c["verdict"] == "pass" for c in v["checks"] if c["name"] == "state"), v
+print("ok: back: the rerun resumed, nothing lost, state equal to the reference")
+PY
+
+# 4. Settings, and secrets kept out of every message.
+printf '# a comment\nclient.id = onceflow-ops-test\n' >"$work/good.properties"
+expect_exit 0 settings timeout 120 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/lost" \
+  --kafka-config "$work/good.properties" --no-progress --verify
+printf 'no.such.setting=1\n' >"$work/unknown.properties"
+expect_exit 2 unknown "$onceflow" real "$spec" --kafka "$brokers" --data "$work/s1" --kafka-config "$work/unknown.properties"
+grep -q "no.such.setting" "$work/unknown.err" || fail "an unknown setting: $(cat "$work/unknown.err")"
+printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanisms=PLAIN\nsasl.username=alice\nsasl.password=Pw-in-a-file-7731\n' \
+  >"$work/secret.properties"
+expect_exit 2 secret timeout 60 "$onceflow" real "$spec" --kafka "alice:Pw-in-the-brokers-5521@$brokers" \
+  --data "$work/s2" --kafka-config "$work/secret.properties" --kafka-timeout 3s --progress-every 200ms
+cat >"$work/secret.yaml" <<EOF
+$(cat "$spec")
+kafka:
+  ssl.key.password: Pw-in-the-spec-9090
+EOF
+expect_exit 2 bad_secret_setting timeout 60 "$onceflow" real "$work/secret.yaml" --kafka "$brokers" --data "$work/s3" --kafka-timeout 3s \
+  --kafka-config "$work/secret.properties"
+for leak in Pw-in-a-file-7731 Pw-in-the-brokers-5521 Pw-in-the-spec-9090; do
+  if grep -l -- "$leak" "$work"/*.out "$work"/*.err; then fail "a secret ($leak) was printed"; fi
+done
+echo "ok: secrets: none printed ($(grep onceflow: "$work/secret.err" | tail -1))"
