@@ -54,6 +54,16 @@ struct ConfirmationRecord {
   int64_t time = 0;
 };
 
+// A controller's commit of its state, applied by the store.
+struct ControllerCommit {
+  std::string node;
+  uint64_t lease = 0;        // the controller's own Lease
+  uint64_t version = 0;
+  int64_t commit_time = -1;  // store time
+  bool stores_assignments = false;
+  std::map<std::string, uint64_t> job_leases;  // job -> Lease, as the commit stored them
+};
+
 struct LeaseSpan {
   int64_t started_at = 0;
   int64_t ended_at = -1;  // -1: still active at the end of the run
@@ -83,6 +93,7 @@ struct PipelineHistory {
   std::map<std::string, std::map<std::string, std::string>> reference_tables;
   bool compare_state = true;  // false when some computation is at-least-once-consistent
   std::map<uint64_t, LeaseSpan> leases;
+  std::vector<ControllerCommit> controller_commits;  // in version order
   std::vector<std::string> pending_timers;  // timers still stored at the end
   int64_t heal_at = 0;
   int64_t liveness_bound = 0;

@@ -355,6 +355,59 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
                        fmt::format("{} commits inside their Lease, deliveries after their commit", fenced));
 }
 
+namespace {
+
+// A controller commit outside its own Lease, or "".
+std::string zombie_commit(const ControllerCommit& c, const PipelineHistory& h) {
+  const auto span = h.leases.find(c.lease);
+  if (span == h.leases.end()) return fmt::format("controller {} committed version {} under lease {}, which the store never started", c.node, c.version, hex_id(c.lease));
+  const bool inside = c.commit_time >= span->second.started_at &&
+                      (span->second.ended_at < 0 || c.commit_time <= span->second.ended_at);
+  if (inside) return "";
+  return fmt::format("controller {} committed version {} at {}us under lease {}, which had ended at {}us (a zombie "
+                     "controller's decision reached the store)",
+                     c.node, c.version, c.commit_time, hex_id(c.lease), span->second.ended_at);
+}
+
+}  // namespace
+
+Verdict ControllerCheck::check(const PipelineHistory& h) const {
+  if (h.controller_commits.empty()) return Verdict::not_applicable(std::string(name()), "no controller commits");
+  std::map<std::string, uint64_t> last_stored;  // job -> the Lease stored for it last
+  std::set<uint64_t> stored;                    // every job Lease stored
+  for (const ControllerCommit& c : h.controller_commits) {
+    if (const std::string problem = zombie_commit(c, h); !problem.empty()) return failure(name(), h, problem);
+    if (!c.stores_assignments) continue;
+    for (const auto& [job, lease] : c.job_leases) {
+      stored.insert(lease);
+      auto [it, fresh] = last_stored.try_emplace(job, lease);
+      if (fresh || it->second == lease) continue;
+      const auto old = h.leases.find(it->second);
+      const bool ended = old != h.leases.end() && old->second.ended_at >= 0 && old->second.ended_at <= c.commit_time;
+      if (!ended) {
+        return failure(name(), h,
+                       fmt::format("job {} got lease {} at {}us while its earlier lease {} was still live (two live "
+                                   "leases of one job)",
+                                   job, hex_id(lease), c.commit_time, hex_id(it->second)));
+      }
+      it->second = lease;
+    }
+  }
+  size_t epochs = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (e.lease == 0) continue;
+    ++epochs;
+    if (stored.count(e.lease) != 0) continue;
+    return failure(name(), h,
+                   fmt::format("job {} committed version {} under lease {}, which no controller ever stored (a worker "
+                               "ran an assignment before it was stored)",
+                               e.job, e.version, hex_id(e.lease)));
+  }
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} controller commits inside their Lease; {} epochs under stored assignments",
+                                   h.controller_commits.size(), epochs));
+}
+
 Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
   std::map<std::pair<std::string_view, uint64_t>, int64_t> visible;  // (sink, id) -> first time
   for (const DeliveryRecord& d : h.deliveries) {
@@ -450,6 +503,7 @@ std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   out.push_back(std::make_unique<DeliveryCheck>());
   out.push_back(std::make_unique<StateCheck>());
   out.push_back(std::make_unique<FencingCheck>());
+  out.push_back(std::make_unique<ControllerCheck>());
   out.push_back(std::make_unique<DeliveryCallbackCheck>());
   out.push_back(std::make_unique<TimerCheck>());
   out.push_back(std::make_unique<OrderingCheck>());

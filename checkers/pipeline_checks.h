@@ -47,6 +47,16 @@ class FencingCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// A controller decides only while it leads: every commit of a controller's state applied
+// inside its own Lease; every job Lease an epoch committed under was stored by such a commit
+// (no worker ran under an assignment that was never stored); and when a job's new Lease is
+// stored, every Lease stored for that job before has ended (one live Lease per job).
+class ControllerCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "controller"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 // A sink's delivery callback fires only for messages its target holds, and only after the
 // epoch that acknowledged them committed.
 class DeliveryCallbackCheck final : public PipelineChecker {

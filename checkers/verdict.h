@@ -3,6 +3,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace onceflow::checkers {
@@ -11,13 +12,20 @@ struct Verdict {
   std::string check;   // the invariant's name, e.g. "lease-fencing"
   bool passed = true;
   std::string detail;  // on failure: what broke, naming the ids involved
+  // False when the run gave the check nothing to check (reported "n/a", never "pass"); such
+  // a verdict does not fail the run.
+  bool applicable = true;
 
   static Verdict pass(std::string check, std::string detail = "") {
-    return Verdict{std::move(check), true, std::move(detail)};
+    return Verdict{std::move(check), true, std::move(detail), true};
   }
   static Verdict fail(std::string check, std::string detail) {
-    return Verdict{std::move(check), false, std::move(detail)};
+    return Verdict{std::move(check), false, std::move(detail), true};
   }
+  static Verdict not_applicable(std::string check, std::string why) {
+    return Verdict{std::move(check), true, std::move(why), false};
+  }
+  std::string_view verdict_name() const { return !applicable ? "n/a" : passed ? "pass" : "fail"; }
 };
 
 // The message ids and keys (runs of exactly 16 lowercase hex digits) that failing verdicts

@@ -1,7 +1,5 @@
 #include "cli/scenario.h"
 
-#include "core/engine.h"
-
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -9,6 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+
+#include "core/deployment.h"
+#include "core/engine.h"
 
 namespace onceflow::cli {
 
@@ -146,8 +147,11 @@ class Loader {
     faults::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {
-      only_keys(root["topology"], "topology", {"workers", "spare_workers"});
+      only_keys(root["topology"], "topology", {"workers", "spare_workers", "controllers"});
       if (root["topology"]["workers"]) o.workers = static_cast<int>(integer(root["topology"]["workers"], "topology.workers", 1, 64));
+      if (root["topology"]["controllers"]) {
+        o.controllers = static_cast<int>(integer(root["topology"]["controllers"], "topology.controllers", 1, 8));
+      }
       if (root["topology"]["spare_workers"]) {
         o.spare_workers = static_cast<int>(integer(root["topology"]["spare_workers"], "topology.spare_workers", 0, 64));
       }
@@ -348,8 +352,10 @@ class Loader {
 
   static std::set<std::string> kernel_nodes(const Scenario& s) {
     if (s.kind == "pipeline") {
-      std::set<std::string> nodes{"store", "controller"};
-      for (int i = 1; i <= s.pipeline.workers; ++i) nodes.insert(fmt::format("worker-{}", i));
+      std::set<std::string> nodes{"store"};
+      const DeploymentLayout layout = deployment_layout(EngineOptions{}, s.pipeline.workers, s.pipeline.controllers);
+      nodes.insert(layout.controllers.begin(), layout.controllers.end());
+      nodes.insert(layout.workers.begin(), layout.workers.end());
       for (int i = 1; i <= s.pipeline.spare_workers; ++i) nodes.insert(fmt::format("worker-spare-{}", i));
       for (const auto& sink : s.pipeline.spec.sinks) {
         if (sink.type == SinkType::kAsyncQueue || sink.type == SinkType::kHttp) nodes.insert(sink_target_node(sink.name));
@@ -387,7 +393,8 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     y << YAML::Key << "pipeline" << YAML::Value
       << std::filesystem::absolute(s.pipeline_path).lexically_normal().string();
     y << YAML::Key << "topology" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "workers"
-      << YAML::Value << s.pipeline.workers << YAML::Key << "spare_workers" << YAML::Value << s.pipeline.spare_workers
+      << YAML::Value << s.pipeline.workers << YAML::Key << "controllers" << YAML::Value << s.pipeline.controllers
+      << YAML::Key << "spare_workers" << YAML::Value << s.pipeline.spare_workers
       << YAML::EndMap;
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
       << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys

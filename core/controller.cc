@@ -1,10 +1,12 @@
 #include "core/controller.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cassert>
 #include <charconv>
 
 #include "core/env/codec.h"
-#include "core/worker.h"
 
 namespace onceflow {
 
@@ -12,7 +14,8 @@ namespace {
 constexpr std::string_view kStateNames[] = {"running", "paused", "stopped", "completed"};
 constexpr const char* kStateKey = "state";
 constexpr const char* kStateSeqKey = "state_seq";
-const std::string kJobPrefix = "job/";
+const std::string kJobPrefix = kJobKeyPrefix;
+constexpr size_t kMaxJobs = 1'000'000;
 }  // namespace
 
 std::string_view pipeline_state_name(PipelineState state) { return kStateNames[static_cast<int>(state)]; }
@@ -24,46 +27,202 @@ std::optional<PipelineState> parse_pipeline_state(std::string_view name) {
   return std::nullopt;
 }
 
-Controller::Controller(const EngineEnv& env) : env_(env) {
-  env_.network.serve(Worker::kHeartbeatService, [this](const std::string&, std::string_view req) {
-    return on_heartbeat(req);
-  });
-  env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) {
-    return on_set_state(req);
-  });
+// --- Shared rows ---------------------------------------------------------------------------
+
+std::string encode_leader(const LeaderRow& row) {
+  Encoder out;
+  out.u64(row.lease).bytes(row.node);
+  return out.take();
+}
+
+std::optional<LeaderRow> decode_leader(std::string_view bytes) {
+  Decoder in(bytes);
+  LeaderRow row;
+  row.lease = in.u64();
+  row.node = in.string();
+  if (!in.done()) return std::nullopt;
+  return row;
+}
+
+std::string encode_assignment(const AssignmentRow& row) {
+  Encoder out;
+  out.bytes(row.worker).u64(row.lease).i64(row.assigned_at);
+  return out.take();
+}
+
+std::optional<AssignmentRow> decode_assignment(std::string_view bytes) {
+  Decoder in(bytes);
+  AssignmentRow row;
+  row.worker = in.string();
+  row.lease = in.u64();
+  row.assigned_at = in.i64();
+  if (!in.done()) return std::nullopt;
+  return row;
+}
+
+std::string encode_worker(const WorkerRow& row) {
+  Encoder out;
+  out.u64(row.lease).u64(row.running.size());
+  for (const auto& [job, lease] : row.running) out.bytes(job).u64(lease);
+  return out.take();
+}
+
+std::optional<WorkerRow> decode_worker(std::string_view bytes) {
+  Decoder in(bytes);
+  WorkerRow row;
+  row.lease = in.u64();
+  const uint64_t n = in.u64();
+  for (uint64_t i = 0; in.ok() && i < n; ++i) {
+    std::string job = in.string();
+    row.running[std::move(job)] = in.u64();
+  }
+  if (!in.done()) return std::nullopt;
+  return row;
+}
+
+// --- Controller ----------------------------------------------------------------------------
+
+Controller::Controller(const EngineEnv& env, std::string node) : env_(env), node_(std::move(node)) {
+  assert(!node_.empty());
+  env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) { return on_set_state(req); });
   env_.runtime.spawn("scheduler", [this] { loop(); });
 }
 
 void Controller::loop() {
   while (true) {
-    cycle();
+    if (!busy_) {  // else a state request is being stored: this cycle is skipped
+      busy_ = true;
+      cycle();
+      busy_ = false;
+    }
     env_.runtime.sleep_for(env_.spec.scheduling_period_us);
   }
 }
 
-// Reads the previous life's assignments and aborts their Leases: whatever ran under them is
-// fenced before anything new is scheduled.
+void Controller::cycle() {
+  if (!lead()) return;
+  if (!booted_ && !boot()) return;
+  const bool unstored_left = !end_unstored_leases();
+  // Keep the job Leases alive first, whatever else this cycle manages to do.
+  const std::set<std::string> ended = ping_job_leases();
+  if (state_ != PipelineState::kRunning) {
+    std::vector<std::string> jobs;
+    for (const auto& [job, a] : assignments_) jobs.push_back(job);
+    for (const auto& job : jobs) (void)remove(job, "pipeline not running");
+    if (state_dirty_ || !jobs.empty() || unstored_left) {
+      if (persist(assignments_)) state_dirty_ = false;
+    }
+    return;
+  }
+  auto workers = read_workers();
+  if (!workers) return;
+  schedule(*workers, ended, env_.runtime.clock().now());
+}
+
+std::set<std::string> Controller::ping_job_leases() {
+  std::set<std::string> ended;
+  for (const auto& [job, a] : assignments_) {
+    if (!a.retiring && env_.store.ping_lease(a.row.lease).is_prerequisite_failed()) ended.insert(job);
+  }
+  return ended;
+}
+
+bool Controller::lead() {
+  if (lease_ == 0) return take_over();
+  const Status pinged = env_.store.ping_lease(lease_);
+  if (env_.bugs.controller_without_lease) return true;  // the bug: it never checks its Lease
+  if (pinged.is_prerequisite_failed()) {
+    step_down("its Lease ended");
+    return false;
+  }
+  // A ping that got no answer proves nothing either way: go on, every commit names the Lease.
+  return true;
+}
+
+// Takes the lead under a new Lease when the leader row names none that is still active.
+bool Controller::take_over() {
+  auto lease = env_.store.start_lease(env_.spec.lease_ttl_us);
+  if (!lease) return false;
+  auto tx = env_.store.begin();
+  if (!tx) {
+    (void)env_.store.abort_lease(*lease);
+    return false;
+  }
+  auto leader_bytes = env_.store.get(*tx, tables::kController, kLeaderKey);
+  bool free = leader_bytes.has_value();
+  if (free && leader_bytes->has_value()) {
+    const auto leader = decode_leader(**leader_bytes);
+    assert(leader.has_value());
+    const auto state = env_.store.lease_state(leader->lease);
+    free = state.has_value() && *state != LeaseState::kActive;
+  }
+  if (!free) {  // another controller leads (or the store did not answer): stand by
+    env_.store.abort(*tx);
+    (void)env_.store.abort_lease(*lease);
+    return false;
+  }
+  tx->put(tables::kController, kLeaderKey, encode_leader({*lease, node_}));
+  lease_ = *lease;
+  booted_ = false;
+  if (!commit_as_leader(*tx)) {
+    const LeaseId lost = lease_;
+    lease_ = 0;
+    (void)env_.store.abort_lease(lost);
+    return false;
+  }
+  if (env_.observer != nullptr) env_.observer->controller_leads(node_, lease_);
+  return true;
+}
+
+void Controller::step_down(const char* why) {
+  if (env_.observer != nullptr) env_.observer->controller_steps_down(node_, lease_, why);
+  lease_ = 0;
+  booted_ = false;
+  assignments_.clear();  // the next leader aborts their Leases when it takes over
+}
+
 bool Controller::boot() {
   auto tx = env_.store.begin();
   if (!tx) return false;
   auto state = env_.store.get(*tx, tables::kController, kStateKey);
   auto seq = env_.store.get(*tx, tables::kController, kStateSeqKey);
-  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", 1'000'000);
+  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", kMaxJobs);
   env_.store.abort(*tx);
   if (!state || !seq || !rows) return false;
   if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
   if (seq->has_value()) state_seq_ = std::stoull(**seq);
   for (const Row& row : *rows) {
-    Decoder in(row.value);
-    (void)in.string();
-    const LeaseId lease = in.u64();
-    const Status aborted = env_.store.abort_lease(lease);
+    const auto a = decode_assignment(row.value);
+    assert(a.has_value());
+    const Status aborted = env_.store.abort_lease(a->lease);
     if (!aborted.is_ok() && !aborted.is_prerequisite_failed()) return false;
   }
   assignments_.clear();
-  if (!persist()) return false;
+  if (!persist(assignments_)) return false;
   booted_ = true;
   return true;
+}
+
+// The workers whose Leases are active, and what each reports running.
+std::optional<Controller::Workers> Controller::read_workers() {
+  auto tx = env_.store.begin();
+  if (!tx) return std::nullopt;
+  auto rows = env_.store.scan(*tx, tables::kWorkers, "", "", kMaxJobs);
+  env_.store.abort(*tx);
+  if (!rows) return std::nullopt;
+  Workers out;
+  for (const Row& row : *rows) {
+    const auto w = decode_worker(row.value);
+    assert(w.has_value());
+    const auto state = env_.store.lease_state(w->lease);
+    // A worker whose Lease state did not come back counts as it did the last time.
+    const bool live = state ? *state == LeaseState::kActive : live_workers_.count(row.key) != 0;
+    if (!live) continue;
+    out.live.push_back(row.key);
+    out.running[row.key] = w->running;
+  }
+  live_workers_ = std::set<std::string>(out.live.begin(), out.live.end());
+  return out;
 }
 
 bool Controller::remove(const std::string& job, const char* why) {
@@ -71,8 +230,9 @@ bool Controller::remove(const std::string& job, const char* why) {
   assert(it != assignments_.end());
   const bool skip_abort = env_.bugs.no_abort_on_rebalance && std::string_view(why) == "rebalance";
   if (!skip_abort) {
-    const Status aborted = env_.store.abort_lease(it->second.lease);
-    if (!aborted.is_ok() && !aborted.is_prerequisite_failed()) {
+    const Status aborted = env_.store.abort_lease(it->second.row.lease);
+    const bool ended = aborted.is_ok() || aborted.is_prerequisite_failed();
+    if (!ended && !env_.bugs.lease_abort_not_retried) {  // the bug: whatever the abort answered
       it->second.retiring = true;  // try again next cycle; the Lease may still be live
       return false;
     }
@@ -81,96 +241,137 @@ bool Controller::remove(const std::string& job, const char* why) {
   return true;
 }
 
-bool Controller::persist() {
-  auto tx = env_.store.begin();
-  if (!tx) return false;
-  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", 1'000'000);
-  if (!rows) return false;
-  for (const Row& row : *rows) {
-    if (assignments_.count(row.key.substr(kJobPrefix.size())) == 0) tx->erase(tables::kController, row.key);
-  }
-  for (const auto& [job, a] : assignments_) {
-    Encoder out;
-    out.bytes(a.worker).u64(a.lease).i64(a.assigned_at);
-    tx->put(tables::kController, kJobPrefix + job, out.take());
-  }
-  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
-  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
-  auto result = env_.store.commit(*tx, {});
-  if (result) return true;
-  if (!result.error().is_ambiguous()) return false;
-  while (true) {
-    auto outcome = env_.store.resolve(tx->id());
-    if (outcome) return *outcome == TxOutcome::kCommitted;
-    env_.runtime.sleep_for(env_.spec.scheduling_period_us);
-  }
-}
-
 const char* Controller::removal_reason(const std::string& id, const Assignment& a, const std::string* target,
-                                       const std::vector<std::string>& live, Micros now) {
-  if (env_.store.ping_lease(a.lease).is_prerequisite_failed()) return "lease ended";
-  if (std::find(live.begin(), live.end(), a.worker) == live.end()) return "worker lost";
-  if (target != nullptr && *target != a.worker) return "rebalance";
-  const auto& running = workers_[a.worker].running;
-  const auto reported = running.find(id);
-  const bool is_running = reported != running.end() && reported->second == a.lease;
-  if (now - a.assigned_at > env_.options.start_grace_us && !is_running) return "not running";
+                                       const Workers& workers, bool lease_ended, Micros now) {
+  if (lease_ended) return "lease ended";
+  const auto& live = workers.live;
+  if (std::find(live.begin(), live.end(), a.row.worker) == live.end()) return "worker lost";
+  if (target != nullptr && *target != a.row.worker) return "rebalance";
+  const auto running = workers.running.find(a.row.worker);
+  bool is_running = false;
+  if (running != workers.running.end()) {
+    const auto reported = running->second.find(id);
+    is_running = reported != running->second.end() && reported->second == a.row.lease;
+  }
+  if (now - a.row.assigned_at > env_.options.start_grace_us && !is_running) return "not running";
   return nullptr;
 }
 
-void Controller::cycle() {
-  if (!booted_ && !boot()) return;
-  const Micros now = env_.runtime.clock().now();
-  std::vector<std::string> live;
-  for (const auto& [name, info] : workers_) {
-    if (now - info.heard_at <= env_.options.worker_timeout_us) live.push_back(name);
+bool Controller::end_unstored_leases() {
+  for (auto it = unstored_.begin(); it != unstored_.end();) {
+    const Status aborted = env_.store.abort_lease(it->second);
+    if (aborted.is_ok() || aborted.is_prerequisite_failed()) {
+      it = unstored_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  bool changed = state_dirty_;
-  state_dirty_ = false;
-  if (state_ != PipelineState::kRunning) {
-    changed |= !assignments_.empty();
-    std::vector<std::string> jobs;
-    for (const auto& [job, a] : assignments_) jobs.push_back(job);
-    for (const auto& job : jobs) (void)remove(job, "pipeline not running");
-    if (changed) (void)persist();
-    return;
-  }
+  return unstored_.empty();
+}
+
+void Controller::schedule(const Workers& workers, const std::set<std::string>& ended, Micros now) {
   const std::vector<JobId> jobs = all_jobs(env_.spec);
+  const auto& live = workers.live;
+  bool changed = state_dirty_;
   std::map<std::string, Assignment> added;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const std::string id = jobs[i].str();
     const std::string* target = live.empty() ? nullptr : &live[i % live.size()];
     if (auto it = assignments_.find(id); it != assignments_.end()) {
-      const char* why = it->second.retiring ? "retiring" : removal_reason(id, it->second, target, live, now);
+      const char* why =
+          it->second.retiring ? "retiring" : removal_reason(id, it->second, target, workers, ended.count(id) != 0, now);
       if (why == nullptr) continue;
       changed = true;
       if (!remove(id, why)) continue;  // retiring: no replacement until its Lease has ended
     }
-    if (target == nullptr) continue;
+    // An earlier Lease of this job that was never stored must end before a new one starts.
+    if (target == nullptr || (unstored_.count(id) != 0 && !env_.bugs.lease_abort_not_retried)) continue;
     auto lease = env_.store.start_lease(env_.spec.lease_ttl_us);
     if (!lease) continue;
-    added[id] = Assignment{*target, *lease, now};
+    if (env_.observer != nullptr) env_.observer->job_lease_started(id, *lease);
+    added[id] = Assignment{AssignmentRow{*target, *lease, now}, false};
   }
   if (added.empty() && !changed) return;
-  auto before = assignments_;
-  assignments_.insert(added.begin(), added.end());
-  if (persist()) return;
-  // Not persisted: forget the new assignments (nobody learned of them) and end their Leases.
-  for (const auto& [id, a] : added) (void)env_.store.abort_lease(a.lease);
-  assignments_ = std::move(before);
+  if (env_.bugs.assign_before_persist) push_unstored(added);
+  std::map<std::string, Assignment> next = assignments_;
+  next.insert(added.begin(), added.end());
+  if (persist(next)) {
+    assignments_ = std::move(next);
+    state_dirty_ = false;
+    return;
+  }
+  // Not stored, so no worker learned of them: their Leases must end before their jobs are
+  // assigned again.
+  for (const auto& [id, a] : added) {
+    if (env_.bugs.lease_abort_not_retried) {
+      (void)env_.store.abort_lease(a.row.lease);  // the bug: once, and whatever it answers
+      continue;
+    }
+    unstored_[id] = a.row.lease;
+  }
+  (void)end_unstored_leases();
 }
 
-Result<std::string> Controller::on_heartbeat(std::string_view request) {
-  auto report = decode_job_leases(request);
-  if (!report) return report.error();
-  WorkerInfo& info = workers_[report->first];
-  info.heard_at = env_.runtime.clock().now();
-  info.running = std::move(report->second);
-  std::map<std::string, LeaseId> assigned;
-  for (const auto& [job, a] : assignments_) {
-    if (a.worker == report->first && !a.retiring) assigned[job] = a.lease;
+bool Controller::persist(const std::map<std::string, Assignment>& assignments) {
+  assert(busy_);
+  assert(lease_ != 0);
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", kMaxJobs);
+  if (!rows) return false;
+  for (const Row& row : *rows) {
+    if (assignments.count(row.key.substr(kJobPrefix.size())) == 0) tx->erase(tables::kController, row.key);
   }
-  return encode_job_leases(report->first, assigned);
+  std::map<std::string, LeaseId> job_leases;
+  for (const auto& [job, a] : assignments) {
+    tx->put(tables::kController, kJobPrefix + job, encode_assignment(a.row));
+    job_leases[job] = a.row.lease;
+  }
+  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), job_leases);
+  return commit_as_leader(*tx);
+}
+
+bool Controller::persist_state() {
+  assert(busy_);
+  assert(lease_ != 0);
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
+  return commit_as_leader(*tx);
+}
+
+// Commits `tx` with this controller's Lease as prerequisite; steps down when it has ended.
+bool Controller::commit_as_leader(const Transaction& tx) {
+  std::vector<LeaseId> prerequisites;
+  if (!env_.bugs.controller_without_lease) prerequisites.push_back(lease_);
+  auto result = env_.store.commit(tx, prerequisites);
+  if (result) return true;
+  if (result.error().is_prerequisite_failed()) {
+    step_down("its Lease ended");
+    return false;
+  }
+  if (!result.error().is_ambiguous()) return false;
+  // Ask until the store answers; resolve() also fences the transaction if it did not apply.
+  while (true) {
+    auto outcome = env_.store.resolve(tx.id());
+    if (outcome) return *outcome == TxOutcome::kCommitted;
+    env_.runtime.sleep_for(env_.spec.scheduling_period_us);
+  }
+}
+
+// The assign-before-persist bug: workers hear of new assignments before they are stored.
+void Controller::push_unstored(const std::map<std::string, Assignment>& added) {
+  std::map<std::string, std::map<std::string, LeaseId>> by_worker;
+  for (const auto& [job, a] : added) by_worker[a.row.worker][job] = a.row.lease;
+  for (const auto& [worker, jobs] : by_worker) {
+    WorkerRow pushed;
+    pushed.running = jobs;
+    (void)env_.network.call(worker, kPushService, encode_worker(pushed), env_.options.rpc_timeout_us);
+  }
 }
 
 // Request: "<sequence number> <state>". Requests can be delayed and reordered on the way,
@@ -182,22 +383,30 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), seq);
   const auto state = space == std::string_view::npos ? std::nullopt : parse_pipeline_state(request.substr(space + 1));
   if (ec != std::errc() || ptr != number.data() + number.size() || !state) {
-    return Status::invalid_argument("expected '<sequence> <state>', got '" + std::string(request) + "'");
+    return Status::invalid_argument("expected '<sequence> <state>', got '" + std::string(request.substr(0, 64)) + "'");
   }
   // Until boot has read the persisted state, a change here would be overwritten by it.
-  if (!booted_) return Status::unavailable("the controller is starting");
+  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
+  // One thing at a time: a cycle in progress would interleave with this request's commit.
+  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  busy_ = true;
+  struct Done {
+    bool& busy;
+    ~Done() { busy = false; }
+  } done{busy_};
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (seq < state_seq_) return std::string(pipeline_state_name(state_));
+  // Acknowledge only what is durable: a restarted controller must not go back to the old state.
+  const PipelineState before = state_;
+  const uint64_t seq_before = state_seq_;
   state_seq_ = seq;
   state_ = *state;
+  if (!persist_state()) {
+    state_ = before;
+    state_seq_ = seq_before;
+    return Status::unavailable("the state could not be stored");
+  }
   state_dirty_ = true;
-  // Acknowledge only what is durable: a restarted controller must not go back to the old state.
-  auto tx = env_.store.begin();
-  if (!tx) return tx.error();
-  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
-  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
-  auto committed = env_.store.commit(*tx, {});
-  if (!committed) return Status::unavailable("state not persisted: " + committed.error().to_string());
   return std::string(pipeline_state_name(state_));
 }
 

@@ -1,16 +1,28 @@
 // Controller: owns the pipeline's state, its jobs and one Lease per job.
 //
-// Each scheduling cycle it pings every job's Lease; removes the job whose Lease ended,
-// whose worker was lost, whose worker no longer reports it running, or that a rebalance
-// moves (aborting the Lease of each job it removes); and schedules a replacement under a
-// new Lease, but only once the old Lease is known to have ended (aborted, or found ended).
-// Assignments are persisted before workers learn of them. When the pipeline is
-// paused, stopped or completed it aborts every Lease and schedules nothing. After a restart
-// it reads its persisted assignments and aborts every Lease of its previous life before
-// scheduling anew.
+// Workers and controllers meet only in the store (table tables::kController):
+// - "leader": the Lease and node of the controller in charge. A controller leads only under
+//   a Lease of its own: it takes over only once the row's Lease has ended (a standby waits),
+//   and every commit of its state names that Lease as prerequisite, so a controller paused
+//   past its Lease (a zombie) can neither store nor hand out anything after a successor took
+//   over. It pings its Lease every cycle and steps down once it has ended.
+// - "job/<id>": a job's assignment (worker, job Lease). Workers read their assignments from
+//   these rows, so an assignment is visible exactly when it is stored, never before.
+// - "worker/<name>": what a worker reports (tables::kWorkers): its own Lease (alive while
+//   pinged) and the jobs it runs, with their Leases.
+//
+// Each scheduling cycle the leader pings every job's Lease; removes the job whose Lease ended,
+// whose worker's Lease ended, whose worker does not report it running, or that a rebalance
+// moves (aborting the Lease of each job it removes); and schedules a replacement under a new
+// Lease, but only once every earlier Lease of that job is known to have ended (aborted or
+// found ended). A Lease started for an assignment that could not be stored is aborted, with
+// retries, before its job is assigned again. On taking over, it reads the persisted
+// assignments and aborts every Lease in them before scheduling anew. When the pipeline is
+// paused, stopped or completed it aborts every Lease and schedules nothing.
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,48 +34,95 @@ enum class PipelineState : uint8_t { kRunning, kPaused, kStopped, kCompleted };
 std::string_view pipeline_state_name(PipelineState state);
 std::optional<PipelineState> parse_pipeline_state(std::string_view name);
 
+// The rows controllers and workers share.
+struct LeaderRow {
+  LeaseId lease = 0;
+  std::string node;
+};
+struct AssignmentRow {
+  std::string worker;
+  LeaseId lease = 0;
+  Micros assigned_at = 0;  // by the assigning controller's clock
+};
+struct WorkerRow {
+  LeaseId lease = 0;                        // the worker's own Lease: alive while it is
+  std::map<std::string, LeaseId> running;  // JobId::str() -> the job's Lease
+};
+std::string encode_leader(const LeaderRow& row);
+std::optional<LeaderRow> decode_leader(std::string_view bytes);
+std::string encode_assignment(const AssignmentRow& row);
+std::optional<AssignmentRow> decode_assignment(std::string_view bytes);
+std::string encode_worker(const WorkerRow& row);
+std::optional<WorkerRow> decode_worker(std::string_view bytes);
+inline constexpr const char* kLeaderKey = "leader";
+inline constexpr const char* kJobKeyPrefix = "job/";
+
 class Controller {
  public:
-  explicit Controller(const EngineEnv& env);
+  // `node`: this controller's name, written into the leader row.
+  Controller(const EngineEnv& env, std::string node);
 
   // Request "<sequence number> <state>"; a request older than the last applied is ignored.
+  // A controller that does not lead answers Unavailable.
   static constexpr const char* kSetStateService = "set_state";
+  // Only with the assign-before-persist bug switch: assignments pushed to a worker.
+  static constexpr const char* kPushService = "push_assignments";
 
  private:
   struct Assignment {
-    std::string worker;
-    LeaseId lease = 0;
-    Micros assigned_at = 0;
+    AssignmentRow row;
     // Removed, but its Lease is not yet known to have ended: no replacement until it has, or
     // the old job and its replacement could both commit.
     bool retiring = false;
   };
-  struct WorkerInfo {
-    Micros heard_at = 0;
-    std::map<std::string, LeaseId> running;
+  struct Workers {
+    std::vector<std::string> live;  // their Leases are active
+    std::map<std::string, std::map<std::string, LeaseId>> running;  // worker -> job -> Lease
   };
 
   void loop();
-  bool boot();
   void cycle();
+  // True while this controller leads: takes over when the leader row's Lease has ended, pings
+  // its own Lease, steps down when that has ended.
+  bool lead();
+  bool take_over();
+  void step_down(const char* why);
+  // Reads the previous leader's assignments and aborts their Leases: whatever ran under them
+  // is fenced before anything new is scheduled.
+  bool boot();
+  std::optional<Workers> read_workers();
+  // Pings the Lease of every assigned job; returns the jobs whose Lease has ended.
+  std::set<std::string> ping_job_leases();
+  void schedule(const Workers& workers, const std::set<std::string>& ended, Micros now);
   // Aborts the job's Lease and forgets the job; when the abort cannot be confirmed, the job
   // stays as retiring. Returns true when the job is gone.
   bool remove(const std::string& job, const char* why);
-  // Why an assigned job must go (its Lease ended, its worker was lost, a rebalance moves it,
-  // or its worker does not run it), or nullptr when it stays. Pings the job's Lease.
+  // Why an assigned job must go, or nullptr when it stays.
   const char* removal_reason(const std::string& id, const Assignment& a, const std::string* target,
-                             const std::vector<std::string>& live, Micros now);
-  bool persist();
-  Result<std::string> on_heartbeat(std::string_view request);
+                             const Workers& workers, bool lease_ended, Micros now);
+  // Tries to end the Leases of assignments that were never stored; true when none is left.
+  bool end_unstored_leases();
+  // Stores `assignments` and the pipeline state under this controller's Lease; true when
+  // they are stored (an ambiguous commit is resolved first).
+  bool persist(const std::map<std::string, Assignment>& assignments);
+  bool persist_state();  // the pipeline state alone
+  bool commit_as_leader(const Transaction& tx);
+  void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
   Result<std::string> on_set_state(std::string_view request);
 
   const EngineEnv& env_;
+  std::string node_;
+  LeaseId lease_ = 0;  // this controller's Lease while it leads
+  // A cycle or a state request is under way. Their steps suspend on the store, so without
+  // this one could step down or change assignments under the other.
+  bool busy_ = false;
   bool booted_ = false;
   PipelineState state_ = PipelineState::kRunning;
   uint64_t state_seq_ = 0;  // the sequence number of the last state request applied
   bool state_dirty_ = false;
   std::map<std::string, Assignment> assignments_;  // by JobId::str(), only persisted ones
-  std::map<std::string, WorkerInfo> workers_;
+  std::map<std::string, LeaseId> unstored_;        // job -> a Lease of an assignment never stored
+  std::set<std::string> live_workers_;             // as the last cycle found them
 };
 
 }  // namespace onceflow

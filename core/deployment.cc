@@ -6,10 +6,12 @@
 
 namespace onceflow {
 
-DeploymentLayout deployment_layout(const EngineOptions& options, int workers) {
+DeploymentLayout deployment_layout(const EngineOptions& options, int workers, int controllers) {
   assert(workers >= 1);
+  assert(controllers >= 1);
   DeploymentLayout layout;
-  layout.controller = options.controller_node;
+  layout.controllers.push_back(options.controller_node);
+  for (int i = 2; i <= controllers; ++i) layout.controllers.push_back(fmt::format("{}-{}", options.controller_node, i));
   for (int i = 1; i <= workers; ++i) layout.workers.push_back(fmt::format("worker-{}", i));
   return layout;
 }
@@ -27,7 +29,7 @@ EngineProcess::EngineProcess(const DeploymentConfig& config, const std::string& 
   assert(!name.empty());
   if (config.connectors != nullptr) config.connectors->connect(name, backends.runtime, backends.network, connectors_);
   if (role == Role::kController) {
-    controller_ = std::make_unique<Controller>(env_);
+    controller_ = std::make_unique<Controller>(env_, name);
   } else {
     worker_ = std::make_unique<Worker>(env_, name);
   }

@@ -1,8 +1,8 @@
 // Deployment: the one composition of a pipeline's engine processes, shared by the simulator
 // (faults/pipeline_world.h) and the real backends (real/deployment.h).
 //
-// A deployment is one controller process and N worker processes, named by
-// DeploymentLayout. Each EngineProcess is assembled here from the pipeline spec and what the
+// A deployment is one or more controller processes (one leads, the others stand by) and N
+// worker processes, named by DeploymentLayout. Each EngineProcess is assembled here from the pipeline spec and what the
 // backends hand it (a runtime, a network endpoint, a store client, connectors); nothing else
 // differs between the two worlds. In particular a process's random generator is seeded from
 // the deployment's seed and the process's name alone, so a restarted process draws the same
@@ -29,11 +29,11 @@ namespace onceflow {
 
 // The names of a deployment's engine processes.
 struct DeploymentLayout {
-  std::string controller;
-  std::vector<std::string> workers;  // "worker-1" .. "worker-N"
+  std::vector<std::string> controllers;  // "controller", "controller-2" .. "controller-M"
+  std::vector<std::string> workers;      // "worker-1" .. "worker-N"
 };
-// REQUIRES: workers >= 1.
-DeploymentLayout deployment_layout(const EngineOptions& options, int workers);
+// REQUIRES: workers >= 1, controllers >= 1.
+DeploymentLayout deployment_layout(const EngineOptions& options, int workers, int controllers = 1);
 
 // The connectors one process uses: pointers for the engine, and what the process owns.
 struct ProcessConnectors {

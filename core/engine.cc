@@ -110,6 +110,9 @@ constexpr BugName kBugNames[] = {
     {"callback-before-commit", &BugSwitches::callback_before_commit},
     {"uncounted-send-failure", &BugSwitches::uncounted_send_failure},
     {"random-per-process", &BugSwitches::random_per_process},
+    {"assign-before-persist", &BugSwitches::assign_before_persist},
+    {"lease-abort-not-retried", &BugSwitches::lease_abort_not_retried},
+    {"controller-without-lease", &BugSwitches::controller_without_lease},
 };
 }  // namespace
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,7 +42,8 @@ std::vector<JobId> all_jobs(const PipelineSpec& spec);
 // The store tables the engine uses. Keys that hold numbers use fixed-width hex so that key
 // order is numeric order.
 namespace tables {
-inline constexpr const char* kController = "controller";
+inline constexpr const char* kController = "controller";  // core/controller.h: leader, assignments
+inline constexpr const char* kWorkers = "workers";        // key: worker name (core/controller.h)
 inline constexpr const char* kJobMeta = "job_meta";  // key: JobId::str()
 inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source/partition
 // The time before which a source queue partition will get no more rows (written by the
@@ -84,6 +86,9 @@ struct BugSwitches {
   // computations draw from the process's generator, which a restarted process seeds as its
   // previous life did: "random" ids repeat across lives
   bool random_per_process = false;
+  bool assign_before_persist = false;    // workers hear of new assignments before they are stored
+  bool lease_abort_not_retried = false;  // a Lease abort is sent once, its answer ignored, the job replaced at once
+  bool controller_without_lease = false; // the controller commits without its Lease and never checks it
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
@@ -128,6 +133,14 @@ class EngineObserver {
   // An async sink's delivery callback: the target holds these messages and epoch `version`
   // of `job`, which acknowledged them, committed.
   virtual void delivery_confirmed(const JobId& /*job*/, const std::vector<MessageId>& /*ids*/, Version /*version*/) {}
+  // Controllers: `node` leads under `lease` / stops leading; it is about to commit `tx`
+  // under its Lease, storing these job Leases (nullopt: a commit that stores no assignment).
+  virtual void controller_leads(const std::string& /*node*/, LeaseId /*lease*/) {}
+  virtual void controller_steps_down(const std::string& /*node*/, LeaseId /*lease*/, std::string_view /*why*/) {}
+  virtual void controller_committing(const std::string& /*node*/, LeaseId /*lease*/, TxId /*tx*/,
+                                     const std::optional<std::map<std::string, LeaseId>>& /*job_leases*/) {}
+  // A controller started Lease `lease` for job `job` (JobId::str()).
+  virtual void job_lease_started(const std::string& /*job*/, LeaseId /*lease*/) {}
   // A structured warning (a connector's, e.g. ClickHouse's dedup window shorter than
   // replay_horizon): a name and attributes.
   virtual void warning(const std::string& /*name*/, const std::vector<std::pair<std::string, std::string>>& /*attrs*/) {}

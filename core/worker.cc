@@ -6,47 +6,58 @@
 
 namespace onceflow {
 
-std::string encode_job_leases(const std::string& worker, const std::map<std::string, LeaseId>& jobs) {
-  Encoder out;
-  out.bytes(worker).u64(jobs.size());
-  for (const auto& [job, lease] : jobs) out.bytes(job).u64(lease);
-  return out.take();
-}
-
-Result<std::pair<std::string, std::map<std::string, LeaseId>>> decode_job_leases(std::string_view bytes) {
-  Decoder in(bytes);
-  std::pair<std::string, std::map<std::string, LeaseId>> out;
-  out.first = in.string();
-  const uint64_t n = in.u64();
-  for (uint64_t i = 0; in.ok() && i < n; ++i) {
-    std::string job = in.string();
-    out.second[job] = in.u64();
-  }
-  if (!in.done()) return Status::corruption("malformed heartbeat");
-  return out;
-}
+namespace {
+constexpr size_t kMaxJobs = 1'000'000;
+}  // namespace
 
 Worker::Worker(const EngineEnv& env, std::string name) : env_(env), name_(std::move(name)) {
-  env_.runtime.spawn("heartbeat", [this] { heartbeat_loop(); });
+  assert(!name_.empty());
+  if (env_.bugs.assign_before_persist) {
+    env_.network.serve(Controller::kPushService, [this](const std::string&, std::string_view req) { return on_push(req); });
+  }
+  env_.runtime.spawn("heartbeat", [this] { loop(); });
 }
 
 Worker::~Worker() = default;
 
-void Worker::heartbeat_loop() {
+void Worker::loop() {
   while (true) {
-    std::map<std::string, LeaseId> running;
-    for (const auto& [id, job] : jobs_) {
-      if (!job->finished()) running[id] = job->lease();
-    }
-    auto reply = env_.network.call(env_.options.controller_node, kHeartbeatService,
-                                   encode_job_leases(name_, running), env_.options.rpc_timeout_us);
-    if (reply) {
-      auto assigned = decode_job_leases(*reply);
-      if (assigned) reconcile(assigned->second);
+    if (keep_lease()) {
+      if (auto assigned = read_assignments()) reconcile(*assigned);
+      report();
     }
     std::erase_if(retired_, [](const auto& job) { return !job->busy(); });
     env_.runtime.sleep_for(env_.options.heartbeat_interval_us);
   }
+}
+
+bool Worker::keep_lease() {
+  if (lease_ != 0 && env_.store.ping_lease(lease_).is_prerequisite_failed()) {
+    lease_ = 0;  // it ended (this worker was cut off or paused): the controller moved its jobs
+  }
+  if (lease_ == 0) {
+    auto lease = env_.store.start_lease(env_.options.worker_timeout_us);
+    if (!lease) return false;
+    lease_ = *lease;
+    reported_.reset();
+  }
+  return true;
+}
+
+std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
+  auto tx = env_.store.begin();
+  if (!tx) return std::nullopt;
+  const std::string prefix = kJobKeyPrefix;
+  auto rows = env_.store.scan(*tx, tables::kController, prefix, prefix + "~", kMaxJobs);
+  env_.store.abort(*tx);
+  if (!rows) return std::nullopt;
+  std::map<std::string, LeaseId> mine;
+  for (const Row& row : *rows) {
+    const auto a = decode_assignment(row.value);
+    assert(a.has_value());
+    if (a->worker == name_) mine[row.key.substr(prefix.size())] = a->lease;
+  }
+  return mine;
 }
 
 void Worker::reconcile(const std::map<std::string, LeaseId>& assigned) {
@@ -69,11 +80,41 @@ void Worker::reconcile(const std::map<std::string, LeaseId>& assigned) {
   }
 }
 
+void Worker::report() {
+  WorkerRow row;
+  row.lease = lease_;
+  for (const auto& [id, job] : jobs_) {
+    if (!job->finished()) row.running[id] = job->lease();
+  }
+  if (reported_ && reported_->lease == row.lease && reported_->running == row.running) return;
+  auto tx = env_.store.begin();
+  if (!tx) return;
+  tx->put(tables::kWorkers, name_, encode_worker(row));
+  auto committed = env_.store.commit(*tx, {lease_});
+  if (committed) {
+    reported_ = std::move(row);
+  } else if (committed.error().is_prerequisite_failed()) {
+    lease_ = 0;
+  }
+}
+
 void Worker::start_job(const JobId& id, LeaseId lease) {
   auto job = std::make_unique<Job>(env_, id, lease);
   Job* raw = job.get();
   jobs_[id.str()] = std::move(job);
   env_.runtime.spawn("job:" + id.str(), [raw] { raw->run(); });
+}
+
+// The assign-before-persist bug: jobs the controller has not stored yet are started.
+Result<std::string> Worker::on_push(std::string_view request) {
+  auto pushed = decode_worker(request);
+  if (!pushed) return Status::invalid_argument("malformed push");
+  for (const auto& [id, lease] : pushed->running) {
+    if (jobs_.count(id) != 0) continue;
+    auto job_id = JobId::parse(id);
+    if (job_id) start_job(*job_id, lease);
+  }
+  return std::string("started");
 }
 
 }  // namespace onceflow

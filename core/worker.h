@@ -1,17 +1,22 @@
 // Worker: runs the jobs the controller assigns to it.
 //
-// Every heartbeat_interval the worker tells the controller which jobs it runs (with their
-// Leases) and gets back the jobs it should run. It starts what is missing, asks jobs that
-// are no longer assigned (or hold another Lease) to stop, and drops jobs that ended. The
-// worker never pings Leases: the controller does. A worker cut off from the controller goes
-// on running its jobs; their commits fail once their Leases end.
+// A worker meets the controller only in the store (core/controller.h). It holds a Lease of
+// its own, pinged every heartbeat_interval, which tells the controller it is alive; every
+// heartbeat_interval it reads its assignments from the job rows (so it never learns one that
+// is not stored), starts what is missing, asks jobs that are no longer assigned to it (or hold
+// another Lease) to stop, drops jobs that ended, and writes its worker row (its Lease and the
+// jobs it runs) when that changed. The worker never pings job Leases: the controller does. A
+// worker cut off from the store goes on running its jobs; their commits fail once their
+// Leases end, and the controller moves them once the worker's own Lease has ended.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/controller.h"
 #include "core/engine.h"
 #include "core/job.h"
 
@@ -22,21 +27,24 @@ class Worker {
   Worker(const EngineEnv& env, std::string name);
   ~Worker();
 
-  static constexpr const char* kHeartbeatService = "heartbeat";
-
  private:
-  void heartbeat_loop();
+  void loop();
+  // Starts the worker's Lease when it has none, pings it otherwise; false when it has none.
+  bool keep_lease();
+  // This worker's assignments as stored: job -> Lease; nullopt when the store did not answer.
+  std::optional<std::map<std::string, LeaseId>> read_assignments();
   void reconcile(const std::map<std::string, LeaseId>& assigned);
+  // Writes the worker row when what it would say changed.
+  void report();
   void start_job(const JobId& id, LeaseId lease);
+  Result<std::string> on_push(std::string_view request);  // the assign-before-persist bug
 
   const EngineEnv& env_;
   std::string name_;
+  LeaseId lease_ = 0;                  // the worker's own Lease; 0 while it has none
+  std::optional<WorkerRow> reported_;  // the row as last stored
   std::map<std::string, std::unique_ptr<Job>> jobs_;  // by JobId::str()
   std::vector<std::unique_ptr<Job>> retired_;         // ending; destroyed once idle
 };
-
-// Heartbeat messages between worker and controller.
-std::string encode_job_leases(const std::string& worker, const std::map<std::string, LeaseId>& jobs);
-Result<std::pair<std::string, std::map<std::string, LeaseId>>> decode_job_leases(std::string_view bytes);
 
 }  // namespace onceflow

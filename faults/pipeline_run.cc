@@ -94,6 +94,17 @@ class Recorder final : public EngineObserver {
     if (std::find(warnings.begin(), warnings.end(), text) == warnings.end()) warnings.push_back(text);
     note("", "warning: " + text);
   }
+  void controller_committing(const std::string& node, LeaseId lease, TxId tx,
+                             const std::optional<std::map<std::string, LeaseId>>& job_leases) override {
+    controller_attempts.push_back({node, lease, tx, job_leases});
+  }
+  void controller_leads(const std::string& node, LeaseId lease) override {
+    ++counters["controller takeovers"];
+    note(node, fmt::format("leads under lease {:x}", lease));
+  }
+  void controller_steps_down(const std::string& node, LeaseId lease, std::string_view why) override {
+    note(node, fmt::format("steps down from lease {:x}: {}", lease, why));
+  }
   void amo_dropped(const std::string& sink, MessageId id, std::string_view) override {
     in_queue[sink].erase(id);
     amo_seen.insert(id);
@@ -125,6 +136,13 @@ class Recorder final : public EngineObserver {
   std::map<std::string, uint64_t> counters;
   std::vector<checkers::ConfirmationRecord> confirmations;
   std::vector<std::string> warnings;  // distinct, in order of first appearance
+  struct ControllerAttempt {
+    std::string node;
+    LeaseId lease = 0;
+    TxId tx = 0;
+    std::optional<std::map<std::string, LeaseId>> job_leases;
+  };
+  std::vector<ControllerAttempt> controller_attempts;
 
  private:
   const PipelineSpec& spec_;
@@ -281,6 +299,15 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     const bool ended = lease.state != LeaseState::kActive;
     h.leases[id] = {lease.started_at, ended ? lease.ended_at : lease.last_ping + lease.ttl_us};
   }
+  for (const auto& a : rec.controller_attempts) {
+    const auto version = data.committed_version(a.tx);
+    if (!version) continue;  // never applied
+    auto time = commit_time.find(*version);
+    h.controller_commits.push_back({a.node, a.lease, *version, time == commit_time.end() ? -1 : time->second,
+                                    a.job_leases.has_value(), a.job_leases.value_or(std::map<std::string, LeaseId>{})});
+  }
+  std::sort(h.controller_commits.begin(), h.controller_commits.end(),
+            [](const auto& a, const auto& b) { return a.version < b.version; });
   for (const auto& [table, rows] : data.tables()) {
     if (table.rfind("timers/", 0) != 0) continue;
     for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
@@ -303,6 +330,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   PipelineWorldOptions wo;
   wo.seed = o.seed;
   wo.workers = o.workers;
+  wo.controllers = o.controllers;
   wo.spare_workers = o.spare_workers;
   wo.workload = o.workload;
   wo.bugs = o.bugs;
@@ -323,7 +351,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   RunOutcome& out = run.outcome;
   out.seed = o.seed;
   std::vector<std::string> nodes = world.worker_names();
-  nodes.push_back(EngineOptions{}.controller_node);
+  for (const std::string& node : world.controller_names()) nodes.push_back(node);
   for (const std::string& node : world.target_nodes()) nodes.push_back(node);
   if (o.swarm) {
     SwarmOptions swarm;

@@ -23,6 +23,7 @@ namespace onceflow::faults {
 struct PipelineRunOptions {
   PipelineSpec spec;
   int workers = 3;
+  int controllers = 1;    // one leads, the others stand by
   int spare_workers = 1;  // for rebalance faults: a worker that joins and leaves
   PipelineWorkload workload;
   std::map<std::string, checkers::Guarantee> sink_guarantees;  // unset sinks: from the spec

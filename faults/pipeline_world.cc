@@ -4,6 +4,7 @@
 
 #include <cassert>
 
+#include "core/controller.h"
 #include "core/env/codec.h"
 
 namespace onceflow::faults {
@@ -109,8 +110,10 @@ BootFn PipelineWorld::engine_boot(EngineProcess::Role role) {
 
 void PipelineWorld::start() {
   world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
-  const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers);
-  world_->start(world_->add_node(layout.controller, engine_boot(EngineProcess::Role::kController)));
+  const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers, options_.controllers);
+  for (const std::string& name : layout.controllers) {
+    world_->start(world_->add_node(name, engine_boot(EngineProcess::Role::kController)));
+  }
   for (const std::string& name : layout.workers) world_->start(world_->add_node(name, engine_boot(EngineProcess::Role::kWorker)));
   for (const std::string& name : spare_worker_names()) world_->add_node(name, engine_boot(EngineProcess::Role::kWorker));  // down
   world_->start(world_->add_node(kOperatorNode, [](NodeContext&) { return nullptr; }));
@@ -242,10 +245,13 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, "asks the controller for " + state);
   const std::string request = fmt::format("{} {}", ++state_requests_, state);
-  world_->runtime(op).spawn("set-state", [this, op, request] {
+  // The operator does not know which controller leads: it asks each in turn until one takes it.
+  const std::vector<std::string> controllers = controller_names();
+  world_->runtime(op).spawn("set-state", [this, op, request, controllers] {
     for (int attempt = 0; attempt < 100; ++attempt) {
-      auto reply = world_->network_endpoint(op).call(options_.engine.controller_node, Controller::kSetStateService,
-                                                     request, options_.engine.rpc_timeout_us);
+      const std::string& controller = controllers[static_cast<size_t>(attempt) % controllers.size()];
+      auto reply = world_->network_endpoint(op).call(controller, Controller::kSetStateService, request,
+                                                     options_.engine.rpc_timeout_us);
       if (reply) return;
       world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
     }
@@ -256,6 +262,10 @@ std::vector<std::string> PipelineWorld::spare_worker_names() const {
   std::vector<std::string> out;
   for (int i = 1; i <= options_.spare_workers; ++i) out.push_back(fmt::format("worker-spare-{}", i));
   return out;
+}
+
+std::vector<std::string> PipelineWorld::controller_names() const {
+  return deployment_layout(options_.engine, options_.workers, options_.controllers).controllers;
 }
 
 std::vector<std::string> PipelineWorld::worker_names() const {

@@ -40,6 +40,7 @@ using sim::World;
 struct PipelineWorldOptions {
   uint64_t seed = 1;
   int workers = 3;
+  int controllers = 1;  // "controller", "controller-2", ...: one leads, the others stand by
   int spare_workers = 0;  // "worker-spare-N": added down; a rebalance fault brings one in
   PipelineWorkload workload;
   EngineOptions engine;
@@ -72,6 +73,7 @@ class PipelineWorld {
   const PipelineSpec& spec() const { return spec_; }
   const std::vector<SourceInput>& inputs() const { return inputs_; }
   std::vector<std::string> worker_names() const;
+  std::vector<std::string> controller_names() const;
   std::vector<std::string> spare_worker_names() const;
   const std::map<std::string, TargetLog>& targets() const { return targets_; }
   // The fault switches of the external system on node `node` ("target-<sink>"), or null.

@@ -238,7 +238,7 @@ std::string RealDeployment::instance() {
 }
 
 RealDeployment::Ending RealDeployment::run() {
-  loop_.add_node(layout_.controller);
+  for (const std::string& name : layout_.controllers) loop_.add_node(name);
   for (const std::string& name : layout_.workers) loop_.add_node(name);
   loop_.add_node("producer");
   for (const auto& sink : spec_.sinks) {
@@ -248,7 +248,7 @@ RealDeployment::Ending RealDeployment::run() {
     processes_.push_back(std::make_unique<EngineProcess>(
         *config_, name, role, ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
   };
-  start(layout_.controller, EngineProcess::Role::kController);
+  for (const std::string& name : layout_.controllers) start(name, EngineProcess::Role::kController);
   for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
   if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {

@@ -33,6 +33,17 @@ size_t live_rows(sim::StoreData& data, const std::string& table) {
   return data.read_range(table, "", "", data.last_version(), SIZE_MAX).size();
 }
 
+// The job Leases the controller has stored now (not the controllers' or the workers' own).
+std::vector<LeaseId> stored_job_leases(sim::StoreData& data) {
+  std::vector<LeaseId> out;
+  for (const Row& row : data.read_range(tables::kController, kJobKeyPrefix, "job0", data.last_version(), SIZE_MAX)) {
+    const auto a = decode_assignment(row.value);
+    EXPECT_TRUE(a.has_value());
+    if (a) out.push_back(a->lease);
+  }
+  return out;
+}
+
 class Recorder final : public EngineObserver {
  public:
   void epoch_committed(const Epoch& e) override {
@@ -93,18 +104,21 @@ TEST(EngineTest, ARestartedControllerFencesEveryLeaseOfItsPreviousLife) {
   PipelineWorld w(load("three_stage"), reg, PipelineWorldOptions{});
   w.start();
   w.world().run_until(500 * kMillis);
-  std::vector<LeaseId> before;
-  for (const auto& [id, lease] : w.store_data().leases()) {
-    if (lease.state == LeaseState::kActive) before.push_back(id);
-  }
+  const std::vector<LeaseId> before = stored_job_leases(w.store_data());
   ASSERT_FALSE(before.empty());
   const sim::NodeIndex controller = w.world().find("controller");
   w.world().crash(controller);
   w.world().run_until(w.world().now() + 100 * kMillis);  // well inside the Lease TTL
   w.world().start(controller);
-  w.world().run_until(w.world().now() + 300 * kMillis);
+  // The restarted controller takes over once its previous life's Lease has run out, and
+  // aborts every job Lease of that life before it schedules anything (the jobs' Leases,
+  // unpinged meanwhile, have run out too by then: aborted or expired, none is active).
+  w.world().run_until(w.world().now() + w.spec().lease_ttl_us + 500 * kMillis);
   for (LeaseId lease : before) {
-    EXPECT_EQ(w.store_data().leases().at(lease).state, LeaseState::kAborted) << "lease " << lease;
+    EXPECT_NE(w.store_data().lease_state(lease, w.world().now()), LeaseState::kActive) << "lease " << lease;
+  }
+  for (LeaseId lease : stored_job_leases(w.store_data())) {
+    EXPECT_TRUE(std::find(before.begin(), before.end(), lease) == before.end()) << "lease " << lease << " kept";
   }
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   expect_reference(w, reg);
@@ -279,11 +293,14 @@ TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {
       EXPECT_TRUE(r.has_value());
     });
   };
+  const std::vector<LeaseId> running = stored_job_leases(w.store_data());
+  ASSERT_FALSE(running.empty());
   set_state("paused");
   w.world().run_until(w.world().now() + 1 * kSeconds);
-  for (const auto& [id, lease] : w.store_data().leases()) {
-    EXPECT_NE(w.store_data().lease_state(id, w.world().now()), LeaseState::kActive) << "lease " << id;
+  for (LeaseId lease : running) {
+    EXPECT_EQ(w.store_data().lease_state(lease, w.world().now()), LeaseState::kAborted) << "lease " << lease;
   }
+  EXPECT_TRUE(stored_job_leases(w.store_data()).empty());
   const size_t leases_while_paused = w.store_data().leases().size();
   w.world().run_until(w.world().now() + 1 * kSeconds);
   EXPECT_EQ(w.store_data().leases().size(), leases_while_paused);  // nothing scheduled

@@ -43,7 +43,11 @@ PipelineHistory good_history() {
   h.counted_drops = {{"alerts", {0x42}}};
   h.tables = {{"Count/state", {{std::string("\x07", 1), "2"}}}};
   h.reference_tables = h.tables;
-  h.leases = {{1, {0, 10'000}}, {2, {0, -1}}};
+  h.leases = {{1, {0, 10'000}}, {2, {0, -1}}, {9, {0, -1}}};
+  // Controller lease 9 stored the job Leases the epochs ran under.
+  h.controller_commits = {{"controller", 9, 1, 50, true,
+                           {{"source/numbers/0", 1}, {"computation/Count/0", 1}, {"computation/Double/0", 2},
+                            {"sink/counts_out/0", 2}, {"sink/alerts/0", 2}}}};
   h.heal_at = 1'000;
   h.liveness_bound = 5'000;
   h.drained_at = 2'000;
@@ -62,17 +66,48 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 8u);
+  ASSERT_EQ(verdicts.size(), 9u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
 }
 
 TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   std::vector<std::string_view> names;
   for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
-  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "delivery-callback", "timers",
-                                                  "ordering", "swift-determinism", "liveness"};
+  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "controller", "delivery-callback",
+                                                  "timers", "ordering", "swift-determinism", "liveness"};
   EXPECT_EQ(names, expected);
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
+}
+
+TEST(PipelineChecksTest, ControllerFailsOnACommitAfterItsLeaseEnded) {
+  PipelineHistory h = good_history();
+  h.leases[9] = {0, 40};  // the controller's Lease ended before its commit at 50
+  expect_failure(ControllerCheck().check(h), {"controller controller", "0000000000000009", "zombie"});
+}
+
+TEST(PipelineChecksTest, ControllerFailsOnAnEpochUnderALeaseNeverStored) {
+  PipelineHistory h = good_history();
+  h.controller_commits[0].job_leases.erase("computation/Double/0");
+  h.controller_commits[0].job_leases["sink/alerts/0"] = 1;  // lease 2 is stored nowhere now
+  h.controller_commits[0].job_leases.erase("sink/counts_out/0");
+  expect_failure(ControllerCheck().check(h), {"0000000000000002", "no controller ever stored"});
+}
+
+TEST(PipelineChecksTest, ControllerFailsOnTwoLiveLeasesOfOneJob) {
+  PipelineHistory h = good_history();
+  // Lease 1 of Count/0 is live until 10,000us; a second commit gives the job lease 2 at 60.
+  h.controller_commits.push_back({"controller", 9, 2, 60, true, {{"computation/Count/0", 2}}});
+  expect_failure(ControllerCheck().check(h), {"computation/Count/0", "0000000000000002", "still live"});
+  h.leases[1] = {0, 55};  // ended before: fine
+  EXPECT_TRUE(ControllerCheck().check(h).passed);
+}
+
+TEST(PipelineChecksTest, ControllerWithNothingToCheckIsNotApplicable) {
+  PipelineHistory h = good_history();
+  h.controller_commits.clear();
+  const Verdict v = ControllerCheck().check(h);
+  EXPECT_FALSE(v.applicable);
+  EXPECT_EQ(v.verdict_name(), "n/a");
 }
 
 TEST(PipelineChecksTest, DeliveryPassDetailSummarizesTheSinks) {
