@@ -49,6 +49,12 @@ for n in 1000 10000 $(size 100000 ""); do scaling_run "messages-$n" "$n" 2; done
 say "simulator scaling in partitions"
 for p in 1 8 64; do scaling_run "partitions-$p" "$(size 10000 2000)" "$p"; done
 
+say "input dedup over a long run: $(size 1000000 20000) messages over 10,000 keys, swarm faults"
+size 1000000 20000 >"$tmp/dedup_long.messages"
+sed -e "s/messages: 1000000/messages: $(size 1000000 20000)/" bench/scenarios/dedup_long.yaml >"$tmp/dedup_long.yaml"
+sed -i "s|pipeline: ../../scenarios/|pipeline: $PWD/scenarios/|" "$tmp/dedup_long.yaml"
+"$onceflow" run "$tmp/dedup_long.yaml" --seed 1 --json >"$tmp/dedup_long.json"
+
 say "engine on LevelDB"
 messages=$(size 30000 3000)
 for mode in exactly_once at_least_once at_most_once_sink; do
@@ -110,6 +116,16 @@ if m1 and m10:
     out["sim_cost_ratio_10k_over_1k"] = round(m10["wall_ms"] / m1["wall_ms"], 2)
 if m10 and m100:
     out["sim_cost_ratio_100k_over_10k"] = round(m100["wall_ms"] / m10["wall_ms"], 2)
+
+d = load("dedup_long.json")
+out.update({
+    "dedup_long_verdict": d["verdict"],
+    "dedup_long_messages": int(open(os.path.join(tmp, "dedup_long.messages")).read()),
+    "dedup_long_keys": 10000,
+    "dedup_rows_at_end": d["observed"]["dedup rows at end"],
+    "dedup_entries_at_end": d["observed"]["dedup entries at end"],
+    "dedup_entries_max": d["observed"]["dedup entries max"],
+})
 
 real = {mode: load(f"real-{mode}.json") for mode in ("exactly_once", "at_least_once", "at_most_once_sink")}
 rate = {mode: r["messages"] / r["wall_s"] for mode, r in real.items()}

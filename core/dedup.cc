@@ -3,6 +3,7 @@
 #include <boost/endian/conversion.hpp>
 
 #include <algorithm>
+#include <cassert>
 
 #include "core/engine.h"
 #include "core/env/codec.h"
@@ -76,8 +77,10 @@ bool DedupTable::record_if_new(TableRows& rows, const Message& m) const {
   return true;
 }
 
-void DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows) const {
-  for (const Row& row : rows.scan(prefix_, prefix_ + "~", max_rows)) {
+std::string DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor) const {
+  assert(cursor.empty() || cursor.starts_with(prefix_));
+  const std::vector<Row> page = rows.scan(cursor.empty() ? prefix_ : cursor, prefix_ + "~", max_rows);
+  for (const Row& row : page) {
     if (layout_ == DedupLayout::kFull) {
       Decoder in(row.value);
       if (in.i64() < watermark) rows.erase(row.key);
@@ -90,6 +93,8 @@ void DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows) con
       rows.put(row.key, std::move(kept));
     }
   }
+  if (page.size() < max_rows || page.empty()) return "";  // the end: start over next time
+  return page.back().key + '\0';                          // the least key after the last one
 }
 
 }  // namespace onceflow

@@ -5,7 +5,9 @@
 // pairs), which is cheaper when keys are few and messages many. Rows live in the job's
 // partition prefix, so partitions never see each other's entries. Cleanup drops entries older
 // than the producers' SystemWatermark: no producer re-emits anything older than that, so no
-// duplicate of such a message can still arrive.
+// duplicate of such a message can still arrive. A cleanup looks at a bounded number of rows
+// from a cursor the job keeps in its meta row (committed with the epoch), wrapping around at
+// the partition's end.
 #pragma once
 
 #include <optional>
@@ -40,8 +42,11 @@ class DedupTable {
   // Records `m` unless contains(rows, m), reading its row once: true when `m` was new (and
   // is now recorded), false when it was a duplicate (and nothing changed).
   bool record_if_new(TableRows& rows, const Message& m) const;
-  // Drops the entries with system_ts < watermark among the partition's first `max_rows` rows.
-  void cleanup(TableRows& rows, Micros watermark, size_t max_rows) const;
+  // Drops the entries with system_ts < watermark among at most `max_rows` rows of the
+  // partition, from row key `cursor` on ("": the partition's first row). Returns where the
+  // next cleanup goes on: past the last row looked at, or "" once the partition's end was
+  // reached, so that bounded cleanups sweep every row in turn, however busy the first ones.
+  std::string cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor = "") const;
 
  private:
   std::string row_key(uint64_t v) const;

@@ -83,11 +83,12 @@ struct Job::Meta {
   uint64_t next_seqno = 1;   // async sinks: seqNo of the next outbox row
   uint64_t acked_seqno = 0;  // async sinks: every seqNo up to this one is delivered
   uint64_t sink_offset = 0;  // sync sinks: next row offset in the sink table
+  std::string dedup_cursor;  // where the next input dedup cleanup goes on ("": the start)
 
   std::string encode() const {
     Encoder out;
     out.u64(epoch).i64(last_output_ts).i64(low_watermark).i64(event_watermark);
-    out.u64(next_seqno).u64(acked_seqno).u64(sink_offset).i64(replay_watermark);
+    out.u64(next_seqno).u64(acked_seqno).u64(sink_offset).i64(replay_watermark).bytes(dedup_cursor);
     return out.take();
   }
   static Meta decode(std::string_view bytes) {
@@ -101,6 +102,7 @@ struct Job::Meta {
     m.acked_seqno = in.u64();
     m.sink_offset = in.u64();
     m.replay_watermark = in.i64();
+    m.dedup_cursor = in.string();
     assert(in.done());
     return m;
   }
@@ -667,7 +669,9 @@ void Job::prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, 
 
 bool Job::first_seen(EpochTx& etx, const Message& m) {
   DedupRows rows(etx, dedup_table_);
-  return dedup_.record_if_new(rows, m);
+  const bool fresh = dedup_.record_if_new(rows, m);
+  dedup_recorded_ += fresh ? 1 : 0;
+  return fresh;
 }
 
 Micros Job::producers_watermark(EpochTx& etx, bool replay) {
@@ -689,7 +693,10 @@ void Job::clean_dedup(EpochTx& etx) {
   if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
   const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, true);
   DedupRows rows(etx, dedup_table_);
-  dedup_.cleanup(rows, watermark, kDedupCleanupRows);
+  // Looking at more rows than were added since the last cleanup, a sweep always ends.
+  const size_t budget = std::max<size_t>(kDedupCleanupRows, 2 * dedup_recorded_);
+  etx.meta.dedup_cursor = dedup_.cleanup(rows, watermark, budget, etx.meta.dedup_cursor);
+  dedup_recorded_ = 0;
 }
 
 Micros Job::next_output_ts(EpochTx& etx) {

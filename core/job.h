@@ -133,6 +133,7 @@ class Job {
   // Computations and sinks: their input dedup table and its layout.
   std::string dedup_table_;
   DedupTable dedup_{DedupLayout::kFull, 0};
+  uint64_t dedup_recorded_ = 0;  // entries recorded since the last cleanup (sets its budget)
   // At-most-once sinks: the in-memory queue.
   std::deque<Message> amo_queue_;
   uint64_t amo_queue_bytes_ = 0;

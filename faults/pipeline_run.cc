@@ -398,6 +398,10 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.sim_time_us = world.world().now();
   out.observed = recorder.counters;
   out.observed["leases"] = world.store_data().leases().size();
+  const PipelineWorld::DedupSize dedup = world.dedup_size();
+  out.observed["dedup rows at end"] = dedup.rows;
+  out.observed["dedup entries at end"] = dedup.entries;
+  out.observed["dedup entries max"] = std::max(world.dedup_entries_max(), dedup.entries);
   out.observed["rejected commits"] = world.store_data().rejections().size();
   out.warnings = recorder.warnings;
   out.trace = world.world().trace().lines();

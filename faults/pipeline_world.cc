@@ -304,11 +304,30 @@ bool PipelineWorld::drained() const {
 
 bool PipelineWorld::run_until_drained(Micros deadline) {
   const Micros slice = 50 * kMillis;
+  Micros next_sample = world_->now();
   for (Micros t = world_->now() + slice; t <= deadline + slice; t += slice) {
     world_->run_until(std::min(t, deadline));
+    if (world_->now() >= next_sample) {
+      dedup_entries_max_ = std::max(dedup_entries_max_, dedup_size().entries);
+      next_sample = world_->now() + kSeconds;
+    }
     if (drained()) return true;
   }
   return false;
+}
+
+PipelineWorld::DedupSize PipelineWorld::dedup_size() const {
+  DedupSize size;
+  for (const auto& [table, rows] : data_.tables()) {
+    const bool full = table.rfind("input_messages/", 0) == 0;
+    const bool compact = table.rfind("compact_input_messages/", 0) == 0;
+    if (!full && !compact) continue;
+    for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
+      ++size.rows;
+      size.entries += full ? 1 : row.value.size() / 16;  // core/dedup.cc: 16 bytes an entry
+    }
+  }
+  return size;
 }
 
 PipelineResult PipelineWorld::result() const {

@@ -66,6 +66,9 @@ class PipelineWorld {
   // Runs until everything is produced and drained, or until `deadline` (virtual time).
   // Returns true when drained.
   bool run_until_drained(Micros deadline);
+  // The most dedup entries seen at once, sampled every second of simulated time while
+  // run_until_drained runs.
+  uint64_t dedup_entries_max() const { return dedup_entries_max_; }
   bool drained() const;
 
   World& world() { return *world_; }
@@ -87,6 +90,13 @@ class PipelineWorld {
 
   // What the sinks expose and what the tables hold now.
   PipelineResult result() const;
+  // Input dedup rows and entries held now, over every computation's and sink's table (a
+  // compact row holds one entry per message it remembers, a full row one).
+  struct DedupSize {
+    uint64_t rows = 0;
+    uint64_t entries = 0;
+  };
+  DedupSize dedup_size() const;
   sim::KafkaData& kafka() { return kafka_; }
   const std::map<std::string, sim::ClickHouseData>& clickhouse() const { return clickhouse_; }
   const std::map<std::string, sim::StaticTableProgress>& static_tables() const { return static_tables_; }
@@ -116,6 +126,7 @@ class PipelineWorld {
   std::vector<SourceInput> inputs_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
+  uint64_t dedup_entries_max_ = 0;
 };
 
 }  // namespace onceflow::faults

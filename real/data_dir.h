@@ -19,8 +19,10 @@
 namespace onceflow::real {
 
 // The row layout this build reads and writes. Bump it with every change to a row's layout.
-// 0: directories written before the layout was recorded (before 2026-12).
-inline constexpr uint32_t kDataFormatVersion = 1;
+// 0: directories written before the layout was recorded (before 2026-12);
+// 1: the first recorded layout;
+// 2: a job's meta row ends with its input dedup cleanup cursor.
+inline constexpr uint32_t kDataFormatVersion = 2;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;
