@@ -32,8 +32,9 @@ struct EpochRecord {
   int64_t commit_time = -1; // store time of the commit (-1: unknown)
   std::vector<MessageRecord> consumed;  // in processing order
   std::vector<MessageRecord> produced;
-  std::vector<std::string> timers_fired;  // "computation/key/trigger/stream"
-  std::string node;                       // the worker that ran it
+  std::vector<std::string> timers_fired;    // "<timers table>:<row key>", fired and deleted
+  std::string node;                         // the worker that ran it
+  std::vector<std::string> timers_created;  // as timers_fired: rows created (merges create none)
 };
 
 struct DeliveryRecord {  // a message the target made visible
@@ -88,14 +89,18 @@ struct PipelineHistory {
   std::map<std::string, std::vector<std::pair<uint64_t, std::string>>> sink_outputs;  // sorted
   std::vector<SinkExpectation> sinks;
   std::map<std::string, std::set<uint64_t>> counted_drops;  // at-most-once: sink -> dropped ids
+  // At-most-once: sink -> ids whose one send started and got no answer (the target may hold
+  // them or not).
+  std::map<std::string, std::set<uint64_t>> in_doubt;
   // State and external tables: table -> key -> value, at the end and in the reference.
   std::map<std::string, std::map<std::string, std::string>> tables;
   std::map<std::string, std::map<std::string, std::string>> reference_tables;
-  bool compare_state = true;  // false when some computation is at-least-once-consistent
+  // Tables of at-least-once-consistent computations, not compared with the reference.
+  std::set<std::string> uncompared_tables;
   std::map<uint64_t, LeaseSpan> leases;
   std::vector<ControllerCommit> controller_commits;  // in version order
-  std::vector<std::string> pending_timers;  // timers still stored at the end
-  int64_t heal_at = 0;
+  std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
+  int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
   int64_t liveness_bound = 0;
   int64_t drained_at = -1;  // -1: never drained
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports

@@ -119,25 +119,87 @@ std::string delivered_ids(const PipelineHistory& h, const std::string& sink, con
   return ids.empty() ? std::string() : fmt::format(" (message ids {})", ids);
 }
 
+// The messages `sink`'s committed epochs consumed, first consumption per MessageId.
+std::map<uint64_t, const MessageRecord*> sink_consumed(const PipelineHistory& h, const std::string& sink) {
+  std::map<uint64_t, const MessageRecord*> out;
+  for (const EpochRecord& e : h.epochs) {
+    if (e.computation != sink || !e.job.starts_with("sink/")) continue;
+    for (const MessageRecord& m : e.consumed) out.try_emplace(m.id, &m);
+  }
+  return out;
+}
+
+// `sink`'s deliveries by MessageId, in the order the target made them visible.
+std::map<uint64_t, std::vector<const DeliveryRecord*>> deliveries_by_id(const PipelineHistory& h,
+                                                                        const std::string& sink) {
+  std::map<uint64_t, std::vector<const DeliveryRecord*>> out;
+  for (const DeliveryRecord& d : h.deliveries) {
+    if (d.sink == sink) out[d.message.id].push_back(&d);
+  }
+  return out;
+}
+
+const std::set<uint64_t>& ids_of(const std::map<std::string, std::set<uint64_t>>& by_sink, const std::string& sink) {
+  static const std::set<uint64_t> kNone;
+  auto it = by_sink.find(sink);
+  return it == by_sink.end() ? kNone : it->second;
+}
+
+// At most once, by identity: every message the sink consumed is at the target, a counted drop
+// or in doubt (its send got no answer); no counted drop is at the target; and nothing the
+// reference has is lost before the sink.
+std::string at_most_once_problem(const SinkExpectation& e, const PipelineHistory& h, const OutputDiff& diff) {
+  const auto& drops = ids_of(h.counted_drops, e.sink);
+  const auto& doubt = ids_of(h.in_doubt, e.sink);
+  const auto delivered = deliveries_by_id(h, e.sink);
+  for (uint64_t id : drops) {
+    if (delivered.count(id) != 0) {
+      return fmt::format("message {} counted as dropped, but the target holds it", hex_id(id));
+    }
+  }
+  const auto consumed = sink_consumed(h, e.sink);
+  for (const auto& [id, m] : consumed) {
+    if (delivered.count(id) != 0 || drops.count(id) != 0 || doubt.count(id) != 0) continue;
+    return fmt::format("message {} {} lost without a count: not at the target, not dropped, not in doubt",
+                       hex_id(id), shown(Item{m->key, m->payload}));
+  }
+  std::vector<Item> reached;
+  for (const auto& [id, m] : consumed) reached.emplace_back(m->key, m->payload);
+  const OutputDiff upstream = diff_outputs(count_items(e.reference), count_items(reached));
+  if (!upstream.first_missing.empty()) return "before the sink: " + upstream.first_missing;
+  return diff.first_extra;
+}
+
+// At least once: nothing lost, and every output beyond the reference is a copy: all
+// deliveries of one MessageId carry the same message, and the distinct messages are the
+// reference's (none made up).
+std::string at_least_once_problem(const SinkExpectation& e, const PipelineHistory& h, const OutputDiff& diff) {
+  if (!diff.first_missing.empty()) return diff.first_missing;
+  const auto delivered = deliveries_by_id(h, e.sink);
+  if (delivered.empty()) return "";  // a target that does not name its messages: counts only
+  std::vector<Item> distinct;
+  for (const auto& [id, copies] : delivered) {
+    const MessageRecord& first = copies.front()->message;
+    for (const DeliveryRecord* d : copies) {
+      if (d->message.key == first.key && d->message.payload == first.payload) continue;
+      return fmt::format("message {} delivered as {} and again as {}: not a copy", hex_id(id),
+                         shown(Item{first.key, first.payload}), shown(Item{d->message.key, d->message.payload}));
+    }
+    distinct.emplace_back(first.key, first.payload);
+  }
+  const OutputDiff made_up = diff_outputs(count_items(e.reference), count_items(distinct));
+  if (!made_up.first_extra.empty()) return made_up.first_extra + " under distinct message ids: made up, not a copy";
+  return "";
+}
+
 // What is wrong with one sink's output under its guarantee; empty when nothing is.
 std::string sink_problem(const SinkExpectation& e, const PipelineHistory& h) {
   OutputDiff diff = diff_outputs(count_items(e.reference), count_items(sink_output(h, e.sink)));
   if (!diff.first_extra.empty()) diff.first_extra += delivered_ids(h, e.sink, diff.first_extra);
   switch (e.guarantee) {
-    case Guarantee::kExactlyOnce:
-      return join_problems(diff.first_missing, diff.first_extra);
-    case Guarantee::kAtLeastOnce:
-      return diff.first_missing;
-    case Guarantee::kAtMostOnce: {
-      auto it = h.counted_drops.find(e.sink);
-      const size_t drops = it == h.counted_drops.end() ? 0 : it->second.size();
-      std::string lost;
-      if (diff.missing_total > drops) {
-        lost = fmt::format("{} missing but only {} drops counted; first {}", diff.missing_total,
-                           drops, diff.first_missing);
-      }
-      return join_problems(diff.first_extra, lost);
-    }
+    case Guarantee::kExactlyOnce: return join_problems(diff.first_missing, diff.first_extra);
+    case Guarantee::kAtLeastOnce: return at_least_once_problem(e, h, diff);
+    case Guarantee::kAtMostOnce: return at_most_once_problem(e, h, diff);
   }
   return "";
 }
@@ -261,6 +323,7 @@ struct OrderingState {
   std::map<uint64_t, std::string_view> producers;
   std::set<std::pair<std::string_view, uint64_t>> consumed;  // (computation, id) seen
   std::map<LineageKey, const MessageRecord*> last;
+  size_t compared = 0;  // consumptions held against an earlier one of their lineage
 };
 
 // Records the first consumption of `m` by `e`'s computation; a problem if it went backwards.
@@ -271,6 +334,7 @@ std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord&
   const LineageKey lineage{e.computation, m.key, m.stream, producer->second};
   auto [it, fresh] = s.last.try_emplace(lineage, &m);
   if (fresh) return "";
+  ++s.compared;
   const MessageRecord& before = *it->second;
   it->second = &m;
   if (m.alignment_ts >= before.alignment_ts) return "";
@@ -284,6 +348,7 @@ std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord&
 }  // namespace
 
 Verdict DeliveryCheck::check(const PipelineHistory& h) const {
+  if (h.sinks.empty()) return Verdict::not_applicable(std::string(name()), "no sinks");
   std::string summary;
   for (const SinkExpectation& e : h.sinks) {
     const std::string problem = sink_problem(e, h);
@@ -299,12 +364,15 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
 }
 
 Verdict StateCheck::check(const PipelineHistory& h) const {
-  if (!h.compare_state) {
-    return Verdict::pass(std::string(name()), "not compared: at-least-once-consistent computations");
-  }
   std::set<std::string> names;
   for (const auto& [table, rows] : h.tables) names.insert(table);
   for (const auto& [table, rows] : h.reference_tables) names.insert(table);
+  for (const std::string& table : h.uncompared_tables) names.erase(table);
+  if (names.empty()) {
+    return Verdict::not_applicable(std::string(name()), h.uncompared_tables.empty()
+                                                            ? "no state or external tables"
+                                                            : "only tables of at-least-once-consistent computations");
+  }
   const Table empty;
   size_t keys = 0;
   for (const std::string& table : names) {
@@ -313,8 +381,10 @@ Verdict StateCheck::check(const PipelineHistory& h) const {
     if (!problem.empty()) return failure(name(), h, problem);
     keys += want.size();
   }
+  std::string skipped;
+  if (!h.uncompared_tables.empty()) skipped = fmt::format(" ({} of at-least-once-consistent computations not compared)", h.uncompared_tables.size());
   return Verdict::pass(std::string(name()),
-                       fmt::format("{} tables, {} keys equal the reference", names.size(), keys));
+                       fmt::format("{} tables, {} keys equal the reference{}", names.size(), keys, skipped));
 }
 
 Verdict FencingCheck::check(const PipelineHistory& h) const {
@@ -351,6 +421,7 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
     const std::string problem = delivery_problem(d, h, commits);
     if (!problem.empty()) return failure(name(), h, problem);
   }
+  if (fenced == 0) return Verdict::not_applicable(std::string(name()), "no commits under a Lease, no deliveries");
   return Verdict::pass(std::string(name()),
                        fmt::format("{} commits inside their Lease, deliveries after their commit", fenced));
 }
@@ -430,29 +501,49 @@ Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
                                             "epoch acknowledging it committed", c.job, hex_id(c.id), c.sink, c.time));
     }
   }
+  if (h.confirmations.empty()) return Verdict::not_applicable(std::string(name()), "no delivery callbacks");
   return Verdict::pass(std::string(name()),
                        fmt::format("{} callbacks after the target held the message and its acknowledgement committed",
                                    h.confirmations.size()));
 }
 
 Verdict TimerCheck::check(const PipelineHistory& h) const {
-  std::map<std::string_view, const EpochRecord*> fired;
+  // Per timer row: how often committed epochs created it and fired it; each creation must be
+  // fired exactly once, or still be pending at the end.
+  std::map<std::string, std::pair<size_t, size_t>> timers;  // identity -> (created, fired)
+  std::map<std::string, const EpochRecord*> last_fired;
   for (const EpochRecord& e : h.epochs) {
+    for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {
-      auto [it, fresh] = fired.try_emplace(timer, &e);
-      if (fresh) continue;
-      const EpochRecord& before = *it->second;
-      return failure(name(), h,
-                     fmt::format("timer {} fired twice: by job {} (version {}) and job {} (version {})",
-                                 timer, before.job, before.version, e.job, e.version));
+      auto& [created, fired] = timers[timer];
+      if (++fired > created) {
+        const EpochRecord* before = last_fired.count(timer) != 0 ? last_fired[timer] : nullptr;
+        return failure(name(), h,
+                       before == nullptr
+                           ? fmt::format("timer {} fired by job {} (version {}) but never created", timer, e.job, e.version)
+                           : fmt::format("timer {} fired twice: by job {} (version {}) and job {} (version {})", timer,
+                                         before->job, before->version, e.job, e.version));
+      }
+      last_fired[timer] = &e;
     }
   }
-  if (h.drained_at >= 0 && !h.pending_timers.empty()) {
-    return failure(name(), h,
-                   fmt::format("timer {} still pending after the run drained at {}us ({} pending)",
-                               h.pending_timers.front(), h.drained_at, h.pending_timers.size()));
+  const std::set<std::string> pending(h.pending_timers.begin(), h.pending_timers.end());
+  for (const auto& [timer, counts] : timers) {
+    const auto& [created, fired] = counts;
+    const size_t waiting = pending.count(timer);
+    if (created == fired + waiting) continue;
+    return failure(name(), h, fmt::format("timer {} created {} times, fired {} times, {} pending at the end: {} deleted "
+                                          "without firing",
+                                          timer, created, fired, waiting ? "still" : "not", timer));
   }
-  return Verdict::pass(std::string(name()), fmt::format("{} timers fired once", fired.size()));
+  for (const std::string& timer : pending) {
+    if (timers.count(timer) == 0) return failure(name(), h, fmt::format("timer {} pending but never created", timer));
+  }
+  if (timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
+  size_t fired = 0;
+  for (const auto& [timer, counts] : timers) fired += counts.second;
+  return Verdict::pass(std::string(name()), fmt::format("{} timers, {} firings, each once; {} pending at the end",
+                                                        timers.size(), fired, pending.size()));
 }
 
 Verdict OrderingCheck::check(const PipelineHistory& h) const {
@@ -463,6 +554,9 @@ Verdict OrderingCheck::check(const PipelineHistory& h) const {
       const std::string problem = consume(state, e, m);
       if (!problem.empty()) return failure(name(), h, problem);
     }
+  }
+  if (state.compared == 0) {
+    return Verdict::not_applicable(std::string(name()), "no lineage with two messages");
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} first consumptions in order on {} lineages",
@@ -483,6 +577,7 @@ Verdict SwiftDeterminismCheck::check(const PipelineHistory& h) const {
                                  shown(m.payload), e.job));
     }
   }
+  if (first.empty()) return Verdict::not_applicable(std::string(name()), "no swift computation produced anything");
   return Verdict::pass(std::string(name()),
                        fmt::format("{} swift messages produced deterministically", first.size()));
 }
@@ -493,9 +588,11 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
     const std::string when =
         h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}us", h.drained_at);
     return failure(name(), h,
-                   fmt::format("not drained by {}us (heal at {}us); {}", deadline, h.heal_at, when));
+                   fmt::format("not drained by {}us ({}us after the calm at {}us); {}", deadline, h.liveness_bound,
+                               h.heal_at, when));
   }
-  return Verdict::pass(std::string(name()), fmt::format("drained at {}us", h.drained_at));
+  return Verdict::pass(std::string(name()), fmt::format("drained at {}us, {}us after the calm (bound {}us)",
+                                                        h.drained_at, h.drained_at - h.heal_at, h.liveness_bound));
 }
 
 std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {

@@ -217,7 +217,7 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
   json checks = json::array();
   json violations = json::array();
   for (const auto& v : r.verdicts) {
-    checks.push_back({{"name", v.check}, {"verdict", v.passed ? "pass" : "fail"}, {"detail", v.detail}});
+    checks.push_back({{"name", v.check}, {"verdict", v.verdict_name()}, {"detail", v.detail}});
     if (!v.passed) {
       violations.push_back({{"check", v.check},
                             {"detail", v.detail},
@@ -232,6 +232,7 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"wall_ms", wall_ms},   {"faults", plan_json(r.plan, r.fault_mix)},
               {"checks", checks},     {"violations", violations},
               {"observed", r.observed},
+              {"drain_us", r.drain_us},
               {"warnings", r.warnings},
               {"trace_excerpt", trace_excerpt(r)}};
 }
@@ -289,20 +290,21 @@ struct SeedSummary {
   uint64_t events = 0;
   int64_t sim_time_us = 0;
   std::string mix;
-  std::vector<std::pair<std::string, bool>> checks;
+  std::vector<std::pair<std::string, std::string>> checks;  // name, "pass" | "fail" | "n/a"
   std::string first_failure;
+  int64_t drain_us = -1;  // from the heal (or the last input) to drained; -1: never
 };
 
 json summary_json(const faults::RunOutcome& r) {
   json checks = json::array();
   std::string first_failure;
   for (const auto& v : r.verdicts) {
-    checks.push_back({v.check, v.passed});
+    checks.push_back({v.check, v.verdict_name()});
     if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
   }
   return json{{"seed", r.seed},   {"passed", r.passed},     {"events", r.events},
               {"sim_time_us", r.sim_time_us}, {"mix", r.fault_mix}, {"checks", checks},
-              {"first_failure", first_failure}};
+              {"first_failure", first_failure}, {"drain_us", r.drain_us}};
 }
 
 SeedSummary parse_summary(const json& j) {
@@ -312,9 +314,18 @@ SeedSummary parse_summary(const json& j) {
   s.events = j.at("events").get<uint64_t>();
   s.sim_time_us = j.at("sim_time_us").get<int64_t>();
   s.mix = j.at("mix").get<std::string>();
-  for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<bool>());
+  for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<std::string>());
   s.first_failure = j.at("first_failure").get<std::string>();
+  s.drain_us = j.at("drain_us").get<int64_t>();
   return s;
+}
+
+// The 50th and 99th percentiles and the maximum of `us` (nearest rank), as JSON.
+json drain_percentiles(std::vector<int64_t> us) {
+  if (us.empty()) return json{{"p50", nullptr}, {"p99", nullptr}, {"max", nullptr}, {"drained", 0}};
+  std::sort(us.begin(), us.end());
+  const auto rank = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))]; };
+  return json{{"p50", rank(0.5)}, {"p99", rank(0.99)}, {"max", us.back()}, {"drained", us.size()}};
 }
 
 // Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
@@ -400,18 +411,19 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
   const bool progress = !as_json && isatty(STDERR_FILENO);
 
   std::map<uint64_t, SeedSummary> results;  // by seed: the report is in seed order
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_check;  // name -> (pass, fail)
+  std::map<std::string, std::map<std::string, uint64_t>> by_check;  // name -> verdict -> seeds
+  std::vector<int64_t> drains_us;  // of the seeds that drained
   std::vector<std::string> check_order;
   uint64_t events = 0;
   int64_t sim_time_us = 0;
   explore_seeds(inv, s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
     events += r.events;
     sim_time_us += r.sim_time_us;
-    for (const auto& [name, ok] : r.checks) {
+    for (const auto& [name, verdict] : r.checks) {
       if (by_check.count(name) == 0) check_order.push_back(name);
-      auto& counts = by_check[name];
-      (ok ? counts.first : counts.second)++;
+      ++by_check[name][verdict];
     }
+    if (r.drain_us >= 0) drains_us.push_back(r.drain_us);
     results[r.seed] = r;
     if (progress) {
       const size_t width = 40;
@@ -436,7 +448,7 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
     }
     json checks = json::object();
     for (const auto& name : check_order) {
-      checks[name] = {{"pass", by_check[name].first}, {"fail", by_check[name].second}};
+      checks[name] = {{"pass", by_check[name]["pass"]}, {"fail", by_check[name]["fail"]}, {"n/a", by_check[name]["n/a"]}};
     }
     fmt::print("{}\n", json{{"scenario", s.path},
                             {"seeds", seeds},
@@ -445,6 +457,7 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
                             {"failed", failing.size()},
                             {"failing_seeds", failing_seeds},
                             {"checks", checks},
+                            {"drain_us", drain_percentiles(drains_us)},
                             {"events_total", events},
                             {"sim_time_us_total", sim_time_us},
                             {"peak_rss_mb", peak_rss_mb()},
@@ -456,9 +469,16 @@ int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, 
                failing.size());
     fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, events,
                static_cast<double>(seeds) / (wall_ms / 1e3));
-    fmt::print("  {:<24} {:>8} {:>8}\n", "check", "pass", "fail");
+    fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", "check", "pass", "fail", "n/a");
     for (const auto& name : check_order) {
-      fmt::print("  {:<24} {:>8} {:>8}\n", name, by_check[name].first, by_check[name].second);
+      fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", name, by_check[name]["pass"], by_check[name]["fail"],
+                 by_check[name]["n/a"]);
+    }
+    const json drains = drain_percentiles(drains_us);
+    if (!drains_us.empty()) {
+      fmt::print("\n  drained after the heal (or the last input) in {} of {} seeds: p50 {}, p99 {}, max {}\n",
+                 drains_us.size(), seeds, format_duration(drains["p50"].get<int64_t>()),
+                 format_duration(drains["p99"].get<int64_t>()), format_duration(drains["max"].get<int64_t>()));
     }
     if (!failing.empty()) {
       fmt::print("\nfailing seeds:\n");
@@ -634,6 +654,8 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   json results = json::array();
   bool all_caught = true;
   const uint64_t batch = 10;
+  const Invocation clean{registry, {}, ""};
+  uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
   for (const std::string& bug : BugSwitches::names()) {
     Invocation inv{registry, {}, bug};
     (void)inv.bugs.enable(bug);
@@ -648,15 +670,24 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
           ++tried;
           if (!r.passed) found.emplace(r.seed, r);
         });
-        if (!found.empty()) caught = found.begin()->second;
+        // A catch counts only on a seed that passes with no switch on: the switch made the
+        // difference, not the seed.
+        for (const auto& [seed, r] : found) {
+          if (!run_seed(clean, s, seed, s.swarm, 0, false).passed) {
+            ++baseline_failures;
+            continue;
+          }
+          caught = r;
+          break;
+        }
       }
       if (!caught) continue;
       std::string checker;
-      for (const auto& [name, ok] : caught->checks) {
-        if (!ok && checker.empty()) checker = name;
+      for (const auto& [name, verdict] : caught->checks) {
+        if (verdict == "fail" && checker.empty()) checker = name;
       }
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
-                 {"seed", caught->seed}, {"detail", caught->first_failure}};
+                 {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};
       break;
     }
     row["seeds_tried"] = tried;
@@ -672,12 +703,18 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   }
   const double wall_ms = wall_ms_since(start);
   if (as_json) {
-    fmt::print("{}\n", json{{"mutants", results}, {"all_caught", all_caught}, {"max_seeds_per_scenario", max_seeds},
-                            {"wall_ms", wall_ms}}.dump(2));
+    fmt::print("{}\n", json{{"mutants", results},
+                            {"all_caught", all_caught},
+                            {"max_seeds_per_scenario", max_seeds},
+                            {"caught_only_on_seeds_that_pass_without_the_switch", true},
+                            {"seeds_failing_without_the_switch", baseline_failures},
+                            {"wall_ms", wall_ms}}
+                           .dump(2));
   } else {
-    fmt::print("\n{} of {} bug switches caught ({:.1f}s)\n", std::count_if(results.begin(), results.end(), [](const json& r) {
-                 return r["caught"].get<bool>();
-               }), results.size(), wall_ms / 1e3);
+    fmt::print("\n{} of {} bug switches caught ({:.1f}s), each on a seed that passes without it ({} failing seeds "
+               "failed without the switch too and did not count)\n",
+               std::count_if(results.begin(), results.end(), [](const json& r) { return r["caught"].get<bool>(); }),
+               results.size(), wall_ms / 1e3, baseline_failures);
   }
   return all_caught ? kExitPass : kExitViolation;
 }

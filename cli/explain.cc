@@ -94,7 +94,7 @@ function header() {
   const checks = document.getElementById("checks");
   for (const c of run.checks) {
     const tr = document.createElement("tr");
-    cell(tr, c.name); cell(tr, c.passed ? "pass" : "FAIL", c.passed ? "pass" : "fail"); cell(tr, c.detail);
+    cell(tr, c.name); cell(tr, c.verdict === "fail" ? "FAIL" : c.verdict, c.verdict === "fail" ? "fail" : "pass"); cell(tr, c.detail);
     checks.appendChild(tr);
   }
 }
@@ -279,7 +279,9 @@ std::string render_explain_html(const ExplainInput& input) {
                           {"violating", is_named(d.message.id) || is_named(d.message.key)}});
   }
   json checks = json::array();
-  for (const auto& v : r.verdicts) checks.push_back({{"name", v.check}, {"passed", v.passed}, {"detail", v.detail}});
+  for (const auto& v : r.verdicts) {
+    checks.push_back({{"name", v.check}, {"verdict", v.verdict_name()}, {"detail", v.detail}});
+  }
 
   const json data{{"scenario", input.scenario},
                   {"seed", std::to_string(r.seed)},  // 64 bits do not fit a JS number

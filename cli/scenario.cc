@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -193,6 +194,15 @@ class Loader {
       auto target = o.clickhouse_targets.find(sink.name);
       o.sink_guarantees[sink.name] =
           faults::default_guarantee(sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
+    }
+    // A kind listed for swarm mode that a sink's guarantee excludes would make a clean run fail.
+    const auto allowed = faults::swarm_kinds_for(o);
+    for (const faults::FaultKind kind : o.swarm_kinds) {
+      if (std::find(allowed.begin(), allowed.end(), kind) != allowed.end()) continue;
+      fail(root["faults"]["kinds"], "faults.kinds",
+           fmt::format("'{}' is excluded by an at-most-once sink (it sends without a producer id, so duplicated "
+                       "requests are duplicated deliveries)",
+                       faults::fault_kind_name(kind)));
     }
     s.guarantees.clear();
     for (const auto& [sink, g] : o.sink_guarantees) s.guarantees.push_back(sink + ":" + guarantee_name(g));
@@ -426,7 +436,9 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       }
       y << YAML::EndMap;
     }
-    y << YAML::Key << "liveness_bound" << YAML::Value << s.pipeline.liveness_bound_us;
+    if (s.pipeline.liveness_bound_us > 0) {
+      y << YAML::Key << "liveness_bound" << YAML::Value << format_duration(s.pipeline.liveness_bound_us);
+    }
   } else {
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value
       << s.kernel.workload.clients << YAML::Key << "transfers_per_client" << YAML::Value

@@ -57,4 +57,18 @@ std::vector<std::string> ComputationRegistry::names() const {
   return out;
 }
 
+std::vector<std::string> bound_tables(const ComputationRegistry& registry, const ComputationSpec& computation) {
+  // A backend nobody calls: init only binds clients.
+  class Unused final : public StateBackend {
+   public:
+    std::optional<std::string> get(const std::string&, uint64_t) override { return std::nullopt; }
+    void put(const std::string&, uint64_t, std::string) override {}
+    void erase(const std::string&, uint64_t) override {}
+  } unused;
+  auto function = registry.create(computation.processing_function);
+  const InitContext init(unused, computation.name);
+  function->init(init);
+  return init.tables();
+}
+
 }  // namespace onceflow

@@ -140,6 +140,11 @@ class CollectingOutput final : public OutputCollector {
 
 using ProcessFunctionFactory = std::function<std::unique_ptr<ProcessFunction>()>;
 
+class ComputationRegistry;
+// The state and external tables `computation`'s function binds at init (what it may write).
+// REQUIRES: its function is registered.
+std::vector<std::string> bound_tables(const ComputationRegistry& registry, const ComputationSpec& computation);
+
 class ComputationRegistry {
  public:
   // REQUIRES: the name is new.

@@ -109,6 +109,7 @@ constexpr BugName kBugNames[] = {
     {"offsets-before-commit", &BugSwitches::offsets_before_commit},
     {"callback-before-commit", &BugSwitches::callback_before_commit},
     {"uncounted-send-failure", &BugSwitches::uncounted_send_failure},
+    {"amo-silent-loss", &BugSwitches::amo_silent_loss},
     {"random-per-process", &BugSwitches::random_per_process},
     {"assign-before-persist", &BugSwitches::assign_before_persist},
     {"lease-abort-not-retried", &BugSwitches::lease_abort_not_retried},

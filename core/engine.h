@@ -83,6 +83,9 @@ struct BugSwitches {
   bool offsets_before_commit = false;  // source offsets committed before the stream rows
   bool callback_before_commit = false; // async sink: delivery callback before the ack commits
   bool uncounted_send_failure = false; // at-most-once queue: a failed send is not counted as a drop
+  // at-most-once queue: after a send whose answer was lost, the next message is discarded
+  // without a word
+  bool amo_silent_loss = false;
   // computations draw from the process's generator, which a restarted process seeds as its
   // previous life did: "random" ids repeat across lives
   bool random_per_process = false;
@@ -112,6 +115,10 @@ class EngineObserver {
     std::vector<Message> consumed;    // inputs processed (not those dropped as duplicates)
     std::vector<Message> produced;    // messages written to streams or sinks
     std::vector<Timer> timers_fired;
+    // The timers' identities, "<timers table>:<row key>": rows fired (and deleted) by the
+    // epoch, and rows it created (an add that merged into an existing row creates none).
+    std::vector<std::string> timer_rows_fired;
+    std::vector<std::string> timer_rows_created;
   };
   // An epoch is about to be committed as transaction `epoch.tx`. Whether it applied is the
   // store's to say (the job may crash before it learns): a history asks the store.
@@ -130,6 +137,12 @@ class EngineObserver {
   // process crashes before it learns so, the message is lost.
   virtual void amo_acknowledging(const JobId& /*job*/, LeaseId /*lease*/, MessageId /*id*/, TxId /*tx*/) {}
   virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
+  // At-most-once: the one send of message `id` is about to start; once it has, a failure
+  // leaves its fate unknown.
+  virtual void amo_sending(const std::string& /*sink*/, MessageId /*id*/) {}
+  // At-most-once: the send started and no answer came back (the target may hold the
+  // message, or not): in doubt, neither sent nor dropped.
+  virtual void amo_in_doubt(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
   // An async sink's delivery callback: the target holds these messages and epoch `version`
   // of `job`, which acknowledged them, committed.
   virtual void delivery_confirmed(const JobId& /*job*/, const std::vector<MessageId>& /*ids*/, Version /*version*/) {}

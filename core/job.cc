@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 #include "core/env/codec.h"
 
@@ -421,10 +422,14 @@ Job::Outcome Job::commit(EpochTx& etx) {
 Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
   if (env_.bugs.ambiguous_as_success) return Outcome::kCommitted;
   if (env_.bugs.ambiguous_as_failure) return Outcome::kRetry;
-  // Ask until the store answers; resolve() also fences the transaction if it did not apply.
+  return resolve_until_answered(etx.tx.id(), &etx.record.version) ? Outcome::kCommitted : Outcome::kRetry;
+}
+
+// Asks until the store answers; resolve() also fences the transaction if it did not apply.
+bool Job::resolve_until_answered(TxId tx, Version* version) {
   while (true) {
-    auto outcome = env_.store.resolve(etx.tx.id(), &etx.record.version);
-    if (outcome) return *outcome == TxOutcome::kCommitted ? Outcome::kCommitted : Outcome::kRetry;
+    auto outcome = env_.store.resolve(tx, version);
+    if (outcome) return *outcome == TxOutcome::kCommitted;
     env_.runtime.sleep_for(env_.spec.epoch_period_us);
   }
 }
@@ -879,6 +884,8 @@ void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
   if (const auto existing = etx.read(timers_table_, key)) {
     Decoder in(*existing);
     if (in.i64() <= t.event_ts) return;
+  } else {
+    etx.record.timer_rows_created.push_back(timers_table_ + ":" + key);
   }
   Encoder ev;
   ev.i64(t.event_ts);
@@ -899,6 +906,7 @@ void Job::fire_timers(EpochTx& etx) {
     function_->process_timer(t, out, context);
     if (!etx.failed.is_ok()) return;
     etx.record.timers_fired.push_back(t);
+    etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
     if (env_.bugs.timer_delete_apart) {
       etx.timer_deletes_apart.emplace_back(timers_table_, row.key);
     } else {
@@ -1057,36 +1065,15 @@ bool Job::deliver_outbox() {
 
 // At-most-once with the outbox (ClickHouse's default strategy): messages go one INSERT each,
 // in order. A row is acknowledged (erased, under the Lease) just before its INSERT starts:
-// a failure before that is retried later, one after it is final (a counted drop), and a
+// a failure before that is retried later, one after it leaves the message in doubt, and a
 // crash in between loses the message rather than repeat it.
 void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox) {
-  const std::string& prefix = prefix_;
   for (const OutboxRow& row : outbox) {
     if (row.seqno <= sender_.delivered()) continue;
     auto m = decode_message(row.message);
     if (!m) return;
-    bool ambiguous = false;
-    const auto outcome = external.send_once(id_.str(), lease_, *m, [&] {
-      auto tx = env_.store.begin();
-      if (!tx) return false;
-      tx->erase(outbox_table_, prefix + tables::hex16(row.seqno));
-      if (env_.observer != nullptr) env_.observer->amo_acknowledging(id_, lease_, m->id, tx->id());
-      auto committed = env_.store.commit(*tx, {lease_});
-      if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
-      ambiguous = !committed && committed.error().is_ambiguous();
-      // From here on the message is in this process only: a crash before the send loses it.
-      if (ambiguous || committed.has_value()) {
-        if (env_.observer != nullptr) env_.observer->amo_queued(sink_->name, *m);
-      }
-      return committed.has_value();
-    });
-    if (outcome == ExternalSink::Once::kNotStarted && ambiguous) {
-      // The acknowledgement may have applied, and then the row is gone: this sender gives the
-      // message up (a counted drop) rather than risk sending it twice.
-      sender_.skip_to(row.seqno);
-      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m->id, "its acknowledgement is ambiguous");
-      continue;
-    }
+    const auto outcome =
+        external.send_once(id_.str(), lease_, *m, [&] { return acknowledge_before_send(row.seqno, *m); });
     if (outcome == ExternalSink::Once::kRefused) {
       request_stop();  // the target refuses for good: the job fails, as other sinks do
       return;
@@ -1097,9 +1084,27 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
     if (outcome == ExternalSink::Once::kSent) {
       env_.observer->amo_sent(sink_->name, m->id);
     } else {
-      env_.observer->amo_dropped(sink_->name, m->id, "the INSERT failed after it started");
+      env_.observer->amo_in_doubt(sink_->name, m->id, "the INSERT failed after it started");
     }
   }
+}
+
+// Acknowledges (erases) outbox row `seqno` under the Lease just before `m`'s one send; true
+// once that is known to have applied (an ambiguous commit is resolved first).
+bool Job::acknowledge_before_send(uint64_t seqno, const Message& m) {
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  tx->erase(outbox_table_, prefix_ + tables::hex16(seqno));
+  if (env_.observer != nullptr) env_.observer->amo_acknowledging(id_, lease_, m.id, tx->id());
+  auto committed = env_.store.commit(*tx, {lease_});
+  if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
+  const bool applied = committed.has_value() || (committed.error().is_ambiguous() && resolve_until_answered(tx->id()));
+  if (applied && env_.observer != nullptr) {
+    // From here on the message is in this process only: a crash before the send loses it.
+    env_.observer->amo_queued(sink_->name, m);
+    env_.observer->amo_sending(sink_->name, m.id);
+  }
+  return applied;
 }
 
 // The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
@@ -1121,10 +1126,11 @@ void Job::deliver_uncommitted(EpochTx& etx) {
 }
 
 // At-most-once: each queued message is sent once, without a producer id; a failed send is
-// a counted drop, never a retry.
+// a counted drop, never a retry, and a send that got no answer is in doubt.
 void Job::send_at_most_once() {
   const auto& strategy = sink_->at_most_once_strategy;
   Micros give_up_at = INT64_MAX;
+  bool discard_next = false;  // the amo-silent-loss bug
   while (!amo_queue_.empty()) {
     if (finished_ && give_up_at == INT64_MAX) {
       give_up_at = env_.runtime.clock().now() + strategy.suspend_destruction_duration_us;
@@ -1132,33 +1138,44 @@ void Job::send_at_most_once() {
     Message m = std::move(amo_queue_.front());
     amo_queue_.pop_front();
     amo_queue_bytes_ -= m.payload.size() + 64;
+    if (std::exchange(discard_next, false)) continue;  // the bug: gone without a word
     if (env_.runtime.clock().now() > give_up_at) {
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
       continue;
     }
-    bool sent = false;
-    if (ExternalSink* external = external_sink()) {
-      // A failure before the request starts may be retried; after, it is a drop.
-      auto outcome = ExternalSink::Once::kNotStarted;
-      for (int attempt = 0; attempt < 3 && outcome == ExternalSink::Once::kNotStarted; ++attempt) {
-        outcome = external->send_once(id_.str(), lease_, m, [] { return true; });
-      }
-      sent = outcome == ExternalSink::Once::kSent;
-    } else {
-      Encoder req;
-      req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
-      sent = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us)
-                 .has_value();
+    const SendOutcome outcome = send_once(m);
+    discard_next = env_.bugs.amo_silent_loss && outcome == SendOutcome::kInDoubt;
+    if (env_.observer == nullptr || env_.bugs.uncounted_send_failure) {  // the bug: failures go uncounted
+      if (env_.observer != nullptr && outcome == SendOutcome::kSent) env_.observer->amo_sent(sink_->name, m.id);
+      continue;
     }
-    if (env_.observer != nullptr) {
-      if (sent) {
-        env_.observer->amo_sent(sink_->name, m.id);
-      } else if (!env_.bugs.uncounted_send_failure) {  // the bug: the loss goes uncounted
-        env_.observer->amo_dropped(sink_->name, m.id, "send failed");
-      }
+    switch (outcome) {
+      case SendOutcome::kSent: env_.observer->amo_sent(sink_->name, m.id); break;
+      case SendOutcome::kNotSent: env_.observer->amo_dropped(sink_->name, m.id, "send failed"); break;
+      case SendOutcome::kInDoubt: env_.observer->amo_in_doubt(sink_->name, m.id, "no answer to the send"); break;
     }
   }
   amo_sender_running_ = false;
+}
+
+// One at-most-once send of `m`, through the sink's connector or to its queue target.
+Job::SendOutcome Job::send_once(const Message& m) {
+  if (env_.observer != nullptr) env_.observer->amo_sending(sink_->name, m.id);
+  if (ExternalSink* external = external_sink()) {
+    // A failure before the request starts may be retried; after, its outcome is unknown.
+    auto outcome = ExternalSink::Once::kNotStarted;
+    for (int attempt = 0; attempt < 3 && outcome == ExternalSink::Once::kNotStarted; ++attempt) {
+      outcome = external->send_once(id_.str(), lease_, m, [] { return true; });
+    }
+    if (outcome == ExternalSink::Once::kSent) return SendOutcome::kSent;
+    return outcome == ExternalSink::Once::kFailedAfterStart ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
+  }
+  Encoder req;
+  req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
+  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
+  if (reply) return SendOutcome::kSent;
+  // A request that timed out may have arrived; one that could not leave did not.
+  return reply.error().is_timeout() ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
 }
 
 }  // namespace onceflow

@@ -58,6 +58,8 @@ class Job {
   Outcome run_epoch();
   Outcome commit(EpochTx& etx);
   Outcome resolve_ambiguous(EpochTx& etx);
+  // Whether transaction `tx`, whose commit was ambiguous, applied; asks until the store answers.
+  bool resolve_until_answered(TxId tx, Version* version = nullptr);
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
   void step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key, uint64_t offset);
@@ -86,12 +88,15 @@ class Job {
   // Hands the outbox over; true when it was empty.
   bool deliver_outbox();
   void deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
+  bool acknowledge_before_send(uint64_t seqno, const Message& m);
   // A ClickHouse exactly-once sink: its outbox is cut into batches at epoch boundaries.
   bool batching() const {
     return sink_ != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kExactlyOnce;
   }
   void deliver_uncommitted(EpochTx& etx);
   void send_at_most_once();
+  enum class SendOutcome : uint8_t { kSent, kNotSent, kInDoubt };
+  SendOutcome send_once(const Message& m);
 
   const EngineEnv& env_;
   JobId id_;

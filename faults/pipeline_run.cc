@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cstdlib>
 #include <iterator>
 
 #include "checkers/pipeline_checks.h"
@@ -51,9 +53,8 @@ class Recorder final : public EngineObserver {
     attempts_at.push_back(world_->now());
     for (const Message& m : e.consumed) r.consumed.push_back(record_of(m));
     for (const Message& m : e.produced) r.produced.push_back(record_of(m));
-    for (const Timer& t : e.timers_fired) {
-      r.timers_fired.push_back(fmt::format("{}/{:016x}/{}/{}", e.job.name, t.key, t.trigger_ts, t.timer_stream));
-    }
+    r.timers_fired = e.timer_rows_fired;
+    r.timers_created = e.timer_rows_created;
     attempts.push_back(std::move(r));
     if (!e.consumed.empty() || !e.produced.empty()) {
       note(e.node, fmt::format("{} lease {:x} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
@@ -105,11 +106,24 @@ class Recorder final : public EngineObserver {
   void controller_steps_down(const std::string& node, LeaseId lease, std::string_view why) override {
     note(node, fmt::format("steps down from lease {:x}: {}", lease, why));
   }
-  void amo_dropped(const std::string& sink, MessageId id, std::string_view) override {
+  void amo_dropped(const std::string& sink, MessageId id, std::string_view why) override {
+    note(world_->name(world_->scheduler().current_node()), fmt::format("sink {} dropped {}: {}", sink, format_id(id), why));
     in_queue[sink].erase(id);
     amo_seen.insert(id);
     drops[sink].insert(id);
     ++counters["at-most-once drops"];
+  }
+  void amo_sending(const std::string& sink, MessageId id) override {
+    auto& held = in_queue[sink][id];
+    held.node = world_->name(world_->scheduler().current_node());
+    held.sending = true;
+  }
+  void amo_in_doubt(const std::string& sink, MessageId id, std::string_view why) override {
+    note(world_->name(world_->scheduler().current_node()), fmt::format("sink {}: {} in doubt: {}", sink, format_id(id), why));
+    in_queue[sink].erase(id);
+    amo_seen.insert(id);
+    in_doubt[sink].insert(id);
+    ++counters["at-most-once in doubt"];
   }
 
   std::vector<checkers::EpochRecord> attempts;
@@ -118,9 +132,11 @@ class Recorder final : public EngineObserver {
   std::vector<Micros> attempts_at;  // when each commit was asked for
   std::set<uint64_t> amo_seen;  // at-most-once messages queued or dropped at least once
   std::map<std::string, std::set<uint64_t>> drops;
+  std::map<std::string, std::set<uint64_t>> in_doubt;
   struct Held {  // where and since when a queued message was held
     std::string node;
     Micros since = 0;
+    bool sending = false;  // its one send had started
   };
   std::map<std::string, std::map<uint64_t, Held>> in_queue;  // queued, neither sent nor dropped yet
   struct Ack {  // an outbox row acknowledged before its one send (at-most-once)
@@ -178,6 +194,40 @@ class PointPolicy {
 
 constexpr Micros kSettleUs = 1 * kSeconds;
 
+Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us) {
+  assert(clock_jump_us >= 0);
+  const auto stages = static_cast<Micros>(spec.computations.size() + 2);
+  return 3 * spec.lease_ttl_us + 2 * engine.worker_timeout_us + engine.start_grace_us + 4 * spec.scheduling_period_us +
+         stages * (engine.idle_epoch_periods * spec.epoch_period_us + clock_jump_us) + 2 * kSeconds;
+}
+
+std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
+  std::vector<FaultKind> kinds = o.swarm_kinds;
+  if (kinds.empty()) kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
+  // An at-most-once sink sends without a producer id, so a transport that duplicates
+  // requests duplicates its deliveries: its guarantee holds only where requests are not
+  // duplicated (docs/guarantees.md), and the swarm does not draw what it excludes.
+  bool at_most_once = false;
+  for (const auto& sink : o.spec.sinks) {
+    auto g = o.sink_guarantees.find(sink.name);
+    auto ch = o.clickhouse_targets.find(sink.name);
+    const auto guarantee = g != o.sink_guarantees.end()
+                               ? g->second
+                               : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
+    at_most_once = at_most_once || guarantee == checkers::Guarantee::kAtMostOnce;
+  }
+  if (at_most_once) std::erase(kinds, FaultKind::kDuplicate);
+  return kinds;
+}
+
+Micros largest_clock_fault(const FaultPlan& plan) {
+  Micros largest = 0;
+  for (const Fault& f : plan.faults) {
+    if (f.kind == FaultKind::kClockSkew || f.kind == FaultKind::kClockJump) largest = std::max(largest, std::abs(f.amount_us));
+  }
+  return largest;
+}
+
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
   using G = checkers::Guarantee;
   if (sink.at_most_once_strategy.enabled) return G::kAtMostOnce;
@@ -202,7 +252,7 @@ checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHous
 namespace {
 
 checkers::PipelineHistory collect(const PipelineRunOptions& o, const ComputationRegistry& registry,
-                                  PipelineWorld& w, Recorder& rec, Micros drained_at) {
+                                  PipelineWorld& w, Recorder& rec, Micros drained_at, Micros liveness_bound) {
   checkers::PipelineHistory h;
   h.seed = o.seed;
   h.replay_command = o.replay_command;
@@ -282,10 +332,15 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     // At-most-once: what a crash took from a sink's memory is lost and counted as such. A
     // message still held at the end without its node having crashed since is not: it was
     // lost without a count, which the delivery check reports.
+    // A message whose send had started when the crash came may have reached the target: in
+    // doubt, not dropped.
     auto& dropped = h.counted_drops[sink.name];
+    auto& doubt = h.in_doubt[sink.name];
     dropped = rec.drops[sink.name];
+    doubt = rec.in_doubt[sink.name];
     for (const auto& [id, held] : rec.in_queue[sink.name]) {
-      if (crashed_between(held.node, held.since, INT64_MAX)) dropped.insert(id);
+      if (!crashed_between(held.node, held.since, INT64_MAX)) continue;
+      (held.sending ? doubt : dropped).insert(id);
     }
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
@@ -293,7 +348,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   h.tables = actual.tables;
   h.reference_tables = reference.tables;
   for (const auto& c : w.spec().computations) {
-    if (c.processing_mode == ProcessingMode::kAtLeastOnceConsistent) h.compare_state = false;
+    if (c.processing_mode != ProcessingMode::kAtLeastOnceConsistent) continue;
+    for (const std::string& table : bound_tables(registry, c)) h.uncompared_tables.insert(table);
   }
   for (const auto& [id, lease] : data.leases()) {
     const bool ended = lease.state != LeaseState::kActive;
@@ -314,8 +370,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
       h.pending_timers.push_back(table + ":" + row.key);
     }
   }
-  h.heal_at = o.heal_at_us;
-  h.liveness_bound = o.liveness_bound_us;
+  h.heal_at = std::max(o.heal_at_us, w.last_write_ts());  // the calm: faults lifted, input in
+  h.liveness_bound = liveness_bound;
   h.drained_at = drained_at;
   const auto& lines = w.world().trace().lines();
   const size_t tail = std::min<size_t>(lines.size(), 30);
@@ -359,8 +415,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     swarm.heal_at_us = o.heal_at_us;
     swarm.nodes = nodes;
     swarm.store_node = "store";
-    swarm.kinds = o.swarm_kinds;
-    if (swarm.kinds.empty()) swarm.kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
+    swarm.kinds = swarm_kinds_for(o);
     swarm.sink_targets = world.target_nodes();
     swarm.spare_workers = world.spare_worker_names();
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
@@ -381,16 +436,21 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   injector.schedule(out.plan);
 
   // Past the heal, so that paused nodes come back; then until drained or out of bound.
-  world.world().run_until(std::max(out.plan.heal_at_us, world.last_write_ts()) + 200 * kMillis);
+  const Micros calm_from = std::max(out.plan.heal_at_us, world.last_write_ts());
+  out.liveness_bound_us = o.liveness_bound_us > 0
+                              ? o.liveness_bound_us
+                              : liveness_bound_rule(o.spec, EngineOptions{}, largest_clock_fault(out.plan));
+  world.world().run_until(calm_from + 200 * kMillis);
   Micros drained_at = -1;
-  if (world.run_until_drained(out.plan.heal_at_us + o.liveness_bound_us)) drained_at = world.world().now();
+  if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
+  if (drained_at >= 0) out.drain_us = drained_at - calm_from;
   // The store is drained; let replies in flight land and at-most-once queues empty.
   world.world().run_until(world.world().now() + kSettleUs);
 
   for (size_t i = 0; i < recorder.attempts.size(); ++i) {
     run.lease_owners.try_emplace(recorder.attempts[i].lease, recorder.attempts_node[i], recorder.attempts[i].job);
   }
-  run.history = collect(o, registry, world, recorder, drained_at);
+  run.history = collect(o, registry, world, recorder, drained_at, out.liveness_bound_us);
   out.verdicts = checkers::run_pipeline_checks(run.history);
   out.passed = checkers::all_passed(out.verdicts);
   out.trace_hash = world.world().trace_hash();

@@ -33,7 +33,9 @@ struct PipelineRunOptions {
   std::vector<FaultKind> swarm_kinds;  // empty: every kernel kind
   Micros faults_start_us = 100 * kMillis;
   Micros heal_at_us = 5 * kSeconds;
-  Micros liveness_bound_us = 60 * kSeconds;
+  // After the heal (or the last input, when later) everything must drain within this; 0: the
+  // rule of liveness_bound_rule().
+  Micros liveness_bound_us = 0;
   double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
   bool fault_points_when_scripted = false;  // fault points also without swarm (shrunk scenarios)
   BugSwitches bugs;
@@ -49,6 +51,25 @@ struct PipelineRunOptions {
 // outputs without exactly_once, and an exactly-once ClickHouse sink whose engine does not
 // deduplicate blocks; else exactly-once (ArkFlow's exactly_once output claims it).
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse = nullptr);
+
+// The liveness bound a run gets unless its scenario names one: the time the engine needs at
+// worst to get going again once every fault is lifted, plus the time each stage may lag.
+//   3 x lease_ttl                    a restarted controller waits out its previous Lease, then
+//                                    the jobs' Leases, which nobody pinged meanwhile, run out
+//   + 2 x worker_timeout             workers' own Leases run out and are started again
+//   + start_grace + 4 x scheduling_period   jobs are reassigned and reported running
+//   + (computations + 2) x (idle_epoch_periods x epoch_period + clock_jump)
+//                                    every stage (sources, computations, sinks) may sit in its
+//                                    longest idle wait and lag by the largest clock jump
+//   + 2 s                            settling
+// clock_jump is the largest clock skew or jump the run may inject (swarm: 2 s), else 0.
+Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us);
+// The fault kinds swarm mode draws from for `options`: its swarm_kinds (default: every
+// pipeline kind) without those its sinks' guarantees exclude (`duplicate` with an
+// at-most-once sink).
+std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& options);
+// The largest clock skew or jump `plan` injects.
+Micros largest_clock_fault(const FaultPlan& plan);
 
 // What happened to the nodes, for pictures of the run (onceflow explain).
 struct NodeEvent {

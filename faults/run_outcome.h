@@ -22,6 +22,8 @@ struct RunOutcome {
   std::vector<checkers::Verdict> verdicts;
   bool passed = false;
   std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)
+  Micros drain_us = -1;  // from the heal (or the last input, if later) to drained; -1: never
+  Micros liveness_bound_us = 0;  // what the run allowed for that
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
 };

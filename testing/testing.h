@@ -67,7 +67,7 @@ struct PipelineCase {
   std::map<std::string, checkers::Guarantee> guarantees;  // unset sinks: from the spec
   BugSwitches bugs;
   std::string bug_name;  // for the replay command
-  Micros liveness_bound_us = 60 * kSeconds;
+  Micros liveness_bound_us = 0;  // 0: faults::liveness_bound_rule
 };
 
 struct CaseResult {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The scenario library as CI explores it: every scenario in its own mode and under --swarm;
+# every ordinary scenario passes every seed, and every demonstration of a known-bad design
+# fails on some seed (in its own mode). Usage: library_test.sh ONCEFLOW SOURCE_DIR [SEEDS]
+set -uo pipefail
+onceflow=$1
+src=$2
+seeds=${3:-20}
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 1
+"$onceflow" list --json >"$tmp/list.json" || { echo "FAIL: onceflow list"; exit 1; }
+mapfile -t rows < <(python3 -c '
+import json, sys
+for s in json.load(open(sys.argv[1]))["scenarios"]:
+    print(s["path"], "demonstration" if s["demonstrates_failure"] else "ordinary")' "$tmp/list.json")
+[[ ${#rows[@]} -gt 10 ]] || fail "the library lists only ${#rows[@]} scenarios"
+for row in "${rows[@]}"; do
+  read -r path kind <<<"$row"
+  for mode in own swarm; do
+    flag=()
+    [[ $mode == swarm ]] && flag=(--swarm)
+    out="$tmp/$(basename "$path" .yaml)-$mode.json"
+    "$onceflow" explore "$path" --seeds "$seeds" --jobs 2 --json "${flag[@]}" >"$out"
+    rc=$?
+    failed=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["failed"])' "$out" 2>/dev/null || echo "?")
+    if [[ $kind == ordinary ]]; then
+      [[ $rc -eq 0 && $failed == 0 ]] || fail "$path ($mode): $failed of $seeds seeds failed (exit $rc)"
+    elif [[ $mode == own ]]; then
+      [[ $rc -eq 1 && $failed != 0 && $failed != "?" ]] || fail "$path (a demonstration) did not fail in $seeds seeds"
+    fi
+    echo "$path ($mode, $kind): $failed of $seeds failed"
+  done
+done
+echo "library_test: $failures failures"
+[[ $failures -eq 0 ]]
