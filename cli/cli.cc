@@ -23,6 +23,7 @@
 
 #include "checkers/verdict.h"
 #include "cli/explain.h"
+#include "cli/explore.h"
 #include "real/run.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
@@ -121,6 +122,7 @@ faults::RunOutcome run_seed_once(const Invocation& inv, const cli::Scenario& s, 
     faults::PipelineRunOptions options = s.pipeline;
     options.seed = seed;
     options.swarm = swarm;
+    options.random_knobs = cli::random_knobs(s, swarm);
     options.trace_keep_lines = keep_lines;
     options.bugs = inv.bugs;
     options.replay_command = replay_command(inv, s, seed, swarm);
@@ -213,6 +215,17 @@ json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
   return json{{"mix", mix}, {"heal_at_us", plan.heal_at_us}, {"plan", faults}};
 }
 
+// What each configured or drawn fault kind did: its measure and count, and details.
+json effects_json(const faults::RunOutcome& r) {
+  json out = json::object();
+  for (const auto& [kind, e] : r.effects) {
+    json details = json::object();
+    for (const auto& [what, n] : e.details) details[what] = n;
+    out[kind] = {{"measure", e.measure}, {"count", e.count}, {"details", details}};
+  }
+  return out;
+}
+
 json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
   json checks = json::array();
   json violations = json::array();
@@ -233,6 +246,10 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"checks", checks},     {"violations", violations},
               {"observed", r.observed},
               {"drain_us", r.drain_us},
+              {"liveness_bound_us", r.liveness_bound_us},
+              {"effects", effects_json(r)},
+              {"probes", r.probes},
+              {"knobs", r.knobs},
               {"warnings", r.warnings},
               {"trace_excerpt", trace_excerpt(r)}};
 }
@@ -245,6 +262,7 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   std::string observed;
   for (const auto& [what, n] : r.observed) observed += fmt::format("{}{} {}", observed.empty() ? "" : ", ", n, what);
   if (!observed.empty()) fmt::print("  observed: {}\n", observed);
+  for (const auto& [kind, e] : r.effects) fmt::print("  effect: {} {} {}\n", kind, e.count, e.measure);
   for (const auto& w : r.warnings) fmt::print("  warning: {}\n", w);
   for (const auto& v : r.verdicts) {
     fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
@@ -283,57 +301,12 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   return r.passed ? kExitPass : kExitViolation;
 }
 
-// One seed's summary, as a worker process reports it to the parent (a JSON line).
-struct SeedSummary {
-  uint64_t seed = 0;
-  bool passed = false;
-  uint64_t events = 0;
-  int64_t sim_time_us = 0;
-  std::string mix;
-  std::vector<std::pair<std::string, std::string>> checks;  // name, "pass" | "fail" | "n/a"
-  std::string first_failure;
-  int64_t drain_us = -1;  // from the heal (or the last input) to drained; -1: never
-};
-
-json summary_json(const faults::RunOutcome& r) {
-  json checks = json::array();
-  std::string first_failure;
-  for (const auto& v : r.verdicts) {
-    checks.push_back({v.check, v.verdict_name()});
-    if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
-  }
-  return json{{"seed", r.seed},   {"passed", r.passed},     {"events", r.events},
-              {"sim_time_us", r.sim_time_us}, {"mix", r.fault_mix}, {"checks", checks},
-              {"first_failure", first_failure}, {"drain_us", r.drain_us}};
-}
-
-SeedSummary parse_summary(const json& j) {
-  SeedSummary s;
-  s.seed = j.at("seed").get<uint64_t>();
-  s.passed = j.at("passed").get<bool>();
-  s.events = j.at("events").get<uint64_t>();
-  s.sim_time_us = j.at("sim_time_us").get<int64_t>();
-  s.mix = j.at("mix").get<std::string>();
-  for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<std::string>());
-  s.first_failure = j.at("first_failure").get<std::string>();
-  s.drain_us = j.at("drain_us").get<int64_t>();
-  return s;
-}
-
-// The 50th and 99th percentiles and the maximum of `us` (nearest rank), as JSON.
-json drain_percentiles(std::vector<int64_t> us) {
-  if (us.empty()) return json{{"p50", nullptr}, {"p99", nullptr}, {"max", nullptr}, {"drained", 0}};
-  std::sort(us.begin(), us.end());
-  const auto rank = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))]; };
-  return json{{"p50", rank(0.5)}, {"p99", rank(0.99)}, {"max", us.back()}, {"drained", us.size()}};
-}
-
 // Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
 void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
-                   const std::function<void(const SeedSummary&)>& done) {
+                   const std::function<void(const cli::SeedSummary&)>& done) {
   if (jobs <= 1) {
     for (uint64_t seed = first; seed < first + count; ++seed) {
-      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
+      done(cli::parse_summary(cli::summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
     }
     return;
   }
@@ -353,7 +326,7 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
       close(fds[0]);
       FILE* out = fdopen(fds[1], "w");
       for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
-        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
+        const std::string line = cli::summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
         std::fputs(line.c_str(), out);
         std::fflush(out);
       }
@@ -386,7 +359,7 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
       w.buffer.append(chunk, static_cast<size_t>(n));
       size_t nl;
       while ((nl = w.buffer.find('\n')) != std::string::npos) {
-        done(parse_summary(json::parse(w.buffer.substr(0, nl))));
+        done(cli::parse_summary(json::parse(w.buffer.substr(0, nl))));
         w.buffer.erase(0, nl + 1);
       }
     }
@@ -400,98 +373,83 @@ void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first
   }
 }
 
-int cmd_explore(const Invocation& inv, const std::string& path, uint64_t seeds, uint64_t first_seed, int jobs,
-                std::optional<bool> swarm_flag, bool as_json) {
+struct ExploreOptions {
+  uint64_t seeds = 100;
+  uint64_t first_seed = 1;
+  int jobs = 1;
+  std::optional<bool> swarm;
+  bool as_json = false;
+  bool require_effects = false;  // exit 1 when a configured fault kind had no effect
+  bool require_probes = false;   // exit 1 when a probe was never reached
+};
+
+int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOptions& eo) {
   const cli::Scenario s = load_or_fail(path);
   check_functions(inv.registry, s);
-  const bool swarm = swarm_flag.value_or(s.swarm);
-  if (seeds == 0) throw UsageError{"--seeds must be at least 1"};
-  if (jobs < 1) throw UsageError{"--jobs must be at least 1"};
+  const bool swarm = eo.swarm.value_or(s.swarm);
+  if (eo.seeds == 0) throw UsageError{"--seeds must be at least 1"};
+  if (eo.jobs < 1) throw UsageError{"--jobs must be at least 1"};
   const Micros start = wall_now();
-  const bool progress = !as_json && isatty(STDERR_FILENO);
-
-  std::map<uint64_t, SeedSummary> results;  // by seed: the report is in seed order
-  std::map<std::string, std::map<std::string, uint64_t>> by_check;  // name -> verdict -> seeds
-  std::vector<int64_t> drains_us;  // of the seeds that drained
-  std::vector<std::string> check_order;
-  uint64_t events = 0;
-  int64_t sim_time_us = 0;
-  explore_seeds(inv, s, first_seed, seeds, jobs, swarm, [&](const SeedSummary& r) {
-    events += r.events;
-    sim_time_us += r.sim_time_us;
-    for (const auto& [name, verdict] : r.checks) {
-      if (by_check.count(name) == 0) check_order.push_back(name);
-      ++by_check[name][verdict];
-    }
-    if (r.drain_us >= 0) drains_us.push_back(r.drain_us);
-    results[r.seed] = r;
-    if (progress) {
-      const size_t width = 40;
-      const size_t filled = results.size() * width / seeds;
-      fmt::print(stderr, "\r[{}{}] {}/{} seeds", std::string(filled, '#'),
-                 std::string(width - filled, '.'), results.size(), seeds);
-    }
+  const bool progress = !eo.as_json && isatty(STDERR_FILENO);
+  cli::ExploreTally tally;
+  explore_seeds(inv, s, eo.first_seed, eo.seeds, eo.jobs, swarm, [&](const cli::SeedSummary& r) {
+    tally.add(r);
+    if (!progress) return;
+    const size_t width = 40;
+    const size_t done = tally.results().size();
+    const size_t filled = done * width / eo.seeds;
+    fmt::print(stderr, "\r[{}{}] {}/{} seeds", std::string(filled, '#'), std::string(width - filled, '.'), done, eo.seeds);
   });
   if (progress) fmt::print(stderr, "\n");
   const double wall_ms = wall_ms_since(start);
-
-  std::vector<const SeedSummary*> failing;
-  for (const auto& [seed, r] : results) {
-    if (!r.passed) failing.push_back(&r);
-  }
-  const bool expected_failure = s.demonstrates_failure;
-  if (as_json) {
+  const auto failing = tally.failing();
+  const bool probes_apply = s.kind == "pipeline";
+  const bool effects_missing = !tally.kinds_without_effect().empty();
+  const bool probes_missing = probes_apply && !tally.probes_never_hit().empty();
+  if (eo.as_json) {
     json failing_seeds = json::array();
     for (const auto* r : failing) {
       failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
                                {"replay", replay_command(inv, s, r->seed, swarm)}});
     }
-    json checks = json::object();
-    for (const auto& name : check_order) {
-      checks[name] = {{"pass", by_check[name]["pass"]}, {"fail", by_check[name]["fail"]}, {"n/a", by_check[name]["n/a"]}};
-    }
     fmt::print("{}\n", json{{"scenario", s.path},
-                            {"seeds", seeds},
-                            {"first_seed", first_seed},
-                            {"passed", seeds - failing.size()},
+                            {"seeds", eo.seeds},
+                            {"first_seed", eo.first_seed},
+                            {"passed", eo.seeds - failing.size()},
                             {"failed", failing.size()},
+                            {"demonstrates_failure", s.demonstrates_failure},
                             {"failing_seeds", failing_seeds},
-                            {"checks", checks},
-                            {"drain_us", drain_percentiles(drains_us)},
-                            {"events_total", events},
-                            {"sim_time_us_total", sim_time_us},
+                            {"checks", tally.checks_json()},
+                            {"drain_us", tally.drains_json()},
+                            {"effects", tally.effects_json()},
+                            {"events_total", tally.events()},
+                            {"sim_time_us_total", tally.sim_time_us()},
                             {"peak_rss_mb", peak_rss_mb()},
                             {"wall_ms", wall_ms}}
                            .dump(2));
   } else {
-    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed\n", s.path, seeds,
-               first_seed, swarm ? "swarm faults" : "scripted faults", seeds - failing.size(),
-               failing.size());
-    fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, events,
-               static_cast<double>(seeds) / (wall_ms / 1e3));
-    fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", "check", "pass", "fail", "n/a");
-    for (const auto& name : check_order) {
-      fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", name, by_check[name]["pass"], by_check[name]["fail"],
-                 by_check[name]["n/a"]);
-    }
-    const json drains = drain_percentiles(drains_us);
-    if (!drains_us.empty()) {
-      fmt::print("\n  drained after the heal (or the last input) in {} of {} seeds: p50 {}, p99 {}, max {}\n",
-                 drains_us.size(), seeds, format_duration(drains["p50"].get<int64_t>()),
-                 format_duration(drains["p99"].get<int64_t>()), format_duration(drains["max"].get<int64_t>()));
-    }
+    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed\n", s.path, eo.seeds, eo.first_seed,
+               swarm ? "swarm faults" : "scripted faults", eo.seeds - failing.size(), failing.size());
+    fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, tally.events(),
+               static_cast<double>(eo.seeds) / (wall_ms / 1e3));
+    tally.print(eo.seeds, probes_apply);
     if (!failing.empty()) {
-      fmt::print("\nfailing seeds:\n");
-      for (const auto* r : failing) {
-        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, r->first_failure,
-                   r->mix, replay_command(inv, s, r->seed, swarm));
+      fmt::print("\nfailing seeds ({}):\n", failing.size());
+      for (size_t i = 0; i < failing.size() && i < 10; ++i) {
+        const auto* r = failing[i];
+        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, r->first_failure, r->mix,
+                   replay_command(inv, s, r->seed, swarm));
       }
+      if (failing.size() > 10) fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - 10);
     }
-    if (expected_failure) {
-      fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail\n");
+    if (s.demonstrates_failure) {
+      fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail{}\n",
+                 failing.empty() ? ", and no seed did" : ", as it did");
     }
   }
-  return failing.empty() ? kExitPass : kExitViolation;
+  if (!failing.empty()) return kExitViolation;
+  if ((eo.require_effects && effects_missing) || (eo.require_probes && probes_missing)) return kExitViolation;
+  return kExitPass;
 }
 
 // --- shrink ---------------------------------------------------------------------------
@@ -506,9 +464,16 @@ std::string first_failure(const faults::RunOutcome& r) {
 
 // `s` with the faults of `plan` as its scripted plan (fault points kept on when the original
 // run was a swarm run, so the run is the same).
-cli::Scenario scripted_copy(const cli::Scenario& s, const faults::FaultPlan& plan, bool was_swarm) {
+// A copy of `s` that runs `plan` as scripted faults; `knobs`, when given, are the values the
+// run used (a swarm run draws its own), kept explicit so that the copy runs with them.
+cli::Scenario scripted_copy(const cli::Scenario& s, const faults::FaultPlan& plan, bool was_swarm,
+                            const std::map<std::string, int64_t>* knobs = nullptr) {
   cli::Scenario out = s;
   out.swarm = false;
+  if (knobs != nullptr) {
+    out.pipeline.knobs = *knobs;
+    out.knobs = "fixed";
+  }
   out.scripted = plan;
   out.kernel.scripted = plan;
   out.pipeline.scripted = plan;
@@ -550,7 +515,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
   const faults::RunOutcome first = run_seed_once(inv, original, seed, swarm, 0);
   const std::string check = first_failure(first);
   if (check.empty()) throw UsageError{fmt::format("seed {} of {} passes: nothing to shrink", seed, path)};
-  cli::Scenario best = scripted_copy(original, first.plan, swarm);
+  cli::Scenario best = scripted_copy(original, first.plan, swarm, &first.knobs);
   const auto still_fails = [&](const cli::Scenario& candidate) {
     const faults::RunOutcome r = run_seed_once(inv, candidate, seed, false, 0);
     for (const auto& v : r.verdicts) {
@@ -662,11 +627,11 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
     for (const auto& s : library) {
-      std::optional<SeedSummary> caught;
+      std::optional<cli::SeedSummary> caught;
       for (uint64_t first = 1; first <= max_seeds && !caught; first += batch) {
         const uint64_t count = std::min(batch, max_seeds - first + 1);
-        std::map<uint64_t, SeedSummary> found;
-        explore_seeds(inv, s, first, count, jobs, s.swarm, [&](const SeedSummary& r) {
+        std::map<uint64_t, cli::SeedSummary> found;
+        explore_seeds(inv, s, first, count, jobs, s.swarm, [&](const cli::SeedSummary& r) {
           ++tried;
           if (!r.passed) found.emplace(r.seed, r);
         });
@@ -764,6 +729,10 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   explore->add_option("--jobs,-j", jobs, "Worker processes");
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
+  bool require_effects = false, require_probes = false;
+  explore->add_flag("--require-effects", require_effects,
+                    "Exit 1 when a fault kind configured or drawn had no effect in any seed");
+  explore->add_flag("--require-probes", require_probes, "Exit 1 when a probe of core/probes.h was never reached");
   add_bug(explore);
 
   CLI::App* replay = app.add_subcommand("replay", "Run one seed and print its full trace");
@@ -849,7 +818,9 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   }
   try {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
-    if (explore->parsed()) return cmd_explore(inv, path, seeds, first_seed, jobs, swarm, as_json);
+    if (explore->parsed()) {
+      return cmd_explore(inv, path, {seeds, first_seed, jobs, swarm, as_json, require_effects, require_probes});
+    }
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {

@@ -104,7 +104,7 @@ class Loader {
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
                          "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
-                         "clickhouse_targets"});
+                         "clickhouse_targets", "knobs"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -189,6 +189,7 @@ class Loader {
       o.heal_at_us = s.kernel.heal_at_us;
     }
     if (root["liveness_bound"]) o.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    if (const YAML::Node& knobs = root["knobs"]) load_knobs(knobs, s);
     for (const auto& sink : o.spec.sinks) {
       if (o.sink_guarantees.count(sink.name) > 0) continue;
       auto target = o.clickhouse_targets.find(sink.name);
@@ -280,6 +281,28 @@ class Loader {
     if (o.ping_interval_us >= o.lease_ttl_us) {
       fail(w, "workload.ping_interval", "must be shorter than workload.lease_ttl");
     }
+  }
+
+  // knobs: random | fixed | {name: value, ...}
+  void load_knobs(const YAML::Node& k, Scenario& s) {
+    if (k.IsScalar()) {
+      s.knobs = string(k, "knobs");
+      if (s.knobs != "random" && s.knobs != "fixed") fail(k, "knobs", "expected random, fixed or a mapping of knobs");
+      return;
+    }
+    if (!k.IsMap()) fail(k, "knobs", "expected random, fixed or a mapping of knobs");
+    s.knobs = "fixed";
+    for (const auto& item : k) {
+      const std::string name = item.first.as<std::string>();
+      const std::string where = "knobs." + name.substr(0, 40);
+      const auto info = std::find_if(faults::kKnobs.begin(), faults::kKnobs.end(),
+                                     [&](const faults::KnobInfo& i) { return i.name == name; });
+      if (info == faults::kKnobs.end()) fail(item.first, where, "unknown knob");
+      s.pipeline.knobs[name] = info->duration ? duration(item.second, where) : integer(item.second, where, 1, 1'000'000);
+    }
+    PipelineSpec spec = s.pipeline.spec;
+    EngineOptions engine;
+    if (Status ok = faults::apply_knobs(s.pipeline.knobs, spec, engine); !ok.is_ok()) fail(k, "knobs", ok.message());
   }
 
   void load_faults(const YAML::Node& f, Scenario& s) {
@@ -383,6 +406,8 @@ class Loader {
 
 }  // namespace
 
+bool random_knobs(const Scenario& s, bool swarm) { return s.knobs == "random" || (s.knobs.empty() && swarm); }
+
 Result<Scenario> load_scenario(const std::string& path) {
   try {
     return Loader(path).load();
@@ -438,6 +463,22 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     }
     if (s.pipeline.liveness_bound_us > 0) {
       y << YAML::Key << "liveness_bound" << YAML::Value << format_duration(s.pipeline.liveness_bound_us);
+    }
+    if (!s.pipeline.knobs.empty()) {
+      y << YAML::Key << "knobs" << YAML::Value << YAML::BeginMap;
+      for (const auto& [name, value] : s.pipeline.knobs) {
+        const auto info = std::find_if(faults::kKnobs.begin(), faults::kKnobs.end(),
+                                       [&](const faults::KnobInfo& i) { return i.name == name; });
+        y << YAML::Key << name << YAML::Value;
+        if (info != faults::kKnobs.end() && info->duration) {
+          y << format_duration(value);
+        } else {
+          y << value;
+        }
+      }
+      y << YAML::EndMap;
+    } else if (s.knobs == "random") {
+      y << YAML::Key << "knobs" << YAML::Value << "random";
     }
   } else {
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "clients" << YAML::Value

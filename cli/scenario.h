@@ -24,9 +24,15 @@ struct Scenario {
   bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
   faults::FaultPlan scripted;      // faults written in the file (used when not swarming)
   faults::PipelineRunOptions pipeline;  // for kind "pipeline"; seed and swarm are set per run
+  // `knobs:` "random" (drawn per seed), "fixed" (the scenario's values, even under swarm), or
+  // "" (random under swarm faults, fixed otherwise). Explicit values are in pipeline.knobs.
+  std::string knobs;
   std::string pipeline_path;
   std::vector<std::string> guarantees;
 };
+
+// Whether a run of `s` with or without swarm faults draws its knobs at random.
+bool random_knobs(const Scenario& s, bool swarm);
 
 // Loads and validates a scenario file.
 Result<Scenario> load_scenario(const std::string& path);

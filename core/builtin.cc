@@ -161,6 +161,53 @@ class WordCount final : public ProcessFunction {
   StateClient count_;
 };
 
+// Deadlines by event time: every event sets a timer at its own event time on the event-time
+// stream `due`, due the moment the watermark reaches it, and a reminder for 2 s past it on the
+// system-time stream `reminder`, twice (the two merge into one). Each firing says which it
+// was. (`due` keeps equal timers apart: how many of one key's events with equal event times
+// merge would otherwise depend on when the first one fired.)
+class Deadline final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    out.add_timer(m.event_ts, m.event_ts, "due");
+    out.add_timer(m.event_ts + 2 * kSeconds, m.event_ts, "reminder");
+    out.add_timer(m.event_ts + 2 * kSeconds, m.event_ts, "reminder");
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    if (t.timer_stream == "due") {
+      out.add_message(t.key, fmt::format("due key={} at={}", t.key, t.trigger_ts));
+    } else {
+      out.add_message(t.key, fmt::format("reminder key={} of={}", t.key, t.event_ts));
+    }
+  }
+};
+
+// A repeating timer: each event adds three ticks to its key's budget; a tick fires every
+// 20 ms by system time, emits "tick key=K", and sets the next while the budget lasts. The
+// next tick keeps the event time of the one before.
+class Ticker final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(left_, "ticks_left"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    const int64_t left = parse_int(left_.get(m.key).value_or("0"));
+    left_.set(m.key, std::to_string(left + 3));
+    if (left == 0) out.add_timer(context.current_timestamp() + 20 * kMillis);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    const int64_t left = parse_int(left_.get(t.key).value_or("0")) - 1;
+    out.add_message(t.key, fmt::format("tick key={}", t.key));
+    if (left <= 0) {
+      left_.clear(t.key);
+      return;
+    }
+    left_.set(t.key, std::to_string(left));
+    out.add_timer(t.trigger_ts + 20 * kMillis, t.event_ts);
+  }
+
+ private:
+  StateClient left_;
+};
+
 template <typename T>
 ProcessFunctionFactory factory() {
   return [] { return std::make_unique<T>(); };
@@ -187,6 +234,8 @@ void register_all(ComputationRegistry& registry) {
   registry.add("Normalize", factory<Normalize>());
   registry.add("Annotate", factory<Annotate>());
   registry.add("WordCount", factory<WordCount>());
+  registry.add("Deadline", factory<Deadline>());
+  registry.add("Ticker", factory<Ticker>());
 }
 
 }  // namespace onceflow::builtin

@@ -14,6 +14,9 @@
 // - Three stages mixing swift and regular computations: Normalize (swift map) lower-cases
 //   a word and keys it by its hash, Annotate (transform) appends the word's length, and
 //   WordCount (process function) counts per word.
+// - Timers: Deadline sets event-time timers at its events' own times (due as the watermark
+//   reaches them), equal ones merging, and system-time reminders; Ticker is a repeating
+//   timer that emits on every firing and sets the next.
 #pragma once
 
 #include <string>

@@ -157,6 +157,7 @@ bool Controller::take_over() {
     free = state.has_value() && *state != LeaseState::kActive;
   }
   if (!free) {  // another controller leads (or the store did not answer): stand by
+    probe(env_, Probe::kControllerStandby);
     env_.store.abort(*tx);
     (void)env_.store.abort_lease(*lease);
     return false;
@@ -170,11 +171,13 @@ bool Controller::take_over() {
     (void)env_.store.abort_lease(lost);
     return false;
   }
+  probe(env_, Probe::kControllerTakeOver);
   if (env_.observer != nullptr) env_.observer->controller_leads(node_, lease_);
   return true;
 }
 
 void Controller::step_down(const char* why) {
+  probe(env_, Probe::kControllerStepDown);
   if (env_.observer != nullptr) env_.observer->controller_steps_down(node_, lease_, why);
   lease_ = 0;
   booted_ = false;
@@ -191,6 +194,7 @@ bool Controller::boot() {
   if (!state || !seq || !rows) return false;
   if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
   if (seq->has_value()) state_seq_ = std::stoull(**seq);
+  if (!rows->empty()) probe(env_, Probe::kControllerBootAborted);
   for (const Row& row : *rows) {
     const auto a = decode_assignment(row.value);
     assert(a.has_value());
@@ -233,6 +237,7 @@ bool Controller::remove(const std::string& job, const char* why) {
     const Status aborted = env_.store.abort_lease(it->second.row.lease);
     const bool ended = aborted.is_ok() || aborted.is_prerequisite_failed();
     if (!ended && !env_.bugs.lease_abort_not_retried) {  // the bug: whatever the abort answered
+      probe(env_, Probe::kControllerRetiring);
       it->second.retiring = true;  // try again next cycle; the Lease may still be live
       return false;
     }
@@ -243,17 +248,29 @@ bool Controller::remove(const std::string& job, const char* why) {
 
 const char* Controller::removal_reason(const std::string& id, const Assignment& a, const std::string* target,
                                        const Workers& workers, bool lease_ended, Micros now) {
-  if (lease_ended) return "lease ended";
+  if (lease_ended) {
+    probe(env_, Probe::kControllerLeaseEnded);
+    return "lease ended";
+  }
   const auto& live = workers.live;
-  if (std::find(live.begin(), live.end(), a.row.worker) == live.end()) return "worker lost";
-  if (target != nullptr && *target != a.row.worker) return "rebalance";
+  if (std::find(live.begin(), live.end(), a.row.worker) == live.end()) {
+    probe(env_, Probe::kControllerWorkerLost);
+    return "worker lost";
+  }
+  if (target != nullptr && *target != a.row.worker) {
+    probe(env_, Probe::kControllerRebalance);
+    return "rebalance";
+  }
   const auto running = workers.running.find(a.row.worker);
   bool is_running = false;
   if (running != workers.running.end()) {
     const auto reported = running->second.find(id);
     is_running = reported != running->second.end() && reported->second == a.row.lease;
   }
-  if (now - a.row.assigned_at > env_.options.start_grace_us && !is_running) return "not running";
+  if (now - a.row.assigned_at > env_.options.start_grace_us && !is_running) {
+    probe(env_, Probe::kControllerNotRunning);
+    return "not running";
+  }
   return nullptr;
 }
 
@@ -302,6 +319,7 @@ void Controller::schedule(const Workers& workers, const std::set<std::string>& e
   }
   // Not stored, so no worker learned of them: their Leases must end before their jobs are
   // assigned again.
+  probe(env_, Probe::kControllerUnstored);
   for (const auto& [id, a] : added) {
     if (env_.bugs.lease_abort_not_retried) {
       (void)env_.store.abort_lease(a.row.lease);  // the bug: once, and whatever it answers
@@ -355,6 +373,7 @@ bool Controller::commit_as_leader(const Transaction& tx) {
     return false;
   }
   if (!result.error().is_ambiguous()) return false;
+  probe(env_, Probe::kControllerCommitAmbiguous);
   // Ask until the store answers; resolve() also fences the transaction if it did not apply.
   while (true) {
     auto outcome = env_.store.resolve(tx.id());
@@ -407,6 +426,7 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
     return Status::unavailable("the state could not be stored");
   }
   state_dirty_ = true;
+  probe(env_, Probe::kControllerStateChanged);
   return std::string(pipeline_state_name(state_));
 }
 

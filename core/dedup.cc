@@ -77,22 +77,29 @@ bool DedupTable::record_if_new(TableRows& rows, const Message& m) const {
   return true;
 }
 
-std::string DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor) const {
+std::string DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor,
+                                size_t* forgotten) const {
+  size_t dropped = 0;
   assert(cursor.empty() || cursor.starts_with(prefix_));
   const std::vector<Row> page = rows.scan(cursor.empty() ? prefix_ : cursor, prefix_ + "~", max_rows);
   for (const Row& row : page) {
     if (layout_ == DedupLayout::kFull) {
       Decoder in(row.value);
-      if (in.i64() < watermark) rows.erase(row.key);
+      if (in.i64() < watermark) {
+        rows.erase(row.key);
+        ++dropped;
+      }
       continue;
     }
     std::string kept = drop_older(row.value, watermark);
+    dropped += (row.value.size() - kept.size()) / kEntryBytes;
     if (kept.empty()) {
       rows.erase(row.key);
     } else if (kept.size() != row.value.size()) {
       rows.put(row.key, std::move(kept));
     }
   }
+  if (forgotten != nullptr) *forgotten = dropped;
   if (page.size() < max_rows || page.empty()) return "";  // the end: start over next time
   return page.back().key + '\0';                          // the least key after the last one
 }

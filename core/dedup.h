@@ -46,7 +46,9 @@ class DedupTable {
   // partition, from row key `cursor` on ("": the partition's first row). Returns where the
   // next cleanup goes on: past the last row looked at, or "" once the partition's end was
   // reached, so that bounded cleanups sweep every row in turn, however busy the first ones.
-  std::string cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor = "") const;
+  // `forgotten`, when given, counts the entries dropped.
+  std::string cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor = "",
+                      size_t* forgotten = nullptr) const;
 
  private:
   std::string row_key(uint64_t v) const;

@@ -114,6 +114,8 @@ constexpr BugName kBugNames[] = {
     {"assign-before-persist", &BugSwitches::assign_before_persist},
     {"lease-abort-not-retried", &BugSwitches::lease_abort_not_retried},
     {"controller-without-lease", &BugSwitches::controller_without_lease},
+    {"timer-fires-after-watermark", &BugSwitches::timer_fires_after_watermark},
+    {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time},
 };
 }  // namespace
 

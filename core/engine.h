@@ -17,6 +17,7 @@
 #include "core/env/runtime.h"
 #include "core/env/store.h"
 #include "core/message.h"
+#include "core/probes.h"
 #include "core/spec.h"
 
 namespace onceflow {
@@ -92,6 +93,8 @@ struct BugSwitches {
   bool assign_before_persist = false;    // workers hear of new assignments before they are stored
   bool lease_abort_not_retried = false;  // a Lease abort is sent once, its answer ignored, the job replaced at once
   bool controller_without_lease = false; // the controller commits without its Lease and never checks it
+  bool timer_fires_after_watermark = false;  // a timer is due only once the watermark is past its trigger
+  bool timer_output_id_by_event_time = false;  // a timer's outputs are named by its event time, not its trigger
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
@@ -154,6 +157,8 @@ class EngineObserver {
                                      const std::optional<std::map<std::string, LeaseId>>& /*job_leases*/) {}
   // A controller started Lease `lease` for job `job` (JobId::str()).
   virtual void job_lease_started(const std::string& /*job*/, LeaseId /*lease*/) {}
+  // The engine took the recovery path `probe` marks (core/probes.h).
+  virtual void probe(Probe /*probe*/) {}
   // A structured warning (a connector's, e.g. ClickHouse's dedup window shorter than
   // replay_horizon): a name and attributes.
   virtual void warning(const std::string& /*name*/, const std::vector<std::pair<std::string, std::string>>& /*attrs*/) {}
@@ -181,6 +186,9 @@ struct EngineOptions {
   // periods), up to this many; it still commits each, to move its watermarks and to learn
   // whether its Lease is gone.
   int idle_epoch_periods = 4;
+  size_t dedup_cleanup_rows = 256;  // input dedup rows one cleanup looks at, at least
+  size_t timers_per_epoch = 256;    // timer rows one epoch looks at
+  size_t timer_rows_known = 1024;   // timer rows an epoch reads ahead, at most
   std::string controller_node = "controller";
 };
 
@@ -199,6 +207,11 @@ struct EngineEnv {
   const Connectors* connectors = nullptr;  // external sources and sinks; may be null
   uint64_t seed = 0;  // the deployment's configured seed (the same in every life of a process)
 };
+
+// Tells the observer, if any, that the path `p` marks was taken.
+inline void probe(const EngineEnv& env, Probe p) {
+  if (env.observer != nullptr) env.observer->probe(p);
+}
 
 // Calls the hook at `point`; when it crashes the node, never returns (the fiber is unwound).
 void fault_point(const EngineEnv& env, std::string_view point);

@@ -52,14 +52,13 @@ Message decode_source_row(std::string_view value) {
   assert(in.done());
   return m;
 }
-constexpr size_t kDedupCleanupRows = 256;  // rows one epoch's cleanup looks at
-constexpr size_t kTimersPerEpoch = 256;    // timer rows one epoch looks at
-constexpr size_t kTimerRowsKnown = 1024;   // timer rows an epoch reads ahead, at most
 
 // A timer row: the key past the partition prefix is <trigger>/<key>/<stream>[/<unique>]
 // (hex trigger with its sign bit flipped, so that keys sort by trigger); the value holds the
-// event time.
-Timer decode_timer_row(std::string_view rest, std::string_view value) {
+// event time and the id of the timer's creation (from what set it: one message, or one
+// firing), which names what its firing emits: a timer set again after it fired emits new
+// MessageIds, and a replay of the same creation the same ones.
+Timer decode_timer_row(std::string_view rest, std::string_view value, uint64_t* creation) {
   Timer t;
   t.trigger_ts = static_cast<Micros>(tables::parse_hex16(rest.substr(0, 16)) ^ (1ULL << 63));
   t.key = tables::parse_hex16(rest.substr(17, 16));
@@ -67,6 +66,8 @@ Timer decode_timer_row(std::string_view rest, std::string_view value) {
   t.timer_stream = std::string(stream.substr(0, stream.find('/')));
   Decoder in(value);
   t.event_ts = in.i64();
+  const uint64_t created = in.u64();
+  if (creation != nullptr) *creation = created;
   return t;
 }
 
@@ -173,21 +174,23 @@ class Job::EpochTx final : public StateBackend {
   // and scans inside the part of the range they cover (all of it when there are fewer, else
   // up to the last row read) are answered from them from then on, with the transaction's
   // own writes laid over.
-  void prefetch_range(const std::string& table, const std::string& from, const std::string& to, size_t limit) {
-    if (!failed.is_ok()) return;
+  // Returns false when the range held `limit` rows or more (only the first are known).
+  bool prefetch_range(const std::string& table, const std::string& from, const std::string& to, size_t limit) {
+    if (!failed.is_ok()) return true;
     // Rows this transaction wrote already would be mistaken for committed ones.
-    if (writes_in(table, from, to)) return;
+    if (writes_in(table, from, to)) return true;
     auto r = store_.scan(tx, table, from, to, limit);
     if (!r) {
       failed = r.error();
-      return;
+      return true;
     }
     if (r->size() < limit) {
       known_.push_back({table, from, to, std::move(*r)});
-    } else {
-      std::string past_last = r->back().key + '\0';  // the least key after the last row read
-      known_.push_back({table, from, std::move(past_last), std::move(*r)});
+      return true;
     }
+    std::string past_last = r->back().key + '\0';  // the least key after the last row read
+    known_.push_back({table, from, std::move(past_last), std::move(*r)});
+    return false;
   }
   std::vector<Row> scan(const std::string& table, const std::string& from, const std::string& to,
                         size_t limit) {
@@ -352,6 +355,7 @@ void Job::run() {
     idle_epochs_ = idle_ && outbox_empty ? idle_epochs_ + 1 : 0;
     const int64_t periods =
         idle_epochs_ == 0 ? 1 : std::min<int64_t>(int64_t{1} << std::min(idle_epochs_ - 1, 20), env_.options.idle_epoch_periods);
+    if (periods > 1) probe(env_, Probe::kIdleSlowdown);
     env_.runtime.sleep_for(periods * period);
   }
   finished_ = true;
@@ -379,6 +383,7 @@ Job::Outcome Job::run_epoch() {
     case JobKind::kSink: step_sink(etx); break;
   }
   if (!etx.failed.is_ok()) {
+    probe(env_, Probe::kEpochReadFailed);
     env_.store.abort(etx.tx);
     return Outcome::kRetry;
   }
@@ -410,9 +415,16 @@ Job::Outcome Job::commit(EpochTx& etx) {
     etx.record.version = *result;
     outcome = Outcome::kCommitted;
   } else if (result.error().is_prerequisite_failed()) {
+    probe(env_, Probe::kEpochFenced);
     outcome = Outcome::kFenced;
   } else if (result.error().is_ambiguous()) {
     outcome = resolve_ambiguous(etx);
+    probe(env_, outcome == Outcome::kCommitted ? Probe::kEpochAmbiguousCommitted : Probe::kEpochAmbiguousNotCommitted);
+  } else {
+    probe(env_, result.error().is_conflict() ? Probe::kEpochConflict : Probe::kEpochUnavailable);
+  }
+  if (outcome == Outcome::kCommitted && committed_epochs_++ == 0 && etx.meta.epoch > 1) {
+    probe(env_, Probe::kEpochFirstOfIncarnation);
   }
   if (outcome == Outcome::kCommitted && env_.observer != nullptr) env_.observer->epoch_committed(etx.record);
   if (etx.has_work) fault_point(env_, "epoch.after_commit");
@@ -449,6 +461,7 @@ void Job::after_commit(EpochTx& etx) {
   for (Message& m : etx.amo_outputs) {
     const uint64_t bytes = m.payload.size() + 64;
     if (amo_queue_bytes_ + bytes > sink_->at_most_once_strategy.total_queue_bytes_limit) {
+      probe(env_, Probe::kAmoQueueFull);
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "queue full");
       continue;
     }
@@ -506,6 +519,7 @@ void Job::step_source(EpochTx& etx) {
   // Appends to a partition come in time order, so nothing older than the last row read can
   // follow; once caught up, the queue's head time (nothing older will be written) holds too.
   if (rows.size() < static_cast<size_t>(env_.spec.epoch_batch_limit)) {
+    probe(env_, Probe::kSourceCaughtUp);
     if (auto head = etx.read(tables::kQueueHeads, offset_key)) {
       Decoder in(*head);
       last_write = std::max(last_write, in.i64());
@@ -548,6 +562,7 @@ void Job::step_external_source(EpochTx& etx, ExternalSource& external, const std
   bool caught_up = false;
   auto records = external.read(id_.partition, offset, static_cast<size_t>(env_.spec.epoch_batch_limit), &caught_up);
   if (!records) {
+    probe(env_, Probe::kSourceReadFailed);
     etx.failed = records.error();
     return;
   }
@@ -565,7 +580,10 @@ void Job::step_external_source(EpochTx& etx, ExternalSource& external, const std
     offset = record.offset + 1;
     etx.has_work = true;
   }
-  if (caught_up) last = std::max(last, etx.now);
+  if (caught_up) {
+    probe(env_, Probe::kSourceCaughtUp);
+    last = std::max(last, etx.now);
+  }
   etx.meta.low_watermark = etx.meta.replay_watermark = last;
   Encoder out;
   out.u64(offset);
@@ -699,8 +717,12 @@ void Job::clean_dedup(EpochTx& etx) {
   const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, true);
   DedupRows rows(etx, dedup_table_);
   // Looking at more rows than were added since the last cleanup, a sweep always ends.
-  const size_t budget = std::max<size_t>(kDedupCleanupRows, 2 * dedup_recorded_);
-  etx.meta.dedup_cursor = dedup_.cleanup(rows, watermark, budget, etx.meta.dedup_cursor);
+  const size_t budget = std::max<size_t>(env_.options.dedup_cleanup_rows, 2 * dedup_recorded_);
+  size_t forgotten = 0;
+  const bool went_on = !etx.meta.dedup_cursor.empty();
+  etx.meta.dedup_cursor = dedup_.cleanup(rows, watermark, budget, etx.meta.dedup_cursor, &forgotten);
+  if (forgotten > 0) probe(env_, Probe::kDedupCleanupForgot);
+  if (went_on && etx.meta.dedup_cursor.empty()) probe(env_, Probe::kDedupCleanupWrapped);
   dedup_recorded_ = 0;
 }
 
@@ -731,6 +753,7 @@ void Job::step_computation(EpochTx& etx) {
   if (!read_inputs(etx, spec.input_streams, &rows, &unseen_from)) return;
 
   // Swift: acknowledge what the previous committed epoch processed.
+  if (!pending_ack_.empty()) probe(env_, Probe::kSwiftAcknowledge);
   for (const std::string& row : pending_ack_) {
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
@@ -743,7 +766,7 @@ void Job::step_computation(EpochTx& etx) {
   if (!spec.timer_streams.empty()) {
     // All of the partition's timers, usually: then adding and firing them needs no reads.
     const std::string& prefix = prefix_;
-    etx.prefetch_range(timers_table_, prefix, prefix + "~", kTimerRowsKnown);
+    if (!etx.prefetch_range(timers_table_, prefix, prefix + "~", env_.options.timer_rows_known)) probe(env_, Probe::kTimerReadAheadFull);
   }
   prefetch_state(etx, rows, input_watermark);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
@@ -760,15 +783,20 @@ void Job::step_computation(EpochTx& etx) {
     first_unacked = std::min(first_unacked, m.system_ts);
     if (m.alignment_ts >= input_watermark) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
+      probe(env_, Probe::kAlignmentWait);
       break;
     }
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     if (dedup && !first_seen(etx, m)) {
       etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+      probe(env_, Probe::kInputDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
     }
+    // A restored swift job takes inputs its predecessor may have processed: they were not
+    // acknowledged.
+    if (swift && committed_epochs_ == 0 && etx.meta.epoch > 1) probe(env_, Probe::kSwiftRecompute);
     CollectingOutput out(spec, m.key, m.event_ts);
     function_->process_message(m, out, context);
     if (!etx.failed.is_ok()) return;
@@ -810,6 +838,7 @@ void Job::step_computation(EpochTx& etx) {
         batch.payload += items[i].second;
       }
       batch.id = batched_message_id(batch.parents);
+      if (batch.parents.size() > 1) probe(env_, Probe::kSwiftBatch);
       emit(etx, std::move(batch));
     }
   }
@@ -841,6 +870,13 @@ Micros Job::timer_watermark(const std::string& timer_stream, Micros event_waterm
   return now;
 }
 
+// A timer is due once its stream's watermark has reached its trigger.
+bool Job::due(const Timer& t, Micros event_watermark, Micros now) const {
+  const Micros watermark = timer_watermark(t.timer_stream, event_watermark, now);
+  if (env_.bugs.timer_fires_after_watermark) return t.trigger_ts < watermark;  // the bug: one past it
+  return t.trigger_ts <= watermark;
+}
+
 // The state rows of the keys the epoch will process (its inputs' and its due timers'), one
 // read per state table.
 void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
@@ -855,9 +891,9 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, 
   }
   if (!computation_->timer_streams.empty()) {
     const std::string& prefix = prefix_;
-    for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
-      const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value);
-      if (t.trigger_ts <= timer_watermark(t.timer_stream, event_watermark, etx.now)) keys.push_back(t.key);
+    for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
+      const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value, nullptr);
+      if (due(t, event_watermark, etx.now)) keys.push_back(t.key);
     }
   }
   std::sort(keys.begin(), keys.end());
@@ -881,14 +917,17 @@ void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
   std::string key = fmt::format("{}{:016x}/{:016x}/{}", prefix_,
                                 static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63), t.key, t.timer_stream);
   if (!stream->deduplicate_equal_timestamps) key += fmt::format("/{:016x}", unique);
+  uint64_t creation = unique;
   if (const auto existing = etx.read(timers_table_, key)) {
+    probe(env_, Probe::kTimerMerged);
     Decoder in(*existing);
     if (in.i64() <= t.event_ts) return;
+    creation = in.u64();  // a merge keeps the timer it merged into
   } else {
     etx.record.timer_rows_created.push_back(timers_table_ + ":" + key);
   }
   Encoder ev;
-  ev.i64(t.event_ts);
+  ev.i64(t.event_ts).u64(creation);
   etx.tx.put(timers_table_, key, ev.take());
 }
 
@@ -897,14 +936,17 @@ void Job::fire_timers(EpochTx& etx) {
   if (spec.timer_streams.empty()) return;
   const std::string& prefix = prefix_;
   Context context(etx.now, function_random());
-  for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", kTimersPerEpoch)) {
+  for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
     const std::string rest = row.key.substr(prefix.size());
-    const Timer t = decode_timer_row(rest, row.value);
-    if (t.trigger_ts > timer_watermark(t.timer_stream, etx.meta.event_watermark, etx.now)) continue;
+    uint64_t creation = 0;
+    const Timer t = decode_timer_row(rest, row.value, &creation);
+    const std::string firing = rest + "@" + tables::hex16(creation);  // this timer, this creation
+    if (!due(t, etx.meta.event_watermark, etx.now)) continue;
     etx.has_work = true;
     CollectingOutput out(spec, t.key, t.event_ts);
     function_->process_timer(t, out, context);
     if (!etx.failed.is_ok()) return;
+    probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
     etx.record.timers_fired.push_back(t);
     etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
     if (env_.bugs.timer_delete_apart) {
@@ -914,7 +956,11 @@ void Job::fire_timers(EpochTx& etx) {
     }
     for (CollectingOutput::Out& o : out.messages) {
       Message child;
-      child.id = timer_output_id(spec.name, rest, static_cast<uint32_t>(&o - out.messages.data()));
+      // The bug: named by the key, stream and event time, which a repeating timer's firings share.
+      const std::string timer = env_.bugs.timer_output_id_by_event_time
+                                    ? fmt::format("{:016x}/{}/{}", t.key, t.timer_stream, t.event_ts)
+                                    : firing;
+      child.id = timer_output_id(spec.name, timer, static_cast<uint32_t>(&o - out.messages.data()));
       child.key = o.key;
       child.stream = o.stream;
       child.event_ts = t.event_ts;
@@ -923,7 +969,7 @@ void Job::fire_timers(EpochTx& etx) {
       emit(etx, std::move(child));
     }
     for (const Timer& added : out.timers) {
-      add_timer(etx, added, timer_output_id(spec.name, rest, 1000 + static_cast<uint32_t>(&added - out.timers.data())));
+      add_timer(etx, added, timer_output_id(spec.name, firing, 1000 + static_cast<uint32_t>(&added - out.timers.data())));
     }
   }
 }
@@ -950,20 +996,26 @@ void Job::step_sink(EpochTx& etx) {
         etx.tx.erase(batches, row.key);
       }
     }
+    if (acked > etx.meta.acked_seqno) probe(env_, Probe::kOutboxAcknowledged);
     etx.meta.acked_seqno = acked;
   }
   const uint64_t first_seqno = etx.meta.next_seqno;
+  if (own_from_seqno_ == 0) own_from_seqno_ = first_seqno;  // earlier seqNos are an earlier incarnation's
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
   const Micros input_watermark = producers_watermark(etx, false);
   if (dedup) prefetch_dedup(etx, rows, input_watermark);
   for (auto& [row, m] : rows) {
-    if (m.alignment_ts >= input_watermark) break;
+    if (m.alignment_ts >= input_watermark) {
+      probe(env_, Probe::kAlignmentWait);
+      break;
+    }
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
     if (dedup && !first_seen(etx, m)) {
+      probe(env_, Probe::kSinkDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
     }
@@ -990,6 +1042,7 @@ void Job::step_sink(EpochTx& etx) {
     const Status written = external != nullptr ? external->write_now(id_.str(), lease_, written_now)
                                                : Status::invalid_argument("no connector for sink " + spec.name);
     if (!written.is_ok()) {
+      probe(env_, Probe::kSyncWriteFailed);
       etx.failed = written;
       return;
     }
@@ -1019,6 +1072,12 @@ bool Job::deliver_outbox() {
   if (!rows) return false;
   if (rows->empty()) return true;
   const std::string producer = id_.str();
+  // Rows an earlier incarnation committed (and may have delivered) go again.
+  if (!resend_probed_ && own_from_seqno_ != 0 &&
+      tables::parse_hex16(std::string_view(rows->front().key).substr(prefix.size())) < own_from_seqno_) {
+    resend_probed_ = true;
+    probe(env_, Probe::kOutboxResend);
+  }
   std::vector<OutboxRow> outbox;
   for (const Row& row : *rows) {
     outbox.push_back({tables::parse_hex16(std::string_view(row.key).substr(prefix.size())), row.value, batch_ends.count(row.key) > 0});
@@ -1041,6 +1100,7 @@ bool Job::deliver_outbox() {
               auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
                                            env_.options.rpc_timeout_us);
               if (!ack) return ack.error();
+              if (*ack == "duplicate") probe(env_, Probe::kOutboxTargetDuplicate);
               fault_point(env_, "sink.after_delivery");
               return Status::ok();
             });
@@ -1059,7 +1119,12 @@ bool Job::deliver_outbox() {
   }
   // A permanent error must not be skipped (that would lose the message), nor may a sink go on
   // that cannot do so safely: the job fails, and its replacement delivers from the same outbox.
-  if (sent.is_invalid_argument()) request_stop();
+  if (sent.is_invalid_argument()) {
+    probe(env_, Probe::kOutboxPermanentError);
+    request_stop();
+  } else if (!sent.is_ok()) {
+    probe(env_, Probe::kOutboxDeliveryFailed);
+  }
   return false;  // rows were there: the next epoch acknowledges or resends them
 }
 
@@ -1084,6 +1149,7 @@ void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<
     if (outcome == ExternalSink::Once::kSent) {
       env_.observer->amo_sent(sink_->name, m->id);
     } else {
+      probe(env_, Probe::kAmoInDoubt);
       env_.observer->amo_in_doubt(sink_->name, m->id, "the INSERT failed after it started");
     }
   }
@@ -1098,7 +1164,11 @@ bool Job::acknowledge_before_send(uint64_t seqno, const Message& m) {
   if (env_.observer != nullptr) env_.observer->amo_acknowledging(id_, lease_, m.id, tx->id());
   auto committed = env_.store.commit(*tx, {lease_});
   if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
-  const bool applied = committed.has_value() || (committed.error().is_ambiguous() && resolve_until_answered(tx->id()));
+  bool applied = committed.has_value();
+  if (!committed && committed.error().is_ambiguous()) {
+    probe(env_, Probe::kAmoAckAmbiguous);
+    applied = resolve_until_answered(tx->id());
+  }
   if (applied && env_.observer != nullptr) {
     // From here on the message is in this process only: a crash before the send loses it.
     env_.observer->amo_queued(sink_->name, m);
@@ -1140,10 +1210,12 @@ void Job::send_at_most_once() {
     amo_queue_bytes_ -= m.payload.size() + 64;
     if (std::exchange(discard_next, false)) continue;  // the bug: gone without a word
     if (env_.runtime.clock().now() > give_up_at) {
+      probe(env_, Probe::kAmoSinkDestroyed);
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
       continue;
     }
     const SendOutcome outcome = send_once(m);
+    if (outcome != SendOutcome::kSent) probe(env_, outcome == SendOutcome::kInDoubt ? Probe::kAmoInDoubt : Probe::kAmoNotSent);
     discard_next = env_.bugs.amo_silent_loss && outcome == SendOutcome::kInDoubt;
     if (env_.observer == nullptr || env_.bugs.uncounted_send_failure) {  // the bug: failures go uncounted
       if (env_.observer != nullptr && outcome == SendOutcome::kSent) env_.observer->amo_sent(sink_->name, m.id);

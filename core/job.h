@@ -81,6 +81,7 @@ class Job {
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
+  bool due(const Timer& t, Micros event_watermark, Micros now) const;
   void fire_timers(EpochTx& etx);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
@@ -129,6 +130,9 @@ class Job {
   bool finished_ = false;
   bool fenced_ = false;
   bool idle_ = false;    // the last epoch had no work
+  uint64_t committed_epochs_ = 0;  // by this incarnation
+  uint64_t own_from_seqno_ = 0;    // async sinks: outbox seqNos below it are earlier incarnations'
+  bool resend_probed_ = false;
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
   std::set<std::string> pending_ack_;

@@ -127,7 +127,14 @@ class Reference {
       queue_.push_back(std::move(child));
     }
     for (const Timer& t : out.timers) {
-      // deduplicate_equal_timestamps: one timer per (key, trigger, stream), smallest event time.
+      // deduplicate_equal_timestamps (on by default): one timer per (key, trigger, stream),
+      // smallest event time; without it every timer stands on its own.
+      const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
+                                       [&](const TimerStreamSpec& ts) { return ts.name == t.timer_stream; });
+      if (stream != c.timer_streams.end() && !stream->deduplicate_equal_timestamps) {
+        timers_.emplace(t.trigger_ts, std::make_pair(c.name, t));
+        continue;
+      }
       TimerIdentity identity{t.trigger_ts, c.name, t.key, t.timer_stream};
       if (auto same = pending_.find(identity); same != pending_.end()) {
         Timer& existing = same->second->second.second;

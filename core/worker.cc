@@ -33,6 +33,7 @@ void Worker::loop() {
 
 bool Worker::keep_lease() {
   if (lease_ != 0 && env_.store.ping_lease(lease_).is_prerequisite_failed()) {
+    probe(env_, Probe::kWorkerLeaseLost);
     lease_ = 0;  // it ended (this worker was cut off or paused): the controller moved its jobs
   }
   if (lease_ == 0) {
@@ -68,6 +69,8 @@ void Worker::reconcile(const std::map<std::string, LeaseId>& assigned) {
       ++it;
       continue;
     }
+    probe(env_, want != assigned.end() && want->second != it->second->lease() ? Probe::kWorkerJobReplaced
+                                                                              : Probe::kJobStopped);
     it->second->request_stop();
     retired_.push_back(std::move(it->second));
     it = jobs_.erase(it);

@@ -53,11 +53,11 @@ void FaultInjector::begin(size_t id) {
       if (store_unavailable_++ == 0) store_->unavailable = true;
       break;
     case FaultKind::kClockSkew:
-      recompute_clocks();
+      recompute_clocks(f.kind);
       break;
     case FaultKind::kClockJump:
       jumped_us_[node(f.node)] += f.amount_us;
-      recompute_clocks();
+      recompute_clocks(f.kind);
       break;
     case FaultKind::kLeasePingLoss:
       if (ping_loss_++ == 0) store_->ignore_pings = true;
@@ -122,7 +122,7 @@ void FaultInjector::end(size_t id) {
       break;
     case FaultKind::kClockSkew:
     case FaultKind::kClockJump:
-      recompute_clocks();
+      recompute_clocks(f.kind);
       break;
     case FaultKind::kLeasePingLoss:
       if (--ping_loss_ == 0) store_->ignore_pings = false;
@@ -163,9 +163,9 @@ void FaultInjector::recompute_links() {
     if (fault_is_global(f.kind) || f.node.empty()) continue;
     const sim::NodeIndex a = node(f.node);
     switch (f.kind) {
-      case FaultKind::kPartition: net.partition(a, node(f.peer)); break;
-      case FaultKind::kOneWayPartition: net.block(a, node(f.peer)); break;
-      case FaultKind::kIsolate: net.isolate(a); break;
+      case FaultKind::kPartition: net.partition(a, node(f.peer), "partition"); break;
+      case FaultKind::kOneWayPartition: net.block(a, node(f.peer), "one_way_partition"); break;
+      case FaultKind::kIsolate: net.isolate(a, "isolate"); break;
       default: break;
     }
     auto [it, inserted] = from_node.try_emplace(a, base_link_);
@@ -196,7 +196,7 @@ void FaultInjector::recompute_links() {
   }
 }
 
-void FaultInjector::recompute_clocks() {
+void FaultInjector::recompute_clocks(FaultKind cause) {
   std::map<sim::NodeIndex, Micros> offset = jumped_us_;
   for (size_t id : active_) {
     const Fault& f = faults_[id];
@@ -204,7 +204,7 @@ void FaultInjector::recompute_clocks() {
   }
   for (sim::NodeIndex i = 0; i < world_.node_count(); ++i) {
     const Micros want = offset.count(i) != 0 ? offset[i] : 0;
-    if (world_.clock_offset(i) != want) world_.set_clock_offset(i, want);
+    if (world_.clock_offset(i) != want) world_.set_clock_offset(i, want, std::string(fault_kind_name(cause)));
   }
 }
 

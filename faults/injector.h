@@ -46,7 +46,7 @@ class FaultInjector {
   void end(size_t id);
   void heal_all();
   void recompute_links();
-  void recompute_clocks();
+  void recompute_clocks(FaultKind cause);
   void recompute_sink_errors();
   void set_pipeline(bool halted, FaultKind kind);
   sim::NodeIndex node(const std::string& name) const { return world_.find(name); }

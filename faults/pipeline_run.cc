@@ -113,6 +113,7 @@ class Recorder final : public EngineObserver {
     drops[sink].insert(id);
     ++counters["at-most-once drops"];
   }
+  void probe(Probe p) override { ++probes[std::string(probe_name(p))]; }
   void amo_sending(const std::string& sink, MessageId id) override {
     auto& held = in_queue[sink][id];
     held.node = world_->name(world_->scheduler().current_node());
@@ -150,6 +151,7 @@ class Recorder final : public EngineObserver {
   };
   std::vector<Ack> acks;
   std::map<std::string, uint64_t> counters;
+  std::map<std::string, uint64_t> probes;  // core/probes.h name -> hits
   std::vector<checkers::ConfirmationRecord> confirmations;
   std::vector<std::string> warnings;  // distinct, in order of first appearance
   struct ControllerAttempt {
@@ -178,9 +180,12 @@ class PointPolicy {
   void watch(const sim::World* world) { world_ = world; }
   bool operator()(const std::string&, std::string_view point) {
     if (enabled_.count(std::string(point)) == 0 || world_->now() >= heal_at_) return false;
-    return rng_.bernoulli(probability_);
+    const bool fire = rng_.bernoulli(probability_);
+    if (fire) ++fired_[std::string(point)];
+    return fire;
   }
   const std::set<std::string>& enabled() const { return enabled_; }
+  const std::map<std::string, uint64_t>& fired() const { return fired_; }
 
  private:
   Xoshiro256StarStar rng_;
@@ -188,17 +193,29 @@ class PointPolicy {
   Micros heal_at_;
   const sim::World* world_ = nullptr;
   std::set<std::string> enabled_;
+  std::map<std::string, uint64_t> fired_;
 };
 
 }  // namespace
 
 constexpr Micros kSettleUs = 1 * kSeconds;
 
-Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us) {
+Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us,
+                           uint64_t messages) {
   assert(clock_jump_us >= 0);
   const auto stages = static_cast<Micros>(spec.computations.size() + 2);
+  int fewest_partitions = INT32_MAX;
+  for (const auto& s : spec.sources) fewest_partitions = std::min(fewest_partitions, s.partitions);
+  for (const auto& c : spec.computations) fewest_partitions = std::min(fewest_partitions, c.partitions);
+  for (const auto& s : spec.sinks) fewest_partitions = std::min(fewest_partitions, s.partitions);
+  const auto partitions = static_cast<uint64_t>(std::max(1, fewest_partitions));
+  const auto per_epoch = static_cast<uint64_t>(spec.epoch_batch_limit) * partitions;
+  Micros backlog = static_cast<Micros>(2 * messages / per_epoch) * spec.epoch_period_us;
+  const bool timers = std::any_of(spec.computations.begin(), spec.computations.end(),
+                                  [](const ComputationSpec& c) { return !c.timer_streams.empty(); });
+  if (timers) backlog += static_cast<Micros>(2 * messages / (engine.timers_per_epoch * partitions)) * spec.epoch_period_us;
   return 3 * spec.lease_ttl_us + 2 * engine.worker_timeout_us + engine.start_grace_us + 4 * spec.scheduling_period_us +
-         stages * (engine.idle_epoch_periods * spec.epoch_period_us + clock_jump_us) + 2 * kSeconds;
+         stages * (engine.idle_epoch_periods * spec.epoch_period_us + clock_jump_us) + backlog + 2 * kSeconds;
 }
 
 std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
@@ -379,6 +396,84 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   return h;
 }
 
+// What each fault kind of `plan` did, measured where it lands (the node, the network, the
+// store, a target), not where it is injected: an injector that stopped injecting shows 0.
+std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, PipelineWorld& w, const Recorder& rec) {
+  sim::World& world = w.world();
+  const auto& net = world.network().stats();
+  const auto& store = w.store_data().fault_effects;
+  const auto probe_hits = [&](Probe p) {
+    auto it = rec.probes.find(std::string(probe_name(p)));
+    return it == rec.probes.end() ? uint64_t{0} : it->second;
+  };
+  uint64_t errors = 0, rejections = 0, evictions = 0;
+  for (const std::string& node : w.target_nodes()) {
+    const TargetFaults* t = w.target_faults(node);
+    errors += t->errors;
+    rejections += t->rejections;
+    evictions += t->evictions;
+  }
+  // Crashes and pauses that happened where and when a fault of the plan asked for them.
+  const auto node_events = [&](FaultKind kind, const std::vector<std::pair<sim::NodeIndex, Micros>>& events) {
+    uint64_t n = 0;
+    for (const auto& [node, at] : events) {
+      n += std::any_of(plan.faults.begin(), plan.faults.end(), [&](const Fault& f) {
+        return f.kind == kind && f.at_us == at && world.has_node(f.node) && world.find(f.node) == node;
+      });
+    }
+    return n;
+  };
+  const auto cut = [&](const char* cause) {
+    auto it = net.dropped_at_cut.find(cause);
+    return it == net.dropped_at_cut.end() ? uint64_t{0} : it->second;
+  };
+  const auto clock = [&](FaultKind kind) {
+    auto it = world.clock_changes().find(std::string(fault_kind_name(kind)));
+    return it == world.clock_changes().end() ? uint64_t{0} : it->second;
+  };
+  uint64_t spare_starts = 0;
+  for (const std::string& spare : w.spare_worker_names()) spare_starts += world.incarnation(world.find(spare));
+  std::map<std::string, FaultEffect> out;
+  for (const Fault& f : plan.faults) {
+    FaultEffect e;
+    switch (f.kind) {
+      case FaultKind::kCrash: e = {"node restarts", node_events(f.kind, world.crashes())}; break;
+      case FaultKind::kPause: e = {"running nodes paused", node_events(f.kind, world.pauses())}; break;
+      case FaultKind::kPartition: e = {"packets lost to cut links", cut("partition")}; break;
+      case FaultKind::kOneWayPartition: e = {"packets lost to cut links", cut("one_way_partition")}; break;
+      case FaultKind::kIsolate: e = {"packets lost to cut links", cut("isolate")}; break;
+      case FaultKind::kDrop: e = {"packets dropped", net.dropped_at_random}; break;
+      case FaultKind::kDuplicate: e = {"packets duplicated", net.duplicated}; break;
+      case FaultKind::kDelay: e = {"packets delayed", net.delayed}; break;
+      case FaultKind::kReorder: e = {"packets reordered", net.reordered}; break;
+      case FaultKind::kLostReplies:
+        e = {"replies lost", net.replies_lost,
+             {{"ambiguous epoch commits resolved applied", probe_hits(Probe::kEpochAmbiguousCommitted)},
+              {"ambiguous epoch commits resolved not applied", probe_hits(Probe::kEpochAmbiguousNotCommitted)}}};
+        break;
+      case FaultKind::kStoreUnavailable: e = {"store requests refused", store.requests_refused}; break;
+      case FaultKind::kClockSkew:
+      case FaultKind::kClockJump: e = {"clock offsets changed", clock(f.kind)}; break;
+      case FaultKind::kLeasePingLoss:
+        e = {"Lease pings lost", store.pings_lost, {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}};
+        break;
+      case FaultKind::kLeaseExpiry:
+        e = {"Leases expired", store.leases_expired, {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}};
+        break;
+      case FaultKind::kSinkErrors: e = {"deliveries refused (transient)", errors}; break;
+      case FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
+      case FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
+      case FaultKind::kPipelinePause:
+      case FaultKind::kPipelineStop: e = {"pipeline state changes applied", probe_hits(Probe::kControllerStateChanged)}; break;
+      case FaultKind::kRebalance:
+        e = {"spare worker starts", spare_starts, {{"jobs moved", probe_hits(Probe::kControllerRebalance)}}};
+        break;
+    }
+    out[std::string(fault_kind_name(f.kind))] = std::move(e);
+  }
+  return out;
+}
+
 }  // namespace
 
 PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry& registry) {
@@ -398,7 +493,14 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
     wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };
   }
-  PipelineWorld world(o.spec, registry, wo);
+  // Knobs: drawn from the seed when random, explicit ones as given.
+  PipelineSpec spec = o.spec;
+  KnobValues knobs = o.random_knobs ? draw_knobs(o.seed, o.spec, wo.engine) : KnobValues{};
+  for (const auto& [name, value] : o.knobs) knobs[name] = value;
+  const Status applied = apply_knobs(knobs, spec, wo.engine);
+  assert(applied.is_ok());  // explicit knobs are checked when the scenario is loaded
+  (void)applied;
+  PipelineWorld world(spec, registry, wo);
   points.watch(&world.world());
   recorder.watch(&world.world());
   world.start();
@@ -439,7 +541,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   const Micros calm_from = std::max(out.plan.heal_at_us, world.last_write_ts());
   out.liveness_bound_us = o.liveness_bound_us > 0
                               ? o.liveness_bound_us
-                              : liveness_bound_rule(o.spec, EngineOptions{}, largest_clock_fault(out.plan));
+                              : liveness_bound_rule(spec, wo.engine, largest_clock_fault(out.plan),
+                                                    static_cast<uint64_t>(o.workload.messages));
+  out.knobs = knobs;
   world.world().run_until(calm_from + 200 * kMillis);
   Micros drained_at = -1;
   if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
@@ -464,6 +568,15 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.observed["dedup entries max"] = std::max(world.dedup_entries_max(), dedup.entries);
   out.observed["rejected commits"] = world.store_data().rejections().size();
   out.warnings = recorder.warnings;
+  out.effects = measure_effects(out.plan, world, recorder);
+  if (wo.fault_point_policy) {
+    uint64_t fired = 0;
+    for (const auto& [point, n] : points.fired()) fired += n;
+    FaultEffect e{"crashes at enabled fault points", fired, {}};
+    for (const auto& [point, n] : points.fired()) e.details.emplace_back(point, n);
+    out.effects["fault_points"] = std::move(e);
+  }
+  out.probes = recorder.probes;
   out.trace = world.world().trace().lines();
   for (sim::NodeIndex n = 0; n < world.world().node_count(); ++n) run.nodes.push_back(world.world().name(n));
   for (const auto& [node, at] : world.world().crashes()) run.node_events.push_back({world.world().name(node), at, "crash", ""});

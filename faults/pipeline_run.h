@@ -15,6 +15,7 @@
 #include "core/engine.h"
 #include "core/spec.h"
 #include "faults/fault.h"
+#include "faults/knobs.h"
 #include "faults/pipeline_world.h"
 #include "faults/run_outcome.h"
 
@@ -39,6 +40,10 @@ struct PipelineRunOptions {
   double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
   bool fault_points_when_scripted = false;  // fault points also without swarm (shrunk scenarios)
   BugSwitches bugs;
+  // Knobs (faults/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
+  // from the seed.
+  bool random_knobs = false;
+  KnobValues knobs;
   size_t trace_keep_lines = 0;
   std::string replay_command;  // put into violation reports
   std::map<std::string, bool> http_honours_idempotency_key;  // http sinks' receivers (default: yes)
@@ -61,9 +66,14 @@ checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHous
 //   + (computations + 2) x (idle_epoch_periods x epoch_period + clock_jump)
 //                                    every stage (sources, computations, sinks) may sit in its
 //                                    longest idle wait and lag by the largest clock jump
+//   + 2 x messages / (epoch_batch_limit x the fewest partitions) x epoch_period
+//                                    the whole input may still wait at one stage
+//   + 2 x messages / (timers_per_epoch x the fewest partitions) x epoch_period
+//                                    with timer streams: two timers per input may still wait
 //   + 2 s                            settling
 // clock_jump is the largest clock skew or jump the run may inject (swarm: 2 s), else 0.
-Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us);
+Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us,
+                           uint64_t messages);
 // The fault kinds swarm mode draws from for `options`: its swarm_kinds (default: every
 // pipeline kind) without those its sinks' guarantees exclude (`duplicate` with an
 // at-most-once sink).

@@ -58,7 +58,9 @@ class PipelineWorld::SimConnectors final : public ConnectorFactory {
       switch (sink.type) {
         case SinkType::kHttp: external = std::make_unique<SimHttpSink>(network, sink, timeout); break;
         case SinkType::kKafka:
-        case SinkType::kArkflowKafka: external = std::make_unique<SimKafkaSink>(network, sink, timeout); break;
+        case SinkType::kArkflowKafka:
+          external = std::make_unique<SimKafkaSink>(network, sink, timeout, w_.options_.observer);
+          break;
         case SinkType::kStaticTable: external = std::make_unique<SimStaticTableSink>(network, sink, timeout); break;
         case SinkType::kClickHouse:
           external = std::make_unique<SimClickHouseSink>(runtime, network, sink, timeout, w_.options_.observer);

@@ -12,6 +12,17 @@
 
 namespace onceflow::faults {
 
+// What one fault kind did in a run, measured where it landed: a count of `measure` and, for
+// some kinds, engine paths it led to.
+struct FaultEffect {
+  using Details = std::vector<std::pair<std::string, uint64_t>>;
+  FaultEffect() = default;
+  FaultEffect(std::string m, uint64_t c, Details d = {}) : measure(std::move(m)), count(c), details(std::move(d)) {}
+  std::string measure;
+  uint64_t count = 0;
+  Details details;
+};
+
 struct RunOutcome {
   uint64_t seed = 0;
   uint64_t trace_hash = 0;
@@ -24,6 +35,9 @@ struct RunOutcome {
   std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)
   Micros drain_us = -1;  // from the heal (or the last input, if later) to drained; -1: never
   Micros liveness_bound_us = 0;  // what the run allowed for that
+  std::map<std::string, FaultEffect> effects;  // by fault kind configured or drawn ("fault_points" too)
+  std::map<std::string, uint64_t> probes;      // core/probes.h: name -> hits
+  std::map<std::string, int64_t> knobs;        // faults/knobs.h: the values this run used
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
 };

@@ -21,8 +21,9 @@ namespace onceflow::real {
 // The row layout this build reads and writes. Bump it with every change to a row's layout.
 // 0: directories written before the layout was recorded (before 2026-12);
 // 1: the first recorded layout;
-// 2: a job's meta row ends with its input dedup cleanup cursor.
-inline constexpr uint32_t kDataFormatVersion = 2;
+// 2: a job's meta row ends with its input dedup cleanup cursor;
+// 3: a timer row's value ends with the id of the timer's creation.
+inline constexpr uint32_t kDataFormatVersion = 3;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

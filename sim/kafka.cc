@@ -461,13 +461,17 @@ Result<uint64_t> SimKafkaSink::deliver_transactional(JobProducer& p, const std::
     auto marker = read_marker(job, partition);
     if (!marker) return marker.error();
     const std::string& topic = kafka_topic(spec_);
-    if (Status lost = check_progress_marker(job, *marker, rows, topic, progress_topic(topic)); !lost.is_ok()) return lost;
+    if (Status lost = check_progress_marker(job, *marker, rows, topic, progress_topic(topic)); !lost.is_ok()) {
+      report(Probe::kKafkaMarkerLost);
+      return lost;
+    }
     if (!*marker) {
       // No marker and nothing acknowledged: still, an earlier incarnation may have committed a
       // transaction and died before its acknowledgement; then the marker is lost, not absent.
       auto wrote = wrote_to_topic(job);
       if (!wrote) return wrote.error();
       if (*wrote) {
+        report(Probe::kKafkaMarkerLost);
         return Status::invalid_argument(fmt::format(
             "{}: {} holds committed records of this job but {} has no marker for it: stopping rather than "
             "writing duplicates",
@@ -478,6 +482,7 @@ Result<uint64_t> SimKafkaSink::deliver_transactional(JobProducer& p, const std::
   }
   std::vector<Message> batch;
   uint64_t last = *p.marker;
+  if (!rows.empty() && rows.front().seqno <= *p.marker) report(Probe::kKafkaMarkerSkip);
   for (const OutboxRow& row : rows) {
     if (row.seqno <= *p.marker || batch.size() >= static_cast<size_t>(spec_.transaction_messages)) continue;
     auto m = decode_message(row.message);

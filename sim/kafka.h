@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/connectors.h"
+#include "core/engine.h"
 #include "core/spec.h"
 #include "sim/queue_target.h"
 #include "sim/world.h"
@@ -142,8 +143,9 @@ class SimKafkaSource final : public ExternalSource {
 //    without exactly_once, plain writes.
 class SimKafkaSink final : public ExternalSink {
  public:
-  SimKafkaSink(Network& network, const SinkSpec& spec, Micros timeout_us)
-      : client_(network, timeout_us), spec_(spec) {}
+  // `observer` (may be null) hears of the recovery paths the sink takes (core/probes.h).
+  SimKafkaSink(Network& network, const SinkSpec& spec, Micros timeout_us, EngineObserver* observer = nullptr)
+      : client_(network, timeout_us), spec_(spec), observer_(observer) {}
   Result<uint64_t> deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) override;
   Status write_now(const std::string& job, LeaseId lease, const std::vector<Message>& messages) override;
   static std::string progress_topic(const std::string& topic) { return topic + ".onceflow-progress"; }
@@ -169,8 +171,12 @@ class SimKafkaSink final : public ExternalSink {
   Result<bool> wrote_to_topic(const std::string& job);
   std::string arkflow_transactional_id(const std::string& job) const;
 
+  void report(Probe p) {
+    if (observer_ != nullptr) observer_->probe(p);
+  }
   SimKafkaClient client_;
   const SinkSpec& spec_;
+  EngineObserver* observer_;
   std::map<std::string, std::shared_ptr<JobProducer>> producers_;  // by sink job
   std::map<std::string, LeaseId> newest_lease_;   // by sink job: older incarnations are refused
 };

@@ -139,12 +139,12 @@ void SimNetwork::serve_inline(NodeIndex node, const std::string& service, RpcHan
 
 void SimNetwork::reset_endpoint(NodeIndex node) { endpoint_impl(node).reset(); }
 
-void SimNetwork::block(NodeIndex from, NodeIndex to) { blocked_.insert({from, to}); }
+void SimNetwork::block(NodeIndex from, NodeIndex to, const std::string& cause) { blocked_[{from, to}] = cause; }
 void SimNetwork::unblock(NodeIndex from, NodeIndex to) { blocked_.erase({from, to}); }
 
-void SimNetwork::isolate(NodeIndex node) {
+void SimNetwork::isolate(NodeIndex node, const std::string& cause) {
   for (NodeIndex other = 0; other < world_.node_count(); ++other) {
-    if (other != node) partition(node, other);
+    if (other != node) partition(node, other, cause);
   }
 }
 
@@ -184,19 +184,29 @@ void SimNetwork::send(std::shared_ptr<const Packet> packet) {
   const bool drop = rng_.bernoulli(link_options.drop_probability);
   const bool drop_reply = rng_.bernoulli(link_options.reply_drop_probability);
   const bool duplicate = rng_.bernoulli(link_options.duplicate_probability);
-  if (blocked(packet->from, packet->to) || drop || (packet->is_reply && drop_reply)) {
+  const auto cut = blocked_.find({packet->from, packet->to});
+  if (cut != blocked_.end() || drop || (packet->is_reply && drop_reply)) {
     ++stats_.dropped;
+    if (cut != blocked_.end()) {
+      ++stats_.dropped_at_cut[cut->second];
+    } else if (drop) {
+      ++stats_.dropped_at_random;
+    } else {
+      ++stats_.replies_lost;
+    }
     note("drop");
     return;
   }
   const int copies = duplicate ? 2 : 1;
   stats_.duplicated += copies - 1;
+  if (link_options.latency_us_mean > options_.link.latency_us_mean) ++stats_.delayed;
   for (int copy = 0; copy < copies; ++copy) {
     const double extra = rng_.exponential(
         static_cast<double>(link_options.latency_us_mean - link_options.latency_us_min));
     Micros latency = link_options.latency_us_min + static_cast<Micros>(extra);
     if (rng_.bernoulli(link_options.reorder_probability)) {
       latency += rng_.uniform_range(0, link_options.reorder_delay_us_max);
+      ++stats_.reordered;
     }
     note(copy == 0 ? "send" : "duplicate");
     sched.at(sched.now() + latency, packet->to, [this, packet] { deliver(packet); });

@@ -57,10 +57,13 @@ class SimNetwork {
   void reset_endpoint(NodeIndex node);
 
   // --- Faults ---
-  void block(NodeIndex from, NodeIndex to);
+  // Cuts the directed link; `cause` names what cut it, for the stats of packets lost there.
+  void block(NodeIndex from, NodeIndex to, const std::string& cause = "partition");
   void unblock(NodeIndex from, NodeIndex to);
-  void partition(NodeIndex a, NodeIndex b) { block(a, b), block(b, a); }
-  void isolate(NodeIndex node);  // every link to and from the node
+  void partition(NodeIndex a, NodeIndex b, const std::string& cause = "partition") {
+    block(a, b, cause), block(b, a, cause);
+  }
+  void isolate(NodeIndex node, const std::string& cause = "isolate");  // every link to and from the node
   void heal();                   // lifts every partition
   bool blocked(NodeIndex from, NodeIndex to) const;
   void set_default_link(const LinkOptions& options);
@@ -70,6 +73,11 @@ class SimNetwork {
 
   struct Stats {
     uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, refused = 0;
+    uint64_t dropped_at_random = 0;  // by a link's drop_probability
+    uint64_t replies_lost = 0;       // by a link's reply_drop_probability
+    uint64_t reordered = 0;          // held back so that others could overtake
+    uint64_t delayed = 0;            // sent on a link slower than the default
+    std::map<std::string, uint64_t> dropped_at_cut;  // by the cause that cut the link
   };
   const Stats& stats() const { return stats_; }
 
@@ -90,7 +98,7 @@ class SimNetwork {
   Xoshiro256StarStar rng_;
   uint64_t next_call_id_ = 1;
   std::map<NodeIndex, std::unique_ptr<Endpoint>> endpoints_;
-  std::set<std::pair<NodeIndex, NodeIndex>> blocked_;
+  std::map<std::pair<NodeIndex, NodeIndex>, std::string> blocked_;  // cut links -> what cut them
   std::map<std::pair<NodeIndex, NodeIndex>, LinkOptions> links_;
   Stats stats_;
 };

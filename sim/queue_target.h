@@ -27,10 +27,12 @@ struct TargetFaults {
   double reject_probability = 0;  // permanent: "this request will never succeed"
   uint64_t errors = 0;
   uint64_t rejections = 0;
+  uint64_t evictions = 0;
   std::function<void()> forget;
   // The failure the switches above inject into one request, if any (counted).
   std::optional<Status> injected_failure(Random& random);
   void evict() {
+    ++evictions;
     if (forget) forget();
   }
 };

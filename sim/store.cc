@@ -100,6 +100,7 @@ size_t StoreData::expire_all_leases(Micros now) {
     lease.ended_at = now;
     ++expired;
   }
+  fault_effects.leases_expired += expired;
   return expired;
 }
 
@@ -134,7 +135,10 @@ BootFn StoreServer::boot(StoreData& data, StoreOptions options) {
 }
 
 Result<std::string> StoreServer::handle(std::string_view req) {
-  if (data_.unavailable) return Status::unavailable("store is unavailable");
+  if (data_.unavailable) {
+    ++data_.fault_effects.requests_refused;
+    return Status::unavailable("store is unavailable");
+  }
   const Micros now = clock_.now();
   expire_transactions(now);
   Decoder in(req);
@@ -217,7 +221,10 @@ Result<std::string> StoreServer::handle(std::string_view req) {
     case Op::kPingLease: {
       const LeaseId id = in.u64();
       if (!in.done()) return malformed();
-      if (data_.ignore_pings) return Status::unavailable("the ping was lost");
+      if (data_.ignore_pings) {
+        ++data_.fault_effects.pings_lost;
+        return Status::unavailable("the ping was lost");
+      }
       const LeaseState state = data_.lease_state(id, now);
       if (state != LeaseState::kActive) {
         return Status::prerequisite_failed(

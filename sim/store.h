@@ -84,6 +84,13 @@ class StoreData {
   bool ignore_pings = false;
   // Ends every active Lease now, as if each had run out at `now` (store time).
   size_t expire_all_leases(Micros now);
+  // What those switches did.
+  struct FaultEffects {
+    uint64_t requests_refused = 0;  // answered kUnavailable while `unavailable`
+    uint64_t pings_lost = 0;        // lost while `ignore_pings`
+    uint64_t leases_expired = 0;    // by expire_all_leases
+  };
+  FaultEffects fault_effects;
 
   // Committed value visible at `snapshot`; nullopt when absent.
   std::optional<std::string> read(std::string_view table, std::string_view key, Version snapshot) const;

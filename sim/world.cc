@@ -128,6 +128,7 @@ void World::restart(NodeIndex index) {
 void World::pause(NodeIndex index) {
   if (!is_up(index) || is_paused(index)) return;
   record(index, "pause");
+  pauses_.emplace_back(index, now());
   scheduler_.pause_node(index);
 }
 
@@ -141,8 +142,9 @@ bool World::is_up(NodeIndex index) const { return node(index).up; }
 bool World::is_paused(NodeIndex index) const { return scheduler_.node_paused(index); }
 uint64_t World::incarnation(NodeIndex index) const { return node(index).incarnation; }
 
-void World::set_clock_offset(NodeIndex index, Micros offset_us) {
+void World::set_clock_offset(NodeIndex index, Micros offset_us, const std::string& cause) {
   record(index, fmt::format("clock offset {}us", offset_us));
+  if (node(index).clock_offset_us != offset_us) ++clock_changes_[cause];
   node(index).clock_offset_us = offset_us;
 }
 

@@ -86,8 +86,12 @@ class World {
   bool is_paused(NodeIndex node) const;
   uint64_t incarnation(NodeIndex node) const;
 
-  // The node's clock reads virtual time + offset.
-  void set_clock_offset(NodeIndex node, Micros offset_us);
+  // The node's clock reads virtual time + offset. `cause` names what set it (counted).
+  void set_clock_offset(NodeIndex node, Micros offset_us, const std::string& cause = "");
+  // How often each cause changed a node's clock offset.
+  const std::map<std::string, uint64_t>& clock_changes() const { return clock_changes_; }
+  // Every pause of a running node so far: (node, virtual time).
+  const std::vector<std::pair<NodeIndex, Micros>>& pauses() const { return pauses_; }
   Micros clock_offset(NodeIndex node) const;
   Micros node_now(NodeIndex node) const;
 
@@ -125,6 +129,8 @@ class World {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<std::string, NodeIndex, std::less<>> by_name_;
   std::vector<std::pair<NodeIndex, Micros>> crashes_;
+  std::vector<std::pair<NodeIndex, Micros>> pauses_;
+  std::map<std::string, uint64_t> clock_changes_;
 };
 
 }  // namespace onceflow::sim

@@ -525,6 +525,38 @@ TEST(EngineTest, MoreTimersThanAnEpochReadsAheadMergeAndFireOnceEach) {
   expect_reference(w, reg);
 }
 
+// Sets, for every message, a timer at one fixed time of its key: the first message's timer
+// fires before the second message comes, and the second sets it again.
+class FixedAlarm final : public ProcessFunction {
+ public:
+  void process_message(const Message&, OutputCollector& out, RuntimeContext&) override {
+    out.add_timer(200 * kMillis);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(t.key, "alarm");
+  }
+};
+
+// A timer set again after it fired is a new timer: its firing emits a MessageId of its own,
+// or downstream dedup would drop it as a repeat of the first firing (a loss).
+TEST(EngineTest, ATimerSetAgainAfterItFiredEmitsNewMessageIds) {
+  ComputationRegistry reg;
+  reg.add("FixedAlarm", [] { return std::make_unique<FixedAlarm>(); });
+  PipelineWorldOptions options;
+  options.workload.messages = 2;
+  options.workload.keys = 1;              // both messages on one key
+  options.workload.interval_us = 600 * kMillis;  // written at 0.6 s and 1.2 s: after the alarm time
+  PipelineWorld w(timer_pipeline("FixedAlarm"), reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  std::set<MessageId> ids;
+  auto& data = w.store_data();
+  for (const Row& row : data.read_range(tables::sync_sink("out"), "", "", data.last_version(), SIZE_MAX)) {
+    ids.insert(decode_message(row.value)->id);
+  }
+  EXPECT_EQ(ids.size(), 2u) << "two firings, two messages";
+}
+
 TEST(EngineTest, DeduplicateEqualTimestampsMergesSameKeyTimersKeepingTheSmallestEventTime) {
   const size_t merged = twin_timer_firings(true);
   const size_t separate = twin_timer_firings(false);

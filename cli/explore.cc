@@ -1,0 +1,159 @@
+#include "cli/explore.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/probes.h"
+#include "core/spec.h"
+
+namespace onceflow::cli {
+
+using json = nlohmann::json;
+
+json summary_json(const faults::RunOutcome& r) {
+  json checks = json::array();
+  std::string first_failure;
+  for (const auto& v : r.verdicts) {
+    checks.push_back({v.check, v.verdict_name()});
+    if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
+  }
+  json effects = json::object();
+  for (const auto& [kind, e] : r.effects) effects[kind] = {e.measure, e.count};
+  json probes = json::array();
+  for (const auto& [name, hits] : r.probes) probes.push_back(name);
+  return json{{"seed", r.seed},
+              {"passed", r.passed},
+              {"events", r.events},
+              {"sim_time_us", r.sim_time_us},
+              {"mix", r.fault_mix},
+              {"checks", checks},
+              {"first_failure", first_failure},
+              {"drain_us", r.drain_us},
+              {"effects", effects},
+              {"probes", probes}};
+}
+
+SeedSummary parse_summary(const json& j) {
+  SeedSummary s;
+  s.seed = j.at("seed").get<uint64_t>();
+  s.passed = j.at("passed").get<bool>();
+  s.events = j.at("events").get<uint64_t>();
+  s.sim_time_us = j.at("sim_time_us").get<int64_t>();
+  s.mix = j.at("mix").get<std::string>();
+  for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<std::string>());
+  s.first_failure = j.at("first_failure").get<std::string>();
+  s.drain_us = j.at("drain_us").get<int64_t>();
+  for (const auto& [kind, e] : j.at("effects").items()) {
+    s.measures[kind] = e[0].get<std::string>();
+    s.effects[kind] = e[1].get<uint64_t>();
+  }
+  for (const auto& p : j.at("probes")) s.probes.insert(p.get<std::string>());
+  return s;
+}
+
+json drain_percentiles(std::vector<int64_t> us) {
+  if (us.empty()) return json{{"p50", nullptr}, {"p99", nullptr}, {"max", nullptr}, {"drained", 0}};
+  std::sort(us.begin(), us.end());
+  const auto rank = [&](double q) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
+  };
+  return json{{"p50", rank(0.5)}, {"p99", rank(0.99)}, {"max", us.back()}, {"drained", us.size()}};
+}
+
+void ExploreTally::add(const SeedSummary& r) {
+  events_ += r.events;
+  sim_time_us_ += r.sim_time_us;
+  for (const auto& [name, verdict] : r.checks) {
+    if (by_check_.count(name) == 0) check_order_.push_back(name);
+    ++by_check_[name][verdict];
+  }
+  if (r.drain_us >= 0) drains_us_.push_back(r.drain_us);
+  for (const auto& [kind, count] : r.effects) {
+    KindTally& k = kinds_[kind];
+    k.measure = r.measures.at(kind);
+    ++k.seeds;
+    k.total += count;
+  }
+  for (const std::string& p : r.probes) ++probe_seeds_[p];
+  results_[r.seed] = r;
+}
+
+std::vector<const SeedSummary*> ExploreTally::failing() const {
+  std::vector<const SeedSummary*> out;
+  for (const auto& [seed, r] : results_) {
+    if (!r.passed) out.push_back(&r);
+  }
+  return out;
+}
+
+std::vector<std::string> ExploreTally::kinds_without_effect() const {
+  std::vector<std::string> out;
+  for (const auto& [kind, k] : kinds_) {
+    if (k.total == 0) out.push_back(kind);
+  }
+  return out;
+}
+
+std::vector<std::string> ExploreTally::probes_never_hit() const {
+  std::vector<std::string> out;
+  for (const ProbeInfo& p : kProbes) {
+    if (probe_seeds_.count(std::string(p.name)) == 0) out.emplace_back(p.name);
+  }
+  return out;
+}
+
+json ExploreTally::checks_json() const {
+  json checks = json::object();
+  for (const auto& name : check_order_) {
+    const auto& v = by_check_.at(name);
+    const auto n = [&](const char* verdict) { return v.count(verdict) != 0 ? v.at(verdict) : 0; };
+    checks[name] = {{"pass", n("pass")}, {"fail", n("fail")}, {"n/a", n("n/a")}};
+  }
+  return checks;
+}
+
+json ExploreTally::effects_json() const {
+  json kinds = json::object();
+  for (const auto& [kind, k] : kinds_) kinds[kind] = {{"measure", k.measure}, {"seeds", k.seeds}, {"total", k.total}};
+  json probes = json::object();
+  for (const auto& [name, n] : probe_seeds_) probes[name] = n;
+  return json{{"faults", kinds}, {"probes_hit", probes}, {"probes_never_hit", probes_never_hit()},
+              {"kinds_without_effect", kinds_without_effect()}};
+}
+
+void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
+  fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", "check", "pass", "fail", "n/a");
+  const json checks = checks_json();
+  for (const auto& name : check_order_) {
+    const json& c = checks[name];
+    fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", name, c["pass"].get<uint64_t>(), c["fail"].get<uint64_t>(),
+               c["n/a"].get<uint64_t>());
+  }
+  if (!drains_us_.empty()) {
+    const json d = drains_json();
+    fmt::print("\n  drained after the calm in {} of {} seeds: p50 {}, p99 {}, max {}\n", drains_us_.size(), seeds,
+               format_duration(d["p50"].get<int64_t>()), format_duration(d["p99"].get<int64_t>()),
+               format_duration(d["max"].get<int64_t>()));
+  }
+  if (!kinds_.empty()) {
+    fmt::print("\n  {:<24} {:>6}  {}\n", "fault kind", "seeds", "what it did (in all)");
+    for (const auto& [kind, k] : kinds_) fmt::print("  {:<24} {:>6}  {} {}\n", kind, k.seeds, k.total, k.measure);
+  }
+  for (const std::string& kind : kinds_without_effect()) {
+    fmt::print("  warning: fault kind {} was configured in {} seeds and had no effect in any: is its injector "
+               "working?\n",
+               kind, kinds_.at(kind).seeds);
+  }
+  if (!probes_apply) return;
+  const std::vector<std::string> never = probes_never_hit();
+  fmt::print("\n  probes reached: {} of {}", kProbeCount - never.size(), kProbeCount);
+  if (!never.empty()) {
+    std::string names;
+    for (const std::string& n : never) names += (names.empty() ? "" : ", ") + n;
+    fmt::print("; never: {}", names);
+  }
+  fmt::print("\n");
+}
+
+}  // namespace onceflow::cli

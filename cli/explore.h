@@ -1,0 +1,74 @@
+// What `onceflow explore` keeps of each seed, and what it makes of all of them: the verdicts
+// by check, the drain times, what each fault kind did and which probes were reached.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "faults/run_outcome.h"
+
+namespace onceflow::cli {
+
+// One seed's summary, as a worker process reports it to the parent (a JSON line).
+struct SeedSummary {
+  uint64_t seed = 0;
+  bool passed = false;
+  uint64_t events = 0;
+  int64_t sim_time_us = 0;
+  std::string mix;
+  std::vector<std::pair<std::string, std::string>> checks;  // name, "pass" | "fail" | "n/a"
+  std::string first_failure;
+  int64_t drain_us = -1;                     // from the calm to drained; -1: never
+  std::map<std::string, uint64_t> effects;   // fault kind -> what it did (its measure's count)
+  std::map<std::string, std::string> measures;  // fault kind -> what that count counts
+  std::set<std::string> probes;              // probes reached
+};
+
+nlohmann::json summary_json(const faults::RunOutcome& r);
+SeedSummary parse_summary(const nlohmann::json& j);
+
+// The 50th and 99th percentiles and the maximum of `us` (nearest rank), as JSON.
+nlohmann::json drain_percentiles(std::vector<int64_t> us);
+
+// Adds up the seeds of one exploration.
+class ExploreTally {
+ public:
+  void add(const SeedSummary& r);
+  const std::map<uint64_t, SeedSummary>& results() const { return results_; }
+  std::vector<const SeedSummary*> failing() const;
+  // Fault kinds configured or drawn in some seed that had no effect in any: the injector of
+  // such a kind may have stopped injecting.
+  std::vector<std::string> kinds_without_effect() const;
+  // Probes (core/probes.h) no seed reached.
+  std::vector<std::string> probes_never_hit() const;
+  uint64_t events() const { return events_; }
+  int64_t sim_time_us() const { return sim_time_us_; }
+
+  nlohmann::json checks_json() const;
+  nlohmann::json effects_json() const;
+  nlohmann::json drains_json() const { return drain_percentiles(drains_us_); }
+  // The checks table, the drains, the effects and the probes, as `explore` prints them.
+  void print(uint64_t seeds, bool probes_apply) const;
+
+ private:
+  std::map<uint64_t, SeedSummary> results_;  // by seed: reports go in seed order
+  std::vector<std::string> check_order_;
+  std::map<std::string, std::map<std::string, uint64_t>> by_check_;  // name -> verdict -> seeds
+  std::vector<int64_t> drains_us_;
+  struct KindTally {
+    std::string measure;
+    uint64_t seeds = 0;  // in which the kind was configured or drawn
+    uint64_t total = 0;  // what it did over them
+  };
+  std::map<std::string, KindTally> kinds_;
+  std::map<std::string, uint64_t> probe_seeds_;  // probe -> seeds that reached it
+  uint64_t events_ = 0;
+  int64_t sim_time_us_ = 0;
+};
+
+}  // namespace onceflow::cli
