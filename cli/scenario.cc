@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "core/deployment.h"
@@ -104,7 +105,7 @@ class Loader {
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
                          "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
-                         "clickhouse_targets", "knobs"});
+                         "clickhouse_targets", "knobs", "regression_seeds"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -117,6 +118,12 @@ class Loader {
     }
     if (root["demonstrates_failure"]) {
       s.demonstrates_failure = boolean(root["demonstrates_failure"], "demonstrates_failure");
+    }
+    if (const YAML::Node& seeds = root["regression_seeds"]) {
+      if (!seeds.IsSequence()) fail(seeds, "regression_seeds", "expected a list of seeds");
+      for (const auto& seed : seeds) {
+        s.regression_seeds.push_back(static_cast<uint64_t>(integer(seed, "regression_seeds", 0, std::numeric_limits<int64_t>::max())));
+      }
     }
     if (s.kind == "pipeline") return load_pipeline(root, s);
     if (root["workload"]) load_kernel_workload(root["workload"], s);

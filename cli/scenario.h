@@ -20,6 +20,9 @@ struct Scenario {
   std::string description;
   std::string kind;  // "kernel": the simulator's self-test; "pipeline": a pipeline spec
   bool demonstrates_failure = false;
+  // Seeds that once caught an engine bug (`regression_seeds:`): `mutants` tries them first,
+  // and the library test runs them on every change.
+  std::vector<uint64_t> regression_seeds;
   faults::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
   bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
   faults::FaultPlan scripted;      // faults written in the file (used when not swarming)

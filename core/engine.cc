@@ -116,6 +116,8 @@ constexpr BugName kBugNames[] = {
     {"controller-without-lease", &BugSwitches::controller_without_lease},
     {"timer-fires-after-watermark", &BugSwitches::timer_fires_after_watermark},
     {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time},
+    {"swift-replay-own-watermark", &BugSwitches::swift_replay_own_watermark},
+    {"dedup-cleanup-ignores-backlog", &BugSwitches::dedup_cleanup_ignores_backlog},
 };
 }  // namespace
 

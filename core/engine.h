@@ -95,6 +95,12 @@ struct BugSwitches {
   bool controller_without_lease = false; // the controller commits without its Lease and never checks it
   bool timer_fires_after_watermark = false;  // a timer is due only once the watermark is past its trigger
   bool timer_output_id_by_event_time = false;  // a timer's outputs are named by its event time, not its trigger
+  // a swift job promises its replays are no older than its own unacknowledged inputs,
+  // forgetting that a swift stage above it may replay older ones into it
+  bool swift_replay_own_watermark = false;
+  // input dedup cleanup trusts the producers' replay watermark alone, forgetting repeats
+  // already re-emitted into the job's own inputs behind a full page
+  bool dedup_cleanup_ignores_backlog = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);

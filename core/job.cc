@@ -711,10 +711,14 @@ Micros Job::producers_watermark(EpochTx& etx, bool replay) {
 
 // Removes input_messages rows no replay can need: a duplicate of a message can only come
 // from a producer that may still re-emit it, and no producer will re-emit anything older
-// than its low watermark.
-void Job::clean_dedup(EpochTx& etx) {
+// than its replay watermark; or it has been re-emitted already and waits among the job's own
+// inputs, which it has not taken from `backlog_from` on (a replay, older than the rows
+// before it, can sort behind a full page).
+void Job::clean_dedup(EpochTx& etx, Micros backlog_from) {
   if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
-  const Micros watermark = env_.bugs.dedup_cleanup_early ? kNoWatermark : producers_watermark(etx, true);
+  if (env_.bugs.dedup_cleanup_ignores_backlog) backlog_from = kNoWatermark;
+  const Micros watermark =
+      env_.bugs.dedup_cleanup_early ? kNoWatermark : std::min(producers_watermark(etx, true), backlog_from);
   DedupRows rows(etx, dedup_table_);
   // Looking at more rows than were added since the last cleanup, a sweep always ends.
   const size_t budget = std::max<size_t>(env_.options.dedup_cleanup_rows, 2 * dedup_recorded_);
@@ -838,19 +842,20 @@ void Job::step_computation(EpochTx& etx) {
         batch.payload += items[i].second;
       }
       batch.id = batched_message_id(batch.parents);
-      if (batch.parents.size() > 1) probe(env_, Probe::kSwiftBatch);
       emit(etx, std::move(batch));
     }
   }
   fire_timers(etx);
-  if (dedup) clean_dedup(etx);
+  if (dedup) clean_dedup(etx, first_unprocessed);
   // The low watermark of what this job may still emit. A swift job re-emits what it has not
   // acknowledged, with its inputs' timestamps; a regular job never re-emits, and stamps
   // whatever it emits next above its last output.
   if (swift) {
     // New outputs inherit their inputs' times; re-emissions after a restart are repeats of
     // what was emitted already, which consumers drop by MessageId.
-    const Micros upstream_replay = producers_watermark(etx, true);
+    // A stage above may replay too (a swift producer re-emits what it has not acknowledged),
+    // and this one then re-emits what it derives from the repeats.
+    const Micros upstream_replay = env_.bugs.swift_replay_own_watermark ? kNoWatermark : producers_watermark(etx, true);
     etx.meta.low_watermark = std::max(etx.meta.low_watermark, std::min(first_unprocessed, input_watermark));
     etx.meta.replay_watermark =
         std::max(etx.meta.replay_watermark, std::min({first_unacked, input_watermark, upstream_replay}));
@@ -1006,8 +1011,10 @@ void Job::step_sink(EpochTx& etx) {
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
   const Micros input_watermark = producers_watermark(etx, false);
   if (dedup) prefetch_dedup(etx, rows, input_watermark);
+  Micros backlog_from = unseen_from;  // the oldest input left for later
   for (auto& [row, m] : rows) {
     if (m.alignment_ts >= input_watermark) {
+      backlog_from = std::min(backlog_from, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
       break;
     }
@@ -1030,7 +1037,7 @@ void Job::step_sink(EpochTx& etx) {
       etx.tx.put(outbox_table_, prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
     }
   }
-  if (dedup) clean_dedup(etx);
+  if (dedup) clean_dedup(etx, backlog_from);
   if (batching() && etx.meta.next_seqno > first_seqno) {
     // The epoch's rows end a batch: batches never change once committed, so a replay of one
     // carries the same rows and the same dedup token.

@@ -75,7 +75,7 @@ class Job {
   void prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // Records `m` in the input dedup table; false when it was there already (a duplicate).
   bool first_seen(EpochTx& etx, const Message& m);
-  void clean_dedup(EpochTx& etx);
+  void clean_dedup(EpochTx& etx, Micros backlog_from);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs.
   Micros producers_watermark(EpochTx& etx, bool replay);
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
