@@ -27,6 +27,7 @@
 #include "real/run.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
+#include "core/probes.h"
 #include "faults/selftest.h"
 #include "real/wall_clock.h"
 
@@ -109,6 +110,7 @@ struct Invocation {
   const ComputationRegistry& registry;
   BugSwitches bugs;      // --bug: one deliberate engine mistake, for checking the checkers
   std::string bug_name;
+  std::set<faults::FaultKind> inert_faults;  // --inert-fault: kinds whose injector does nothing
 };
 
 std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm);
@@ -125,6 +127,7 @@ faults::RunOutcome run_seed_once(const Invocation& inv, const cli::Scenario& s, 
     options.random_knobs = cli::random_knobs(s, swarm);
     options.trace_keep_lines = keep_lines;
     options.bugs = inv.bugs;
+    options.inert_faults = inv.inert_faults;
     options.replay_command = replay_command(inv, s, seed, swarm);
     return faults::run_pipeline(options, inv.registry).outcome;
   }
@@ -583,6 +586,18 @@ std::vector<std::string> fault_kinds_of(const cli::Scenario& s) {
   return {kinds.begin(), kinds.end()};
 }
 
+// The probes of core/probes.h: name and the branch it marks.
+int cmd_list_probes(bool as_json) {
+  if (as_json) {
+    json probes = json::array();
+    for (const ProbeInfo& p : kProbes) probes.push_back({{"name", p.name}, {"marks", p.what}});
+    fmt::print("{}\n", json{{"probes", probes}}.dump(2));
+    return kExitPass;
+  }
+  for (const ProbeInfo& p : kProbes) fmt::print("{:<32} {}\n", p.name, p.what);
+  return kExitPass;
+}
+
 int cmd_list(const std::string& dir, bool as_json) {
   const auto library = load_library(dir);
   json scenarios = json::array();
@@ -592,7 +607,8 @@ int cmd_list(const std::string& dir, bool as_json) {
                          {"kind", s.kind},
                          {"guarantees", s.guarantees},
                          {"fault_kinds", fault_kinds_of(s)},
-                         {"demonstrates_failure", s.demonstrates_failure}});
+                         {"demonstrates_failure", s.demonstrates_failure},
+                         {"regression_seeds", s.regression_seeds}});
   }
   if (as_json) {
     fmt::print("{}\n", json{{"scenarios", scenarios}}.dump(2));
@@ -619,15 +635,22 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   json results = json::array();
   bool all_caught = true;
   const uint64_t batch = 10;
-  const Invocation clean{registry, {}, ""};
+  const Invocation clean{registry, {}, "", {}};
   uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
   for (const std::string& bug : BugSwitches::names()) {
-    Invocation inv{registry, {}, bug};
+    Invocation inv{registry, {}, bug, {}};
     (void)inv.bugs.enable(bug);
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
     for (const auto& s : library) {
       std::optional<cli::SeedSummary> caught;
+      // A seed that once caught an engine bug first, then the range.
+      for (const uint64_t seed : s.regression_seeds) {
+        if (caught) break;
+        ++tried;
+        cli::SeedSummary r = cli::parse_summary(cli::summary_json(run_seed(inv, s, seed, s.swarm, 0, false)));
+        if (!r.passed && run_seed(clean, s, seed, s.swarm, 0, false).passed) caught = std::move(r);
+      }
       for (uint64_t first = 1; first <= max_seeds && !caught; first += batch) {
         const uint64_t count = std::min(batch, max_seeds - first + 1);
         std::map<uint64_t, cli::SeedSummary> found;
@@ -733,6 +756,9 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   explore->add_flag("--require-effects", require_effects,
                     "Exit 1 when a fault kind configured or drawn had no effect in any seed");
   explore->add_flag("--require-probes", require_probes, "Exit 1 when a probe of core/probes.h was never reached");
+  std::vector<std::string> inert;
+  explore->add_option("--inert-fault", inert,
+                      "Checking the checks: faults of this kind are scheduled but do nothing (repeatable)");
   add_bug(explore);
 
   CLI::App* replay = app.add_subcommand("replay", "Run one seed and print its full trace");
@@ -787,6 +813,8 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir, "Directory of scenario files");
   list->add_flag("--json", as_json, "Print one JSON object");
+  bool list_probes = false;
+  list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir, "Directory of scenario files");
   mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up");
@@ -809,12 +837,20 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     return kExitUsage;
   }
 
-  Invocation inv{registry, {}, bug};
+  Invocation inv{registry, {}, bug, {}};
   if (!bug.empty() && !inv.bugs.enable(bug)) {
     std::string known;
     for (const auto& name : BugSwitches::names()) known += (known.empty() ? "" : ", ") + name;
-    fmt::print(stderr, "onceflow: unknown bug switch '{}' (known: {})\n", bug, known);
+    fmt::print(stderr, "onceflow: unknown bug switch '{}' (known: {})\n", bug.substr(0, 64), known);
     return kExitUsage;
+  }
+  for (const std::string& kind : inert) {
+    const auto parsed = faults::parse_fault_kind(kind);
+    if (!parsed) {
+      fmt::print(stderr, "onceflow: --inert-fault: unknown fault kind '{}'\n", kind.substr(0, 64));
+      return kExitUsage;
+    }
+    inv.inert_faults.insert(*parsed);
   }
   try {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
@@ -828,7 +864,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
-    if (list->parsed()) return cmd_list(library_dir, as_json);
+    if (list->parsed()) return list_probes ? cmd_list_probes(as_json) : cmd_list(library_dir, as_json);
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);
   } catch (const UsageError& e) {

@@ -32,7 +32,6 @@ namespace onceflow {
   X(kAlignmentWait, "alignment.wait", "an input was left for later: not older than every producer's watermark") \
   X(kSwiftAcknowledge, "swift.acknowledge", "a swift job acknowledged what its last committed epoch processed") \
   X(kSwiftRecompute, "swift.recompute", "a swift job took again an input an earlier incarnation processed")  \
-  X(kSwiftBatch, "swift.batch", "a swift job emitted a relaxed batch of several inputs")                    \
   X(kTimerFired, "timer.fired", "a timer fired")                                                            \
   X(kTimerFiredAfterRestart, "timer.fired_after_restart",                                                   \
     "a timer fired in the first epoch of a job incarnation, set by an earlier one")                         \
@@ -65,8 +64,7 @@ namespace onceflow {
   X(kControllerStateChanged, "controller.state_changed", "the pipeline was paused, stopped or started")     \
   X(kWorkerLeaseLost, "worker.lease_lost", "a worker found its own Lease ended and started a new one")      \
   X(kWorkerJobReplaced, "worker.job_replaced", "a worker's job got a new Lease: the old incarnation stops")  \
-  X(kKafkaMarkerSkip, "kafka.marker_skip", "a restarted Kafka sink skipped outbox rows its progress marker covers") \
-  X(kKafkaMarkerLost, "kafka.marker_lost", "a Kafka sink found its progress marker lost and stopped")
+  X(kKafkaMarkerSkip, "kafka.marker_skip", "a restarted Kafka sink skipped outbox rows its progress marker covers")
 
 enum class Probe : uint16_t {
 #define ONCEFLOW_PROBE_ENUM(id, name, what) id,

@@ -31,6 +31,7 @@ void FaultInjector::schedule(const FaultPlan& plan) {
 void FaultInjector::begin(size_t id) {
   const Fault& f = faults_[id];
   world_.record(sim::kWorldNode, "fault begins: " + f.describe());
+  if (inert_.count(f.kind) != 0) return;  // switched off: it does nothing
   active_.insert(id);
   switch (f.kind) {
     case FaultKind::kCrash:

@@ -40,6 +40,9 @@ class FaultInjector {
   void schedule(const FaultPlan& plan);
 
   size_t active_faults() const { return active_.size(); }
+  // Makes faults of `kind` inert: they are scheduled and reported as usual, and do nothing.
+  // For checking the checks: an exploration must notice (its effects say 0).
+  void make_inert(FaultKind kind) { inert_.insert(kind); }
 
  private:
   void begin(size_t id);
@@ -56,6 +59,7 @@ class FaultInjector {
   sim::LinkOptions base_link_;
   std::vector<Fault> faults_;
   std::set<size_t> active_;
+  std::set<FaultKind> inert_;
   std::map<sim::NodeIndex, int> crashed_;
   std::map<sim::NodeIndex, int> paused_;
   std::map<sim::NodeIndex, Micros> jumped_us_;  // permanent clock jumps per node

@@ -535,6 +535,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
                       [&world](const std::string& node) { return world.target_faults(node); }};
   FaultInjector injector(world.world(), &world.store_data(), &hooks);
+  for (const FaultKind kind : o.inert_faults) injector.make_inert(kind);
   injector.schedule(out.plan);
 
   // Past the heal, so that paused nodes come back; then until drained or out of bound.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct PipelineRunOptions {
   double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
   bool fault_points_when_scripted = false;  // fault points also without swarm (shrunk scenarios)
   BugSwitches bugs;
+  std::set<FaultKind> inert_faults;  // faults of these kinds do nothing (checking the effects)
   // Knobs (faults/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
   // from the seed.
   bool random_knobs = false;

@@ -462,7 +462,6 @@ Result<uint64_t> SimKafkaSink::deliver_transactional(JobProducer& p, const std::
     if (!marker) return marker.error();
     const std::string& topic = kafka_topic(spec_);
     if (Status lost = check_progress_marker(job, *marker, rows, topic, progress_topic(topic)); !lost.is_ok()) {
-      report(Probe::kKafkaMarkerLost);
       return lost;
     }
     if (!*marker) {
@@ -471,8 +470,7 @@ Result<uint64_t> SimKafkaSink::deliver_transactional(JobProducer& p, const std::
       auto wrote = wrote_to_topic(job);
       if (!wrote) return wrote.error();
       if (*wrote) {
-        report(Probe::kKafkaMarkerLost);
-        return Status::invalid_argument(fmt::format(
+          return Status::invalid_argument(fmt::format(
             "{}: {} holds committed records of this job but {} has no marker for it: stopping rather than "
             "writing duplicates",
             job, topic, progress_topic(topic)));

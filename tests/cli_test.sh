@@ -101,5 +101,17 @@ for key in '"path"' '"name"' '"guarantees"' '"fault_kinds"' '"demonstrates_failu
 done
 [ "$(grep -c '"path"' "$tmp/list.json")" -eq "$(ls "$src"/scenarios/*.yaml | wc -l)" ] || fail "list missed a scenario"
 
+# Checking the checks: a fault kind made inert (scheduled, doing nothing) is reported as
+# without effect, and --require-effects turns that into a failure; so does a probe required
+# but never reached.
+headline="$src/scenarios/retryable_request.yaml"
+expect_rc 0 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects
+expect_rc 1 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects --inert-fault crash
+"$bin" explore "$headline" --seeds 30 --jobs 2 --inert-fault crash 2>&1 | grep -q "fault kind crash .* no effect" ||
+  fail "an inert crash injector went unreported"
+expect_rc 1 "$bin" explore "$src/scenarios/keyed_aggregation.yaml" --seeds 5 --require-probes
+"$bin" list --probes --json | python3 -c 'import json, sys; assert len(json.load(sys.stdin)["probes"]) >= 40' ||
+  fail "list --probes lists fewer than 40 probes"
+
 if [ "$failures" -eq 0 ]; then echo "cli_test: all checks passed"; fi
 exit "$failures"

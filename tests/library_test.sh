@@ -34,5 +34,28 @@ for row in "${rows[@]}"; do
     echo "$path ($mode, $kind): $failed of $seeds failed"
   done
 done
+# Seeds that once caught an engine bug pass on every change.
+while read -r path seed; do
+  "$onceflow" run "$path" --seed "$seed" >/dev/null || fail "$path: regression seed $seed fails"
+done < <(python3 -c '
+import json, sys
+for s in json.load(open(sys.argv[1]))["scenarios"]:
+    for seed in s["regression_seeds"]:
+        print(s["path"], seed)' "$tmp/list.json")
+# Every probe reached somewhere in the library.
+"$onceflow" list --probes --json >"$tmp/probes.json"
+missing=$(python3 - "$tmp" <<'PY'
+import json, os, sys
+tmp = sys.argv[1]
+every = {p["name"] for p in json.load(open(os.path.join(tmp, "probes.json")))["probes"]}
+hit = set()
+for name in os.listdir(tmp):
+    if name.endswith(".json") and name not in ("probes.json", "list.json"):
+        effects = json.load(open(os.path.join(tmp, name))).get("effects", {})
+        hit |= set(effects.get("probes_hit", {}))
+print(" ".join(sorted(every - hit)))
+PY
+)
+[[ -z $missing ]] || fail "probes the library never reached: $missing"
 echo "library_test: $failures failures"
 [[ $failures -eq 0 ]]
