@@ -43,6 +43,10 @@ struct DeliveryRecord {  // a message the target made visible
   uint64_t lease = 0;        // the delivering job's Lease (0: unknown)
   int64_t time = 0;
   MessageRecord message;
+  // Kafka transactions: the producer epoch that wrote it and the one whose commit made it
+  // visible (-1: not transactional).
+  int64_t written_epoch = -1;
+  int64_t committed_epoch = -1;
 };
 
 // An async sink's delivery callback: the sink said the target holds message `id`, after

@@ -7,20 +7,37 @@
 namespace onceflow::checkers {
 
 Verdict ConservationCheck::check(const KernelHistory& h) const {
+  // Every account opened is in the store or closed with its balance parked, never both, and
+  // the money in them is the money they started with.
   int64_t total = 0;
-  for (const auto& [account, balance] : h.balances) total += balance;
-  const int64_t expected = h.initial_balance * static_cast<int64_t>(h.balances.size());
-  if (total != expected) {
-    return Verdict::fail(std::string(name()),
-                         fmt::format("balances sum to {}, expected {}", total, expected));
+  for (const std::string& account : h.accounts) {
+    const auto stored = h.balances.find(account);
+    const auto parked = h.parked.find(account);
+    if (stored == h.balances.end() && parked == h.parked.end()) {
+      return Verdict::fail(std::string(name()), fmt::format("account {} is missing from the store", account));
+    }
+    if (stored != h.balances.end() && parked != h.parked.end()) {
+      return Verdict::fail(std::string(name()), fmt::format("account {} is in the store (balance {}) and closed with "
+                                                            "its balance {} parked",
+                                                            account, stored->second, parked->second));
+    }
+    total += stored != h.balances.end() ? stored->second : parked->second;
   }
-  return Verdict::pass(std::string(name()), fmt::format("{} accounts sum to {}", h.balances.size(), total));
+  if (h.balances.size() + h.parked.size() != h.accounts.size()) {
+    return Verdict::fail(std::string(name()), fmt::format("{} accounts and {} parked balances, {} accounts opened",
+                                                          h.balances.size(), h.parked.size(), h.accounts.size()));
+  }
+  const int64_t expected = h.initial_balance * static_cast<int64_t>(h.accounts.size());
+  if (total != expected) {
+    return Verdict::fail(std::string(name()), fmt::format("balances sum to {}, expected {}", total, expected));
+  }
+  return Verdict::pass(std::string(name()), fmt::format("{} accounts sum to {}", h.accounts.size(), total));
 }
 
 Verdict LedgerCheck::check(const KernelHistory& h) const {
   std::map<std::string, std::set<uint64_t>> seqs;
   std::map<std::string, int64_t> replayed;
-  for (const auto& [account, balance] : h.balances) replayed[account] = h.initial_balance;
+  for (const std::string& account : h.accounts) replayed[account] = h.initial_balance;
   for (const auto& t : h.log) {
     if (!seqs[t.client].insert(t.seq).second) {
       return Verdict::fail(std::string(name()), fmt::format("transfer {}#{} logged twice", t.client, t.seq));

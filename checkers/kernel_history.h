@@ -37,7 +37,9 @@ struct KernelHistory {
 
   uint64_t seed = 0;
   int64_t initial_balance = 0;
+  std::vector<std::string> accounts;           // every account the workload opened
   std::map<std::string, int64_t> balances;     // account -> final balance in the store
+  std::map<std::string, int64_t> parked;       // account closed and not yet reopened -> its parked balance
   std::vector<Transfer> log;                   // transfer rows in the store
   std::map<std::string, uint64_t> progress;    // client -> transfers committed (store)
   std::map<std::string, uint64_t> target;      // client -> transfers it had to make

@@ -416,6 +416,13 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
     if (e.writes_before_commit) synchronous.insert(e.sink);
   }
   for (const DeliveryRecord& d : h.deliveries) {
+    if (d.written_epoch != d.committed_epoch) {
+      return failure(name(), h,
+                     fmt::format("fenced-write-committed: job '{}' (lease {}) wrote message {} to sink {} as producer "
+                                 "epoch {}, and the transaction of epoch {} made it visible at {}us",
+                                 d.producer_job, hex_id(d.lease), hex_id(d.message.id), d.sink, d.written_epoch,
+                                 d.committed_epoch, d.time));
+    }
     if (synchronous.count(d.sink) > 0) continue;  // visible before its commit by design
     ++fenced;
     const std::string problem = delivery_problem(d, h, commits);

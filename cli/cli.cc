@@ -136,6 +136,8 @@ faults::RunOutcome run_seed_once(const Invocation& inv, const cli::Scenario& s, 
   options.swarm = swarm;
   options.scripted = s.scripted;
   options.trace_keep_lines = keep_lines;
+  options.bugs = inv.bugs;
+  options.inert_faults = inv.inert_faults;
   return faults::run_kernel_selftest(options);
 }
 
@@ -624,13 +626,19 @@ int cmd_list(const std::string& dir, bool as_json) {
 // Runs every bug switch against the pipeline scenarios of `dir` until a checker catches it.
 int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uint64_t max_seeds, int jobs,
                 bool as_json) {
-  std::vector<cli::Scenario> library;
+  // Engine bugs run on pipeline scenarios; store bugs on kernel scenarios first, whose
+  // workload talks to the store alone, then on pipelines.
+  std::vector<cli::Scenario> pipelines, kernels;
   for (auto& s : load_library(dir)) {
-    if (s.kind != "pipeline" || s.demonstrates_failure) continue;
-    check_functions(registry, s);
-    library.push_back(std::move(s));
+    if (s.demonstrates_failure) continue;
+    if (s.kind == "pipeline") check_functions(registry, s);
+    (s.kind == "pipeline" ? pipelines : kernels).push_back(std::move(s));
   }
-  if (library.empty()) throw UsageError{dir + ": no pipeline scenarios"};
+  if (pipelines.empty()) throw UsageError{dir + ": no pipeline scenarios"};
+  std::vector<const cli::Scenario*> engine_order, store_order;
+  for (const auto& s : pipelines) engine_order.push_back(&s);
+  for (const auto& s : kernels) store_order.push_back(&s);
+  store_order.insert(store_order.end(), engine_order.begin(), engine_order.end());
   const Micros start = wall_now();
   json results = json::array();
   bool all_caught = true;
@@ -642,7 +650,8 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     (void)inv.bugs.enable(bug);
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
-    for (const auto& s : library) {
+    for (const cli::Scenario* scenario : BugSwitches::store_bug(bug) ? store_order : engine_order) {
+      const cli::Scenario& s = *scenario;
       std::optional<cli::SeedSummary> caught;
       // A seed that once caught an engine bug first, then the range.
       for (const uint64_t seed : s.regression_seeds) {

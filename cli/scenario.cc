@@ -270,7 +270,7 @@ class Loader {
 
   void load_kernel_workload(const YAML::Node& w, Scenario& s) {
     only_keys(w, "workload", {"clients", "accounts", "initial_balance", "transfers_per_client",
-                              "lease_ttl", "ping_interval", "rpc_timeout", "think_time_max"});
+                              "lease_ttl", "ping_interval", "rpc_timeout", "think_time_max", "close_percent"});
     auto& o = s.kernel.workload;
     if (w["clients"]) o.clients = static_cast<int>(integer(w["clients"], "workload.clients", 1, 64));
     if (w["accounts"]) o.accounts = static_cast<int>(integer(w["accounts"], "workload.accounts", 2, 10'000));
@@ -285,6 +285,7 @@ class Loader {
     if (w["ping_interval"]) o.ping_interval_us = duration(w["ping_interval"], "workload.ping_interval");
     if (w["rpc_timeout"]) o.rpc_timeout_us = duration(w["rpc_timeout"], "workload.rpc_timeout");
     if (w["think_time_max"]) o.think_time_us_max = duration(w["think_time_max"], "workload.think_time_max");
+    if (w["close_percent"]) o.close_percent = static_cast<int>(integer(w["close_percent"], "workload.close_percent", 0, 100));
     if (o.ping_interval_us >= o.lease_ttl_us) {
       fail(w, "workload.ping_interval", "must be shorter than workload.lease_ttl");
     }

@@ -189,7 +189,9 @@ bool Controller::boot() {
   if (!tx) return false;
   auto state = env_.store.get(*tx, tables::kController, kStateKey);
   auto seq = env_.store.get(*tx, tables::kController, kStateSeqKey);
-  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", kMaxJobs);
+  // The bug: one page of assignments, as if a boot never found more than 16 jobs.
+  const size_t limit = env_.bugs.boot_scan_one_page ? 16 : kMaxJobs;
+  auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", limit);
   env_.store.abort(*tx);
   if (!state || !seq || !rows) return false;
   if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
@@ -299,7 +301,19 @@ void Controller::schedule(const Workers& workers, const std::set<std::string>& e
           it->second.retiring ? "retiring" : removal_reason(id, it->second, target, workers, ended.count(id) != 0, now);
       if (why == nullptr) continue;
       changed = true;
+      const std::string failed_on = it->second.row.worker;
       if (!remove(id, why)) continue;  // retiring: no replacement until its Lease has ended
+      const std::string_view reason = why;
+      if (env_.bugs.replace_on_another_worker && (reason == "lease ended" || reason == "not running" || reason == "worker lost")) {
+        avoided_[id] = failed_on;
+      }
+    }
+    if (auto avoid = avoided_.find(id); avoid != avoided_.end() && target != nullptr && *target == avoid->second) {
+      // The bug: never again on the worker it failed on, even when that is the only one.
+      target = nullptr;
+      for (const std::string& w : live) {
+        if (w != avoid->second) target = &w;
+      }
     }
     // An earlier Lease of this job that was never stored must end before a new one starts.
     if (target == nullptr || (unstored_.count(id) != 0 && !env_.bugs.lease_abort_not_retried)) continue;

@@ -123,6 +123,7 @@ class Controller {
   std::map<std::string, Assignment> assignments_;  // by JobId::str(), only persisted ones
   std::map<std::string, LeaseId> unstored_;        // job -> a Lease of an assignment never stored
   std::set<std::string> live_workers_;             // as the last cycle found them
+  std::map<std::string, std::string> avoided_;     // bug replace-on-another-worker: job -> worker it failed on
 };
 
 }  // namespace onceflow

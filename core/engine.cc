@@ -118,6 +118,11 @@ constexpr BugName kBugNames[] = {
     {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time},
     {"swift-replay-own-watermark", &BugSwitches::swift_replay_own_watermark},
     {"dedup-cleanup-ignores-backlog", &BugSwitches::dedup_cleanup_ignores_backlog},
+    {"boot-scan-one-page", &BugSwitches::boot_scan_one_page},
+    {"replace-on-another-worker", &BugSwitches::replace_on_another_worker},
+    {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
+    {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
+    {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},
 };
 }  // namespace
 

@@ -101,10 +101,23 @@ struct BugSwitches {
   // input dedup cleanup trusts the producers' replay watermark alone, forgetting repeats
   // already re-emitted into the job's own inputs behind a full page
   bool dedup_cleanup_ignores_backlog = false;
+  // a new leader reads one page (16) of stored assignments and aborts only their Leases
+  bool boot_scan_one_page = false;
+  // a job whose Lease ended, that never ran or whose worker was lost is never placed again on
+  // the worker it was on (by name),
+  // even when that worker is the only one
+  bool replace_on_another_worker = false;
+  // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
+  // kernel scenarios too. See sim::StoreOptions.
+  bool store_resolve_without_fence = false;
+  bool store_delete_not_a_write = false;
+  bool store_forgets_ended_leases = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
   static std::vector<std::string> names();
+  // Whether `name` is a bug of the simulated store rather than of the engine.
+  static bool store_bug(std::string_view name) { return name.rfind("store-", 0) == 0; }
   bool any() const;
 };
 

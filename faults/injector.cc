@@ -1,5 +1,6 @@
 #include "faults/injector.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <cassert>
@@ -207,6 +208,71 @@ void FaultInjector::recompute_clocks(FaultKind cause) {
     const Micros want = offset.count(i) != 0 ? offset[i] : 0;
     if (world_.clock_offset(i) != want) world_.set_clock_offset(i, want, std::string(fault_kind_name(cause)));
   }
+}
+
+sim::StoreOptions store_options(const BugSwitches& bugs) {
+  sim::StoreOptions o;
+  o.resolve_without_fence = bugs.store_resolve_without_fence;
+  o.delete_not_a_write = bugs.store_delete_not_a_write;
+  o.forget_ended_leases = bugs.store_forgets_ended_leases;
+  return o;
+}
+
+std::map<std::string, FaultEffect> measure_world_effects(const FaultPlan& plan, sim::World& world,
+                                                        const sim::StoreData& store_data) {
+  const auto& net = world.network().stats();
+  const auto& store = store_data.fault_effects;
+  // Crashes and pauses that happened where and when a fault of the plan asked for them.
+  const auto node_events = [&](FaultKind kind, const std::vector<std::pair<sim::NodeIndex, Micros>>& events) {
+    uint64_t n = 0;
+    for (const auto& [node, at] : events) {
+      n += std::any_of(plan.faults.begin(), plan.faults.end(), [&](const Fault& f) {
+        return f.kind == kind && f.at_us == at && world.has_node(f.node) && world.find(f.node) == node;
+      });
+    }
+    return n;
+  };
+  const auto cut = [&](const char* cause) {
+    auto it = net.dropped_at_cut.find(cause);
+    return it == net.dropped_at_cut.end() ? uint64_t{0} : it->second;
+  };
+  const auto clock = [&](FaultKind kind) {
+    auto it = world.clock_changes().find(std::string(fault_kind_name(kind)));
+    return it == world.clock_changes().end() ? uint64_t{0} : it->second;
+  };
+  std::map<std::string, FaultEffect> out;
+  for (const Fault& f : plan.faults) {
+    FaultEffect e;
+    switch (f.kind) {
+      case FaultKind::kCrash: e = {"node restarts", node_events(f.kind, world.crashes())}; break;
+      case FaultKind::kPause: e = {"running nodes paused", node_events(f.kind, world.pauses())}; break;
+      case FaultKind::kPartition: e = {"packets lost to cut links", cut("partition")}; break;
+      case FaultKind::kOneWayPartition: e = {"packets lost to cut links", cut("one_way_partition")}; break;
+      case FaultKind::kIsolate: e = {"packets lost to cut links", cut("isolate")}; break;
+      case FaultKind::kDrop: e = {"packets dropped", net.dropped_at_random}; break;
+      case FaultKind::kDuplicate: e = {"packets duplicated", net.duplicated}; break;
+      case FaultKind::kDelay: e = {"packets delayed", net.delayed}; break;
+      case FaultKind::kReorder: e = {"packets reordered", net.reordered}; break;
+      case FaultKind::kLostReplies:
+        e = {"replies lost", net.replies_lost,
+             {{"transactions resolved committed", store_data.resolved_committed()},
+              {"transactions resolved not committed", store_data.resolved_not_committed()}}};
+        break;
+      case FaultKind::kStoreUnavailable: e = {"store requests refused", store.requests_refused}; break;
+      case FaultKind::kClockSkew:
+      case FaultKind::kClockJump: e = {"clock offsets changed", clock(f.kind)}; break;
+      case FaultKind::kLeasePingLoss: e = {"Lease pings lost", store.pings_lost}; break;
+      case FaultKind::kLeaseExpiry: e = {"Leases expired", store.leases_expired}; break;
+      case FaultKind::kSinkErrors:
+      case FaultKind::kSinkRejects:
+      case FaultKind::kDedupEviction:
+      case FaultKind::kPipelinePause:
+      case FaultKind::kPipelineStop:
+      case FaultKind::kRebalance: e = {"no such target in this world", 0}; break;
+    }
+    out[std::string(fault_kind_name(f.kind))] = std::move(e);
+  }
+  return out;
 }
 
 }  // namespace onceflow::faults

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/engine.h"
 #include "faults/fault.h"
+#include "faults/run_outcome.h"
 #include "sim/queue_target.h"
 #include "sim/store.h"
 #include "sim/world.h"
@@ -68,5 +70,13 @@ class FaultInjector {
   int pipeline_halts_ = 0;
   PipelineHooks* hooks_;
 };
+
+// The simulated store's options for the store bugs switched on in `bugs` (store-*).
+sim::StoreOptions store_options(const BugSwitches& bugs);
+
+// What each fault kind of `plan` did, measured where it lands (the node, the network, the
+// store), not where it is injected: an injector that stopped injecting shows 0.
+std::map<std::string, FaultEffect> measure_world_effects(const FaultPlan& plan, sim::World& world,
+                                                        const sim::StoreData& store);
 
 }  // namespace onceflow::faults

@@ -331,7 +331,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   for (const auto& [sink, log] : w.targets()) {
     for (const auto& entry : log.appended) {
-      h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(entry.message)});
+      h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(entry.message),
+                              entry.written_epoch, entry.committed_epoch});
     }
   }
   const PipelineResult actual = w.result();
@@ -396,12 +397,9 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   return h;
 }
 
-// What each fault kind of `plan` did, measured where it lands (the node, the network, the
-// store, a target), not where it is injected: an injector that stopped injecting shows 0.
+// What each fault kind of `plan` did (measure_world_effects), with what only a pipeline has:
+// targets, the controller, spare workers, and the engine paths a fault led to.
 std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, PipelineWorld& w, const Recorder& rec) {
-  sim::World& world = w.world();
-  const auto& net = world.network().stats();
-  const auto& store = w.store_data().fault_effects;
   const auto probe_hits = [&](Probe p) {
     auto it = rec.probes.find(std::string(probe_name(p)));
     return it == rec.probes.end() ? uint64_t{0} : it->second;
@@ -413,53 +411,17 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
     rejections += t->rejections;
     evictions += t->evictions;
   }
-  // Crashes and pauses that happened where and when a fault of the plan asked for them.
-  const auto node_events = [&](FaultKind kind, const std::vector<std::pair<sim::NodeIndex, Micros>>& events) {
-    uint64_t n = 0;
-    for (const auto& [node, at] : events) {
-      n += std::any_of(plan.faults.begin(), plan.faults.end(), [&](const Fault& f) {
-        return f.kind == kind && f.at_us == at && world.has_node(f.node) && world.find(f.node) == node;
-      });
-    }
-    return n;
-  };
-  const auto cut = [&](const char* cause) {
-    auto it = net.dropped_at_cut.find(cause);
-    return it == net.dropped_at_cut.end() ? uint64_t{0} : it->second;
-  };
-  const auto clock = [&](FaultKind kind) {
-    auto it = world.clock_changes().find(std::string(fault_kind_name(kind)));
-    return it == world.clock_changes().end() ? uint64_t{0} : it->second;
-  };
   uint64_t spare_starts = 0;
-  for (const std::string& spare : w.spare_worker_names()) spare_starts += world.incarnation(world.find(spare));
-  std::map<std::string, FaultEffect> out;
-  for (const Fault& f : plan.faults) {
-    FaultEffect e;
-    switch (f.kind) {
-      case FaultKind::kCrash: e = {"node restarts", node_events(f.kind, world.crashes())}; break;
-      case FaultKind::kPause: e = {"running nodes paused", node_events(f.kind, world.pauses())}; break;
-      case FaultKind::kPartition: e = {"packets lost to cut links", cut("partition")}; break;
-      case FaultKind::kOneWayPartition: e = {"packets lost to cut links", cut("one_way_partition")}; break;
-      case FaultKind::kIsolate: e = {"packets lost to cut links", cut("isolate")}; break;
-      case FaultKind::kDrop: e = {"packets dropped", net.dropped_at_random}; break;
-      case FaultKind::kDuplicate: e = {"packets duplicated", net.duplicated}; break;
-      case FaultKind::kDelay: e = {"packets delayed", net.delayed}; break;
-      case FaultKind::kReorder: e = {"packets reordered", net.reordered}; break;
+  for (const std::string& spare : w.spare_worker_names()) spare_starts += w.world().incarnation(w.world().find(spare));
+  std::map<std::string, FaultEffect> out = measure_world_effects(plan, w.world(), w.store_data());
+  for (auto& [name, e] : out) {
+    switch (*parse_fault_kind(name)) {
       case FaultKind::kLostReplies:
-        e = {"replies lost", net.replies_lost,
-             {{"ambiguous epoch commits resolved applied", probe_hits(Probe::kEpochAmbiguousCommitted)},
-              {"ambiguous epoch commits resolved not applied", probe_hits(Probe::kEpochAmbiguousNotCommitted)}}};
+        e.details = {{"ambiguous epoch commits resolved applied", probe_hits(Probe::kEpochAmbiguousCommitted)},
+                     {"ambiguous epoch commits resolved not applied", probe_hits(Probe::kEpochAmbiguousNotCommitted)}};
         break;
-      case FaultKind::kStoreUnavailable: e = {"store requests refused", store.requests_refused}; break;
-      case FaultKind::kClockSkew:
-      case FaultKind::kClockJump: e = {"clock offsets changed", clock(f.kind)}; break;
       case FaultKind::kLeasePingLoss:
-        e = {"Lease pings lost", store.pings_lost, {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}};
-        break;
-      case FaultKind::kLeaseExpiry:
-        e = {"Leases expired", store.leases_expired, {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}};
-        break;
+      case FaultKind::kLeaseExpiry: e.details = {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}; break;
       case FaultKind::kSinkErrors: e = {"deliveries refused (transient)", errors}; break;
       case FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
       case FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
@@ -468,8 +430,8 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
       case FaultKind::kRebalance:
         e = {"spare worker starts", spare_starts, {{"jobs moved", probe_hits(Probe::kControllerRebalance)}}};
         break;
+      default: break;
     }
-    out[std::string(fault_kind_name(f.kind))] = std::move(e);
   }
   return out;
 }

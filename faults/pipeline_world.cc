@@ -6,6 +6,7 @@
 
 #include "core/controller.h"
 #include "core/env/codec.h"
+#include "faults/injector.h"
 
 namespace onceflow::faults {
 
@@ -111,7 +112,7 @@ BootFn PipelineWorld::engine_boot(EngineProcess::Role role) {
 }
 
 void PipelineWorld::start() {
-  world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_)));
+  world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_, store_options(options_.bugs))));
   const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers, options_.controllers);
   for (const std::string& name : layout.controllers) {
     world_->start(world_->add_node(name, engine_boot(EngineProcess::Role::kController)));
@@ -178,7 +179,9 @@ void PipelineWorld::start_targets() {
     if (sink == sink_of_topic.end()) return;
     auto m = decode_message(r.value);
     assert(m.has_value());
-    targets_[sink->second].appended.push_back({std::move(*m), r.writer, r.lease, now});
+    const bool transactional = r.state == KafkaRecord::State::kCommitted;
+    targets_[sink->second].appended.push_back({std::move(*m), r.writer, r.lease, now, transactional ? r.epoch : -1,
+                                               transactional ? r.committed_epoch : -1});
   };
   TargetFaults& faults = target_faults_[kKafkaNode];
   faults.forget = [this] { kafka_.forget_idempotent_state(); };

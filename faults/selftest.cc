@@ -12,7 +12,9 @@ RunOutcome run_kernel_selftest(const SelftestOptions& options) {
   world_options.trace_keep_lines = options.trace_keep_lines;
   sim::World world(world_options);
   sim::StoreData data;
-  sim::BankWorkload workload(world, data, options.workload);
+  sim::BankWorkload::Options workload_options = options.workload;
+  workload_options.store = store_options(options.bugs);
+  sim::BankWorkload workload(world, data, workload_options);
   workload.start();
 
   RunOutcome result;
@@ -33,6 +35,7 @@ RunOutcome run_kernel_selftest(const SelftestOptions& options) {
     result.fault_mix = result.plan.faults.empty() ? "none" : "scripted";
   }
   FaultInjector injector(world, &data);
+  for (const FaultKind kind : options.inert_faults) injector.make_inert(kind);
   injector.schedule(result.plan);
 
   const Micros deadline = result.plan.heal_at_us + options.liveness_bound_us;
@@ -49,6 +52,7 @@ RunOutcome run_kernel_selftest(const SelftestOptions& options) {
   result.verdicts = checkers::run_kernel_checks(
       workload.history(result.plan.heal_at_us, options.liveness_bound_us, drained_at));
   result.passed = checkers::all_passed(result.verdicts);
+  result.effects = measure_world_effects(result.plan, world, data);
   result.trace_hash = world.trace_hash();
   result.events = world.scheduler().events_run();
   result.sim_time_us = world.now();

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "checkers/verdict.h"
+#include "core/engine.h"
 #include "faults/fault.h"
 #include "faults/run_outcome.h"
 #include "sim/bank_workload.h"
@@ -25,6 +27,8 @@ struct SelftestOptions {
   Micros liveness_bound_us = 30 * kSeconds;
   uint64_t max_events = 20'000'000;  // a run past this is a liveness failure
   size_t trace_keep_lines = 0;
+  BugSwitches bugs;                   // the store-* switches reach the kernel's store
+  std::set<FaultKind> inert_faults;   // kinds scheduled but doing nothing (checking the checks)
 };
 
 RunOutcome run_kernel_selftest(const SelftestOptions& options);

@@ -12,6 +12,7 @@ namespace {
 constexpr const char* kAccounts = "accounts";
 constexpr const char* kLog = "log";
 constexpr const char* kProgress = "progress";
+constexpr const char* kParked = "parked";  // client -> "<account>,<balance>" of the account it closed
 
 std::string account_name(int i) { return fmt::format("acct-{:02}", i); }
 std::string log_key(const std::string& client, uint64_t seq) {
@@ -72,7 +73,8 @@ class BankWorkload::Client {
         continue;
       }
       auto progress = store_.get(*tx, kProgress, name_);
-      if (!progress) {
+      auto parked = o.close_percent > 0 ? store_.get(*tx, kParked, name_) : Result<std::optional<std::string>>(std::nullopt);
+      if (!progress || !parked) {
         runtime_.sleep_for(o.retry_backoff_us);
         continue;
       }
@@ -81,14 +83,20 @@ class BankWorkload::Client {
         store_.abort(*tx);
         return;  // done
       }
-      const int from = static_cast<int>(random_.uniform(o.accounts));
-      int to = static_cast<int>(random_.uniform(o.accounts - 1));
-      if (to >= from) ++to;
-      const int64_t amount = random_.uniform_range(1, 10);
-      // A transaction belongs to the Lease held when it began, as an epoch belongs to its job.
-      if (!transfer(*tx, lease_, seq, account_name(from), account_name(to), amount)) {
-        runtime_.sleep_for(o.retry_backoff_us);
+      bool committed = false;
+      if (parked->has_value()) {
+        committed = reopen(*tx, lease_, seq, **parked);
+      } else if (o.close_percent > 0 && static_cast<int>(random_.uniform(100)) < o.close_percent) {
+        committed = close(*tx, lease_, account_name(static_cast<int>(random_.uniform(o.accounts))));
+      } else {
+        const int from = static_cast<int>(random_.uniform(o.accounts));
+        int to = static_cast<int>(random_.uniform(o.accounts - 1));
+        if (to >= from) ++to;
+        const int64_t amount = random_.uniform_range(1, 10);
+        // A transaction belongs to the Lease held when it began, as an epoch belongs to its job.
+        committed = transfer(*tx, lease_, seq, account_name(from), account_name(to), amount);
       }
+      if (!committed) runtime_.sleep_for(o.retry_backoff_us);
       audit(seq);
       runtime_.sleep_for(random_.uniform_range(0, o.think_time_us_max));
     }
@@ -99,11 +107,36 @@ class BankWorkload::Client {
                 int64_t amount) {
     auto a = store_.get(tx, kAccounts, from);
     auto b = store_.get(tx, kAccounts, to);
-    if (!a || !b || !a->has_value() || !b->has_value()) return false;
+    if (!a || !b || !a->has_value() || !b->has_value()) return false;  // closed: try another
     tx.put(kAccounts, from, std::to_string(parse_i64(**a) - amount));
     tx.put(kAccounts, to, std::to_string(parse_i64(**b) + amount));
     tx.put(kLog, log_key(name_, seq), fmt::format("{},{},{}", from, to, amount));
     tx.put(kProgress, name_, std::to_string(seq + 1));
+    return commit(tx, lease);
+  }
+
+  // Deletes `account`'s row and parks its balance under the client: a transfer that read the
+  // account before must now conflict, or the account comes back beside its parked money.
+  bool close(Transaction& tx, LeaseId lease, const std::string& account) {
+    auto a = store_.get(tx, kAccounts, account);
+    if (!a || !a->has_value()) return false;
+    tx.erase(kAccounts, account);
+    tx.put(kParked, name_, fmt::format("{},{}", account, **a));
+    return commit(tx, lease);
+  }
+
+  // Re-creates the account the client closed, logged as a transfer of 0 to itself.
+  bool reopen(Transaction& tx, LeaseId lease, uint64_t seq, const std::string& parked) {
+    const auto comma = parked.find(',');
+    const std::string account = parked.substr(0, comma);
+    tx.erase(kParked, name_);
+    tx.put(kAccounts, account, parked.substr(comma + 1));
+    tx.put(kLog, log_key(name_, seq), fmt::format("{},{},0", account, account));
+    tx.put(kProgress, name_, std::to_string(seq + 1));
+    return commit(tx, lease);
+  }
+
+  bool commit(Transaction& tx, LeaseId lease) {
     auto result = store_.commit(tx, {lease});
     Observations& seen = w_.seen_;
     if (result) {
@@ -171,7 +204,7 @@ void BankWorkload::start() {
   for (int i = 0; i < options_.accounts; ++i) {
     data_.load(kAccounts, account_name(i), std::to_string(options_.initial_balance));
   }
-  const NodeIndex store = world_.add_node(kStoreNode, StoreServer::boot(data_));
+  const NodeIndex store = world_.add_node(kStoreNode, StoreServer::boot(data_, options_.store));
   world_.start(store);
   for (int i = 1; i <= options_.clients; ++i) clients_.push_back(fmt::format("client-{}", i));
   for (const std::string& name : clients_) {
@@ -200,8 +233,13 @@ checkers::KernelHistory BankWorkload::history(Micros heal_at_us, Micros liveness
   h.heal_at_us = heal_at_us;
   h.liveness_bound_us = liveness_bound_us;
   h.drained_at_us = drained_at_us;
+  for (int i = 0; i < options_.accounts; ++i) h.accounts.push_back(account_name(i));
   for (const Row& row : data_.read_range(kAccounts, "", "", data_.last_version(), SIZE_MAX)) {
     h.balances[row.key] = parse_i64(row.value);
+  }
+  for (const Row& row : data_.read_range(kParked, "", "", data_.last_version(), SIZE_MAX)) {
+    const auto comma = row.value.find(',');
+    h.parked[row.value.substr(0, comma)] = parse_i64(row.value.substr(comma + 1));
   }
   for (const Row& row : data_.read_range(kLog, "", "", data_.last_version(), SIZE_MAX)) {
     checkers::KernelHistory::Transfer t;

@@ -32,6 +32,10 @@ class BankWorkload {
     Micros ping_interval_us = 400 * kMillis;
     Micros rpc_timeout_us = 50 * kMillis;
     Micros retry_backoff_us = 20 * kMillis;
+    // Percent of operations that close an account instead of a transfer: its row deleted and
+    // its balance parked under the client, until the client's next operation re-creates it.
+    int close_percent = 0;
+    StoreOptions store;
   };
 
   BankWorkload(World& world, StoreData& data, Options options);

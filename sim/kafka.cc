@@ -66,6 +66,7 @@ void KafkaData::end_transaction(uint64_t producer, bool commit, Micros now) {
   for (const auto& [tp, offset] : p.open) {
     KafkaRecord& r = topics[tp.first][static_cast<size_t>(tp.second)].log[static_cast<size_t>(offset)];
     r.state = commit ? KafkaRecord::State::kCommitted : KafkaRecord::State::kAborted;
+    if (commit) r.committed_epoch = p.epoch;
     if (commit && on_visible) on_visible(tp.first, tp.second, offset, r, now);
   }
   p.open.clear();
@@ -118,10 +119,10 @@ KafkaData::Fetched KafkaData::fetch(const std::string& topic, int partition, int
 namespace {
 
 // Validates a producer's id and epoch; kAborted when it was fenced.
-Result<KafkaData::Producer*> current_producer(KafkaData& data, uint64_t id, uint32_t epoch) {
+Result<KafkaData::Producer*> current_producer(KafkaData& data, uint64_t id, uint32_t epoch, bool check_epoch = true) {
   auto it = data.producers.find(id);
   if (it == data.producers.end()) return Status::aborted("UNKNOWN_PRODUCER_ID");
-  if (epoch < it->second.epoch) return Status::aborted("PRODUCER_FENCED: a newer producer has the transactional.id");
+  if (check_epoch && epoch < it->second.epoch) return Status::aborted("PRODUCER_FENCED: a newer producer has the transactional.id");
   return &it->second;
 }
 
@@ -168,11 +169,21 @@ Result<std::string> produce(KafkaData& data, World& world, NodeIndex self, std::
   if (!data.has_partition(topic, partition)) {
     return Status::invalid_argument(fmt::format("UNKNOWN_TOPIC_OR_PARTITION {}/{}", topic, partition));
   }
-  auto producer = current_producer(data, id, epoch);
+  const TopicPartition tp{topic, partition};
+  auto producer = current_producer(data, id, epoch, !data.fence_by_partition);
   if (!producer) return producer.error();
   KafkaData::Producer& p = **producer;
+  if (data.fence_by_partition) {  // the bug: only a partition a newer epoch wrote is fenced
+    uint32_t& newest = p.partition_epoch[tp];
+    if (epoch < newest) return Status::aborted("PRODUCER_FENCED: a newer producer wrote this partition");
+    if (epoch < p.epoch) {
+      world.detail(self, fmt::format("appends a fenced producer's records (epoch {} < {}) to {}/{}", epoch, p.epoch,
+                                     topic, partition));
+    }
+    if (epoch > newest) p.next_sequence.erase(tp);  // a partition's sequences are per epoch
+    newest = epoch;
+  }
   if (transactional && p.transactional_id.empty()) return Status::invalid_argument("not a transactional producer");
-  const TopicPartition tp{topic, partition};
   auto [next, fresh] = p.next_sequence.try_emplace(tp, 0);
   if (fresh && base_sequence != 0 && p.transactional_id.empty()) {
     // The broker forgot this producer's sequence state: it cannot tell a retry from a gap.
@@ -190,6 +201,7 @@ Result<std::string> produce(KafkaData& data, World& world, NodeIndex self, std::
   if (transactional && p.transaction_started_at < 0) p.transaction_started_at = world.now();
   for (KafkaRecord& r : records) {
     r.producer_id = id;
+    r.epoch = epoch;
     r.state = transactional ? KafkaRecord::State::kOpen : KafkaRecord::State::kPlain;
     const int64_t offset = data.append(topic, partition, std::move(r), world.now());
     if (transactional) p.open.emplace_back(tp, offset);

@@ -43,6 +43,10 @@ struct KafkaRecord {
   // Who wrote it, as headers would say: the onceflow job and its Lease (for the checkers).
   std::string writer;
   uint64_t lease = 0;
+  // Transactions: the producer epoch that appended it, and the one whose commit made it
+  // visible (a fenced producer's record committed by its successor shows as a difference).
+  uint32_t epoch = 0;
+  uint32_t committed_epoch = 0;
 };
 
 struct KafkaData {
@@ -57,12 +61,19 @@ struct KafkaData {
     // The open transaction: its records, and when it began (-1: none open).
     std::vector<std::pair<std::pair<std::string, int>, int64_t>> open;
     Micros transaction_started_at = -1;
+    // fence_by_partition (a broker bug): the newest epoch that wrote each partition.
+    std::map<std::pair<std::string, int>, uint32_t> partition_epoch;
   };
   std::map<std::string, std::vector<Partition>> topics;
   std::map<uint64_t, Producer> producers;
   std::map<std::string, uint64_t> transactional_ids;
   uint64_t next_producer_id = 1;
   Micros transaction_timeout_us = 10 * kSeconds;
+  // A broker bug, for the model's own tests (tests/kafka_sim_test.cc): a Produce is checked
+  // against the newest epoch that wrote its partition, not the producer's, so a fenced
+  // producer's first write to a partition its successor has not written yet is appended, into
+  // the successor's open transaction.
+  bool fence_by_partition = false;
   // Called whenever a record becomes visible to read_committed consumers: at a plain append,
   // or when its transaction commits.
   std::function<void(const std::string& topic, int partition, int64_t offset, const KafkaRecord&, Micros now)>

@@ -44,6 +44,10 @@ struct TargetLog {
     std::string producer;  // empty for at-most-once sends
     uint64_t lease = 0;    // the sending job's Lease, as it said
     Micros time = 0;       // virtual time of the append
+    // A transactional target (Kafka): the producer epoch that wrote it and the one whose
+    // commit made it visible; -1 for other targets.
+    int64_t written_epoch = -1;
+    int64_t committed_epoch = -1;
   };
   std::vector<Entry> appended;
   std::map<std::string, uint64_t> last_seqno;

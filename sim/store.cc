@@ -310,7 +310,7 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
 
   for (LeaseId lease : prerequisites) {
     const LeaseState state = data_.lease_state(lease, now);
-    if (state != LeaseState::kActive) {
+    if (state != LeaseState::kActive && !forgotten(lease, now)) {
       record_outcome(tx, false, 0);
       data_.rejections_.push_back({tx, lease, now, state});
       world_.record(node_, fmt::format("commit tx {} rejected: lease {} is {}", tx,
@@ -341,7 +341,9 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
     place.table = table;
     place.row = table->find(w.key);
     place.exists = place.row != table->end();
-    if (place.exists && !place.row->second.empty() && place.row->second.back().version > snapshot) {
+    const bool deleted = place.exists && !place.row->second.empty() && !place.row->second.back().value;
+    if (place.exists && !place.row->second.empty() && place.row->second.back().version > snapshot &&
+        !(deleted && options_.delete_not_a_write)) {
       record_outcome(tx, false, 0);
       return Status::conflict(fmt::format("{}/{} written after snapshot {}", w.table, w.key, snapshot));
     }
@@ -380,6 +382,11 @@ Result<std::string> StoreServer::resolve(TxId tx) {
   if (tx > data_.last_tx_) return Status::invalid_argument(fmt::format("no transaction {}", tx));
   // Still active, expired or lost in a store crash: fence it so that it never commits.
   if (auto a = active_.find(tx); a != active_.end()) {
+    if (options_.resolve_without_fence) {  // the bug: the answer, without the fence
+      ++data_.resolved_not_committed_;
+      out.boolean(false).u64(0);
+      return out.take();
+    }
     snapshots_.erase(snapshots_.find(a->second.snapshot));
     active_.erase(a);
   }
@@ -387,6 +394,15 @@ Result<std::string> StoreServer::resolve(TxId tx) {
   ++data_.resolved_not_committed_;
   out.boolean(false).u64(0);
   return out.take();
+}
+
+// The bug store-forgets-ended-leases: a Lease ended more than two TTLs ago is pruned, and a
+// prerequisite the store no longer knows passes.
+bool StoreServer::forgotten(LeaseId lease, Micros now) const {
+  if (!options_.forget_ended_leases) return false;
+  auto it = data_.leases_.find(lease);
+  return it != data_.leases_.end() && it->second.state != LeaseState::kActive &&
+         now > it->second.ended_at + 2 * it->second.ttl_us;
 }
 
 void StoreServer::expire_transactions(Micros now) {

@@ -34,6 +34,16 @@ struct StoreOptions {
   Micros tx_timeout_us = 60 * kSeconds;
   // How many transaction outcomes resolve() can still answer for.
   size_t outcome_retention = 1 << 20;
+  // Store bugs, for checking the checkers (bug switches store-*):
+  // resolve() of a transaction still open answers "not committed" without fencing it, so a
+  // commit still in flight applies after the caller was told it did not.
+  bool resolve_without_fence = false;
+  // A delete is not a write to the conflict check: a transaction that read a row deleted
+  // since its snapshot writes it back.
+  bool delete_not_a_write = false;
+  // Leases ended more than two TTLs ago are pruned, and a prerequisite Lease the store no
+  // longer knows passes: a zombie paused that long commits.
+  bool forget_ended_leases = false;
 };
 
 // Durable state of the store; survives store crashes.
@@ -165,6 +175,7 @@ class StoreServer {
   Result<std::string> resolve(TxId tx);
   Status check_active(TxId tx, Micros now);
   void expire_transactions(Micros now);
+  bool forgotten(LeaseId lease, Micros now) const;
   void record_outcome(TxId tx, bool committed, Version version);
   void prune(StoreData::Chain& chain) const;
   void forget_tombstones();

@@ -121,6 +121,40 @@ TEST_F(KafkaModelTest, ANewProducerWithTheSameTransactionalIdFencesTheOldOne) {
   EXPECT_EQ(committed_values("t", 0), (std::vector<std::string>{"fresh"}));
 }
 
+// The zombie's first write after its successor's InitProducerId goes to a partition it never
+// wrote: the broker must refuse it as fenced (the producer epoch is the producer's, not the
+// partition's), not merely fail it.
+TEST_F(KafkaModelTest, AZombiesFirstWriteToANewPartitionIsRefusedAsFenced) {
+  run([&](SimKafkaClient& client) {
+    auto zombie = client.init_producer("tx-1");
+    ASSERT_TRUE(client.produce(*zombie, "t", 0, {record("zombie")}).is_ok());
+    auto fresh = client.init_producer("tx-1");
+    ASSERT_TRUE(fresh.has_value());
+    const Status late = client.produce(*zombie, "t", 1, {record("late")});
+    EXPECT_TRUE(late.is_aborted());
+    EXPECT_NE(late.message().find("PRODUCER_FENCED"), std::string::npos) << late.message();
+    ASSERT_TRUE(client.produce(*fresh, "t", 0, {record("fresh")}).is_ok());
+    ASSERT_TRUE(client.end_transaction(*fresh, true).is_ok());
+  });
+  EXPECT_TRUE(committed_values("t", 1).empty());
+}
+
+// The same steps on a broker that fences by partition (KafkaData::fence_by_partition): the
+// zombie's record joins the successor's transaction and commits with it.
+TEST_F(KafkaModelTest, ABrokerThatFencesByPartitionLetsTheZombieIntoTheSuccessorsTransaction) {
+  data_.fence_by_partition = true;
+  run([&](SimKafkaClient& client) {
+    auto zombie = client.init_producer("tx-1");
+    ASSERT_TRUE(client.produce(*zombie, "t", 0, {record("zombie")}).is_ok());
+    auto fresh = client.init_producer("tx-1");
+    const Status late = client.produce(*zombie, "t", 1, {record("late")});
+    EXPECT_TRUE(late.is_ok()) << late.to_string();
+    ASSERT_TRUE(client.produce(*fresh, "t", 0, {record("fresh")}).is_ok());
+    ASSERT_TRUE(client.end_transaction(*fresh, true).is_ok());
+  });
+  EXPECT_EQ(committed_values("t", 1), (std::vector<std::string>{"late"}));
+}
+
 TEST_F(KafkaModelTest, AnAbandonedTransactionTimesOutAndUnblocksReaders) {
   run([&](SimKafkaClient& client) {
     auto p = client.init_producer("tx-1");

@@ -9,6 +9,7 @@ namespace {
 KernelHistory good_history() {
   KernelHistory h;
   h.initial_balance = 100;
+  h.accounts = {"a", "b"};
   h.balances = {{"a", 95}, {"b", 105}};
   h.log = {{"c1", 0, "a", "b", 5}};
   h.progress = {{"c1", 1}};
@@ -30,6 +31,22 @@ TEST(KernelChecksTest, ConservationFailsWhenMoneyAppears) {
   KernelHistory h = good_history();
   h.balances["b"] += 1;
   EXPECT_FALSE(ConservationCheck().check(h).passed);
+}
+
+TEST(KernelChecksTest, ConservationCountsParkedMoneyAndMissesNoAccount) {
+  // Account b closed by c1: its balance parked, its row gone. Still conserved.
+  KernelHistory parked = good_history();
+  parked.balances.erase("b");
+  parked.parked = {{"b", 105}};
+  EXPECT_TRUE(ConservationCheck().check(parked).passed);
+  // An account that vanished with its money is caught, though the rest sums right per account.
+  KernelHistory vanished = good_history();
+  vanished.balances = {{"a", 100}};
+  EXPECT_FALSE(ConservationCheck().check(vanished).passed);
+  // A closed account resurrected by a write that missed the delete: its money twice.
+  KernelHistory resurrected = good_history();
+  resurrected.parked = {{"b", 105}};
+  EXPECT_FALSE(ConservationCheck().check(resurrected).passed);
 }
 
 TEST(KernelChecksTest, LedgerFailsOnADuplicateOrAMissingTransfer) {

@@ -286,6 +286,15 @@ TEST(PipelineChecksTest, FencingFailsForADeliveryBeforeItsCommit) {
                                            "350us", "before the sink committed it at 400us"});
 }
 
+TEST(PipelineChecksTest, FencingFailsForAFencedProducersRecordCommittedByItsSuccessor) {
+  PipelineHistory h = good_history();
+  h.deliveries[0].written_epoch = h.deliveries[0].committed_epoch = 3;  // its own transaction: fine
+  EXPECT_TRUE(FencingCheck().check(h).passed);
+  h.deliveries[0].written_epoch = 2;  // written by a fenced producer, made visible by epoch 3
+  expect_failure(FencingCheck().check(h), {"fenced-write-committed", "message 0000000000000021", "producer epoch 2",
+                                           "transaction of epoch 3"});
+}
+
 TEST(PipelineChecksTest, FencingFailsForADeliveryNeverCommitted) {
   PipelineHistory h = good_history();
   h.epochs[3].consumed.clear();
