@@ -47,6 +47,11 @@ struct DeliveryRecord {  // a message the target made visible
   // visible (-1: not transactional).
   int64_t written_epoch = -1;
   int64_t committed_epoch = -1;
+  // The writer's transaction the record was meant for and the one whose EndTxn committed it
+  // (-1: not transactional), and whether the writer aborted the former.
+  int64_t txn = -1;
+  int64_t committed_txn = -1;
+  bool txn_aborted_by_writer = false;
 };
 
 // An async sink's delivery callback: the sink said the target holds message `id`, after

@@ -90,14 +90,15 @@ OutputDiff diff_outputs(const ItemCounts& want, const ItemCounts& got) {
     if (have >= wanted) continue;
     diff.missing_total += wanted - have;
     if (diff.first_missing.empty()) {
-      diff.first_missing = fmt::format("missing {} delivered {} of {} times", shown(item), have, wanted);
+      diff.first_missing = fmt::format("lost-write: missing {} delivered {} of {} times", shown(item), have, wanted);
     }
   }
   for (const auto& [item, have] : got) {
     auto it = want.find(item);
     const size_t wanted = it == want.end() ? 0 : it->second;
     if (have <= wanted) continue;
-    diff.first_extra = fmt::format("extra {} delivered {} times, reference {}", shown(item), have, wanted);
+    diff.first_extra = fmt::format("{}: extra {} delivered {} times, reference {}", wanted == 0 ? "unexpected" : "duplicate",
+                                   shown(item), have, wanted);
     break;
   }
   return diff;
@@ -422,6 +423,20 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
                                  "epoch {}, and the transaction of epoch {} made it visible at {}us",
                                  d.producer_job, hex_id(d.lease), hex_id(d.message.id), d.sink, d.written_epoch,
                                  d.committed_epoch, d.time));
+    }
+    // Transactions as Jepsen's Kafka checker names their anomalies.
+    if (d.txn_aborted_by_writer) {
+      return failure(name(), h,
+                     fmt::format("aborted-read: job '{}' (lease {}) aborted its transaction {}, but its message {} "
+                                 "became visible in sink {} at {}us",
+                                 d.producer_job, hex_id(d.lease), d.txn, hex_id(d.message.id), d.sink, d.time));
+    }
+    if (d.txn != d.committed_txn) {
+      return failure(name(), h,
+                     fmt::format("torn-transaction: job '{}' (lease {}) wrote message {} to sink {} in its transaction "
+                                 "{}, and the EndTxn of its transaction {} made it visible at {}us",
+                                 d.producer_job, hex_id(d.lease), hex_id(d.message.id), d.sink, d.txn,
+                                 d.committed_txn, d.time));
     }
     if (synchronous.count(d.sink) > 0) continue;  // visible before its commit by design
     ++fenced;

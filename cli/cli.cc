@@ -610,7 +610,8 @@ int cmd_list(const std::string& dir, bool as_json) {
                          {"guarantees", s.guarantees},
                          {"fault_kinds", fault_kinds_of(s)},
                          {"demonstrates_failure", s.demonstrates_failure},
-                         {"regression_seeds", s.regression_seeds}});
+                         {"regression_seeds", s.regression_seeds},
+                         {"catches", s.catches}});
   }
   if (as_json) {
     fmt::print("{}\n", json{{"scenarios", scenarios}}.dump(2));
@@ -650,7 +651,12 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     (void)inv.bugs.enable(bug);
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
-    for (const cli::Scenario* scenario : BugSwitches::store_bug(bug) ? store_order : engine_order) {
+    // The scenarios built to catch this switch first, then the others in order.
+    std::vector<const cli::Scenario*> order = BugSwitches::store_bug(bug) ? store_order : engine_order;
+    std::stable_partition(order.begin(), order.end(), [&](const cli::Scenario* s) {
+      return std::find(s->catches.begin(), s->catches.end(), bug) != s->catches.end();
+    });
+    for (const cli::Scenario* scenario : order) {
       const cli::Scenario& s = *scenario;
       std::optional<cli::SeedSummary> caught;
       // A seed that once caught an engine bug first, then the range.
@@ -690,7 +696,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     row["seeds_tried"] = tried;
     all_caught &= row["caught"].get<bool>();
     if (!as_json) {
-      fmt::print("{:<24} {:<7} {:<18} {:<44} {:>6} {:>6}\n", bug, row["caught"].get<bool>() ? "caught" : "MISSED",
+      fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", bug, row["caught"].get<bool>() ? "caught" : "MISSED",
                  row["checker"].is_null() ? "-" : row["checker"].get<std::string>(),
                  row["scenario"].is_null() ? "-" : row["scenario"].get<std::string>(),
                  row["seed"].is_null() ? std::string("-") : std::to_string(row["seed"].get<uint64_t>()), tried);

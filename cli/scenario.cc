@@ -105,7 +105,7 @@ class Loader {
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
                          "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
-                         "clickhouse_targets", "knobs", "regression_seeds"});
+                         "clickhouse_targets", "knobs", "regression_seeds", "kafka_broker", "catches"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -123,6 +123,17 @@ class Loader {
       if (!seeds.IsSequence()) fail(seeds, "regression_seeds", "expected a list of seeds");
       for (const auto& seed : seeds) {
         s.regression_seeds.push_back(static_cast<uint64_t>(integer(seed, "regression_seeds", 0, std::numeric_limits<int64_t>::max())));
+      }
+    }
+    if (const YAML::Node& catches = root["catches"]) {
+      if (!catches.IsSequence()) fail(catches, "catches", "expected a list of bug switches");
+      const auto known = BugSwitches::names();
+      for (const auto& bug : catches) {
+        const std::string name = string(bug, "catches");
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          fail(bug, "catches", "unknown bug switch '" + name + "' (see onceflow mutants)");
+        }
+        s.catches.push_back(name);
       }
     }
     if (s.kind == "pipeline") return load_pipeline(root, s);
@@ -189,6 +200,12 @@ class Loader {
       }
     }
     if (const YAML::Node& targets = root["clickhouse_targets"]) load_clickhouse_targets(targets, o);
+    if (const YAML::Node& kafka = root["kafka_broker"]) {
+      only_keys(kafka, "kafka_broker", {"epoch_per_transaction"});
+      if (kafka["epoch_per_transaction"]) {
+        o.kafka_epoch_per_transaction = boolean(kafka["epoch_per_transaction"], "kafka_broker.epoch_per_transaction");
+      }
+    }
     if (root["faults"]) {
       load_faults(root["faults"], s);
       o.scripted = s.scripted;
@@ -457,6 +474,10 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
           << YAML::Value << honours << YAML::EndMap;
       }
       y << YAML::EndMap;
+    }
+    if (!s.pipeline.kafka_epoch_per_transaction) {
+      y << YAML::Key << "kafka_broker" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "epoch_per_transaction" << YAML::Value << false << YAML::EndMap;
     }
     if (!s.pipeline.clickhouse_targets.empty()) {
       y << YAML::Key << "clickhouse_targets" << YAML::Value << YAML::BeginMap;

@@ -23,6 +23,8 @@ struct Scenario {
   // Seeds that once caught an engine bug (`regression_seeds:`): `mutants` tries them first,
   // and the library test runs them on every change.
   std::vector<uint64_t> regression_seeds;
+  // Bug switches the scenario is built to catch (`catches:`): mutants try it first for them.
+  std::vector<std::string> catches;
   faults::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
   bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
   faults::FaultPlan scripted;      // faults written in the file (used when not swarming)

@@ -331,8 +331,11 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   for (const auto& [sink, log] : w.targets()) {
     for (const auto& entry : log.appended) {
+      const bool aborted =
+          entry.txn >= 0 &&
+          w.kafka().aborted_by_writer.count({entry.txn_producer, static_cast<uint64_t>(entry.txn)}) != 0;
       h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(entry.message),
-                              entry.written_epoch, entry.committed_epoch});
+                              entry.written_epoch, entry.committed_epoch, entry.txn, entry.committed_txn, aborted});
     }
   }
   const PipelineResult actual = w.result();
@@ -450,6 +453,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.observer = &recorder;
   wo.trace_keep_lines = o.trace_keep_lines;
   wo.http_honours_idempotency_key = o.http_honours_idempotency_key;
+  wo.kafka_epoch_per_transaction = o.kafka_epoch_per_transaction;
   wo.clickhouse_targets = o.clickhouse_targets;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
   if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {

@@ -49,6 +49,7 @@ struct PipelineRunOptions {
   size_t trace_keep_lines = 0;
   std::string replay_command;  // put into violation reports
   std::map<std::string, bool> http_honours_idempotency_key;  // http sinks' receivers (default: yes)
+  bool kafka_epoch_per_transaction = true;  // the simulated broker has KIP-890's epoch bump
   std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;  // clickhouse sinks' targets
 };
 

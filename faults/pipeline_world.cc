@@ -179,12 +179,19 @@ void PipelineWorld::start_targets() {
     if (sink == sink_of_topic.end()) return;
     auto m = decode_message(r.value);
     assert(m.has_value());
-    const bool transactional = r.state == KafkaRecord::State::kCommitted;
-    targets_[sink->second].appended.push_back({std::move(*m), r.writer, r.lease, now, transactional ? r.epoch : -1,
-                                               transactional ? r.committed_epoch : -1});
+    TargetLog::Entry entry{std::move(*m), r.writer, r.lease, now};
+    if (r.state == KafkaRecord::State::kCommitted) {
+      entry.written_epoch = r.epoch;
+      entry.committed_epoch = r.committed_epoch;
+      entry.txn_producer = r.producer_id;
+      entry.txn = static_cast<int64_t>(r.txn);
+      entry.committed_txn = static_cast<int64_t>(r.committed_txn);
+    }
+    targets_[sink->second].appended.push_back(std::move(entry));
   };
   TargetFaults& faults = target_faults_[kKafkaNode];
   faults.forget = [this] { kafka_.forget_idempotent_state(); };
+  kafka_.epoch_per_transaction = options_.kafka_epoch_per_transaction;
   world_->start(world_->add_node(kKafkaNode, kafka_broker_boot(kafka_, faults)));
 }
 

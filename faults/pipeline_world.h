@@ -52,6 +52,7 @@ struct PipelineWorldOptions {
   Micros fault_point_restart_us = 300 * kMillis;  // a node crashed at a point restarts after
   // http sinks: whether the receiver honours Idempotency-Key (default: it does).
   std::map<std::string, bool> http_honours_idempotency_key;
+  bool kafka_epoch_per_transaction = true;
   // clickhouse sinks: their targets (default: ReplicatedMergeTree with ClickHouse's defaults).
   std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;
 };

@@ -59,14 +59,17 @@ int64_t KafkaData::append(const std::string& topic, int partition, KafkaRecord r
   return offset;
 }
 
-void KafkaData::end_transaction(uint64_t producer, bool commit, Micros now) {
+void KafkaData::end_transaction(uint64_t producer, bool commit, Micros now, uint64_t txn) {
   auto it = producers.find(producer);
   if (it == producers.end()) return;
   Producer& p = it->second;
   for (const auto& [tp, offset] : p.open) {
     KafkaRecord& r = topics[tp.first][static_cast<size_t>(tp.second)].log[static_cast<size_t>(offset)];
     r.state = commit ? KafkaRecord::State::kCommitted : KafkaRecord::State::kAborted;
-    if (commit) r.committed_epoch = p.epoch;
+    if (commit) {
+      r.committed_epoch = p.epoch;
+      r.committed_txn = txn;
+    }
     if (commit && on_visible) on_visible(tp.first, tp.second, offset, r, now);
   }
   p.open.clear();
@@ -162,6 +165,7 @@ Result<std::string> produce(KafkaData& data, World& world, NodeIndex self, std::
   const std::string topic = in.string();
   const int partition = static_cast<int>(in.i64());
   const int64_t base_sequence = in.i64();
+  const uint64_t txn = in.u64();  // ghost
   const uint64_t count = in.u64();
   std::vector<KafkaRecord> records;
   for (uint64_t i = 0; i < count; ++i) records.push_back(decode_record(in));
@@ -202,6 +206,7 @@ Result<std::string> produce(KafkaData& data, World& world, NodeIndex self, std::
   for (KafkaRecord& r : records) {
     r.producer_id = id;
     r.epoch = epoch;
+    r.txn = txn;
     r.state = transactional ? KafkaRecord::State::kOpen : KafkaRecord::State::kPlain;
     const int64_t offset = data.append(topic, partition, std::move(r), world.now());
     if (transactional) p.open.emplace_back(tp, offset);
@@ -214,16 +219,36 @@ Result<std::string> end_txn(KafkaData& data, World& world, NodeIndex self, std::
   const uint64_t id = in.u64();
   const auto epoch = static_cast<uint32_t>(in.u64());
   const bool commit = in.u64() != 0;
+  const uint64_t txn = in.u64();  // ghost: which transaction the client means
   if (!in.done()) return Status::invalid_argument("malformed EndTxn");
   auto producer = current_producer(data, id, epoch);
-  if (!producer) return producer.error();
-  if ((*producer)->transaction_started_at < 0 && commit) {
+  if (!producer) {
+    // KIP-890: a retry of the EndTxn that ended the last transaction gets the same answer.
+    auto it = data.producers.find(id);
+    if (data.epoch_per_transaction && it != data.producers.end() && it->second.last_end &&
+        *it->second.last_end == std::make_pair(epoch, commit)) {
+      Encoder out;
+      out.u64(it->second.epoch);
+      return out.take();
+    }
+    return producer.error();
+  }
+  KafkaData::Producer& p = **producer;
+  if (p.transaction_started_at < 0 && commit) {
     return Status::aborted("INVALID_TXN_STATE: no open transaction (it timed out or was aborted)");
   }
   world.detail(self, fmt::format("{} the transaction of {} ({} records)", commit ? "commits" : "aborts",
-                                 (*producer)->transactional_id, (*producer)->open.size()));
-  data.end_transaction(id, commit, world.now());
-  return std::string("ok");
+                                 p.transactional_id, p.open.size()));
+  data.end_transaction(id, commit, world.now(), txn);
+  if (!commit) data.aborted_by_writer.emplace(id, txn);  // the writer is told its transaction aborted
+  if (data.epoch_per_transaction) {
+    p.last_end = std::make_pair(epoch, commit);
+    ++p.epoch;
+    p.next_sequence.clear();
+  }
+  Encoder out;
+  out.u64(p.epoch);
+  return out.take();
 }
 
 Result<std::string> fetch(const KafkaData& data, std::string_view request) {
@@ -290,6 +315,7 @@ Result<SimKafkaClient::Producer> SimKafkaClient::init_producer(const std::string
   p.id = in.u64();
   p.epoch = static_cast<uint32_t>(in.u64());
   p.transactional = !transactional_id.empty();
+  p.txn = (static_cast<uint64_t>(p.epoch) << 32) | 1;  // unique per InitProducerId of the id
   return p;
 }
 
@@ -299,7 +325,7 @@ Status SimKafkaClient::produce(Producer& producer, const std::string& topic, int
   int64_t& next = producer.next_sequence[{topic, partition}];
   Encoder req;
   req.u64(producer.id).u64(producer.epoch).u64(producer.transactional ? 1 : 0).bytes(topic).i64(partition).i64(next);
-  req.u64(records.size());
+  req.u64(producer.txn).u64(records.size());
   for (const KafkaRecord& r : records) encode_record(req, r);
   const std::string request = req.take();
   Status status;
@@ -315,11 +341,28 @@ Status SimKafkaClient::produce(Producer& producer, const std::string& topic, int
   return status;
 }
 
-Status SimKafkaClient::end_transaction(const Producer& producer, bool commit) {
+Status SimKafkaClient::end_transaction(Producer& producer, bool commit) {
   Encoder req;
-  req.u64(producer.id).u64(producer.epoch).u64(commit ? 1 : 0);
-  auto reply = network_.call(kKafkaNode, kEndTxnService, req.take(), timeout_us_);
-  return reply ? Status::ok() : reply.error();
+  req.u64(producer.id).u64(producer.epoch).u64(commit ? 1 : 0).u64(producer.txn);
+  const std::string request = req.take();
+  Status status;
+  for (int attempt = 0; attempt < kProduceAttempts; ++attempt) {
+    auto reply = network_.call(kKafkaNode, kEndTxnService, request, timeout_us_);
+    if (reply) {
+      Decoder in(*reply);
+      const auto epoch = static_cast<uint32_t>(in.u64());
+      if (!in.done()) return Status::corruption("malformed EndTxn reply");
+      if (epoch != producer.epoch) {  // KIP-890: the next transaction runs under a new epoch
+        producer.epoch = epoch;
+        producer.next_sequence.clear();
+      }
+      ++producer.txn;
+      return Status::ok();
+    }
+    status = reply.error();
+    if (!status.is_timeout()) break;  // a lost answer: the same EndTxn again, as clients do
+  }
+  return status;
 }
 
 Result<KafkaData::Fetched> SimKafkaClient::fetch(const std::string& topic, int partition, int64_t offset, size_t limit,

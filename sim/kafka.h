@@ -9,7 +9,13 @@
 //    view stops at the first record of a still-open transaction (the last stable offset);
 //  - fencing by transactional.id: InitProducerId for a known id bumps its epoch and aborts
 //    the previous epoch's open transaction; requests under an older epoch are refused;
-//  - transactions that stay open longer than transaction_timeout_us are aborted.
+//  - transactions that stay open longer than transaction_timeout_us are aborted;
+//  - a client retries a timed-out EndTxn, as real clients do. Without KIP-890's epoch bump per
+//    transaction (epoch_per_transaction off, as brokers before Kafka 4.0), a delayed copy of an
+//    EndTxn that arrives after the producer began its next transaction ends that one instead:
+//    its first records commit early (a torn transaction) or abort (lost writes), and a later
+//    abort of it comes too late for records already visible (an aborted read). With the bump,
+//    each EndTxn moves the producer to a new epoch, and a late copy is refused as fenced.
 // The logs and producer states are the brokers' disks (replicated, acks=all): a crash of the
 // node makes it unreachable for a while and loses nothing. Eviction (a dedup-window fault)
 // forgets the idempotent producers' sequence state, as producer-id expiry does.
@@ -20,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,10 @@ struct KafkaRecord {
   // visible (a fenced producer's record committed by its successor shows as a difference).
   uint32_t epoch = 0;
   uint32_t committed_epoch = 0;
+  // Ghost state for the checkers, which no broker has: the writer's own number for the
+  // transaction it meant the record for, and the number of the EndTxn that committed it.
+  uint64_t txn = 0;
+  uint64_t committed_txn = 0;
 };
 
 struct KafkaData {
@@ -61,6 +72,9 @@ struct KafkaData {
     // The open transaction: its records, and when it began (-1: none open).
     std::vector<std::pair<std::pair<std::string, int>, int64_t>> open;
     Micros transaction_started_at = -1;
+    // KIP-890: the epoch and decision of the EndTxn that ended the last transaction, so that
+    // a client's retry of it is answered as before.
+    std::optional<std::pair<uint32_t, bool>> last_end;
     // fence_by_partition (a broker bug): the newest epoch that wrote each partition.
     std::map<std::pair<std::string, int>, uint32_t> partition_epoch;
   };
@@ -74,6 +88,12 @@ struct KafkaData {
   // producer's first write to a partition its successor has not written yet is appended, into
   // the successor's open transaction.
   bool fence_by_partition = false;
+  // KIP-890 part 2: every EndTxn bumps the producer's epoch (Kafka 4.0 brokers). Off: a
+  // delayed EndTxn can end the producer's next transaction.
+  bool epoch_per_transaction = true;
+  // Ghost state: (producer id, writer's transaction number) of transactions whose writer was
+  // told they aborted, so that records of them seen by readers show as aborted reads.
+  std::set<std::pair<uint64_t, uint64_t>> aborted_by_writer;
   // Called whenever a record becomes visible to read_committed consumers: at a plain append,
   // or when its transaction commits.
   std::function<void(const std::string& topic, int partition, int64_t offset, const KafkaRecord&, Micros now)>
@@ -84,7 +104,7 @@ struct KafkaData {
   // An outside producer's plain append (no sequence numbers); returns the offset.
   int64_t append(const std::string& topic, int partition, KafkaRecord record, Micros now);
   // Ends `producer`'s open transaction, if any, making its records visible or skipped.
-  void end_transaction(uint64_t producer, bool commit, Micros now);
+  void end_transaction(uint64_t producer, bool commit, Micros now, uint64_t txn = 0);
   // Aborts transactions open for longer than the timeout; returns how many.
   int abort_expired_transactions(Micros now);
   // Producer-id expiry: idempotent producers' sequence state is forgotten.
@@ -113,6 +133,9 @@ class SimKafkaClient {
     uint32_t epoch = 0;
     bool transactional = false;
     std::map<std::pair<std::string, int>, int64_t> next_sequence;
+    // Ghost: this client's number for its current transaction, unique per producer id (the
+    // epoch InitProducerId answered, in the high half).
+    uint64_t txn = 1;
   };
   SimKafkaClient(Network& network, Micros timeout_us) : network_(network), timeout_us_(timeout_us) {}
   // InitProducerId: an idempotent producer when `transactional_id` is empty.
@@ -121,7 +144,9 @@ class SimKafkaClient {
   // out request is retried with the same numbers (so it lands once). kAborted: the producer
   // was fenced or lost its sequence state and must not be used again.
   Status produce(Producer& producer, const std::string& topic, int partition, const std::vector<KafkaRecord>& records);
-  Status end_transaction(const Producer& producer, bool commit);
+  // EndTxn, retried when it times out; on success the producer moves to its next
+  // transaction (and, with KIP-890, the epoch the broker answered).
+  Status end_transaction(Producer& producer, bool commit);
   Result<KafkaData::Fetched> fetch(const std::string& topic, int partition, int64_t offset, size_t limit,
                                    bool read_committed, std::vector<KafkaRecord>* records);
 

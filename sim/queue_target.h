@@ -48,6 +48,11 @@ struct TargetLog {
     // commit made it visible; -1 for other targets.
     int64_t written_epoch = -1;
     int64_t committed_epoch = -1;
+    // The writer's number for the transaction it meant the record for, and the number of the
+    // EndTxn that committed it (ghost state of the simulated broker); -1: not transactional.
+    uint64_t txn_producer = 0;
+    int64_t txn = -1;
+    int64_t committed_txn = -1;
   };
   std::vector<Entry> appended;
   std::map<std::string, uint64_t> last_seqno;

@@ -155,6 +155,47 @@ TEST_F(KafkaModelTest, ABrokerThatFencesByPartitionLetsTheZombieIntoTheSuccessor
   EXPECT_EQ(committed_values("t", 1), (std::vector<std::string>{"late"}));
 }
 
+// KIP-890's hazard: a copy of a transaction's EndTxn, held in the network until the producer
+// has begun its next transaction, arrives. `held` is that copy: the same request as the first.
+TEST_F(KafkaModelTest, WithoutAnEpochBumpADelayedEndTxnEndsTheNextTransaction) {
+  data_.epoch_per_transaction = false;  // brokers before Kafka 4.0
+  run([&](SimKafkaClient& client) {
+    auto p = client.init_producer("tx-1");
+    ASSERT_TRUE(client.produce(*p, "t", 0, {record("a")}).is_ok());
+    SimKafkaClient::Producer held = *p;
+    ASSERT_TRUE(client.end_transaction(*p, true).is_ok());  // the client's retry, answered
+    ASSERT_TRUE(client.produce(*p, "t", 0, {record("b")}).is_ok());
+    EXPECT_TRUE(client.end_transaction(held, true).is_ok());  // the held copy commits "b"
+    EXPECT_TRUE(client.end_transaction(*p, false).is_ok());   // the writer aborts "b"'s transaction
+  });
+  EXPECT_EQ(committed_values("t", 0), (std::vector<std::string>{"a", "b"}));  // an aborted read
+  const KafkaRecord& b = data_.topics["t"][0].log[1];
+  EXPECT_NE(b.txn, b.committed_txn);  // torn: committed by another transaction's EndTxn
+  EXPECT_EQ(data_.aborted_by_writer.count({b.producer_id, b.txn}), 1u);
+}
+
+TEST_F(KafkaModelTest, WithAnEpochBumpPerTransactionADelayedEndTxnEndsNothing) {
+  run([&](SimKafkaClient& client) {
+    auto p = client.init_producer("tx-1");
+    ASSERT_TRUE(client.produce(*p, "t", 0, {record("a")}).is_ok());
+    SimKafkaClient::Producer held = *p;
+    ASSERT_TRUE(client.end_transaction(*p, true).is_ok());
+    EXPECT_GT(p->epoch, held.epoch);  // the next transaction runs under a new epoch
+    ASSERT_TRUE(client.produce(*p, "t", 0, {record("b")}).is_ok());
+    // The held copy is a retry of the EndTxn that ended "a"'s transaction: answered, no effect.
+    SimKafkaClient::Producer copy = held;  // each call sends the request as it was
+    EXPECT_TRUE(client.end_transaction(copy, true).is_ok());
+    EXPECT_EQ(committed_values("t", 0), (std::vector<std::string>{"a"}));
+    // A copy that is not such a retry (an abort under the old epoch) is refused as fenced.
+    copy = held;
+    EXPECT_TRUE(client.end_transaction(copy, false).is_aborted());
+    ASSERT_TRUE(client.end_transaction(*p, true).is_ok());
+  });
+  EXPECT_EQ(committed_values("t", 0), (std::vector<std::string>{"a", "b"}));
+  const KafkaRecord& b = data_.topics["t"][0].log[1];
+  EXPECT_EQ(b.txn, b.committed_txn);
+}
+
 TEST_F(KafkaModelTest, AnAbandonedTransactionTimesOutAndUnblocksReaders) {
   run([&](SimKafkaClient& client) {
     auto p = client.init_producer("tx-1");
