@@ -123,6 +123,7 @@ constexpr BugName kBugNames[] = {
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},
+    {"kafka-init-keeps-epoch", &BugSwitches::kafka_init_keeps_epoch},
 };
 }  // namespace
 

@@ -112,6 +112,8 @@ struct BugSwitches {
   bool store_resolve_without_fence = false;
   bool store_delete_not_a_write = false;
   bool store_forgets_ended_leases = false;
+  // A bug of the simulated Kafka broker (sim::KafkaData::init_keeps_epoch).
+  bool kafka_init_keeps_epoch = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);

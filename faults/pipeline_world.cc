@@ -192,6 +192,7 @@ void PipelineWorld::start_targets() {
   TargetFaults& faults = target_faults_[kKafkaNode];
   faults.forget = [this] { kafka_.forget_idempotent_state(); };
   kafka_.epoch_per_transaction = options_.kafka_epoch_per_transaction;
+  kafka_.init_keeps_epoch = options_.bugs.kafka_init_keeps_epoch;
   world_->start(world_->add_node(kKafkaNode, kafka_broker_boot(kafka_, faults)));
 }
 

@@ -144,7 +144,7 @@ Result<std::string> init_producer(KafkaData& data, World& world, NodeIndex self,
         world.detail(self, fmt::format("fences {} (epoch {}): aborts its open transaction", transactional_id, p.epoch));
       }
       data.end_transaction(id, false, world.now());
-      ++p.epoch;
+      if (!data.init_keeps_epoch) ++p.epoch;
     }
     p.transactional_id = transactional_id;
     p.next_sequence.clear();

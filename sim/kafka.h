@@ -88,6 +88,9 @@ struct KafkaData {
   // producer's first write to a partition its successor has not written yet is appended, into
   // the successor's open transaction.
   bool fence_by_partition = false;
+  // A broker bug (switch kafka-init-keeps-epoch): InitProducerId for a known transactional.id
+  // aborts the open transaction but leaves the epoch, so the old producer is not fenced.
+  bool init_keeps_epoch = false;
   // KIP-890 part 2: every EndTxn bumps the producer's epoch (Kafka 4.0 brokers). Off: a
   // delayed EndTxn can end the producer's next transaction.
   bool epoch_per_transaction = true;
