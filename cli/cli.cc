@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/input_checks.h"
 #include "checkers/verdict.h"
 #include "cli/explain.h"
 #include "cli/explore.h"
@@ -81,6 +83,29 @@ void check_functions(const ComputationRegistry& registry, const cli::Scenario& s
 }
 
 // A duration option ("250ms", "30s") within [min_us, max_us].
+// Limits of the numbers on the command line (docs/cli.md).
+constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
+constexpr uint64_t kMaxSeeds = 100'000'000;  // per explore
+constexpr uint64_t kMaxJobs = 64;             // worker processes
+constexpr uint64_t kMaxWorkers = 64;          // onceflow real's worker nodes
+constexpr uint64_t kMaxMessages = 1'000'000'000;
+
+// A whole decimal number in [min, max], checked on the text before CLI11 converts it (which
+// would wrap "-1" round to 2^64-1); the error names the value and the range.
+CLI::Validator whole(uint64_t min, uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        const std::string shown = text.size() > 24 ? text.substr(0, 24) + "..." : text;
+        if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v < min || v > max) {
+          return fmt::format("'{}' is not a whole number in [{}, {}]", shown, min, max);
+        }
+        return std::string();
+      },
+      fmt::format("UINT in [{}, {}]", min, max));
+}
+
 Micros duration_option(const std::string& name, const std::string& text, Micros min_us, Micros max_us) {
   const auto us = parse_duration(text);
   if (!us || *us < min_us || *us > max_us) {
@@ -730,7 +755,20 @@ int cli_main(int argc, char** argv) {
   return cli_main(argc, argv, registry);
 }
 
-int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
+namespace {
+int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool execute);
+}  // namespace
+
+int cli_main(int argc, char** argv, const ComputationRegistry& registry) { return cli_run(argc, argv, registry, true); }
+
+int cli_check_arguments(int argc, char** argv) {
+  ComputationRegistry registry;
+  builtin::register_all(registry);
+  return cli_run(argc, argv, registry, false);
+}
+
+namespace {
+int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool execute) {
   CLI::App app{"onceflow: deterministic simulation and verification of exactly-once pipelines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
@@ -754,7 +792,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
 
   CLI::App* run = app.add_subcommand("run", "Run one seed of a scenario and check it");
   run->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  run->add_option("--seed", seed, "Seed of the run");
+  run->add_option("--seed", seed, "Seed of the run")->check(whole(0, kMaxSeed));
   add_swarm(run);
   run->add_flag("--json", as_json, "Print one JSON object");
   run->add_option("--trace", trace_file, "Write the run's trace to FILE");
@@ -762,9 +800,9 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
 
   CLI::App* explore = app.add_subcommand("explore", "Run many seeds and tabulate the checks");
   explore->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  explore->add_option("--seeds", seeds, "How many seeds");
-  explore->add_option("--first-seed", first_seed, "The first seed");
-  explore->add_option("--jobs,-j", jobs, "Worker processes");
+  explore->add_option("--seeds", seeds, "How many seeds")->check(whole(1, kMaxSeeds));
+  explore->add_option("--first-seed", first_seed, "The first seed")->check(whole(0, kMaxSeed));
+  explore->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
   bool require_effects = false, require_probes = false;
@@ -778,7 +816,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
 
   CLI::App* replay = app.add_subcommand("replay", "Run one seed and print its full trace");
   replay->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  replay->add_option("--seed", seed, "Seed of the run")->required();
+  replay->add_option("--seed", seed, "Seed of the run")->required()->check(whole(0, kMaxSeed));
   add_swarm(replay);
   add_bug(replay);
 
@@ -787,7 +825,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   std::string out_path;
   CLI::App* shrink = app.add_subcommand("shrink", "Reduce a failing seed to a smaller scenario that fails the same check");
   shrink->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  shrink->add_option("--seed", seed, "The failing seed")->required();
+  shrink->add_option("--seed", seed, "The failing seed")->required()->check(whole(0, kMaxSeed));
   shrink->add_option("--out", out_path, "Where to write the shrunk scenario")->required();
   add_swarm(shrink);
   add_bug(shrink);
@@ -795,7 +833,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   std::string html_path;
   CLI::App* explain = app.add_subcommand("explain", "Draw one seeded run as a self-contained HTML timeline");
   explain->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  explain->add_option("--seed", seed, "Seed of the run")->required();
+  explain->add_option("--seed", seed, "Seed of the run")->required()->check(whole(0, kMaxSeed));
   explain->add_option("--html", html_path, "Where to write the page")->required();
   add_swarm(explain);
   add_bug(explain);
@@ -806,10 +844,11 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
   real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
   real->add_option("--data", real_options.data_dir, "Directory of the run's data; a rerun resumes from it")->required();
-  real->add_option("--workers", real_options.workers, "Worker nodes in the process");
-  real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)");
-  real->add_option("--keys", real_options.keys, "Distinct keys in the input");
-  real->add_option("--seed", real_options.seed, "Seed of the input workload");
+  real->add_option("--workers", real_options.workers, "Worker nodes in the process")->check(whole(1, kMaxWorkers));
+  real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)")
+      ->check(whole(0, kMaxMessages));
+  real->add_option("--keys", real_options.keys, "Distinct keys in the input")->check(whole(1, kMaxMessages));
+  real->add_option("--seed", real_options.seed, "Seed of the input workload")->check(whole(0, kMaxSeed));
   real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");
   real->add_flag("--no-progress", no_progress, "No progress line on stderr");
   real->add_flag("--stats", real_options.stats, "Print figures (wall time, commits, writes) as JSON at the end");
@@ -832,8 +871,9 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir, "Directory of scenario files");
-  mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up");
-  mutants->add_option("--jobs,-j", jobs, "Worker processes");
+  mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up")
+      ->check(whole(1, 1'000'000));
+  mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   mutants->add_flag("--json", as_json, "Print one JSON object");
 
   try {
@@ -848,7 +888,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     // CLI11 puts the subcommand's help behind --help; one line is enough here.
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
-    fmt::print(stderr, "onceflow: {} (see onceflow --help)\n", what);
+    fmt::print(stderr, "onceflow: {} (see onceflow --help)\n", bounded_message(what));
     return kExitUsage;
   }
 
@@ -867,6 +907,7 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     }
     inv.inert_faults.insert(*parsed);
   }
+  if (!execute) return kExitPass;
   try {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) {
@@ -883,10 +924,16 @@ int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);
   } catch (const UsageError& e) {
-    fmt::print(stderr, "onceflow: {}\n", e.message);
+    fmt::print(stderr, "onceflow: {}\n", bounded_message(e.message));
+    return kExitUsage;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refuses (too long, not permitted...): bad input, not a crash.
+    fmt::print(stderr, "onceflow: {}\n", bounded_message(e.what()));
     return kExitUsage;
   }
   return kExitUsage;
 }
+
+}  // namespace
 
 }  // namespace onceflow

@@ -12,5 +12,8 @@ int cli_main(int argc, char** argv);
 // The same command line with `registry`: a program with its own computations registers them
 // and hands the registry here, and its pipelines get run, explore, replay and the rest.
 int cli_main(int argc, char** argv, const ComputationRegistry& registry);
+// Parses and checks the arguments as cli_main does, and runs nothing: 0 when they would run,
+// 2 with the one-line error otherwise (for the fuzzer, fuzz/input_fuzz.cc).
+int cli_check_arguments(int argc, char** argv);
 
 }  // namespace onceflow

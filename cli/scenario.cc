@@ -12,10 +12,14 @@
 
 #include "core/deployment.h"
 #include "core/engine.h"
+#include "core/input_checks.h"
 
 namespace onceflow::cli {
 
 namespace {
+
+// The longest duration a scenario may name, of either sign: simulated runs stay short.
+constexpr Micros kMaxScenarioDuration = 3600 * kSeconds;
 
 // Thrown inside the loader only, turned into a Status at its boundary.
 struct ScenarioError {
@@ -28,8 +32,8 @@ class Loader {
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) const {
     const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
-    throw ScenarioError{line > 0 ? fmt::format("{}:{}: {}: {}", path_, line, key, what)
-                                 : fmt::format("{}: {}: {}", path_, key, what)};
+    throw ScenarioError{bounded_message(line > 0 ? fmt::format("{}:{}: {}: {}", path_, line, key, what)
+                                                 : fmt::format("{}: {}: {}", path_, key, what))};
   }
 
   // Refuses keys other than `allowed`, so a typo does not pass silently.
@@ -86,21 +90,29 @@ class Loader {
     return v;
   }
 
-  Micros duration(const YAML::Node& node, const std::string& key) const {
+  Micros duration(const YAML::Node& node, const std::string& key, Micros longest = kMaxScenarioDuration) const {
     if (!node.IsScalar()) fail(node, key, "expected a duration such as 250ms");
     const std::string text = node.as<std::string>();
     const auto d = parse_duration(text);
     if (!d) fail(node, key, fmt::format("expected a duration such as 250ms, 2s or 500us, got '{}'", text));
+    // A simulated run stays within minutes of simulated time (docs/scenarios.md).
+    if (*d > longest || *d < -longest) {
+      fail(node, key, fmt::format("must be at most {}, got '{}'", format_duration(longest), text));
+    }
     return *d;
   }
 
   Scenario load() {
-    if (!std::filesystem::exists(path_)) throw ScenarioError{path_ + ": no such file"};
+    if (Status readable = check_input_file(path_); !readable.is_ok()) throw ScenarioError{readable.message()};
     YAML::Node root;
     try {
       root = YAML::LoadFile(path_);
     } catch (const YAML::Exception& e) {
       throw ScenarioError{fmt::format("{}:{}: malformed YAML: {}", path_, e.mark.line + 1, e.msg)};
+    }
+    if (const auto twice = duplicate_key(root)) {
+      throw ScenarioError{fmt::format("{}:{}: key '{}' appears twice in one mapping", path_, twice->second,
+                                      short_value(twice->first))};
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
@@ -178,9 +190,13 @@ class Loader {
     if (root["workload"]) {
       const YAML::Node& w = root["workload"];
       only_keys(w, "workload", {"messages", "keys", "interval"});
-      if (w["messages"]) o.workload.messages = static_cast<int>(integer(w["messages"], "workload.messages", 0, 10'000'000));
+      if (w["messages"]) o.workload.messages = static_cast<int>(integer(w["messages"], "workload.messages", 0, 1'000'000));
       if (w["keys"]) o.workload.keys = static_cast<int>(integer(w["keys"], "workload.keys", 1, 1'000'000'000));
       if (w["interval"]) o.workload.interval_us = duration(w["interval"], "workload.interval");
+      if (static_cast<int64_t>(o.workload.messages) * o.workload.interval_us > kMaxScenarioDuration) {
+        fail(w, "workload", fmt::format("{} messages one every {} take longer than {}", o.workload.messages,
+                                        format_duration(o.workload.interval_us), format_duration(kMaxScenarioDuration)));
+      }
     }
     if (root["guarantees"]) load_sink_guarantees(root["guarantees"], s);
     if (const YAML::Node& receivers = root["http_receivers"]) {
@@ -249,7 +265,7 @@ class Loader {
       const YAML::Node& t = entry.second;
       if (t["database"]) c.database = string(t["database"], key + ".database");
       if (t["engine"]) c.engine = string(t["engine"], key + ".engine");
-      if (t["dedup_window"]) c.window_us = duration(t["dedup_window"], key + ".dedup_window");
+      if (t["dedup_window"]) c.window_us = duration(t["dedup_window"], key + ".dedup_window", 366LL * 86'400 * kSeconds);
       if (t["dedup_window_blocks"]) {
         c.window_blocks = static_cast<int>(integer(t["dedup_window_blocks"], key + ".dedup_window_blocks", 1, 100'000'000));
       }
@@ -296,7 +312,7 @@ class Loader {
     }
     if (w["transfers_per_client"]) {
       o.transfers_per_client = static_cast<uint64_t>(
-          integer(w["transfers_per_client"], "workload.transfers_per_client", 0, 10'000'000));
+          integer(w["transfers_per_client"], "workload.transfers_per_client", 0, 100'000));
     }
     if (w["lease_ttl"]) o.lease_ttl_us = duration(w["lease_ttl"], "workload.lease_ttl");
     if (w["ping_interval"]) o.ping_interval_us = duration(w["ping_interval"], "workload.ping_interval");
@@ -496,8 +512,9 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     if (!s.pipeline.knobs.empty()) {
       y << YAML::Key << "knobs" << YAML::Value << YAML::BeginMap;
       for (const auto& [name, value] : s.pipeline.knobs) {
+        const std::string& knob = name;  // clang 14 cannot capture a structured binding
         const auto info = std::find_if(faults::kKnobs.begin(), faults::kKnobs.end(),
-                                       [&](const faults::KnobInfo& i) { return i.name == name; });
+                                       [&](const faults::KnobInfo& i) { return i.name == knob; });
         y << YAML::Key << name << YAML::Value;
         if (info != faults::kKnobs.end() && info->duration) {
           y << format_duration(value);

@@ -15,6 +15,8 @@
 #include <set>
 #include <span>
 
+#include "core/input_checks.h"
+
 namespace onceflow {
 
 std::string_view processing_mode_name(ProcessingMode mode) {
@@ -130,10 +132,10 @@ Path at(Path path, std::string key) {
 // "WHERE:LINE: dotted.key: what", leaving out the parts that are unknown.
 std::string message_of(const Violation& v, const std::string& where) {
   std::string out = where;
-  if (v.line > 0) out += (out.empty() ? "" : ":") + std::to_string(v.line);
-  if (!out.empty()) out += ": ";
-  if (!v.path.empty()) out += dotted(v.path) + ": ";
-  return out + v.what;
+  if (v.line > 0) out = out.empty() ? std::to_string(v.line) : fmt::format("{}:{}", out, v.line);
+  if (!out.empty()) out = fmt::format("{}: ", out);
+  if (!v.path.empty()) out = fmt::format("{}{}: ", out, dotted(v.path));
+  return bounded_message(fmt::format("{}{}", out, v.what));
 }
 
 // ---- Validation -------------------------------------------------------------------------
@@ -624,13 +626,18 @@ Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::stri
 }
 
 Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
-  if (!std::filesystem::exists(path)) return Status::invalid_argument(path + ": no such file");
+  if (Status readable = check_input_file(path); !readable.is_ok()) return readable;
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(
         message_of(Violation{{}, "malformed YAML: " + e.msg, e.mark.line + 1}, path));
+  }
+  if (const auto twice = duplicate_key(root)) {
+    return Status::invalid_argument(message_of(
+        Violation{{}, fmt::format("key '{}' appears twice in one mapping", short_value(twice->first)), twice->second},
+        path));
   }
   return parse_pipeline_spec(root, path);
 }

@@ -225,9 +225,9 @@ std::map<std::string, FaultEffect> measure_world_effects(const FaultPlan& plan, 
   // Crashes and pauses that happened where and when a fault of the plan asked for them.
   const auto node_events = [&](FaultKind kind, const std::vector<std::pair<sim::NodeIndex, Micros>>& events) {
     uint64_t n = 0;
-    for (const auto& [node, at] : events) {
+    for (const auto& event : events) {
       n += std::any_of(plan.faults.begin(), plan.faults.end(), [&](const Fault& f) {
-        return f.kind == kind && f.at_us == at && world.has_node(f.node) && world.find(f.node) == node;
+        return f.kind == kind && f.at_us == event.second && world.has_node(f.node) && world.find(f.node) == event.first;
       });
     }
     return n;

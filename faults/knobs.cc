@@ -74,7 +74,8 @@ KnobValues draw_knobs(uint64_t seed, const PipelineSpec& spec, const EngineOptio
 
 Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& engine) {
   for (const auto& [name, value] : values) {
-    const bool known = std::any_of(kKnobs.begin(), kKnobs.end(), [&](const KnobInfo& k) { return k.name == name; });
+    const std::string& knob = name;  // clang 14 cannot capture a structured binding
+    const bool known = std::any_of(kKnobs.begin(), kKnobs.end(), [&](const KnobInfo& k) { return k.name == knob; });
     if (!known) return Status::invalid_argument(fmt::format("unknown knob '{}'", name.substr(0, 40)));
     const Range r = range_of(name);
     if (value < r.min || value > r.max) {

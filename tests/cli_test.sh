@@ -113,5 +113,22 @@ expect_rc 1 "$bin" explore "$src/scenarios/keyed_aggregation.yaml" --seeds 5 --r
 "$bin" list --probes --json | python3 -c 'import json, sys; assert len(json.load(sys.stdin)["probes"]) >= 40' ||
   fail "list --probes lists fewer than 40 probes"
 
+# Numbers out of range exit 2 with one line naming the option, never clamped or wrapped.
+for args in "--seeds -1" "--seeds 99999999999999999999" "--seeds 0" "--jobs 100000" "--first-seed -3"; do
+  # shellcheck disable=SC2086
+  "$bin" explore "$bank" $args >/dev/null 2>"$tmp/err.txt"
+  rc=$?
+  [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmp/err.txt")" -eq 1 ] && grep -q -- "${args%% *}" "$tmp/err.txt" ||
+    fail "explore $args: exit $rc, stderr: $(head -c 200 "$tmp/err.txt")"
+done
+for args in "--seed -1" "--seed 1e23" "--seed 18446744073709551616"; do
+  # shellcheck disable=SC2086
+  expect_rc 2 "$bin" run "$bank" $args
+done
+for n in -5 3000000000 4294967306; do
+  expect_rc 2 "$bin" real "$src/scenarios/pipelines/keyed_aggregation.yaml" --data "$tmp/real-bad" --messages "$n"
+done
+[ ! -e "$tmp/real-bad" ] || fail "a refused onceflow real created its data directory"
+
 if [ "$failures" -eq 0 ]; then echo "cli_test: all checks passed"; fi
 exit "$failures"

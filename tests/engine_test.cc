@@ -475,7 +475,8 @@ size_t twin_timer_firings(bool deduplicate) {
   // With merging, the one timer left keeps the smaller event time of the two.
   if (deduplicate) {
     for (const auto& [key, payload] : sinks.at("out")) {
-      const auto in = std::find_if(w.inputs().begin(), w.inputs().end(), [&](const auto& i) { return i.key == key; });
+      const auto wanted = key;  // clang 14 cannot capture a structured binding
+      const auto in = std::find_if(w.inputs().begin(), w.inputs().end(), [&](const auto& i) { return i.key == wanted; });
       if (in != w.inputs().end()) {
         EXPECT_EQ(payload, "fired at event time " + std::to_string(in->event_ts - 1));
       }

@@ -82,6 +82,21 @@ TEST(ScenarioTest, AServiceLogNeedsMaxCyclesInTheSimulator) {
       << message;
 }
 
+TEST(ScenarioTest, RefusesDuplicateKeysUnboundedValuesAndEchoesOnlyAPrefix) {
+  const std::string kernel = "name: s\nkind: kernel\n";
+  EXPECT_NE(error_of(kernel + "workload: {clients: 2}\nworkload: {clients: 3}\n").find(":4: key 'workload' appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of(kernel + "faults:\n  heal_at: 2147483648s\n").find("faults.heal_at: must be at most"),
+            std::string::npos);
+  EXPECT_NE(error_of(kernel + "workload: {transfers_per_client: 100001}\n").find("must be in [0, 100000]"),
+            std::string::npos);
+  const std::string huge = error_of("name: s\nkind: " + std::string(100'000, 'k') + "\n");
+  EXPECT_NE(huge.find("unknown kind 'kkkk"), std::string::npos) << huge.substr(0, 200);
+  EXPECT_LT(huge.size(), 200u);
+  const std::string path = error_of("name: s\nkind: pipeline\npipeline: " + std::string(300, 'p') + ".yaml\n");
+  EXPECT_NE(path.find("File name too long"), std::string::npos) << path;
+}
+
 TEST(ScenarioTest, ReadsWorkloadFaultsAndDurations) {
   auto s = load_scenario(write_temp(R"(
 name: t

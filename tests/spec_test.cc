@@ -257,6 +257,20 @@ TEST(SpecTest, LoadReportsMissingFile) {
   EXPECT_EQ(spec.error().message(), "/nonexistent/spec.yaml: no such file");
 }
 
+TEST(SpecTest, LoadRefusesAKeyTwiceAndAPathTheSystemRefuses) {
+  const std::string path = write_temp("spec_test_dup.yaml",
+                                      "name: p\nsources:\n  events: {type: queue, output_stream: e}\n"
+                                      "sinks:\n  out: {input_stream: e, partitions: 1, partitions: 2}\n");
+  const auto spec = load_pipeline_spec(path);
+  ASSERT_FALSE(spec.has_value());
+  EXPECT_NE(spec.error().message().find(":5: key 'partitions' appears twice"), std::string::npos)
+      << spec.error().message();
+  const auto too_long = load_pipeline_spec("/tmp/" + std::string(300, 'x') + ".yaml");  // no exception
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_NE(too_long.error().message().find("File name too long"), std::string::npos) << too_long.error().message();
+  EXPECT_LT(too_long.error().message().size(), 120u);
+}
+
 TEST(SpecTest, LoadReportsMalformedYaml) {
   const std::string path =
       write_temp("spec_test_malformed.yaml", "name: p\nsources:\n  events: {type: queue\n");
