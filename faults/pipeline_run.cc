@@ -511,7 +511,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
                               : liveness_bound_rule(spec, wo.engine, largest_clock_fault(out.plan),
                                                     static_cast<uint64_t>(o.workload.messages));
   out.knobs = knobs;
-  world.world().run_until(calm_from + 200 * kMillis);
+  world.run_sampling(calm_from + 200 * kMillis);
   Micros drained_at = -1;
   if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
   if (drained_at >= 0) out.drain_us = drained_at - calm_from;

@@ -315,6 +315,13 @@ bool PipelineWorld::drained() const {
   return true;
 }
 
+void PipelineWorld::run_sampling(Micros until) {
+  for (Micros t = world_->now() + kSeconds; world_->now() < until; t += kSeconds) {
+    world_->run_until(std::min(t, until));
+    dedup_entries_max_ = std::max(dedup_entries_max_, dedup_size().entries);
+  }
+}
+
 bool PipelineWorld::run_until_drained(Micros deadline) {
   const Micros slice = 50 * kMillis;
   Micros next_sample = world_->now();

@@ -67,6 +67,8 @@ class PipelineWorld {
   // Runs until everything is produced and drained, or until `deadline` (virtual time).
   // Returns true when drained.
   bool run_until_drained(Micros deadline);
+  // Runs until `until`, sampling the dedup tables' size every simulated second.
+  void run_sampling(Micros until);
   // The most dedup entries seen at once, sampled every second of simulated time while
   // run_until_drained runs.
   uint64_t dedup_entries_max() const { return dedup_entries_max_; }

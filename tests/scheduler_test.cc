@@ -141,7 +141,7 @@ TEST(SchedulerTest, PausedNodeResumesWithItsStackIntact) {
 }
 
 TEST(WorldTest, CrashDestroysVolatileMemoryAndRestartBootsAfresh) {
-  World world(World::Options{});
+  // Declared before the world, which destroys the last process when it goes.
   int boots = 0;
   int process_destroyed = 0;
   struct Process {
@@ -151,6 +151,7 @@ TEST(WorldTest, CrashDestroysVolatileMemoryAndRestartBootsAfresh) {
     ~Process() { ++*destroyed; }
   };
   std::vector<int> counters;
+  World world(World::Options{});
   const NodeIndex n = world.add_node("n", [&](NodeContext& ctx) -> std::shared_ptr<void> {
     ++boots;
     auto p = std::make_shared<Process>(&process_destroyed);

@@ -13,6 +13,7 @@ PACKAGES=(
   libboost-context-dev librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libleveldb-dev libsnappy-dev librdkafka-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   chromium fonts-dejavu-core kcat
+  clang libclang-rt-14-dev
 )
 JOBS=$(nproc 2>/dev/null || echo 2)
 
@@ -56,10 +57,13 @@ case "${1:-}" in
     deps
     build build -DCMAKE_BUILD_TYPE=Release
     run_tests build
-    # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
-    build build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DONCEFLOW_SANITIZE=ON -DONCEFLOW_BENCH=OFF
-    # The slow label (onceflow mutants) runs in the release pass only: it is the same code.
-    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_tests build-asan -LE slow
+    # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer, built by clang
+    # with libFuzzer's coverage, so that the pass also runs fuzz_run: a bounded fuzz search
+    # over the input readers (fuzz/). The slow label (onceflow mutants) runs in the release
+    # pass only: it is the same code.
+    build build-clang-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DONCEFLOW_SANITIZE=ON \
+      -DONCEFLOW_FUZZ=ON -DONCEFLOW_BENCH=OFF
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_tests build-clang-asan -LE slow
     ;;
   *)
     sed -n '2,8p' "$0" >&2
