@@ -175,6 +175,16 @@ class Loader {
                                                         "source", s.pipeline_path, source.name));
       }
     }
+    // The spec's periods set how long a simulated run lasts (the liveness bound follows them).
+    for (const auto& [name, value] : {std::pair<const char*, Micros>{"epoch_period", spec->epoch_period_us},
+                                      {"lease_ttl", spec->lease_ttl_us},
+                                      {"scheduling_period", spec->scheduling_period_us}}) {
+      if (value > kMaxScenarioDuration) {
+        fail(root["pipeline"], "pipeline",
+             fmt::format("{}: {} is {}; the simulator runs periods of at most {}", s.pipeline_path, name,
+                         format_duration(value), format_duration(kMaxScenarioDuration)));
+      }
+    }
     faults::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {

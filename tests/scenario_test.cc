@@ -95,6 +95,9 @@ TEST(ScenarioTest, RefusesDuplicateKeysUnboundedValuesAndEchoesOnlyAPrefix) {
   EXPECT_LT(huge.size(), 200u);
   const std::string path = error_of("name: s\nkind: pipeline\npipeline: " + std::string(300, 'p') + ".yaml\n");
   EXPECT_NE(path.find("File name too long"), std::string::npos) << path;
+  const std::string slow = write_temp(
+      "name: p\nlease_ttl: 360000s\nsources:\n  events: {type: queue, output_stream: e}\nsinks:\n  out: {input_stream: e}\n");
+  EXPECT_NE(error_of("name: s\nkind: pipeline\npipeline: " + slow + "\n").find("lease_ttl is 6000m"), std::string::npos);
 }
 
 TEST(ScenarioTest, ReadsWorkloadFaultsAndDurations) {
