@@ -303,6 +303,29 @@ std::string delivery_problem(const DeliveryRecord& d, const PipelineHistory& h,
                      d.producer_job, lease, hex_id(d.message.id), d.sink, d.time, it->second);
 }
 
+// A record of a transactional target (Kafka) made visible by a transaction other than the
+// one its writer meant, named as Jepsen's Kafka checker names such anomalies; or "".
+std::string transaction_problem(const DeliveryRecord& d) {
+  const std::string who = fmt::format("job '{}' (lease {})", d.producer_job, hex_id(d.lease));
+  const std::string what = fmt::format("message {} to sink {}", hex_id(d.message.id), d.sink);
+  if (d.written_epoch != d.committed_epoch) {
+    return fmt::format("fenced-write-committed: {} wrote {} as producer epoch {}, and the transaction of epoch {} "
+                       "made it visible at {}us",
+                       who, what, d.written_epoch, d.committed_epoch, d.time);
+  }
+  if (d.txn_aborted_by_writer) {
+    return fmt::format("aborted-read: {} aborted its transaction {}, but its message {} became visible in sink {} at "
+                       "{}us",
+                       who, d.txn, hex_id(d.message.id), d.sink, d.time);
+  }
+  if (d.txn != d.committed_txn) {
+    return fmt::format("torn-transaction: {} wrote {} in its transaction {}, and the EndTxn of its transaction {} made "
+                       "it visible at {}us",
+                       who, what, d.txn, d.committed_txn, d.time);
+  }
+  return "";
+}
+
 // ---- ordering ----
 
 bool is_consumer_job(std::string_view job) {
@@ -417,27 +440,7 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
     if (e.writes_before_commit) synchronous.insert(e.sink);
   }
   for (const DeliveryRecord& d : h.deliveries) {
-    if (d.written_epoch != d.committed_epoch) {
-      return failure(name(), h,
-                     fmt::format("fenced-write-committed: job '{}' (lease {}) wrote message {} to sink {} as producer "
-                                 "epoch {}, and the transaction of epoch {} made it visible at {}us",
-                                 d.producer_job, hex_id(d.lease), hex_id(d.message.id), d.sink, d.written_epoch,
-                                 d.committed_epoch, d.time));
-    }
-    // Transactions as Jepsen's Kafka checker names their anomalies.
-    if (d.txn_aborted_by_writer) {
-      return failure(name(), h,
-                     fmt::format("aborted-read: job '{}' (lease {}) aborted its transaction {}, but its message {} "
-                                 "became visible in sink {} at {}us",
-                                 d.producer_job, hex_id(d.lease), d.txn, hex_id(d.message.id), d.sink, d.time));
-    }
-    if (d.txn != d.committed_txn) {
-      return failure(name(), h,
-                     fmt::format("torn-transaction: job '{}' (lease {}) wrote message {} to sink {} in its transaction "
-                                 "{}, and the EndTxn of its transaction {} made it visible at {}us",
-                                 d.producer_job, hex_id(d.lease), hex_id(d.message.id), d.sink, d.txn,
-                                 d.committed_txn, d.time));
-    }
+    if (const std::string anomaly = transaction_problem(d); !anomaly.empty()) return failure(name(), h, anomaly);
     if (synchronous.count(d.sink) > 0) continue;  // visible before its commit by design
     ++fenced;
     const std::string problem = delivery_problem(d, h, commits);
