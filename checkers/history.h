@@ -74,6 +74,14 @@ struct ControllerCommit {
   std::map<std::string, uint64_t> job_leases;  // job -> Lease, as the commit stored them
 };
 
+// A change of the pipeline's state as a controller stored it, with the rows the store still
+// held in flight right after that commit (looked at only for "stopped" and "completed").
+struct StateChangeRecord {
+  std::string state;  // "working", "paused", "draining", "stopped", "completed"
+  uint64_t version = 0;
+  int64_t commit_time = 0;             // store time
+  std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
+};
 struct LeaseSpan {
   int64_t started_at = 0;
   int64_t ended_at = -1;  // -1: still active at the end of the run
@@ -108,6 +116,7 @@ struct PipelineHistory {
   std::set<std::string> uncompared_tables;
   std::map<uint64_t, LeaseSpan> leases;
   std::vector<ControllerCommit> controller_commits;  // in version order
+  std::vector<StateChangeRecord> state_changes;      // in version order
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
   int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
   int64_t liveness_bound = 0;

@@ -607,6 +607,56 @@ Verdict SwiftDeterminismCheck::check(const PipelineHistory& h) const {
                        fmt::format("{} swift messages produced deterministically", first.size()));
 }
 
+Verdict LifecycleCheck::check(const PipelineHistory& h) const {
+  std::set<uint64_t> job_leases;
+  for (const ControllerCommit& c : h.controller_commits) {
+    for (const auto& [job, lease] : c.job_leases) job_leases.insert(lease);
+  }
+  size_t stops = 0;
+  const StateChangeRecord* completed = nullptr;
+  for (const StateChangeRecord& change : h.state_changes) {
+    if (change.state != "stopped" && change.state != "completed") continue;
+    if (change.state == "stopped") ++stops;
+    if (change.state == "completed" && completed == nullptr) completed = &change;
+    if (!change.in_flight.empty()) {
+      std::string rows;
+      for (const std::string& row : change.in_flight) rows += (rows.empty() ? "" : ", ") + row;
+      return failure(name(), h, fmt::format("the pipeline was {} at version {} with {} still in flight", change.state,
+                                            change.version, rows));
+    }
+    for (uint64_t lease : job_leases) {
+      const auto span = h.leases.find(lease);
+      if (span == h.leases.end() || span->second.started_at > change.commit_time) continue;
+      if (span->second.ended_at < 0 || span->second.ended_at > change.commit_time) {
+        return failure(name(), h, fmt::format("job Lease {} was still active when the pipeline was {} at version {}",
+                                              hex_id(lease), change.state, change.version));
+      }
+    }
+  }
+  if (completed != nullptr) {
+    for (const EpochRecord& e : h.epochs) {
+      if (e.version > completed->version) {
+        return failure(name(), h, fmt::format("job {} committed an epoch at version {} under Lease {}, after the "
+                                              "pipeline completed at version {}",
+                                              e.job, e.version, hex_id(e.lease), completed->version));
+      }
+    }
+    for (const ControllerCommit& c : h.controller_commits) {
+      if (c.version > completed->version && !c.job_leases.empty()) {
+        return failure(name(), h, fmt::format("controller {} stored {} job Leases at version {}, after the pipeline "
+                                              "completed at version {}",
+                                              c.node, c.job_leases.size(), c.version, completed->version));
+      }
+    }
+  }
+  if (stops == 0 && completed == nullptr) {
+    return Verdict::not_applicable(std::string(name()), "the pipeline was never stopped and did not complete");
+  }
+  std::string detail = fmt::format("stopped {} times with nothing in flight", stops);
+  if (completed != nullptr) detail += fmt::format("; completed at version {}, nothing committed after", completed->version);
+  return Verdict::pass(std::string(name()), detail);
+}
+
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
   if (h.drained_at < 0 || h.drained_at > deadline) {
@@ -630,6 +680,7 @@ std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   out.push_back(std::make_unique<TimerCheck>());
   out.push_back(std::make_unique<OrderingCheck>());
   out.push_back(std::make_unique<SwiftDeterminismCheck>());
+  out.push_back(std::make_unique<LifecycleCheck>());
   out.push_back(std::make_unique<LivenessCheck>());
   return out;
 }

@@ -89,6 +89,16 @@ class SwiftDeterminismCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// A pipeline is stopped only after draining and completes only once: when the controller
+// stores "stopped" or "completed", nothing is in flight (no stream row, no unacknowledged
+// outbox row, no message in an at-most-once queue) and no job Lease is active; after
+// "completed", no epoch commits and no job Lease is stored again.
+class LifecycleCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "lifecycle"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 // After the faults heal, the pipeline drains within the bound.
 class LivenessCheck final : public PipelineChecker {
  public:

@@ -7,11 +7,12 @@
 #include <charconv>
 
 #include "core/env/codec.h"
+#include "core/job.h"
 
 namespace onceflow {
 
 namespace {
-constexpr std::string_view kStateNames[] = {"running", "paused", "stopped", "completed"};
+constexpr std::string_view kStateNames[] = {"working", "paused", "draining", "stopped", "completed"};
 constexpr const char* kStateKey = "state";
 constexpr const char* kStateSeqKey = "state_seq";
 const std::string kJobPrefix = kJobKeyPrefix;
@@ -21,9 +22,10 @@ constexpr size_t kMaxJobs = 1'000'000;
 std::string_view pipeline_state_name(PipelineState state) { return kStateNames[static_cast<int>(state)]; }
 
 std::optional<PipelineState> parse_pipeline_state(std::string_view name) {
-  for (int i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < std::size(kStateNames); ++i) {
     if (kStateNames[i] == name) return static_cast<PipelineState>(i);
   }
+  if (name == "running") return PipelineState::kWorking;
   return std::nullopt;
 }
 
@@ -105,18 +107,182 @@ void Controller::cycle() {
   const bool unstored_left = !end_unstored_leases();
   // Keep the job Leases alive first, whatever else this cycle manages to do.
   const std::set<std::string> ended = ping_job_leases();
-  if (state_ != PipelineState::kRunning) {
+  if (quiescing_ || (state_ != PipelineState::kWorking && state_ != PipelineState::kDraining)) {
     std::vector<std::string> jobs;
     for (const auto& [job, a] : assignments_) jobs.push_back(job);
-    for (const auto& job : jobs) (void)remove(job, "pipeline not running");
+    for (const auto& job : jobs) (void)remove(job, "pipeline not working");
     if (state_dirty_ || !jobs.empty() || unstored_left) {
       if (persist(assignments_)) state_dirty_ = false;
     }
+    if (quiescing_ && assignments_.empty() && unstored_.empty()) finish_quiescing();
     return;
   }
+  if (state_ == PipelineState::kDraining && !drain_cut_ && !persist_state()) return;  // the cut first
   auto workers = read_workers();
   if (!workers) return;
   schedule(*workers, ended, env_.runtime.clock().now());
+  if (lease_ == 0) return;  // it stepped down meanwhile
+  if (state_ == PipelineState::kDraining) {
+    if (sources_at_cut() && nothing_in_flight(false).value_or(false)) quiescing_ = PipelineState::kStopped;
+  } else if (sources_finished() && nothing_in_flight(true).value_or(false)) {
+    if (env_.bugs.completion_leaves_leases) {
+      // The bug: completed at once, the job Leases left to run out.
+      assignments_.clear();
+      state_ = PipelineState::kCompleted;
+      if (persist(assignments_)) probe(env_, Probe::kControllerCompleted);
+      return;
+    }
+    quiescing_ = PipelineState::kCompleted;
+  }
+}
+
+std::optional<bool> Controller::nothing_in_flight(bool with_timers) {
+  auto tx = env_.store.begin();
+  if (!tx) return std::nullopt;
+  struct Release {
+    Store& store;
+    const Transaction& tx;
+    ~Release() { store.abort(tx); }
+  } release{env_.store, *tx};
+  const auto empty = [&](const std::string& table) -> std::optional<bool> {
+    auto rows = env_.store.scan(*tx, table, "", "", 1);
+    if (!rows) return std::nullopt;
+    return rows->empty();
+  };
+  std::vector<std::string> tables;
+  std::vector<std::string> amo_metas;
+  for (const auto& c : env_.spec.computations) {
+    for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
+    if (with_timers) tables.push_back(tables::timers(c.name));
+  }
+  for (const auto& s : env_.spec.sinks) {
+    tables.push_back(tables::stream(s.input_stream));
+    tables.push_back(tables::outbox(s.name));
+    if (!s.at_most_once_strategy.enabled) continue;
+    for (int p = 0; p < s.partitions; ++p) amo_metas.push_back(JobId{JobKind::kSink, s.name, p}.str());
+  }
+  for (const std::string& table : tables) {
+    const auto is_empty = empty(table);
+    if (!is_empty || !*is_empty) return is_empty;
+  }
+  if (amo_metas.empty()) return true;
+  auto metas = env_.store.get_many(*tx, tables::kJobMeta, amo_metas);
+  if (!metas) return std::nullopt;
+  for (const auto& meta : *metas) {
+    if (meta && job_progress(*meta).amo_pending != 0) return false;
+  }
+  return true;
+}
+
+bool Controller::sources_finished() {
+  std::vector<std::string> metas;
+  for (const auto& s : env_.spec.sources) {
+    if (!finite(s)) return false;
+    for (int p = 0; p < s.partitions; ++p) metas.push_back(JobId{JobKind::kSource, s.name, p}.str());
+  }
+  if (metas.empty()) return false;
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  auto rows = env_.store.get_many(*tx, tables::kJobMeta, metas);
+  env_.store.abort(*tx);
+  if (!rows) return false;
+  for (const auto& meta : *rows) {
+    if (!meta || !job_progress(*meta).finished) return false;
+  }
+  return true;
+}
+
+bool Controller::sources_at_cut() {
+  auto tx = env_.store.begin();
+  if (!tx) return false;
+  auto rows = env_.store.get_many(*tx, tables::kJobMeta, source_metas());
+  env_.store.abort(*tx);
+  if (!rows) return false;
+  for (const auto& meta : *rows) {
+    if (!meta) return false;  // it never committed: it may have anything to emit
+    const JobProgress p = job_progress(*meta);
+    if (!p.finished && p.low_watermark < *drain_cut_) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Controller::source_metas() const {
+  std::vector<std::string> out;
+  for (const auto& s : env_.spec.sources) {
+    for (int p = 0; p < s.partitions; ++p) out.push_back(JobId{JobKind::kSource, s.name, p}.str());
+  }
+  return out;
+}
+
+// The cut a drain starts with: past every row a source has emitted so far. It is written into
+// the source meta rows (a missing one is erased), so a source epoch that read them before
+// this commit cannot commit after it (it conflicts): every row emitted before the cut is
+// stored is older than the cut, and every source epoch after it reads the cut.
+bool Controller::put_drain_cut(Transaction& tx) {
+  const std::vector<std::string> keys = source_metas();
+  auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
+  if (!rows) return false;
+  Micros cut = env_.runtime.clock().now();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*rows)[i]) {
+      const Micros newest = job_progress(*(*rows)[i]).last_output_ts;
+      if (newest != INT64_MIN) cut = std::max(cut, newest + 1);
+    } else {
+      tx.erase(tables::kJobMeta, keys[i]);  // a first epoch in flight conflicts with this too
+    }
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*rows)[i]) tx.put(tables::kJobMeta, keys[i], with_drain_cut(*(*rows)[i], cut));
+  }
+  cut_written_ = cut;
+  Encoder out;
+  out.i64(cut);
+  tx.put(tables::kController, tables::kDrainCutKey, out.take());
+  return true;
+}
+
+// The state, and the drain cut while draining (computed when the drain starts); the cut the
+// transaction stores is `cut_written_`, which becomes `drain_cut_` once it committed.
+bool Controller::put_state(Transaction& tx) {
+  tx.put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
+  tx.put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  cut_written_ = drain_cut_;
+  if (state_ != PipelineState::kDraining) {
+    cut_written_.reset();
+    if (!drain_cut_) return true;
+    // Leaving a drain: the sources read on past the cut.
+    tx.erase(tables::kController, tables::kDrainCutKey);
+    const std::vector<std::string> keys = source_metas();
+    auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
+    if (!rows) return false;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if ((*rows)[i]) tx.put(tables::kJobMeta, keys[i], with_drain_cut(*(*rows)[i], std::nullopt));
+    }
+    return true;
+  }
+  if (!drain_cut_) return put_drain_cut(tx);
+  Encoder out;
+  out.i64(*drain_cut_);
+  tx.put(tables::kController, tables::kDrainCutKey, out.take());
+  return true;
+}
+
+// No job Lease is left, so nothing can write to the pipeline's tables any more: what the
+// store holds now is final until the controller schedules again.
+void Controller::finish_quiescing() {
+  const PipelineState target = *quiescing_;
+  const auto clean = nothing_in_flight(target == PipelineState::kCompleted);
+  if (!clean) return;  // the store did not answer: look again next cycle
+  quiescing_.reset();
+  if (!*clean) return;  // a last epoch (a timer's) put something in flight: back to work
+  const PipelineState before = state_;
+  state_ = target;
+  if (!persist(assignments_)) {
+    state_ = before;
+    quiescing_ = target;
+    return;
+  }
+  probe(env_, target == PipelineState::kCompleted ? Probe::kControllerCompleted : Probe::kControllerDrained);
 }
 
 std::set<std::string> Controller::ping_job_leases() {
@@ -181,6 +347,7 @@ void Controller::step_down(const char* why) {
   if (env_.observer != nullptr) env_.observer->controller_steps_down(node_, lease_, why);
   lease_ = 0;
   booted_ = false;
+  quiescing_.reset();
   assignments_.clear();  // the next leader aborts their Leases when it takes over
 }
 
@@ -189,12 +356,19 @@ bool Controller::boot() {
   if (!tx) return false;
   auto state = env_.store.get(*tx, tables::kController, kStateKey);
   auto seq = env_.store.get(*tx, tables::kController, kStateSeqKey);
+  auto cut = env_.store.get(*tx, tables::kController, tables::kDrainCutKey);
   // The bug: one page of assignments, as if a boot never found more than 16 jobs.
   const size_t limit = env_.bugs.boot_scan_one_page ? 16 : kMaxJobs;
   auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", limit);
   env_.store.abort(*tx);
-  if (!state || !seq || !rows) return false;
-  if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kRunning);
+  if (!state || !seq || !cut || !rows) return false;
+  drain_cut_.reset();
+  if (cut->has_value()) {
+    Decoder in(**cut);
+    drain_cut_ = in.i64();
+  }
+  if (state->has_value()) state_ = parse_pipeline_state(**state).value_or(PipelineState::kWorking);
+  quiescing_.reset();
   if (seq->has_value()) state_seq_ = std::stoull(**seq);
   if (!rows->empty()) probe(env_, Probe::kControllerBootAborted);
   for (const Row& row : *rows) {
@@ -359,10 +533,11 @@ bool Controller::persist(const std::map<std::string, Assignment>& assignments) {
     tx->put(tables::kController, kJobPrefix + job, encode_assignment(a.row));
     job_leases[job] = a.row.lease;
   }
-  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
-  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  if (!put_state(*tx)) return false;
   if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), job_leases);
-  return commit_as_leader(*tx);
+  if (!commit_as_leader(*tx)) return false;
+  drain_cut_ = cut_written_;
+  return true;
 }
 
 bool Controller::persist_state() {
@@ -370,10 +545,11 @@ bool Controller::persist_state() {
   assert(lease_ != 0);
   auto tx = env_.store.begin();
   if (!tx) return false;
-  tx->put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
-  tx->put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  if (!put_state(*tx)) return false;
   if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
-  return commit_as_leader(*tx);
+  if (!commit_as_leader(*tx)) return false;
+  drain_cut_ = cut_written_;
+  return true;
 }
 
 // Commits `tx` with this controller's Lease as prerequisite; steps down when it has ended.
@@ -428,12 +604,23 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
     ~Done() { busy = false; }
   } done{busy_};
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
+  if (*state == PipelineState::kCompleted) {
+    return Status::invalid_argument("a pipeline completes by itself, when its finite sources are read");
+  }
   if (seq < state_seq_) return std::string(pipeline_state_name(state_));
+  // A stop drains first (the bug: it stops at once, as a pause does); stopping a stopped
+  // pipeline changes nothing.
+  PipelineState next = *state;
+  if (next == PipelineState::kDraining) next = PipelineState::kStopped;
+  if (next == PipelineState::kStopped && state_ != PipelineState::kStopped && !env_.bugs.stop_without_drain) {
+    next = PipelineState::kDraining;
+  }
   // Acknowledge only what is durable: a restarted controller must not go back to the old state.
   const PipelineState before = state_;
   const uint64_t seq_before = state_seq_;
   state_seq_ = seq;
-  state_ = *state;
+  state_ = next;
+  if (state_ != before) quiescing_.reset();
   if (!persist_state()) {
     state_ = before;
     state_seq_ = seq_before;

@@ -19,6 +19,18 @@
 // retries, before its job is assigned again. On taking over, it reads the persisted
 // assignments and aborts every Lease in them before scheduling anew. When the pipeline is
 // paused, stopped or completed it aborts every Lease and schedules nothing.
+//
+// Stopping drains first: a stop request moves a working (or paused) pipeline to "draining",
+// with a cut past every row a source has emitted (tables::kDrainCutKey). Sources read no row
+// as new as the cut and publish it as their watermark once they have read every older one,
+// so every message they emitted can be taken downstream (alignment waits for no one), and
+// every job runs until nothing is in flight: no stream row left to process, no outbox row
+// unacknowledged, no at-most-once queue holding a message. Then every Lease is aborted and, when a last look
+// (with no job left that could write) still finds nothing in flight, the pipeline is
+// "stopped". A pipeline whose sources are all finite (static tables, service logs with
+// max_cycles) completes by itself the same way once every source has read all of its input
+// and no timer is left: "completed" ends every job Lease explicitly, and nothing is ever
+// scheduled again.
 #pragma once
 
 #include <map>
@@ -30,8 +42,9 @@
 
 namespace onceflow {
 
-enum class PipelineState : uint8_t { kRunning, kPaused, kStopped, kCompleted };
+enum class PipelineState : uint8_t { kWorking, kPaused, kDraining, kStopped, kCompleted };
 std::string_view pipeline_state_name(PipelineState state);
+// Also takes "running", the name "working" had before draining existed.
 std::optional<PipelineState> parse_pipeline_state(std::string_view name);
 
 // The rows controllers and workers share.
@@ -63,7 +76,9 @@ class Controller {
   Controller(const EngineEnv& env, std::string node);
 
   // Request "<sequence number> <state>"; a request older than the last applied is ignored.
-  // A controller that does not lead answers Unavailable.
+  // A controller that does not lead answers Unavailable. "stopped" (or "draining") starts a
+  // drain; the answer is the state now stored ("draining"). "completed" is refused: a
+  // pipeline completes by itself.
   static constexpr const char* kSetStateService = "set_state";
   // Only with the assign-before-persist bug switch: assignments pushed to a worker.
   static constexpr const char* kPushService = "push_assignments";
@@ -106,6 +121,19 @@ class Controller {
   // they are stored (an ambiguous commit is resolved first).
   bool persist(const std::map<std::string, Assignment>& assignments);
   bool persist_state();  // the pipeline state alone
+  bool put_state(Transaction& tx);
+  bool put_drain_cut(Transaction& tx);
+  std::vector<std::string> source_metas() const;
+  // Draining: every source has read all of its rows older than the cut.
+  bool sources_at_cut();
+  // Whether the store holds nothing in flight: no stream row, no outbox row, no message in an
+  // at-most-once queue, and, with `with_timers`, no timer. nullopt when the store did not say.
+  std::optional<bool> nothing_in_flight(bool with_timers);
+  // Whether every source is finite and has read all of its input.
+  bool sources_finished();
+  // Every Lease has ended while quiescing: a last look decides between `quiescing_` and
+  // going back to work.
+  void finish_quiescing();
   bool commit_as_leader(const Transaction& tx);
   void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
   Result<std::string> on_set_state(std::string_view request);
@@ -117,7 +145,11 @@ class Controller {
   // this one could step down or change assignments under the other.
   bool busy_ = false;
   bool booted_ = false;
-  PipelineState state_ = PipelineState::kRunning;
+  PipelineState state_ = PipelineState::kWorking;
+  // Set while every job Lease is being ended on the way to "stopped" or "completed".
+  std::optional<PipelineState> quiescing_;
+  std::optional<Micros> drain_cut_;    // while draining, once stored
+  std::optional<Micros> cut_written_;  // what the transaction being built stores
   uint64_t state_seq_ = 0;  // the sequence number of the last state request applied
   bool state_dirty_ = false;
   std::map<std::string, Assignment> assignments_;  // by JobId::str(), only persisted ones

@@ -120,6 +120,8 @@ constexpr BugName kBugNames[] = {
     {"dedup-cleanup-ignores-backlog", &BugSwitches::dedup_cleanup_ignores_backlog},
     {"boot-scan-one-page", &BugSwitches::boot_scan_one_page},
     {"replace-on-another-worker", &BugSwitches::replace_on_another_worker},
+    {"stop-without-drain", &BugSwitches::stop_without_drain},
+    {"completion-leaves-leases", &BugSwitches::completion_leaves_leases},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},

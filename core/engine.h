@@ -44,6 +44,10 @@ std::vector<JobId> all_jobs(const PipelineSpec& spec);
 // order is numeric order.
 namespace tables {
 inline constexpr const char* kController = "controller";  // core/controller.h: leader, assignments
+// In kController while the pipeline drains: the cut (i64), also written into every source's
+// meta row. Sources read no row as new as it, and their watermarks reach it once they have
+// read every row older (core/controller.h).
+inline constexpr const char* kDrainCutKey = "drain_cut";
 inline constexpr const char* kWorkers = "workers";        // key: worker name (core/controller.h)
 inline constexpr const char* kJobMeta = "job_meta";  // key: JobId::str()
 inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source/partition
@@ -107,6 +111,10 @@ struct BugSwitches {
   // the worker it was on (by name),
   // even when that worker is the only one
   bool replace_on_another_worker = false;
+  // "stop" does not drain: the pipeline stops (as a pause does) with messages in flight
+  bool stop_without_drain = false;
+  // completion leaves the job Leases to expire instead of ending them
+  bool completion_leaves_leases = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;

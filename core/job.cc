@@ -86,11 +86,15 @@ struct Job::Meta {
   uint64_t acked_seqno = 0;  // async sinks: every seqNo up to this one is delivered
   uint64_t sink_offset = 0;  // sync sinks: next row offset in the sink table
   std::string dedup_cursor;  // where the next input dedup cleanup goes on ("": the start)
+  JobProgress progress;      // for draining and completion (core/controller.h)
+  // Sources while the pipeline drains: the cut, written by the controller (INT64_MIN: none).
+  Micros drain_cut = INT64_MIN;
 
   std::string encode() const {
     Encoder out;
     out.u64(epoch).i64(last_output_ts).i64(low_watermark).i64(event_watermark);
     out.u64(next_seqno).u64(acked_seqno).u64(sink_offset).i64(replay_watermark).bytes(dedup_cursor);
+    out.u64(progress.amo_pending).u64(progress.finished ? 1 : 0).i64(drain_cut);
     return out.take();
   }
   static Meta decode(std::string_view bytes) {
@@ -105,10 +109,29 @@ struct Job::Meta {
     m.sink_offset = in.u64();
     m.replay_watermark = in.i64();
     m.dedup_cursor = in.string();
+    if (!in.done()) {  // rows written before these were kept end here
+      m.progress.amo_pending = in.u64();
+      m.progress.finished = in.u64() != 0;
+      m.drain_cut = in.i64();
+    }
     assert(in.done());
     return m;
   }
 };
+
+JobProgress job_progress(std::string_view meta_row) {
+  const Job::Meta meta = Job::Meta::decode(meta_row);
+  JobProgress out = meta.progress;
+  out.low_watermark = meta.low_watermark;
+  out.last_output_ts = meta.last_output_ts;
+  return out;
+}
+
+std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut) {
+  Job::Meta meta = Job::Meta::decode(meta_row);
+  meta.drain_cut = cut.value_or(INT64_MIN);
+  return meta.encode();
+}
 
 std::optional<SinkProgress> sink_progress(std::string_view meta_row) {
   Decoder in(meta_row);
@@ -491,6 +514,14 @@ void Job::step_source(EpochTx& etx) {
     Decoder in(*stored);
     offset = in.u64();
   }
+  std::optional<Micros> cut;
+  if (etx.meta.drain_cut != INT64_MIN) cut = etx.meta.drain_cut;
+  if (cut && source_->type != "queue" && source_->type != "static_table") {
+    // Draining: a source that stamps what it reads with the time of reading reads nothing
+    // more; what it emits later is stamped no earlier than its watermark, so the cut is one.
+    etx.meta.low_watermark = etx.meta.replay_watermark = std::max(etx.meta.low_watermark, *cut);
+    return;
+  }
   if (ExternalSource* external = external_source()) {
     step_external_source(etx, *external, offset_key, offset);
     return;
@@ -503,12 +534,18 @@ void Job::step_source(EpochTx& etx) {
   // so a replayed epoch reads the same range again and a committed one never.
   const std::string table =
       source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(source_->name);
-  const std::string& prefix = prefix_;
-  const auto rows = etx.scan(table, prefix + tables::hex16(offset),
-                             prefix + "~", static_cast<size_t>(env_.spec.epoch_batch_limit));
+  // Draining, one row more is looked at (not taken): the first row not taken gives the
+  // watermark, so that it reaches the cut once every older row is taken.
+  const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
+  const auto rows = etx.scan(table, prefix_ + tables::hex16(offset), prefix_ + "~", limit + (cut ? 1 : 0));
+  std::vector<Message> messages;
+  messages.reserve(rows.size());
+  for (const Row& row : rows) messages.push_back(decode_source_row(row.value));
+  size_t take = std::min(rows.size(), limit);
+  while (cut && take > 0 && messages[take - 1].system_ts >= *cut) --take;  // the rows come in time order
   Micros last_write = etx.meta.low_watermark;
-  for (const Row& row : rows) {
-    Message m = decode_source_row(row.value);
+  for (size_t i = 0; i < take; ++i) {
+    Message& m = messages[i];
     m.id = source_message_id(source_->name, id_.partition, offset);
     m.stream = source_->output_stream;
     last_write = std::max(last_write, m.system_ts);
@@ -516,10 +553,15 @@ void Job::step_source(EpochTx& etx) {
     ++offset;
     etx.has_work = true;
   }
-  // Appends to a partition come in time order, so nothing older than the last row read can
-  // follow; once caught up, the queue's head time (nothing older will be written) holds too.
-  if (rows.size() < static_cast<size_t>(env_.spec.epoch_batch_limit)) {
+  // Appends to a partition come in time order, so nothing older than the last row read, nor
+  // than the first row not taken, can follow; once caught up, the queue's head time (nothing
+  // older will be written) holds too.
+  if (take < messages.size()) {
+    last_write = std::max(last_write, messages[take].system_ts);
+  } else if (rows.size() < limit) {
     probe(env_, Probe::kSourceCaughtUp);
+    // A static table is written before the pipeline reads it: caught up is the end.
+    if (source_->type == "static_table") etx.meta.progress.finished = true;
     if (auto head = etx.read(tables::kQueueHeads, offset_key)) {
       Decoder in(*head);
       last_write = std::max(last_write, in.i64());
@@ -627,7 +669,10 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
       last = std::max(last, etx.now);  // later rows are read later: nothing older will come
     }
   }
-  if (max_cycles != 0 && cycle >= max_cycles) last = std::max(last, etx.now);
+  if (max_cycles != 0 && cycle >= max_cycles) {
+    last = std::max(last, etx.now);
+    etx.meta.progress.finished = true;
+  }
   etx.meta.low_watermark = etx.meta.replay_watermark = last;
   Encoder out;
   out.u64(offset).u64(cycle);
@@ -738,6 +783,7 @@ Micros Job::next_output_ts(EpochTx& etx) {
 }
 
 void Job::emit(EpochTx& etx, Message m) {
+  if (source_ != nullptr) etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, m.alignment_ts);
   const Consumer& consumer = consumers_.at(m.stream);
   if (consumer.partitions != 0) {  // else nothing reads this stream
     const int partition = static_cast<int>(m.key % static_cast<uint64_t>(consumer.partitions));
@@ -1038,6 +1084,9 @@ void Job::step_sink(EpochTx& etx) {
     }
   }
   if (dedup) clean_dedup(etx, backlog_from);
+  if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits
+    etx.meta.progress.amo_pending = amo_queue_.size() + (amo_sending_ ? 1 : 0) + etx.amo_outputs.size();
+  }
   if (batching() && etx.meta.next_seqno > first_seqno) {
     // The epoch's rows end a batch: batches never change once committed, so a replay of one
     // carries the same rows and the same dedup token.
@@ -1221,7 +1270,9 @@ void Job::send_at_most_once() {
       if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
       continue;
     }
+    amo_sending_ = true;
     const SendOutcome outcome = send_once(m);
+    amo_sending_ = false;
     if (outcome != SendOutcome::kSent) probe(env_, outcome == SendOutcome::kInDoubt ? Probe::kAmoInDoubt : Probe::kAmoNotSent);
     discard_next = env_.bugs.amo_silent_loss && outcome == SendOutcome::kInDoubt;
     if (env_.observer == nullptr || env_.bugs.uncounted_send_failure) {  // the bug: failures go uncounted

@@ -30,6 +30,19 @@ struct SinkProgress {
   uint64_t acked_seqno = 0;
 };
 std::optional<SinkProgress> sink_progress(std::string_view meta_row);
+// What a job's meta row says for draining and completion: messages an at-most-once sink holds
+// in memory (or took in its last epoch, to be queued), whether a finite source has read all
+// of its input (zero and false for a row written before these were kept), and its watermark.
+struct JobProgress {
+  uint64_t amo_pending = 0;
+  bool finished = false;
+  Micros low_watermark = INT64_MIN;   // no new message the job emits will be older
+  Micros last_output_ts = INT64_MIN;  // a source: the newest alignment time it emitted
+};
+JobProgress job_progress(std::string_view meta_row);
+// A source's meta row with the drain cut set (nullopt: cleared). The controller writes it
+// there, so a source learns the cut from the row it reads in every epoch anyway.
+std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
 
 class Job {
  public:
@@ -49,6 +62,8 @@ class Job {
 
  private:
   struct Meta;
+  friend JobProgress job_progress(std::string_view meta_row);
+  friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   class EpochTx;
   class Context;
   class StateForward;
@@ -147,6 +162,7 @@ class Job {
   std::deque<Message> amo_queue_;
   uint64_t amo_queue_bytes_ = 0;
   bool amo_sender_running_ = false;
+  bool amo_sending_ = false;  // a message taken from the queue is being sent
 };
 
 }  // namespace onceflow

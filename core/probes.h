@@ -62,6 +62,8 @@ namespace onceflow {
   X(kControllerUnstored, "controller.unstored", "assignments could not be stored; their Leases are ended first") \
   X(kControllerCommitAmbiguous, "controller.commit_ambiguous", "a controller commit was ambiguous and resolved") \
   X(kControllerStateChanged, "controller.state_changed", "the pipeline was paused, stopped or started")     \
+  X(kControllerDrained, "controller.drained", "a draining pipeline had nothing in flight and stopped")           \
+  X(kControllerCompleted, "controller.completed", "every source was finished and nothing left: the pipeline completed") \
   X(kWorkerLeaseLost, "worker.lease_lost", "a worker found its own Lease ended and started a new one")      \
   X(kWorkerJobReplaced, "worker.job_replaced", "a worker's job got a new Lease: the old incarnation stops")  \
   X(kKafkaMarkerSkip, "kafka.marker_skip", "a restarted Kafka sink skipped outbox rows its progress marker covers")

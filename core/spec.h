@@ -116,6 +116,10 @@ struct SinkSpec {
   std::string durability_sync = "group_commit";
 };
 
+// A source that ends: a static table, or a service log read a bounded number of cycles.
+inline bool finite(const SourceSpec& s) {
+  return s.type == "static_table" || (s.type == "service_log" && s.max_cycles > 0);
+}
 inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 inline const std::string& kafka_topic(const SinkSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 inline const std::string& table_of(const SourceSpec& s) { return s.table.empty() ? s.name : s.table; }

@@ -105,7 +105,7 @@ void FaultInjector::recompute_sink_errors() {
 }
 
 void FaultInjector::set_pipeline(bool halted, FaultKind kind) {
-  hooks_->set_pipeline_state(!halted ? "running" : kind == FaultKind::kPipelinePause ? "paused" : "stopped");
+  hooks_->set_pipeline_state(!halted ? "working" : kind == FaultKind::kPipelinePause ? "paused" : "stopped");
 }
 
 void FaultInjector::end(size_t id) {

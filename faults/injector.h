@@ -26,7 +26,7 @@ namespace onceflow::faults {
 
 // What engine-level faults act on, provided by the pipeline's simulated deployment.
 struct PipelineHooks {
-  // Asks the controller to move the pipeline to "paused", "stopped" or "running".
+  // Asks the controller to move the pipeline to "paused", "stopped" (it drains first) or "working".
   std::function<void(const std::string& state)> set_pipeline_state;
   // The fault switches of the external system on node `node`, or null.
   std::function<sim::TargetFaults*(const std::string& node)> target;

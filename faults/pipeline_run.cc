@@ -385,6 +385,9 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   std::sort(h.controller_commits.begin(), h.controller_commits.end(),
             [](const auto& a, const auto& b) { return a.version < b.version; });
+  for (const auto& change : w.state_changes()) {
+    h.state_changes.push_back({change.state, change.version, change.store_time, change.in_flight});
+  }
   for (const auto& [table, rows] : data.tables()) {
     if (table.rfind("timers/", 0) != 0) continue;
     for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {

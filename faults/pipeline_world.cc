@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include "core/controller.h"
 #include "core/env/codec.h"
+#include "core/job.h"
 #include "faults/injector.h"
 
 namespace onceflow::faults {
@@ -112,6 +114,7 @@ BootFn PipelineWorld::engine_boot(EngineProcess::Role role) {
 }
 
 void PipelineWorld::start() {
+  data_.after_commit = [this](const StoreData::CommitRecord& commit) { record_state_change(commit); };
   world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_, store_options(options_.bugs))));
   const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers, options_.controllers);
   for (const std::string& name : layout.controllers) {
@@ -287,8 +290,44 @@ std::vector<std::string> PipelineWorld::worker_names() const {
 
 Micros PipelineWorld::last_write_ts() const { return inputs_.empty() ? 0 : inputs_.back().write_ts; }
 
+bool PipelineWorld::finite_sources() const {
+  return std::all_of(spec_.sources.begin(), spec_.sources.end(), [](const SourceSpec& s) { return finite(s); });
+}
+
+void PipelineWorld::record_state_change(const StoreData::CommitRecord& commit) {
+  const auto state = data_.latest(tables::kController, "state");
+  if (!state || (!state_changes_.empty() && state_changes_.back().state == *state)) return;
+  StateChange change{*state, commit.version, commit.store_time, {}};
+  if (*state == "stopped" || *state == "completed") change.in_flight = in_flight();
+  state_changes_.push_back(std::move(change));
+}
+
+// Stream rows not yet processed, outbox rows not yet acknowledged, and messages an
+// at-most-once sink holds in memory, as the store says now.
+std::vector<std::string> PipelineWorld::in_flight() const {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> out;
+  for (const auto& [table, rows] : data_.tables()) {
+    if (table.rfind("stream/", 0) != 0 && table.rfind("output_messages/", 0) != 0) continue;
+    for (const Row& row : data_.read_range(table, "", "", data_.last_version(), kShown)) {
+      if (out.size() < kShown) out.push_back(table + ":" + row.key);
+    }
+  }
+  for (const auto& sink : spec_.sinks) {
+    if (!sink.at_most_once_strategy.enabled) continue;
+    for (int p = 0; p < sink.partitions; ++p) {
+      const std::string job = JobId{JobKind::kSink, sink.name, p}.str();
+      const auto meta = data_.latest(tables::kJobMeta, job);
+      const uint64_t held = meta ? job_progress(*meta).amo_pending : 0;
+      if (held != 0 && out.size() < kShown) out.push_back(fmt::format("{}:{} holds {} in memory", tables::kJobMeta, job, held));
+    }
+  }
+  return out;
+}
+
 bool PipelineWorld::drained() const {
   if (world_->now() < last_write_ts()) return false;
+  if (finite_sources() && data_.latest(tables::kController, "state") != "completed") return false;
   for (const auto& source : spec_.sources) {
     for (int p = 0; p < source.partitions; ++p) {
       auto it = produced_.find({source.name, p});

@@ -87,9 +87,20 @@ class PipelineWorld {
   // The nodes of the external systems the sinks write to (and Kafka, when used), by name.
   std::vector<std::string> target_nodes() const;
   // An operator asks the controller to move the pipeline to `state` ("paused", "stopped",
-  // "running"), retrying until the controller answers.
+  // "working"), retrying until the controller answers.
   void set_pipeline_state(const std::string& state);
   Micros last_write_ts() const;
+  // Every source ends (core/spec.h finite()): a drained run is also a completed one.
+  bool finite_sources() const;
+  // A change of the pipeline state row as the controller stored it, with what the store held
+  // in flight right after that commit (looked at only for "stopped" and "completed").
+  struct StateChange {
+    std::string state;
+    Version version = 0;
+    Micros store_time = 0;
+    std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
+  };
+  const std::vector<StateChange>& state_changes() const { return state_changes_; }
 
   // What the sinks expose and what the tables hold now.
   PipelineResult result() const;
@@ -109,6 +120,8 @@ class PipelineWorld {
   class NodeFaultPoints;
   class SimConnectors;
   void heartbeat_queue_heads();
+  void record_state_change(const StoreData::CommitRecord& commit);
+  std::vector<std::string> in_flight() const;
   void start_targets();
   void load_inputs();
   static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
@@ -130,6 +143,7 @@ class PipelineWorld {
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
   uint64_t dedup_entries_max_ = 0;
+  std::vector<StateChange> state_changes_;
 };
 
 }  // namespace onceflow::faults

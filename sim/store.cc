@@ -362,6 +362,7 @@ Result<std::string> StoreServer::commit(Decoder& in, Micros now) {
   forget_tombstones();
   record_outcome(tx, true, version);
   data_.commit_log_.push_back({version, tx, now, prerequisites, writes.size()});
+  if (data_.after_commit) data_.after_commit(data_.commit_log_.back());
   world_.record(node_, fmt::format("commit tx {} version {} writes {}", tx, version,
                                               writes.size()));
   Encoder out;

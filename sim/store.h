@@ -126,6 +126,8 @@ class StoreData {
     if (it == outcomes_.end() || !it->second.committed) return std::nullopt;
     return it->second.version;
   }
+  // Called after each commit applied (the simulator's onlookers; never the engine).
+  std::function<void(const CommitRecord&)> after_commit;
   // resolve() calls answered so far, by answer.
   uint64_t resolved_committed() const { return resolved_committed_; }
   uint64_t resolved_not_committed() const { return resolved_not_committed_; }

@@ -304,8 +304,68 @@ TEST(EngineTest, PausingThePipelineAbortsEveryLeaseAndStartingResumesIt) {
   const size_t leases_while_paused = w.store_data().leases().size();
   w.world().run_until(w.world().now() + 1 * kSeconds);
   EXPECT_EQ(w.store_data().leases().size(), leases_while_paused);  // nothing scheduled
-  set_state("running");
+  set_state("working");
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
+std::optional<std::string> stored_state(sim::StoreData& data) { return data.latest(tables::kController, "state"); }
+
+TEST(EngineTest, StoppingDrainsEverythingInFlightBeforeStopped) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 400;  // written over two seconds
+  PipelineWorld w(load("keyed_aggregation"), reg, options);
+  w.start();
+  w.world().run_until(500 * kMillis);
+  const std::vector<LeaseId> running = stored_job_leases(w.store_data());
+  ASSERT_FALSE(running.empty());
+  w.set_pipeline_state("stopped");
+  w.world().run_until(w.world().now() + 20 * kMillis);
+  EXPECT_EQ(stored_state(w.store_data()), "draining");
+  w.world().run_until(w.world().now() + 3 * kSeconds);
+  ASSERT_EQ(stored_state(w.store_data()), "stopped");
+  for (LeaseId lease : running) {
+    EXPECT_EQ(w.store_data().lease_state(lease, w.world().now()), LeaseState::kAborted) << "lease " << lease;
+  }
+  EXPECT_TRUE(stored_job_leases(w.store_data()).empty());
+  // Nothing left between the stages, nothing unacknowledged in the outbox: every message the
+  // sources took is at the target, and the rest waits in the source queue.
+  EXPECT_EQ(live_rows(w.store_data(), tables::stream("counts")), 0u);
+  EXPECT_EQ(live_rows(w.store_data(), tables::outbox("counts_out")), 0u);
+  ASSERT_FALSE(w.state_changes().empty());
+  EXPECT_EQ(w.state_changes().back().state, "stopped");
+  EXPECT_TRUE(w.state_changes().back().in_flight.empty());
+  const size_t delivered = w.targets().at("counts_out").appended.size();
+  EXPECT_GT(delivered, 0u);
+  EXPECT_LT(delivered, w.inputs().size());
+  w.set_pipeline_state("working");
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, APipelineOfFiniteSourcesCompletesAndEndsEveryLease) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("static_table"), reg, PipelineWorldOptions{});
+  w.start();
+  w.world().run_until(300 * kMillis);
+  const std::vector<LeaseId> running = stored_job_leases(w.store_data());
+  ASSERT_FALSE(running.empty());
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  ASSERT_EQ(stored_state(w.store_data()), "completed");
+  for (LeaseId lease : running) {
+    EXPECT_EQ(w.store_data().lease_state(lease, w.world().now()), LeaseState::kAborted) << "lease " << lease;
+  }
+  const size_t commits = w.store_data().commit_log().size();
+  const size_t leases = w.store_data().leases().size();
+  w.world().run_until(w.world().now() + 5 * kSeconds);
+  // Completed for good: no job scheduled again, nothing committed but the leader's pings.
+  EXPECT_EQ(stored_state(w.store_data()), "completed");
+  EXPECT_EQ(w.store_data().leases().size(), leases);
+  EXPECT_EQ(w.store_data().commit_log().size(), commits);
+  w.set_pipeline_state("working");
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  EXPECT_EQ(stored_state(w.store_data()), "completed");
   expect_reference(w, reg);
 }
 

@@ -68,7 +68,7 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 9u);
+  ASSERT_EQ(verdicts.size(), 10u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
 }
 
@@ -76,7 +76,8 @@ TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   std::vector<std::string_view> names;
   for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
   const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "controller", "delivery-callback",
-                                                  "timers", "ordering", "swift-determinism", "liveness"};
+                                                  "timers", "ordering", "swift-determinism", "lifecycle",
+                                                  "liveness"};
   EXPECT_EQ(names, expected);
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
 }
@@ -432,6 +433,48 @@ TEST(PipelineChecksTest, LivenessFailsWhenNotDrainedInTime) {
   expect_failure(LivenessCheck().check(h), {"not drained by 6000us (5000us after the calm at 1000us)", "drained at 6001us"});
   h.drained_at = 6'000;
   EXPECT_TRUE(LivenessCheck().check(h).passed);
+}
+
+// good_history() with every job Lease ended by 10,000us and the pipeline `state` at version 6.
+PipelineHistory ended_as(const char* state) {
+  PipelineHistory h = good_history();
+  h.leases[2] = {0, 9'000};
+  h.state_changes = {{"working", 1, 40, {}}, {"draining", 5, 8'000, {}}, {state, 6, 10'000, {}}};
+  return h;
+}
+
+TEST(PipelineChecksTest, LifecyclePassesAStopAndACompletionWithNothingInFlight) {
+  const Verdict stopped = LifecycleCheck().check(ended_as("stopped"));
+  EXPECT_TRUE(stopped.passed && stopped.applicable) << stopped.detail;
+  EXPECT_EQ(stopped.detail, "stopped 1 times with nothing in flight");
+  const Verdict completed = LifecycleCheck().check(ended_as("completed"));
+  EXPECT_TRUE(completed.passed && completed.applicable) << completed.detail;
+  const Verdict none = LifecycleCheck().check(good_history());
+  EXPECT_TRUE(none.passed);
+  EXPECT_FALSE(none.applicable);
+}
+
+TEST(PipelineChecksTest, LifecycleFailsOnAStopWithRowsInFlight) {
+  PipelineHistory h = ended_as("stopped");
+  h.state_changes.back().in_flight = {"output_messages/counts_out:0000/0000000000000007"};
+  expect_failure(LifecycleCheck().check(h), {"stopped at version 6", "output_messages/counts_out:0000/0000000000000007"});
+}
+
+TEST(PipelineChecksTest, LifecycleFailsOnAJobLeaseActiveAtCompletion) {
+  PipelineHistory h = ended_as("completed");
+  h.leases[2] = {0, 10'001};  // left to run out a moment later
+  expect_failure(LifecycleCheck().check(h), {"job Lease 0000000000000002", "completed at version 6"});
+  h.leases[2] = {0, -1};
+  expect_failure(LifecycleCheck().check(h), {"job Lease 0000000000000002"});
+}
+
+TEST(PipelineChecksTest, LifecycleFailsOnACommitAfterCompletion) {
+  PipelineHistory h = ended_as("completed");
+  h.epochs.push_back({"sink/counts_out/0", "counts_out", false, 2, 7, 10'500, {}, {}, {}, "worker-2", {}});
+  expect_failure(LifecycleCheck().check(h), {"sink/counts_out/0", "version 7", "completed at version 6"});
+  h = ended_as("completed");
+  h.controller_commits.push_back({"controller", 9, 8, 11'000, true, {{"source/numbers/0", 5}}});
+  expect_failure(LifecycleCheck().check(h), {"stored 1 job Leases at version 8"});
 }
 
 TEST(PipelineChecksTest, NoReplaySuffixWithoutAReplayCommand) {
