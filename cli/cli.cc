@@ -117,13 +117,14 @@ Micros duration_option(const std::string& name, const std::string& text, Micros 
 
 // onceflow real: the pipeline on the real backends (real/run.h).
 int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, real::RealOptions options,
-             const std::string& kafka_timeout, const std::string& progress_every) {
+             const std::string& kafka_timeout, const std::string& progress_every, const std::string& drain_timeout) {
   auto spec = load_pipeline_spec(spec_path);
   if (!spec) throw UsageError{spec.error().message()};
   check_functions(registry, spec_path, *spec);
   if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
   if (!kafka_timeout.empty()) options.kafka_timeout_us = duration_option("--kafka-timeout", kafka_timeout, kSeconds, 86'400 * kSeconds);
+  if (!drain_timeout.empty()) options.drain_timeout_us = duration_option("--drain-timeout", drain_timeout, 0, 3'600 * kSeconds);
   if (!progress_every.empty()) {
     options.progress_every_us = duration_option("--progress-every", progress_every, 10 * kMillis, 3'600 * kSeconds);
   }
@@ -840,7 +841,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
 
   real::RealOptions real_options;
   bool no_progress = false;
-  std::string kafka_timeout, progress_every;
+  std::string kafka_timeout, progress_every, drain_timeout;
   CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
   real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
   real->add_option("--data", real_options.data_dir, "Directory of the run's data; a rerun resumes from it")->required();
@@ -856,6 +857,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--kafka-config", real_options.kafka_config_file,
                    "librdkafka settings for every Kafka client (name=value lines: security.protocol, sasl.*, ssl.*)");
   real->add_option("--kafka-timeout", kafka_timeout, "Stop (exit 2) once no Kafka broker has answered this long [60s]");
+  real->add_option("--drain-timeout", drain_timeout,
+                   "On SIGINT or SIGTERM, wait this long for the pipeline to drain and stop [30s]; a second signal ends at once");
   real->add_option("--progress-every", progress_every, "Between progress lines [1s on a terminal, else 5s]");
 
   int mock_brokers = 3;
@@ -917,7 +920,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;
-      return cmd_real(registry, path, real_options, kafka_timeout, progress_every);
+      return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
     if (list->parsed()) return list_probes ? cmd_list_probes(as_json) : cmd_list(library_dir, as_json);

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "core/controller.h"
 #include "core/env/codec.h"
 #include "core/job.h"
 #include "core/workload.h"
@@ -20,6 +21,7 @@ constexpr const char* kInputLog = "real/inputs";    // hex16(index) -> the input
 constexpr size_t kProducerBatch = 500;
 constexpr Micros kProducerPause = 2 * kMillis;
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
+constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
 constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
 constexpr int kKafkaCheckTimeoutMs = 2'000;
 constexpr Micros kHeadsDone = INT64_MAX / 4;  // a queue head past every message: no more input
@@ -241,6 +243,7 @@ RealDeployment::Ending RealDeployment::run() {
   for (const std::string& name : layout_.controllers) loop_.add_node(name);
   for (const std::string& name : layout_.workers) loop_.add_node(name);
   loop_.add_node("producer");
+  loop_.add_node(kOperator);
   for (const auto& sink : spec_.sinks) {
     if (sink.type == SinkType::kAsyncQueue) serve_target(sink.name);
   }
@@ -251,6 +254,11 @@ RealDeployment::Ending RealDeployment::run() {
   for (const std::string& name : layout_.controllers) start(name, EngineProcess::Role::kController);
   for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
   if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
+  // A pipeline an earlier run stopped (or paused) works again.
+  const auto state = stored_state();
+  if (state && *state != "working" && *state != "completed") {
+    loop_.runtime(kOperator).spawn("resume", [this] { request_state("working"); });
+  }
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
     loop_.add_node("kafka-health");
     loop_.runtime("kafka-health").spawn("watch", [this] { watch_kafka(); });
@@ -258,14 +266,28 @@ RealDeployment::Ending RealDeployment::run() {
   const Micros started = loop_.clock().now();
   const Micros progress_every =
       o_.progress_every_us > 0 ? o_.progress_every_us : (isatty(STDERR_FILENO) != 0 ? kSeconds : 5 * kSeconds);
-  Ending ending = Ending::kStopped;
+  Ending ending = Ending::kInterrupted;
   Micros next_check = 0, next_progress = started + progress_every;
+  Micros drain_deadline = -1;  // set by the first signal
   loop_.run([&] {
     const Micros now = loop_.clock().now();
     if (Status failing_now = failing(); !failing_now.is_ok()) {
       failure_ = failing_now;
       ending = Ending::kFailed;
       return true;
+    }
+    if (stop_signals_.load() > 0 && drain_deadline < 0) {
+      drain_deadline = now + o_.drain_timeout_us;
+      fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
+      loop_.runtime(kOperator).spawn("stop", [this] { request_state("stopped"); });
+    }
+    if (drain_deadline >= 0 && now >= next_check) {
+      next_check = now + kDrainCheckEvery;
+      if (stored_state() == "stopped") {
+        ending = Ending::kStopped;
+        return true;
+      }
+      return now >= drain_deadline;
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (now >= next_check && (kafka_sources_.empty() || o_.verify)) {
@@ -281,6 +303,33 @@ RealDeployment::Ending RealDeployment::run() {
   if (o_.progress) print_progress(loop_.clock().now() - started, true);
   processes_.clear();  // after the loop unwound their fibers
   return ending;
+}
+
+std::optional<std::string> RealDeployment::stored_state() {
+  auto tx = store_.begin();
+  if (!tx) return std::nullopt;
+  auto state = store_.get(*tx, tables::kController, "state");
+  store_.abort(*tx);
+  if (!state) return std::nullopt;
+  return *state;
+}
+
+void RealDeployment::request_state(const std::string& state) {
+  Runtime& rt = loop_.runtime(kOperator);
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    uint64_t seq = 0;
+    auto tx = store_.begin();
+    if (tx) {
+      auto stored = store_.get(*tx, tables::kController, "state_seq");
+      store_.abort(*tx);
+      if (stored && stored->has_value()) seq = std::stoull(**stored);
+    }
+    const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
+    auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, fmt::format("{} {}", seq + 1, state),
+                                               options_.rpc_timeout_us);
+    if (reply) return;
+    rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
+  }
 }
 
 Status RealDeployment::failing() const {

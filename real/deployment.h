@@ -19,6 +19,7 @@
 // Thread-safety: run() on one thread; stop() from any thread or a signal handler.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +50,9 @@ struct RealOptions {
   std::string kafka;
   std::string kafka_config_file;  // librdkafka properties (name=value lines), added to the spec's
   Micros kafka_timeout_us = 60 * kSeconds;  // no broker answering for this long stops the run
+  // The first SIGINT or SIGTERM stops the pipeline (a drain, docs/operating.md) and ends the
+  // run once it is stopped, or after this long; a second signal ends it at once.
+  Micros drain_timeout_us = 30 * kSeconds;
 };
 
 // What a deployment recorded in its store, for --verify: the inputs it produced (in order),
@@ -73,10 +77,16 @@ class RealDeployment {
   // from it or written to it (kInvalidArgument, naming both). `mock`: topics are made there.
   Status connect_kafka(const KafkaConfig& kafka, KafkaMockCluster* mock);
 
-  enum class Ending { kDrained, kStopped, kFailed };
-  // Runs until drained, stopped, or failed (then failure() says why).
+  // kStopped: the pipeline was stopped (drained) on a signal; kInterrupted: the run ended on
+  // a signal before that (a second signal, or the drain timed out).
+  enum class Ending { kDrained, kStopped, kInterrupted, kFailed };
+  // Runs until drained, stopped, or failed (then failure() says why). A pipeline a previous
+  // run stopped or paused is set working again first.
   Ending run();
-  void stop() { loop_.request_stop(); }
+  // Async-signal-safe: the first call asks for a drain, the second ends the run at once.
+  void stop() {
+    if (stop_signals_.fetch_add(1) >= 1) loop_.request_stop();
+  }
   const Status& failure() const { return failure_; }
   const std::vector<SourceInput>& inputs() const { return inputs_; }
 
@@ -93,6 +103,9 @@ class RealDeployment {
   Counts counts();
   void produce();
   void serve_target(const std::string& sink);
+  // The operator's side: asks the controller for `state`, with the next sequence number.
+  void request_state(const std::string& state);
+  std::optional<std::string> stored_state();
   void watch_kafka();
   bool drained();
   // The reason to stop now, or OK.
@@ -122,6 +135,7 @@ class RealDeployment {
   Micros last_progress_at_ = 0;
   std::string kafka_error_;
   Status failure_;
+  std::atomic<int> stop_signals_{0};
 };
 
 }  // namespace onceflow::real

@@ -107,7 +107,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   WallClock clock;
   auto store = open_data_dir(o.data_dir, spec, clock);
   if (!store) return bad(store.error().message());
-  RealDeployment::Ending ending = RealDeployment::Ending::kStopped;
+  RealDeployment::Ending ending = RealDeployment::Ending::kInterrupted;
   const Micros started = clock.now();
   {
     RealDeployment deployment(spec, registry, o, **store);
@@ -128,9 +128,14 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"drained", ending == RealDeployment::Ending::kDrained}}
                            .dump());
   }
+  if (ending == RealDeployment::Ending::kStopped) {
+    fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with --data {} to resume\n",
+               g_signal.load(), o.data_dir);
+    return 0;
+  }
   if (ending != RealDeployment::Ending::kDrained) {
-    fmt::print(stderr, "onceflow real: stopped on signal {}; run again with --data {} to resume\n", g_signal.load(),
-               o.data_dir);
+    fmt::print(stderr, "onceflow real: interrupted on signal {} before the pipeline was stopped; run again with --data {} "
+               "to resume\n", g_signal.load(), o.data_dir);
     return 0;
   }
   if (!o.verify) return 0;

@@ -63,6 +63,8 @@ grep -q '"outputs": 500' "$tmp/real2.json" || fail "a rerun changed the outputs:
 expect_rc 2 "$bin" real "$real_spec"                      # --data is required
 expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --drain-timeout 2h
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --drain-timeout soon
 printf 'name: k\nsources:\n  s: {type: kafka, partitions: 1, output_stream: x}\nsinks:\n  o: {type: sync_queue, input_stream: x}\n' > "$tmp/kafka.yaml"
 lines=$("$bin" real "$tmp/kafka.yaml" --data "$tmp/z" 2>&1 >/dev/null | wc -l)
 expect_rc 2 "$bin" real "$tmp/kafka.yaml" --data "$tmp/z"

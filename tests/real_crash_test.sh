@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # onceflow real survives kill -9 and SIGTERM: a pipeline of scenarios/real/ with queue sources
 # is killed with SIGKILL in the first 200 ms of a fresh data directory, then at random moments
-# of later lives, then stopped with SIGTERM, then killed again while finishing (once 90% of
-# the outputs are in); each time it is restarted on the same --data. A last run with --verify
+# of later lives, then interrupted by two signals, then killed again while finishing (once 90%
+# of the outputs are in), then stopped with SIGTERM, which drains the pipeline; each time it
+# is restarted on the same --data. A last run with --verify
 # must find no loss, no duplicate and state equal to the reference.
 # Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS]
 # (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.)
@@ -67,18 +68,31 @@ for ((i = 1; i <= random_kills; i++)); do
   kill_now KILL
 done
 
-# SIGTERM: a graceful stop, exit 0, resumable.
+# Two signals: the second ends the run at once, before the drain the first began is done;
+# exit 0, resumable.
 start
 wait_for_outputs $((messages * (random_kills + 1) / (2 * (random_kills + 2))))
-kill_now TERM
-[[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
-grep -q "run again with --data" "$work/life-$life.log" || fail "SIGTERM: no word on resuming"
+kill -TERM "$pid"
+sleep 0.05
+kill_now INT
+[[ $last_rc -eq 0 ]] || fail "a second signal did not end the run gracefully (exit $last_rc)"
+grep -q "interrupted on signal 2 before the pipeline was stopped; run again with --data" "$work/life-$life.log" ||
+  fail "two signals: $(tail -2 "$work/life-$life.log")"
 
 # While finishing.
 start
 wait_for_outputs $((messages * 9 / 10))
 sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 100) / 1000 }')"
 kill_now KILL
+
+# SIGTERM: a graceful stop, a drain (the pipeline stops with nothing in flight), exit 0; the
+# next run sets the pipeline working again.
+start
+wait_for_outputs 1
+kill_now TERM
+[[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
+grep -q "stopped on signal 15, nothing in flight; run again with --data" "$work/life-$life.log" ||
+  fail "SIGTERM: the pipeline was not drained and stopped: $(tail -2 "$work/life-$life.log")"
 
 "$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$work/verify.json" \
   || fail "the final run failed: $(cat "$work/verify.json")"
