@@ -82,6 +82,13 @@ struct StateChangeRecord {
   int64_t commit_time = 0;             // store time
   std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
 };
+// A timer row a controller moved to another partition (a repartition), applied at `version`:
+// the row `from` ends without firing and `to` holds the same timer from then on.
+struct TimerMoveRecord {
+  std::string from;  // "<timers table>:<row key>"
+  std::string to;
+  uint64_t version = 0;
+};
 struct LeaseSpan {
   int64_t started_at = 0;
   int64_t ended_at = -1;  // -1: still active at the end of the run
@@ -117,6 +124,7 @@ struct PipelineHistory {
   std::map<uint64_t, LeaseSpan> leases;
   std::vector<ControllerCommit> controller_commits;  // in version order
   std::vector<StateChangeRecord> state_changes;      // in version order
+  std::vector<TimerMoveRecord> timer_moves;           // in version order
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
   int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
   int64_t liveness_bound = 0;

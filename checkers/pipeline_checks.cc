@@ -332,15 +332,20 @@ bool is_consumer_job(std::string_view job) {
   return job.starts_with("computation/") || job.starts_with("sink/");
 }
 
+// Each message's producer: the source or computation that first emitted it ("kind/name",
+// every partition alike: consumers take inputs in alignment order across all of a producer's
+// partitions, so a lineage goes on across a repartition of either side).
 std::map<uint64_t, std::string_view> producers_by_id(const PipelineHistory& h) {
   std::map<uint64_t, std::string_view> producers;
   for (const EpochRecord& e : h.epochs) {
-    for (const MessageRecord& m : e.produced) producers.try_emplace(m.id, e.job);
+    const std::string_view job = e.job;
+    const std::string_view producer = job.substr(0, job.rfind('/'));
+    for (const MessageRecord& m : e.produced) producers.try_emplace(m.id, producer);
   }
   return producers;
 }
 
-// (consumer computation, key, stream, producer job)
+// (consumer computation, key, stream, producer)
 using LineageKey = std::tuple<std::string_view, uint64_t, std::string_view, std::string_view>;
 
 struct OrderingState {
@@ -537,7 +542,21 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // fired exactly once, or still be pending at the end.
   std::map<std::string, std::pair<size_t, size_t>> timers;  // identity -> (created, fired)
   std::map<std::string, const EpochRecord*> last_fired;
+  // A move counts as a creation of its new row and a firing of its old one, where it applied.
+  size_t next_move = 0;
+  const auto apply_moves = [&](uint64_t before_version) -> std::string {
+    for (; next_move < h.timer_moves.size() && h.timer_moves[next_move].version < before_version; ++next_move) {
+      const TimerMoveRecord& m = h.timer_moves[next_move];
+      auto& [created, fired] = timers[m.from];
+      if (++fired > created) {
+        return fmt::format("timer {} moved to {} (version {}) but it was not there", m.from, m.to, m.version);
+      }
+      ++timers[m.to].first;
+    }
+    return "";
+  };
   for (const EpochRecord& e : h.epochs) {
+    if (std::string problem = apply_moves(e.version); !problem.empty()) return failure(name(), h, problem);
     for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {
       auto& [created, fired] = timers[timer];
@@ -552,6 +571,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       last_fired[timer] = &e;
     }
   }
+  if (std::string problem = apply_moves(UINT64_MAX); !problem.empty()) return failure(name(), h, problem);
   const std::set<std::string> pending(h.pending_timers.begin(), h.pending_timers.end());
   for (const auto& [timer, counts] : timers) {
     const auto& [created, fired] = counts;

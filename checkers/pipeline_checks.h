@@ -74,8 +74,9 @@ class TimerCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
-// Per (consumer computation, key, stream, producer job), first consumptions arrive in
-// non-decreasing alignment timestamp order.
+// Per (consumer computation, key, stream, producer), first consumptions arrive in
+// non-decreasing alignment timestamp order. The producer is a source or computation with all
+// of its partitions, so the order is held across a repartition of either side.
 class OrderingCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "ordering"; }

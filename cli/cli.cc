@@ -672,6 +672,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   const uint64_t batch = 10;
   const Invocation clean{registry, {}, "", {}};
   uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
+  std::vector<std::string> baseline_seeds;  // which ("<scenario> --seed N")
   for (const std::string& bug : BugSwitches::names()) {
     Invocation inv{registry, {}, bug, {}};
     (void)inv.bugs.enable(bug);
@@ -704,6 +705,8 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         for (const auto& [seed, r] : found) {
           if (!run_seed(clean, s, seed, s.swarm, 0, false).passed) {
             ++baseline_failures;
+            baseline_seeds.push_back(fmt::format("{} --seed {}", s.path, seed));
+            if (!as_json) fmt::print(stderr, "onceflow mutants: {} seed {} fails with no bug switch on\n", s.path, seed);
             continue;
           }
           caught = r;
@@ -737,6 +740,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
                             {"max_seeds_per_scenario", max_seeds},
                             {"caught_only_on_seeds_that_pass_without_the_switch", true},
                             {"seeds_failing_without_the_switch", baseline_failures},
+                            {"failing_without_any_switch", baseline_seeds},
                             {"wall_ms", wall_ms}}
                            .dump(2));
   } else {

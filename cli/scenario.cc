@@ -13,6 +13,7 @@
 #include "core/deployment.h"
 #include "core/engine.h"
 #include "core/input_checks.h"
+#include "core/layout.h"
 
 namespace onceflow::cli {
 
@@ -117,7 +118,8 @@ class Loader {
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
                          "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
-                         "clickhouse_targets", "knobs", "regression_seeds", "kafka_broker", "catches"});
+                         "clickhouse_targets", "knobs", "regression_seeds", "kafka_broker", "catches",
+                         "operations"});
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -239,6 +241,7 @@ class Loader {
       o.heal_at_us = s.kernel.heal_at_us;
     }
     if (root["liveness_bound"]) o.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    if (const YAML::Node& ops = root["operations"]) load_operations(ops, o);
     if (const YAML::Node& knobs = root["knobs"]) load_knobs(knobs, s);
     for (const auto& sink : o.spec.sinks) {
       if (o.sink_guarantees.count(sink.name) > 0) continue;
@@ -331,6 +334,30 @@ class Loader {
     if (w["close_percent"]) o.close_percent = static_cast<int>(integer(w["close_percent"], "workload.close_percent", 0, 100));
     if (o.ping_interval_us >= o.lease_ttl_us) {
       fail(w, "workload.ping_interval", "must be shorter than workload.lease_ttl");
+    }
+  }
+
+  // operations: [{at: 1s, repartition: {Name: count, ...}}, ...]
+  void load_operations(const YAML::Node& ops, faults::PipelineRunOptions& o) {
+    if (!ops.IsSequence()) fail(ops, "operations", "expected a list of {at, repartition}");
+    for (const auto& op : ops) {
+      if (!op.IsMap()) fail(op, "operations", "expected a mapping {at, repartition}");
+      only_keys(op, "operations", {"at", "repartition"});
+      if (!op["at"]) fail(op, "operations.at", "missing");
+      if (!op["repartition"]) fail(op, "operations.repartition", "missing");
+      faults::PipelineRunOptions::Repartition r;
+      r.at_us = duration(op["at"], "operations.at");
+      const YAML::Node& parts = op["repartition"];
+      if (!parts.IsMap() || parts.size() == 0) fail(parts, "operations.repartition", "expected a mapping {NAME: COUNT, ...}");
+      std::string text;
+      for (const auto& item : parts) {
+        const std::string name = string(item.first, "operations.repartition");
+        const std::string where = "operations.repartition." + name.substr(0, 40);
+        r.partitions[name] = static_cast<int>(integer(item.second, where, 1, kMaxPartitions));
+        text += fmt::format("{}={} ", name, r.partitions[name]);
+      }
+      if (auto checked = parse_repartition(o.spec, text); !checked) fail(parts, "operations.repartition", checked.error().message());
+      o.repartitions.push_back(std::move(r));
     }
   }
 

@@ -84,9 +84,10 @@ std::optional<WorkerRow> decode_worker(std::string_view bytes) {
 
 // --- Controller ----------------------------------------------------------------------------
 
-Controller::Controller(const EngineEnv& env, std::string node) : env_(env), node_(std::move(node)) {
+Controller::Controller(const EngineEnv& env, std::string node) : env_(env), node_(std::move(node)), spec_(env.spec) {
   assert(!node_.empty());
   env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) { return on_set_state(req); });
+  env_.network.serve(kRepartitionService, [this](const std::string&, std::string_view req) { return on_repartition(req); });
   env_.runtime.spawn("scheduler", [this] { loop(); });
 }
 
@@ -115,7 +116,18 @@ void Controller::cycle() {
       if (persist(assignments_)) state_dirty_ = false;
     }
     if (quiescing_ && assignments_.empty() && unstored_.empty()) finish_quiescing();
+    if (!quiescing_ && pending_ && state_ == PipelineState::kStopped && assignments_.empty() && unstored_.empty()) {
+      apply_pending_layout();
+    }
     return;
+  }
+  if (pending_ && state_ == PipelineState::kWorking) {  // a repartition waits for a drain
+    state_ = PipelineState::kDraining;
+    resume_after_layout_ = true;
+    if (!persist_state()) {
+      state_ = PipelineState::kWorking;
+      return;
+    }
   }
   if (state_ == PipelineState::kDraining && !drain_cut_ && !persist_state()) return;  // the cut first
   auto workers = read_workers();
@@ -139,11 +151,14 @@ void Controller::cycle() {
 std::optional<bool> Controller::nothing_in_flight(bool with_timers) {
   auto tx = env_.store.begin();
   if (!tx) return std::nullopt;
-  struct Release {
-    Store& store;
-    const Transaction& tx;
-    ~Release() { store.abort(tx); }
-  } release{env_.store, *tx};
+  // Not a destructor's job: releasing may suspend, and a crash unwinds through suspensions.
+  const auto answer = in_flight_answer(*tx, with_timers);
+  env_.store.abort(*tx);
+  return answer;
+}
+
+std::optional<bool> Controller::in_flight_answer(const Transaction& tx_ref, bool with_timers) {
+  const Transaction* tx = &tx_ref;
   const auto empty = [&](const std::string& table) -> std::optional<bool> {
     auto rows = env_.store.scan(*tx, table, "", "", 1);
     if (!rows) return std::nullopt;
@@ -151,11 +166,11 @@ std::optional<bool> Controller::nothing_in_flight(bool with_timers) {
   };
   std::vector<std::string> tables;
   std::vector<std::string> amo_metas;
-  for (const auto& c : env_.spec.computations) {
+  for (const auto& c : spec_.computations) {
     for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
     if (with_timers) tables.push_back(tables::timers(c.name));
   }
-  for (const auto& s : env_.spec.sinks) {
+  for (const auto& s : spec_.sinks) {
     tables.push_back(tables::stream(s.input_stream));
     tables.push_back(tables::outbox(s.name));
     if (!s.at_most_once_strategy.enabled) continue;
@@ -214,16 +229,28 @@ std::vector<std::string> Controller::source_metas() const {
   return out;
 }
 
+std::vector<std::string> Controller::drain_metas() const {
+  std::vector<std::string> out = source_metas();
+  for (const auto& c : spec_.computations) {
+    if (c.type != ComputationType::kProcessFunction) continue;
+    for (int p = 0; p < c.partitions; ++p) out.push_back(JobId{JobKind::kComputation, c.name, p}.str());
+  }
+  return out;
+}
+
 // The cut a drain starts with: past every row a source has emitted so far. It is written into
 // the source meta rows (a missing one is erased), so a source epoch that read them before
 // this commit cannot commit after it (it conflicts): every row emitted before the cut is
-// stored is older than the cut, and every source epoch after it reads the cut.
+// stored is older than the cut, and every source epoch after it reads the cut. It goes into
+// the meta rows of computations with timers too: they fire none while the pipeline drains,
+// so that a drain ends (a timer that sets itself again would keep work in flight for ever).
 bool Controller::put_drain_cut(Transaction& tx) {
-  const std::vector<std::string> keys = source_metas();
+  const std::vector<std::string> keys = drain_metas();
+  const size_t sources = source_metas().size();
   auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
   if (!rows) return false;
   Micros cut = env_.runtime.clock().now();
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (size_t i = 0; i < sources; ++i) {
     if ((*rows)[i]) {
       const Micros newest = job_progress(*(*rows)[i]).last_output_ts;
       if (newest != INT64_MIN) cut = std::max(cut, newest + 1);
@@ -246,13 +273,21 @@ bool Controller::put_drain_cut(Transaction& tx) {
 bool Controller::put_state(Transaction& tx) {
   tx.put(tables::kController, kStateKey, std::string(pipeline_state_name(state_)));
   tx.put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
+  tx.put(tables::kController, kLayoutKey, encode_layout(layout_));
+  if (pending_) {
+    Encoder out;
+    out.u64(resume_after_layout_ ? 1 : 0).bytes(encode_layout(*pending_));
+    tx.put(tables::kController, kLayoutPendingKey, out.take());
+  } else {
+    tx.erase(tables::kController, kLayoutPendingKey);
+  }
   cut_written_ = drain_cut_;
   if (state_ != PipelineState::kDraining) {
     cut_written_.reset();
     if (!drain_cut_) return true;
-    // Leaving a drain: the sources read on past the cut.
+    // Leaving a drain: the sources read on past the cut, timers fire again.
     tx.erase(tables::kController, tables::kDrainCutKey);
-    const std::vector<std::string> keys = source_metas();
+    const std::vector<std::string> keys = drain_metas();
     auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
     if (!rows) return false;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -283,6 +318,96 @@ void Controller::finish_quiescing() {
     return;
   }
   probe(env_, target == PipelineState::kCompleted ? Probe::kControllerCompleted : Probe::kControllerDrained);
+  if (pending_ && state_ == PipelineState::kStopped) apply_pending_layout();
+}
+
+void Controller::apply_pending_layout() {
+  constexpr size_t kPage = 512;
+  constexpr int kPagesPerCycle = 16;
+  for (int page = 0; page < kPagesPerCycle; ++page) {
+    auto tx = env_.store.begin();
+    if (!tx) return;
+    size_t moved = 0;
+    std::vector<std::pair<std::string, std::string>> timers;
+    for (const auto& [owner, count] : pending_->partitions) {
+      auto n = move_partition_rows(env_.store, *tx, spec_, owner, count, kPage - moved, &timers);
+      if (!n) {
+        env_.store.abort(*tx);
+        return;
+      }
+      moved += *n;
+      if (moved >= kPage) break;
+    }
+    if (moved == 0) {
+      env_.store.abort(*tx);
+      break;
+    }
+    if (env_.observer != nullptr) {
+      for (const auto& [from, to] : timers) env_.observer->timer_moving(from, to, tx->id());
+      env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
+    }
+    if (!commit_as_leader(*tx)) return;  // the next cycle goes on from what is stored
+  }
+  if (lease_ == 0) return;
+  // Every row is in place (or this cycle's pages ran out: the next one goes on).
+  {
+    auto tx = env_.store.begin();
+    if (!tx) return;
+    size_t left = 0;
+    for (const auto& [owner, count] : pending_->partitions) {
+      auto n = move_partition_rows(env_.store, *tx, spec_, owner, count, 1);
+      left += n ? *n : 1;
+    }
+    env_.store.abort(*tx);
+    if (left != 0) return;
+  }
+  // Each new owner of a key stamps its outputs above every old owner's, in the commit that
+  // stores the layout.
+  auto tx = env_.store.begin();
+  if (!tx) return;
+  for (const auto& [owner, count] : pending_->partitions) {
+    const ComputationSpec* c = spec_.computation(owner);
+    if (c == nullptr) continue;
+    std::vector<std::string> keys;
+    for (int p = 0; p < std::max(count, c->partitions); ++p) keys.push_back(JobId{JobKind::kComputation, owner, p}.str());
+    auto rows = env_.store.get_many(*tx, tables::kJobMeta, keys);
+    if (!rows) {
+      env_.store.abort(*tx);
+      return;
+    }
+    Micros floor = INT64_MIN;
+    for (const auto& row : *rows) {
+      if (row) floor = std::max(floor, job_progress(*row).last_output_ts);
+    }
+    for (int p = 0; p < count; ++p) {
+      const auto& row = (*rows)[static_cast<size_t>(p)];
+      tx->put(tables::kJobMeta, keys[static_cast<size_t>(p)],
+              with_output_floor(row ? std::optional<std::string_view>(*row) : std::nullopt, floor));
+    }
+  }
+  const Layout before = layout_;
+  const std::optional<Layout> pending = pending_;
+  const PipelineState state_before = state_;
+  layout_ = *pending_;
+  pending_.reset();
+  state_ = resume_after_layout_ ? PipelineState::kWorking : PipelineState::kStopped;
+  bool stored = put_state(*tx);
+  if (stored) {
+    if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
+    stored = commit_as_leader(*tx);
+    if (stored) drain_cut_ = cut_written_;
+  } else {
+    env_.store.abort(*tx);
+  }
+  if (!stored) {
+    layout_ = before;
+    pending_ = pending;
+    state_ = state_before;
+    return;
+  }
+  spec_ = with_layout(env_.spec, layout_);
+  state_dirty_ = true;
+  probe(env_, Probe::kControllerRepartitioned);
 }
 
 std::set<std::string> Controller::ping_job_leases() {
@@ -357,11 +482,21 @@ bool Controller::boot() {
   auto state = env_.store.get(*tx, tables::kController, kStateKey);
   auto seq = env_.store.get(*tx, tables::kController, kStateSeqKey);
   auto cut = env_.store.get(*tx, tables::kController, tables::kDrainCutKey);
+  auto layout = env_.store.get(*tx, tables::kController, kLayoutKey);
+  auto pending = env_.store.get(*tx, tables::kController, kLayoutPendingKey);
   // The bug: one page of assignments, as if a boot never found more than 16 jobs.
   const size_t limit = env_.bugs.boot_scan_one_page ? 16 : kMaxJobs;
   auto rows = env_.store.scan(*tx, tables::kController, kJobPrefix, kJobPrefix + "~", limit);
   env_.store.abort(*tx);
-  if (!state || !seq || !cut || !rows) return false;
+  if (!state || !seq || !cut || !layout || !pending || !rows) return false;
+  layout_ = layout->has_value() ? decode_layout(**layout).value() : Layout{};
+  spec_ = with_layout(env_.spec, layout_);
+  pending_.reset();
+  if (pending->has_value()) {
+    Decoder in(**pending);
+    resume_after_layout_ = in.u64() != 0;
+    pending_ = decode_layout(in.string()).value();
+  }
   drain_cut_.reset();
   if (cut->has_value()) {
     Decoder in(**cut);
@@ -463,7 +598,7 @@ bool Controller::end_unstored_leases() {
 }
 
 void Controller::schedule(const Workers& workers, const std::set<std::string>& ended, Micros now) {
-  const std::vector<JobId> jobs = all_jobs(env_.spec);
+  const std::vector<JobId> jobs = all_jobs(spec_);
   const auto& live = workers.live;
   bool changed = state_dirty_;
   std::map<std::string, Assignment> added;
@@ -583,6 +718,82 @@ void Controller::push_unstored(const std::map<std::string, Assignment>& added) {
   }
 }
 
+struct Controller::Busy {
+  bool& busy;
+  explicit Busy(bool& b) : busy(b) { busy = true; }
+  ~Busy() { busy = false; }
+};
+
+// Request: "<layout version> NAME=COUNT ...".
+Result<std::string> Controller::on_repartition(std::string_view request) {
+  const auto space = request.find(' ');
+  uint64_t expected = 0;
+  const std::string_view number = request.substr(0, space);
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), expected);
+  if (ec != std::errc() || ptr != number.data() + number.size() || space == std::string_view::npos) {
+    return Status::invalid_argument("expected '<layout version> NAME=COUNT ...', got '" +
+                                    std::string(request.substr(0, 64)) + "'");
+  }
+  auto changes = parse_repartition(spec_, request.substr(space + 1));
+  if (!changes) return changes.error();
+  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
+  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  Busy busy(busy_);
+  if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
+  if (state_ == PipelineState::kPaused) {
+    return Status::invalid_argument("the pipeline is paused with work in flight: start or stop it first");
+  }
+  const uint64_t current = pending_ ? pending_->version : layout_.version;
+  if (expected != current) {
+    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", current, expected));
+  }
+  Layout next = pending_ ? *pending_ : layout_;
+  next.version = current + 1;
+  for (const auto& [name, count] : *changes) next.partitions[name] = count;
+  if (env_.bugs.repartition_without_drain) {
+    // The bug: the new layout at once, rows moved while the old partitions still run.
+    for (const auto& [owner, count] : next.partitions) {
+      auto tx = env_.store.begin();
+      if (!tx) return Status::unavailable("the store did not answer");
+      std::vector<std::pair<std::string, std::string>> timers;
+      if (!move_partition_rows(env_.store, *tx, spec_, owner, count, 1'000'000, &timers)) continue;
+      if (env_.observer != nullptr) {
+        for (const auto& [from, to] : timers) env_.observer->timer_moving(from, to, tx->id());
+      }
+      if (!commit_as_leader(*tx)) {
+        return Status::unavailable("the rows could not be moved");
+      }
+    }
+    const Layout before = layout_;
+    layout_ = next;
+    if (!persist_state()) {
+      layout_ = before;
+      return Status::unavailable("the layout could not be stored");
+    }
+    spec_ = with_layout(env_.spec, layout_);
+    return std::to_string(layout_.version);
+  }
+  const std::optional<Layout> before = pending_;
+  const bool resume_before = resume_after_layout_;
+  const PipelineState state_before = state_;
+  pending_ = next;
+  if (state_ == PipelineState::kWorking) {
+    state_ = PipelineState::kDraining;
+    resume_after_layout_ = true;
+  } else if (state_ == PipelineState::kStopped) {
+    resume_after_layout_ = false;
+  }
+  if (!persist_state()) {
+    pending_ = before;
+    resume_after_layout_ = resume_before;
+    state_ = state_before;
+    return Status::unavailable("the change could not be stored");
+  }
+  if (state_ != state_before) quiescing_.reset();
+  probe(env_, Probe::kControllerStateChanged);
+  return std::to_string(next.version);
+}
+
 // Request: "<sequence number> <state>". Requests can be delayed and reordered on the way,
 // so one older than the last applied is ignored.
 Result<std::string> Controller::on_set_state(std::string_view request) {
@@ -590,27 +801,24 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   uint64_t seq = 0;
   const std::string_view number = request.substr(0, space);
   const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), seq);
-  const auto state = space == std::string_view::npos ? std::nullopt : parse_pipeline_state(request.substr(space + 1));
-  if (ec != std::errc() || ptr != number.data() + number.size() || !state) {
+  const auto parsed = space == std::string_view::npos ? std::nullopt : parse_pipeline_state(request.substr(space + 1));
+  if (ec != std::errc() || ptr != number.data() + number.size() || !parsed) {
     return Status::invalid_argument("expected '<sequence> <state>', got '" + std::string(request.substr(0, 64)) + "'");
   }
+  const PipelineState requested = *parsed;
   // Until boot has read the persisted state, a change here would be overwritten by it.
   if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
   // One thing at a time: a cycle in progress would interleave with this request's commit.
   if (busy_) return Status::unavailable("the controller is busy; ask again");
-  busy_ = true;
-  struct Done {
-    bool& busy;
-    ~Done() { busy = false; }
-  } done{busy_};
+  Busy busy(busy_);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
-  if (*state == PipelineState::kCompleted) {
+  if (requested == PipelineState::kCompleted) {
     return Status::invalid_argument("a pipeline completes by itself, when its finite sources are read");
   }
   if (seq < state_seq_) return std::string(pipeline_state_name(state_));
   // A stop drains first (the bug: it stops at once, as a pause does); stopping a stopped
   // pipeline changes nothing.
-  PipelineState next = *state;
+  PipelineState next = requested;
   if (next == PipelineState::kDraining) next = PipelineState::kStopped;
   if (next == PipelineState::kStopped && state_ != PipelineState::kStopped && !env_.bugs.stop_without_drain) {
     next = PipelineState::kDraining;
@@ -620,8 +828,11 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   const uint64_t seq_before = state_seq_;
   state_seq_ = seq;
   state_ = next;
+  const bool resume_before = resume_after_layout_;
+  if (pending_) resume_after_layout_ = next == PipelineState::kWorking;  // a stop keeps it stopped after
   if (state_ != before) quiescing_.reset();
   if (!persist_state()) {
+    resume_after_layout_ = resume_before;
     state_ = before;
     state_seq_ = seq_before;
     return Status::unavailable("the state could not be stored");

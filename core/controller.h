@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/layout.h"
 
 namespace onceflow {
 
@@ -82,6 +83,11 @@ class Controller {
   static constexpr const char* kSetStateService = "set_state";
   // Only with the assign-before-persist bug switch: assignments pushed to a worker.
   static constexpr const char* kPushService = "push_assignments";
+  // Request "<layout version> NAME=COUNT ...": repartitions computations and queue sinks
+  // (core/layout.h) if the stored layout is at that version (a compare-and-swap); the answer
+  // is the new version. A working pipeline drains, the change is made, and it works again; a
+  // stopped one stays stopped; a paused or completed one refuses.
+  static constexpr const char* kRepartitionService = "repartition";
 
  private:
   struct Assignment {
@@ -124,11 +130,13 @@ class Controller {
   bool put_state(Transaction& tx);
   bool put_drain_cut(Transaction& tx);
   std::vector<std::string> source_metas() const;
+  std::vector<std::string> drain_metas() const;  // those and the computations' with timers
   // Draining: every source has read all of its rows older than the cut.
   bool sources_at_cut();
   // Whether the store holds nothing in flight: no stream row, no outbox row, no message in an
   // at-most-once queue, and, with `with_timers`, no timer. nullopt when the store did not say.
   std::optional<bool> nothing_in_flight(bool with_timers);
+  std::optional<bool> in_flight_answer(const Transaction& tx, bool with_timers);
   // Whether every source is finite and has read all of its input.
   bool sources_finished();
   // Every Lease has ended while quiescing: a last look decides between `quiescing_` and
@@ -137,6 +145,12 @@ class Controller {
   bool commit_as_leader(const Transaction& tx);
   void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
   Result<std::string> on_set_state(std::string_view request);
+  Result<std::string> on_repartition(std::string_view request);
+  // Every job Lease has ended and nothing is in flight: moves the rows of the pending change
+  // (some pages per call) and, once all are in place, stores the new layout.
+  void apply_pending_layout();
+  // Marks a state request or a repartition as under way (busy_) for its lifetime.
+  struct Busy;
 
   const EngineEnv& env_;
   std::string node_;
@@ -150,6 +164,10 @@ class Controller {
   std::optional<PipelineState> quiescing_;
   std::optional<Micros> drain_cut_;    // while draining, once stored
   std::optional<Micros> cut_written_;  // what the transaction being built stores
+  PipelineSpec spec_;                  // the spec with layout_'s partition counts
+  Layout layout_;
+  std::optional<Layout> pending_;      // a repartition under way
+  bool resume_after_layout_ = false;   // work again once it is made (else stay stopped)
   uint64_t state_seq_ = 0;  // the sequence number of the last state request applied
   bool state_dirty_ = false;
   std::map<std::string, Assignment> assignments_;  // by JobId::str(), only persisted ones

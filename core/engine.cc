@@ -122,6 +122,7 @@ constexpr BugName kBugNames[] = {
     {"replace-on-another-worker", &BugSwitches::replace_on_another_worker},
     {"stop-without-drain", &BugSwitches::stop_without_drain},
     {"completion-leaves-leases", &BugSwitches::completion_leaves_leases},
+    {"repartition-without-drain", &BugSwitches::repartition_without_drain},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},

@@ -115,6 +115,9 @@ struct BugSwitches {
   bool stop_without_drain = false;
   // completion leaves the job Leases to expire instead of ending them
   bool completion_leaves_leases = false;
+  // a repartition is stored at once, without a drain: new partitions run while the old ones
+  // still do
+  bool repartition_without_drain = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;
@@ -184,6 +187,9 @@ class EngineObserver {
   virtual void controller_steps_down(const std::string& /*node*/, LeaseId /*lease*/, std::string_view /*why*/) {}
   virtual void controller_committing(const std::string& /*node*/, LeaseId /*lease*/, TxId /*tx*/,
                                      const std::optional<std::map<std::string, LeaseId>>& /*job_leases*/) {}
+  // A controller is about to commit `tx`, which moves timer row `from` to `to` (a repartition;
+  // "<timers table>:<row key>" each).
+  virtual void timer_moving(const std::string& /*from*/, const std::string& /*to*/, TxId /*tx*/) {}
   // A controller started Lease `lease` for job `job` (JobId::str()).
   virtual void job_lease_started(const std::string& /*job*/, LeaseId /*lease*/) {}
   // The engine took the recovery path `probe` marks (core/probes.h).

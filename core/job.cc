@@ -127,6 +127,12 @@ JobProgress job_progress(std::string_view meta_row) {
   return out;
 }
 
+std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor) {
+  Job::Meta meta = meta_row ? Job::Meta::decode(*meta_row) : Job::Meta{};
+  meta.last_output_ts = std::max(meta.last_output_ts, floor);
+  return meta.encode();
+}
+
 std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut) {
   Job::Meta meta = Job::Meta::decode(meta_row);
   meta.drain_cut = cut.value_or(INT64_MIN);
@@ -518,8 +524,9 @@ void Job::step_source(EpochTx& etx) {
   if (etx.meta.drain_cut != INT64_MIN) cut = etx.meta.drain_cut;
   if (cut && source_->type != "queue" && source_->type != "static_table") {
     // Draining: a source that stamps what it reads with the time of reading reads nothing
-    // more; what it emits later is stamped no earlier than its watermark, so the cut is one.
-    etx.meta.low_watermark = etx.meta.replay_watermark = std::max(etx.meta.low_watermark, *cut);
+    // more; what it emits later is stamped no earlier than its watermark, so the cut and the
+    // clock are watermarks as good.
+    etx.meta.low_watermark = etx.meta.replay_watermark = std::max({etx.meta.low_watermark, *cut, etx.now});
     return;
   }
   if (ExternalSource* external = external_source()) {
@@ -543,12 +550,16 @@ void Job::step_source(EpochTx& etx) {
   for (const Row& row : rows) messages.push_back(decode_source_row(row.value));
   size_t take = std::min(rows.size(), limit);
   while (cut && take > 0 && messages[take - 1].system_ts >= *cut) --take;  // the rows come in time order
+  // A row's time (system and alignment) is its write time, but never below the watermark
+  // already published, nor as old as the row before: rows read after a drain (which raised the
+  // watermark, below) keep their order, and so do rows written at one time.
   Micros last_write = etx.meta.low_watermark;
   for (size_t i = 0; i < take; ++i) {
     Message& m = messages[i];
     m.id = source_message_id(source_->name, id_.partition, offset);
     m.stream = source_->output_stream;
-    last_write = std::max(last_write, m.system_ts);
+    m.system_ts = m.alignment_ts = std::max({m.alignment_ts, etx.meta.low_watermark, etx.meta.last_output_ts + 1});
+    last_write = std::max(last_write, m.alignment_ts);
     emit(etx, std::move(m));
     ++offset;
     etx.has_work = true;
@@ -556,8 +567,10 @@ void Job::step_source(EpochTx& etx) {
   // Appends to a partition come in time order, so nothing older than the last row read, nor
   // than the first row not taken, can follow; once caught up, the queue's head time (nothing
   // older will be written) holds too.
+  bool at_cut = false;  // draining: every row older than the cut is taken
   if (take < messages.size()) {
     last_write = std::max(last_write, messages[take].system_ts);
+    at_cut = cut && messages[take].system_ts >= *cut;
   } else if (rows.size() < limit) {
     probe(env_, Probe::kSourceCaughtUp);
     // A static table is written before the pipeline reads it: caught up is the end.
@@ -566,7 +579,12 @@ void Job::step_source(EpochTx& etx) {
       Decoder in(*head);
       last_write = std::max(last_write, in.i64());
     }
+    at_cut = cut && last_write >= *cut;
   }
+  // Past the cut, the watermark goes on with the clock while the pipeline drains, so that
+  // what other stages emit meanwhile can be taken (a stage that reads this source and the
+  // output of another waits for both); rows read later are aligned no earlier.
+  if (at_cut) last_write = std::max(last_write, etx.now);
   etx.meta.low_watermark = etx.meta.replay_watermark = last_write;
   Encoder out;
   out.u64(offset);
@@ -891,7 +909,8 @@ void Job::step_computation(EpochTx& etx) {
       emit(etx, std::move(batch));
     }
   }
-  fire_timers(etx);
+  // No timer fires while the pipeline drains (core/controller.h): a drain must end.
+  if (etx.meta.drain_cut == INT64_MIN) fire_timers(etx);
   if (dedup) clean_dedup(etx, first_unprocessed);
   // The low watermark of what this job may still emit. A swift job re-emits what it has not
   // acknowledged, with its inputs' timestamps; a regular job never re-emits, and stamps

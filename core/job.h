@@ -43,6 +43,10 @@ JobProgress job_progress(std::string_view meta_row);
 // A source's meta row with the drain cut set (nullopt: cleared). The controller writes it
 // there, so a source learns the cut from the row it reads in every epoch anyway.
 std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
+// A computation partition's meta row (nullopt: none yet) whose outputs will be stamped above
+// `floor`: a repartition gives each new owner of a key a floor above every old owner's stamps,
+// so that a key's outputs stay in order across the change whatever the clocks say.
+std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
 
 class Job {
  public:
@@ -64,6 +68,11 @@ class Job {
   struct Meta;
   friend JobProgress job_progress(std::string_view meta_row);
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
+  friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
+// A computation partition's meta row (nullopt: none yet) whose outputs will be stamped above
+// `floor`: a repartition gives each new owner of a key a floor above every old owner's stamps,
+// so that a key's outputs stay in order across the change whatever the clocks say.
+std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
   class EpochTx;
   class Context;
   class StateForward;

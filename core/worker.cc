@@ -10,8 +10,15 @@ namespace {
 constexpr size_t kMaxJobs = 1'000'000;
 }  // namespace
 
+Worker::Generation::Generation(const EngineEnv& base, PipelineSpec s)
+    : spec(std::move(s)),
+      env{base.runtime, base.network, base.store,  base.random,        spec,           base.registry,   base.options,
+          base.bugs,    base.observer, base.fault_points, base.connectors, base.seed} {}
+
 Worker::Worker(const EngineEnv& env, std::string name) : env_(env), name_(std::move(name)) {
   assert(!name_.empty());
+  generations_.push_back(std::make_unique<Generation>(env_, env_.spec));
+  current_ = generations_.back().get();
   if (env_.bugs.assign_before_persist) {
     env_.network.serve(Controller::kPushService, [this](const std::string&, std::string_view req) { return on_push(req); });
   }
@@ -50,8 +57,15 @@ std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
   if (!tx) return std::nullopt;
   const std::string prefix = kJobKeyPrefix;
   auto rows = env_.store.scan(*tx, tables::kController, prefix, prefix + "~", kMaxJobs);
+  auto layout_row = env_.store.get(*tx, tables::kController, kLayoutKey);
   env_.store.abort(*tx);
-  if (!rows) return std::nullopt;
+  if (!rows || !layout_row) return std::nullopt;
+  const Layout layout = layout_row->has_value() ? decode_layout(**layout_row).value() : Layout{};
+  if (layout.version != current_->version) {
+    generations_.push_back(std::make_unique<Generation>(env_, with_layout(env_.spec, layout)));
+    current_ = generations_.back().get();
+    current_->version = layout.version;
+  }
   std::map<std::string, LeaseId> mine;
   for (const Row& row : *rows) {
     const auto a = decode_assignment(row.value);
@@ -102,7 +116,7 @@ void Worker::report() {
 }
 
 void Worker::start_job(const JobId& id, LeaseId lease) {
-  auto job = std::make_unique<Job>(env_, id, lease);
+  auto job = std::make_unique<Job>(current_->env, id, lease);
   Job* raw = job.get();
   jobs_[id.str()] = std::move(job);
   env_.runtime.spawn("job:" + id.str(), [raw] { raw->run(); });

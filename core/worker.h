@@ -19,6 +19,7 @@
 #include "core/controller.h"
 #include "core/engine.h"
 #include "core/job.h"
+#include "core/layout.h"
 
 namespace onceflow {
 
@@ -32,6 +33,7 @@ class Worker {
   // Starts the worker's Lease when it has none, pings it otherwise; false when it has none.
   bool keep_lease();
   // This worker's assignments as stored: job -> Lease; nullopt when the store did not answer.
+  // Reads the partition layout in the same snapshot (current_).
   std::optional<std::map<std::string, LeaseId>> read_assignments();
   void reconcile(const std::map<std::string, LeaseId>& assigned);
   // Writes the worker row when what it would say changed.
@@ -39,8 +41,19 @@ class Worker {
   void start_job(const JobId& id, LeaseId lease);
   Result<std::string> on_push(std::string_view request);  // the assign-before-persist bug
 
+  // The spec with one layout's partition counts, and the environment jobs started under it
+  // run in. Kept for the worker's life: a job refers to its own until it is destroyed.
+  struct Generation {
+    Generation(const EngineEnv& base, PipelineSpec s);
+    uint64_t version = 0;
+    PipelineSpec spec;
+    EngineEnv env;
+  };
+
   const EngineEnv& env_;
   std::string name_;
+  std::vector<std::unique_ptr<Generation>> generations_;
+  Generation* current_ = nullptr;
   LeaseId lease_ = 0;                  // the worker's own Lease; 0 while it has none
   std::optional<WorkerRow> reported_;  // the row as last stored
   std::map<std::string, std::unique_ptr<Job>> jobs_;  // by JobId::str()

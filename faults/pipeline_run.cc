@@ -114,6 +114,14 @@ class Recorder final : public EngineObserver {
     ++counters["at-most-once drops"];
   }
   void probe(Probe p) override { ++probes[std::string(probe_name(p))]; }
+  void timer_moving(const std::string& from, const std::string& to, TxId tx) override {
+    timer_moves.push_back({from, to, tx});
+  }
+  struct TimerMove {
+    std::string from, to;
+    TxId tx = 0;
+  };
+  std::vector<TimerMove> timer_moves;  // every attempt; the store says which applied
   void amo_sending(const std::string& sink, MessageId id) override {
     auto& held = in_queue[sink][id];
     held.node = world_->name(world_->scheduler().current_node());
@@ -385,6 +393,11 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   std::sort(h.controller_commits.begin(), h.controller_commits.end(),
             [](const auto& a, const auto& b) { return a.version < b.version; });
+  for (const auto& m : rec.timer_moves) {
+    if (const auto version = data.committed_version(m.tx)) h.timer_moves.push_back({m.from, m.to, *version});
+  }
+  std::stable_sort(h.timer_moves.begin(), h.timer_moves.end(),
+                   [](const auto& a, const auto& b) { return a.version < b.version; });
   for (const auto& change : w.state_changes()) {
     h.state_changes.push_back({change.state, change.version, change.store_time, change.in_flight});
   }
@@ -504,6 +517,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
                       [&world](const std::string& node) { return world.target_faults(node); }};
   FaultInjector injector(world.world(), &world.store_data(), &hooks);
+  for (const auto& r : o.repartitions) {
+    world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.repartition(r.partitions); });
+  }
   for (const FaultKind kind : o.inert_faults) injector.make_inert(kind);
   injector.schedule(out.plan);
 

@@ -51,6 +51,13 @@ struct PipelineRunOptions {
   std::map<std::string, bool> http_honours_idempotency_key;  // http sinks' receivers (default: yes)
   bool kafka_epoch_per_transaction = true;  // the simulated broker has KIP-890's epoch bump
   std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;  // clickhouse sinks' targets
+  // Operator actions at given times: repartitions (name -> partitions), asked of the
+  // controller as core/controller.h describes, retried until it takes them.
+  struct Repartition {
+    Micros at_us = 0;
+    std::map<std::string, int> partitions;
+  };
+  std::vector<Repartition> repartitions;
 };
 
 // The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):

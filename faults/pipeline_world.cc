@@ -274,6 +274,34 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
   });
 }
 
+void PipelineWorld::repartition(const std::map<std::string, int>& partitions) {
+  const NodeIndex op = world_->find(kOperatorNode);
+  std::string changes;
+  for (const auto& [name, count] : partitions) changes += fmt::format(" {}={}", name, count);
+  world_->record(op, "asks the controller to repartition:" + changes);
+  const std::vector<std::string> controllers = controller_names();
+  world_->runtime(op).spawn("repartition", [this, op, changes, controllers] {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      // The version the operator last saw: what the store says now (a pending change counts).
+      uint64_t version = 0;
+      if (auto layout = data_.latest(tables::kController, kLayoutKey)) version = decode_layout(*layout)->version;
+      if (auto pending = data_.latest(tables::kController, kLayoutPendingKey)) {
+        Decoder in(*pending);
+        (void)in.u64();
+        version = decode_layout(in.string())->version;
+      }
+      const std::string& controller = controllers[static_cast<size_t>(attempt) % controllers.size()];
+      auto reply = world_->network_endpoint(op).call(controller, Controller::kRepartitionService,
+                                                     fmt::format("{}{}", version, changes), options_.engine.rpc_timeout_us);
+      if (reply) {
+        world_->record(op, "repartition stored as layout version " + *reply);
+        return;
+      }
+      world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
+    }
+  });
+}
+
 std::vector<std::string> PipelineWorld::spare_worker_names() const {
   std::vector<std::string> out;
   for (int i = 1; i <= options_.spare_workers; ++i) out.push_back(fmt::format("worker-spare-{}", i));

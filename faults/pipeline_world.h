@@ -90,6 +90,9 @@ class PipelineWorld {
   // "working"), retrying until the controller answers.
   void set_pipeline_state(const std::string& state);
   Micros last_write_ts() const;
+  // An operator asks the controller to repartition (name -> partitions), naming the layout
+  // version it last saw, and asks again (reading the version anew) until one takes it.
+  void repartition(const std::map<std::string, int>& partitions);
   // Every source ends (core/spec.h finite()): a drained run is also a completed one.
   bool finite_sources() const;
   // A change of the pipeline state row as the controller stored it, with what the store held

@@ -11,6 +11,7 @@
 #include "core/builtin.h"
 #include "tests/test_support.h"
 #include "core/controller.h"
+#include "core/layout.h"
 #include "core/reference.h"
 #include "faults/injector.h"
 #include "faults/pipeline_world.h"
@@ -341,6 +342,76 @@ TEST(EngineTest, StoppingDrainsEverythingInFlightBeforeStopped) {
   EXPECT_LT(delivered, w.inputs().size());
   w.set_pipeline_state("working");
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
+std::optional<Layout> stored_layout(sim::StoreData& data) {
+  auto row = data.latest(tables::kController, kLayoutKey);
+  return row ? decode_layout(*row) : std::nullopt;
+}
+
+TEST(EngineTest, RepartitioningMovesEveryKeyToItsNewPartitionAndKeepsTheCounts) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 600;  // written over three seconds
+  options.workload.keys = 32;
+  PipelineWorld w(load("repartition"), reg, options);
+  w.start();
+  w.world().run_until(500 * kMillis);
+  w.repartition({{"Counter", 8}, {"counts_out", 4}});
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  auto layout = stored_layout(w.store_data());
+  ASSERT_TRUE(layout.has_value());
+  EXPECT_EQ(layout->version, 1u);
+  EXPECT_EQ(layout->partitions, (std::map<std::string, int>{{"Counter", 8}, {"counts_out", 4}}));
+  EXPECT_EQ(stored_state(w.store_data()), "working");
+  // Every new partition has run epochs (its meta row), and holds only keys that are its own.
+  for (int p = 0; p < 8; ++p) {
+    EXPECT_TRUE(w.store_data().latest(tables::kJobMeta, JobId{JobKind::kComputation, "Counter", p}.str()).has_value()) << p;
+  }
+  for (const Row& row : w.store_data().read_range(tables::stream("event"), "", "", w.store_data().last_version(), SIZE_MAX)) {
+    const auto m = decode_message(row.value);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(row.key.substr(0, 5), tables::partition_prefix(static_cast<int>(m->key % 8))) << row.key;
+  }
+  w.repartition({{"Counter", 2}});
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  EXPECT_EQ(stored_layout(w.store_data())->version, 2u);
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_EQ(stored_layout(w.store_data())->partitions.at("Counter"), 2);
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeRepartitioned) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(load("repartition"), reg, PipelineWorldOptions{});
+  w.start();
+  w.world().run_until(300 * kMillis);
+  const sim::NodeIndex worker = w.world().find("worker-1");
+  std::vector<std::string> answers;
+  const auto ask = [&](std::string request) {
+    w.world().runtime(worker).spawn("operator", [&w, &answers, worker, request] {
+      auto r = w.world().network_endpoint(worker).call("controller", Controller::kRepartitionService, request, kSeconds);
+      answers.push_back(r ? "ok " + *r : r.error().message());
+    });
+    w.world().run_until(w.world().now() + 50 * kMillis);
+  };
+  ask("0 Counter=4");
+  ask("0 Counter=2");  // a stale version
+  ask("1 events=2");   // a source follows its queue
+  ask("1 Counter=0");
+  ask("1 Counter");
+  ask("x Counter=2");
+  ASSERT_EQ(answers.size(), 6u);
+  EXPECT_EQ(answers[0], "ok 1");
+  EXPECT_EQ(answers[1], "the layout is at version 1, not 0");
+  EXPECT_EQ(answers[2], "source events: a source has its queue's partitions; only computations and queue sinks are "
+                        "repartitioned");
+  EXPECT_EQ(answers[3], "Counter: 0 partitions; expected 1 to 1024");
+  EXPECT_EQ(answers[4], "expected NAME=COUNT, got 'Counter'");
+  EXPECT_NE(answers[5].find("expected '<layout version> NAME=COUNT ...'"), std::string::npos) << answers[5];
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_EQ(stored_layout(w.store_data())->partitions.at("Counter"), 4);
   expect_reference(w, reg);
 }
 

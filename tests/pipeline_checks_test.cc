@@ -370,7 +370,7 @@ TEST(PipelineChecksTest, TimersWithNoTimerAreNotApplicable) {
 TEST(PipelineChecksTest, OrderingFailsWhenALineageGoesBackwards) {
   PipelineHistory h = good_history();
   std::swap(h.epochs[1].consumed[0], h.epochs[1].consumed[1]);
-  expect_failure(OrderingCheck().check(h), {"computation Count", "key 0000000000000007", "source/numbers/0",
+  expect_failure(OrderingCheck().check(h), {"computation Count", "key 0000000000000007", "from producer source/numbers:",
                                             "message 0000000000000011 (alignment 10)",
                                             "after message 0000000000000012 (alignment 20)"});
 }
@@ -385,6 +385,25 @@ TEST(PipelineChecksTest, OrderingFailsAcrossEpochsOfOneComputation) {
   h.epochs[0].produced.push_back(late.consumed[0]);
   h.epochs.push_back(late);
   expect_failure(OrderingCheck().check(h), {"message 0000000000000013", "message 0000000000000012"});
+}
+
+// A key's messages that came from two partitions of one producer (a repartition moved the key
+// between them) keep one lineage.
+TEST(PipelineChecksTest, OrderingFollowsAKeyAcrossTheProducersPartitions) {
+  PipelineHistory h = good_history();
+  EpochRecord moved = h.epochs[0];
+  moved.job = "source/numbers/3";
+  moved.version = 2;
+  moved.produced = {message(0x15, 7, "in", 5, "e")};
+  h.epochs.insert(h.epochs.begin() + 1, moved);
+  for (auto& e : h.epochs) e.version = static_cast<uint64_t>(&e - h.epochs.data()) + 1;
+  h.epochs.push_back(h.epochs[2]);
+  h.epochs.back().version = h.epochs.size();
+  h.epochs.back().consumed = {moved.produced[0]};
+  h.epochs.back().produced.clear();
+  h.epochs.back().timers_fired.clear();
+  h.epochs.back().timers_created.clear();
+  expect_failure(OrderingCheck().check(h), {"message 0000000000000015 (alignment 5)", "after message 0000000000000012"});
 }
 
 TEST(PipelineChecksTest, OrderingSkipsRedeliveriesUnknownProducersAndOtherKeys) {

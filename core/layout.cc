@@ -1,0 +1,178 @@
+#include "core/layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+
+#include "core/engine.h"
+#include "core/env/codec.h"
+#include "core/message.h"
+
+namespace onceflow {
+
+std::string encode_layout(const Layout& layout) {
+  Encoder out;
+  out.u64(layout.version).u64(layout.partitions.size());
+  for (const auto& [name, count] : layout.partitions) out.bytes(name).u64(static_cast<uint64_t>(count));
+  return out.take();
+}
+
+std::optional<Layout> decode_layout(std::string_view bytes) {
+  Decoder in(bytes);
+  Layout layout;
+  layout.version = in.u64();
+  const uint64_t n = in.u64();
+  for (uint64_t i = 0; in.ok() && i < n; ++i) {
+    std::string name = in.string();
+    layout.partitions[std::move(name)] = static_cast<int>(in.u64());
+  }
+  if (!in.done()) return std::nullopt;
+  return layout;
+}
+
+PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
+  PipelineSpec out = spec;
+  for (auto& c : out.computations) {
+    if (auto it = layout.partitions.find(c.name); it != layout.partitions.end()) c.partitions = it->second;
+  }
+  for (auto& s : out.sinks) {
+    if (auto it = layout.partitions.find(s.name); it != layout.partitions.end()) s.partitions = it->second;
+  }
+  return out;
+}
+
+Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, std::string_view text) {
+  std::map<std::string, int> out;
+  while (!text.empty()) {
+    const size_t space = text.find(' ');
+    const std::string_view item = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string name(item.substr(0, eq));
+    int count = 0;
+    const std::string_view number = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), count);
+    if (eq == std::string_view::npos || ec != std::errc() || ptr != number.data() + number.size()) {
+      return Status::invalid_argument(fmt::format("expected NAME=COUNT, got '{}'", item.substr(0, 40)));
+    }
+    if (count < 1 || count > kMaxPartitions) {
+      return Status::invalid_argument(fmt::format("{}: {} partitions; expected 1 to {}", name.substr(0, 40), count, kMaxPartitions));
+    }
+    const SinkSpec* sink = spec.sink(name);
+    if (spec.source(name) != nullptr) {
+      return Status::invalid_argument(fmt::format("source {}: a source has its queue's partitions; only computations "
+                                                  "and queue sinks are repartitioned",
+                                                  name.substr(0, 40)));
+    }
+    if (spec.computation(name) == nullptr && sink == nullptr) {
+      return Status::invalid_argument(fmt::format("no computation or sink named '{}'", name.substr(0, 40)));
+    }
+    if (sink != nullptr && sink->type != SinkType::kAsyncQueue && sink->type != SinkType::kSyncQueue) {
+      return Status::invalid_argument(fmt::format("sink {}: a {} sink's partitions follow its target; only queue sinks "
+                                                  "are repartitioned",
+                                                  name.substr(0, 40), sink_type_name(sink->type)));
+    }
+    out[name] = count;
+  }
+  if (out.empty()) return Status::invalid_argument("expected at least one NAME=COUNT");
+  return out;
+}
+
+namespace {
+
+int partition_of_row(std::string_view key) {
+  int p = 0;
+  const auto [ptr, ec] = std::from_chars(key.data(), key.data() + std::min<size_t>(4, key.size()), p, 16);
+  return ec == std::errc() && ptr == key.data() + 4 ? p : -1;
+}
+
+// Moves the rows of `table` whose key (as `key_of` reads it from a row) belongs to another
+// partition under `partitions`; at most `budget` of them.
+Result<size_t> move_by_key(Store& store, Transaction& tx, const std::string& table, int partitions, size_t budget,
+                           const std::function<std::optional<uint64_t>(const Row&)>& key_of,
+                           std::vector<std::pair<std::string, std::string>>* moves) {
+  size_t moved = 0;
+  std::string from;
+  while (moved < budget) {
+    auto rows = store.scan(tx, table, from, "", 256);
+    if (!rows) return rows.error();
+    for (const Row& row : *rows) {
+      const int p = partition_of_row(row.key);
+      const auto key = key_of(row);
+      if (p < 0 || !key) continue;
+      const int want = static_cast<int>(*key % static_cast<uint64_t>(partitions));
+      if (want == p) continue;
+      std::string to = tables::partition_prefix(want) + row.key.substr(5);
+      if (moves != nullptr) moves->emplace_back(table + ":" + row.key, table + ":" + to);
+      tx.put(table, std::move(to), row.value);
+      tx.erase(table, row.key);
+      if (++moved == budget) break;
+    }
+    if (rows->size() < 256) break;
+    from = rows->back().key + '\0';
+  }
+  return moved;
+}
+
+// Erases the rows of partitions `partitions` and up.
+Result<size_t> erase_from(Store& store, Transaction& tx, const std::string& table, int partitions, size_t budget) {
+  auto rows = store.scan(tx, table, tables::partition_prefix(partitions), "~", budget);
+  if (!rows) return rows.error();
+  for (const Row& row : *rows) tx.erase(table, row.key);
+  return rows->size();
+}
+
+}  // namespace
+
+Result<size_t> move_partition_rows(Store& store, Transaction& tx, const PipelineSpec& spec, const std::string& owner,
+                                   int partitions, size_t page,
+                                   std::vector<std::pair<std::string, std::string>>* moved_timers) {
+  std::vector<std::string> streams;
+  std::vector<std::string> dedup;
+  bool timers = false;
+  if (const ComputationSpec* c = spec.computation(owner)) {
+    streams = c->input_streams;
+    dedup = {tables::input_messages(owner), tables::compact_input_messages(owner)};
+    timers = true;
+  } else if (const SinkSpec* s = spec.sink(owner)) {
+    streams = {s->input_stream};
+    dedup = {tables::input_messages("sink:" + owner)};
+  }
+  size_t moved = 0;
+  const auto message_key = [](const Row& row) -> std::optional<uint64_t> {
+    auto m = decode_message(row.value);
+    if (!m) return std::nullopt;
+    return m->key;
+  };
+  for (const std::string& stream : streams) {
+    auto n = move_by_key(store, tx, tables::stream(stream), partitions, page - moved, message_key, nullptr);
+    if (!n) return n.error();
+    moved += *n;
+    if (moved >= page) return moved;
+  }
+  if (timers) {
+    // <p>/<trigger: 16 hex>/<key: 16 hex>/<stream>[/<unique>]
+    const auto timer_key = [](const Row& row) -> std::optional<uint64_t> {
+      if (row.key.size() < 38) return std::nullopt;
+      return tables::parse_hex16(std::string_view(row.key).substr(22, 16));
+    };
+    auto n = move_by_key(store, tx, tables::timers(owner), partitions, page - moved, timer_key, moved_timers);
+    if (!n) return n.error();
+    moved += *n;
+    if (moved >= page) return moved;
+  }
+  // Input dedup rows stay: after a drain no producer can emit again anything it emitted
+  // before, so nothing they name can come back. Those of partitions that are gone are erased.
+  for (const std::string& table : dedup) {
+    auto n = erase_from(store, tx, table, partitions, page - moved);
+    if (!n) return n.error();
+    moved += *n;
+    if (moved >= page) return moved;
+  }
+  return moved;
+}
+
+}  // namespace onceflow

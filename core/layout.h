@@ -1,0 +1,57 @@
+// Layout: the partition counts a pipeline runs with now, which may differ from its spec's.
+//
+// A computation or a queue sink can be repartitioned while the pipeline exists
+// (docs/operating.md). The controller stores the counts in force (`layout` in the controller
+// table, with a version that grows by one per change) and a change under way (`layout_pending`).
+// A change is made with every job Lease ended and nothing in flight (after a drain): the
+// controller moves the partition-keyed rows of the changed computations and sinks (timers,
+// input dedup rows, and any stream row) to the partitions their keys have under the new
+// count, then stores the new layout; jobs started after that read it with their assignments.
+// State rows are keyed by key alone and stay where they are. A partition id that disappears
+// keeps its meta row, so a sink partition that comes back later goes on with its seqNos.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env/status.h"
+#include "core/env/store.h"
+#include "core/spec.h"
+
+namespace onceflow {
+
+struct Layout {
+  uint64_t version = 0;
+  std::map<std::string, int> partitions;  // computation or sink name -> count (the spec's when absent)
+
+  friend bool operator==(const Layout&, const Layout&) = default;
+};
+
+inline constexpr const char* kLayoutKey = "layout";
+inline constexpr const char* kLayoutPendingKey = "layout_pending";
+inline constexpr int kMaxPartitions = 1024;
+
+std::string encode_layout(const Layout& layout);
+std::optional<Layout> decode_layout(std::string_view bytes);
+
+// `spec` with the layout's partition counts.
+PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout);
+
+// Parses "Name=count ..." against `spec`: every name a computation or a queue sink (async or
+// sync), every count in [1, kMaxPartitions]. Returns the changes.
+Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, std::string_view text);
+
+// The rows of `owner`'s partition-keyed tables (its input streams, timers and input dedup
+// tables) that belong elsewhere under `partitions`: one page of moves, as puts and erases
+// into `tx`, starting at each table's beginning. Returns how many rows it moved; 0 when
+// everything is in place. `spec` is the pipeline's (for the tables), `partitions` the new count.
+// `moved_timers`, when given, gets each timer row moved ("<table>:<key>" from, to).
+Result<size_t> move_partition_rows(Store& store, Transaction& tx, const PipelineSpec& spec, const std::string& owner,
+                                   int partitions, size_t page,
+                                   std::vector<std::pair<std::string, std::string>>* moved_timers = nullptr);
+
+}  // namespace onceflow
