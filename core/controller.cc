@@ -48,7 +48,7 @@ std::optional<LeaderRow> decode_leader(std::string_view bytes) {
 
 std::string encode_assignment(const AssignmentRow& row) {
   Encoder out;
-  out.bytes(row.worker).u64(row.lease).i64(row.assigned_at);
+  out.bytes(row.worker).u64(row.lease).i64(row.assigned_at).u64(row.layout_version);
   return out.take();
 }
 
@@ -58,6 +58,7 @@ std::optional<AssignmentRow> decode_assignment(std::string_view bytes) {
   row.worker = in.string();
   row.lease = in.u64();
   row.assigned_at = in.i64();
+  if (!in.done()) row.layout_version = in.u64();  // rows written before layouts end here
   if (!in.done()) return std::nullopt;
   return row;
 }
@@ -629,7 +630,7 @@ void Controller::schedule(const Workers& workers, const std::set<std::string>& e
     auto lease = env_.store.start_lease(env_.spec.lease_ttl_us);
     if (!lease) continue;
     if (env_.observer != nullptr) env_.observer->job_lease_started(id, *lease);
-    added[id] = Assignment{AssignmentRow{*target, *lease, now}, false};
+    added[id] = Assignment{AssignmentRow{*target, *lease, now, layout_.version}, false};
   }
   if (added.empty() && !changed) return;
   if (env_.bugs.assign_before_persist) push_unstored(added);

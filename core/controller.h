@@ -56,7 +56,8 @@ struct LeaderRow {
 struct AssignmentRow {
   std::string worker;
   LeaseId lease = 0;
-  Micros assigned_at = 0;  // by the assigning controller's clock
+  Micros assigned_at = 0;       // by the assigning controller's clock
+  uint64_t layout_version = 0;  // the partition layout (core/layout.h) the job runs with
 };
 struct WorkerRow {
   LeaseId lease = 0;                        // the worker's own Lease: alive while it is

@@ -57,11 +57,23 @@ std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
   if (!tx) return std::nullopt;
   const std::string prefix = kJobKeyPrefix;
   auto rows = env_.store.scan(*tx, tables::kController, prefix, prefix + "~", kMaxJobs);
-  auto layout_row = env_.store.get(*tx, tables::kController, kLayoutKey);
   env_.store.abort(*tx);
-  if (!rows || !layout_row) return std::nullopt;
-  const Layout layout = layout_row->has_value() ? decode_layout(**layout_row).value() : Layout{};
-  if (layout.version != current_->version) {
+  if (!rows) return std::nullopt;
+  // An assignment names the layout its job runs with; a new one is read when first named
+  // (the controller stores a layout before any assignment that names it).
+  uint64_t named = current_->version;
+  for (const Row& row : *rows) {
+    const auto a = decode_assignment(row.value);
+    assert(a.has_value());
+    if (a->worker == name_) named = std::max(named, a->layout_version);
+  }
+  if (named != current_->version) {
+    auto layout_tx = env_.store.begin();
+    if (!layout_tx) return std::nullopt;
+    auto layout_row = env_.store.get(*layout_tx, tables::kController, kLayoutKey);
+    env_.store.abort(*layout_tx);
+    if (!layout_row) return std::nullopt;
+    const Layout layout = layout_row->has_value() ? decode_layout(**layout_row).value() : Layout{};
     generations_.push_back(std::make_unique<Generation>(env_, with_layout(env_.spec, layout)));
     current_ = generations_.back().get();
     current_->version = layout.version;
