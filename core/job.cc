@@ -581,10 +581,7 @@ void Job::step_source(EpochTx& etx) {
     }
     at_cut = cut && last_write >= *cut;
   }
-  // Past the cut, the watermark goes on with the clock while the pipeline drains, so that
-  // what other stages emit meanwhile can be taken (a stage that reads this source and the
-  // output of another waits for both); rows read later are aligned no earlier.
-  if (at_cut) last_write = std::max(last_write, etx.now);
+  (void)at_cut;  // the watermark stays at the first row not taken: rows keep their write times
   etx.meta.low_watermark = etx.meta.replay_watermark = last_write;
   Encoder out;
   out.u64(offset);
