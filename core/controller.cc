@@ -158,10 +158,9 @@ std::optional<bool> Controller::nothing_in_flight(bool with_timers) {
   return answer;
 }
 
-std::optional<bool> Controller::in_flight_answer(const Transaction& tx_ref, bool with_timers) {
-  const Transaction* tx = &tx_ref;
+std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool with_timers) {
   const auto empty = [&](const std::string& table) -> std::optional<bool> {
-    auto rows = env_.store.scan(*tx, table, "", "", 1);
+    auto rows = env_.store.scan(tx, table, "", "", 1);
     if (!rows) return std::nullopt;
     return rows->empty();
   };
@@ -182,7 +181,7 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx_ref, bool
     if (!is_empty || !*is_empty) return is_empty;
   }
   if (amo_metas.empty()) return true;
-  auto metas = env_.store.get_many(*tx, tables::kJobMeta, amo_metas);
+  auto metas = env_.store.get_many(tx, tables::kJobMeta, amo_metas);
   if (!metas) return std::nullopt;
   for (const auto& meta : *metas) {
     if (meta && job_progress(*meta).amo_pending != 0) return false;

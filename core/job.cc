@@ -567,10 +567,8 @@ void Job::step_source(EpochTx& etx) {
   // Appends to a partition come in time order, so nothing older than the last row read, nor
   // than the first row not taken, can follow; once caught up, the queue's head time (nothing
   // older will be written) holds too.
-  bool at_cut = false;  // draining: every row older than the cut is taken
   if (take < messages.size()) {
     last_write = std::max(last_write, messages[take].system_ts);
-    at_cut = cut && messages[take].system_ts >= *cut;
   } else if (rows.size() < limit) {
     probe(env_, Probe::kSourceCaughtUp);
     // A static table is written before the pipeline reads it: caught up is the end.
@@ -579,9 +577,7 @@ void Job::step_source(EpochTx& etx) {
       Decoder in(*head);
       last_write = std::max(last_write, in.i64());
     }
-    at_cut = cut && last_write >= *cut;
   }
-  (void)at_cut;  // the watermark stays at the first row not taken: rows keep their write times
   etx.meta.low_watermark = etx.meta.replay_watermark = last_write;
   Encoder out;
   out.u64(offset);
