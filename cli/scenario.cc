@@ -337,16 +337,22 @@ class Loader {
     }
   }
 
-  // operations: [{at: 1s, repartition: {Name: count, ...}}, ...]
+  // operations: [{at: 1s, repartition: {Name: count, ...}}, {at: 2s, respec: FILE}, ...]
   void load_operations(const YAML::Node& ops, faults::PipelineRunOptions& o) {
-    if (!ops.IsSequence()) fail(ops, "operations", "expected a list of {at, repartition}");
+    if (!ops.IsSequence()) fail(ops, "operations", "expected a list of {at, repartition} or {at, respec}");
     for (const auto& op : ops) {
-      if (!op.IsMap()) fail(op, "operations", "expected a mapping {at, repartition}");
-      only_keys(op, "operations", {"at", "repartition"});
+      if (!op.IsMap()) fail(op, "operations", "expected a mapping {at, repartition} or {at, respec}");
+      only_keys(op, "operations", {"at", "repartition", "respec"});
       if (!op["at"]) fail(op, "operations.at", "missing");
-      if (!op["repartition"]) fail(op, "operations.repartition", "missing");
+      const Micros at = duration(op["at"], "operations.at");
+      if (op["respec"]) {
+        if (op["repartition"]) fail(op, "operations", "one of repartition and respec per operation");
+        load_respec(op["respec"], at, o);
+        continue;
+      }
+      if (!op["repartition"]) fail(op, "operations.repartition", "missing (or respec)");
       faults::PipelineRunOptions::Repartition r;
-      r.at_us = duration(op["at"], "operations.at");
+      r.at_us = at;
       const YAML::Node& parts = op["repartition"];
       if (!parts.IsMap() || parts.size() == 0) fail(parts, "operations.repartition", "expected a mapping {NAME: COUNT, ...}");
       std::string text;
@@ -359,6 +365,36 @@ class Loader {
       if (auto checked = parse_repartition(o.spec, text); !checked) fail(parts, "operations.repartition", checked.error().message());
       o.repartitions.push_back(std::move(r));
     }
+  }
+
+  // respec: a pipeline spec file (relative to the scenario) the pipeline is given while
+  // stopped. The simulator's expected outputs come from the scenario's pipeline, so the new
+  // spec may swap inputs (a queue source's table) but must process as the old one does.
+  void load_respec(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+    const std::string relative = string(node, "operations.respec");
+    const std::string path = (std::filesystem::path(path_).parent_path() / relative).lexically_normal().string();
+    auto text = read_pipeline_spec_file(path);
+    if (!text) fail(node, "operations.respec", text.error().message());
+    auto next = parse_pipeline_spec_text(*text, path);
+    if (!next) fail(node, "operations.respec", next.error().message());
+    if (table_shape(without_inputs(*next)) != table_shape(without_inputs(o.spec))) {
+      fail(node, "operations.respec",
+           fmt::format("{}: the simulator checks against the scenario's pipeline, so a respec may change only the "
+                       "tables its queue sources read",
+                       relative));
+    }
+    if (auto checked = respecified_layout(o.spec, Layout{}, *text); !checked) {
+      fail(node, "operations.respec", fmt::format("{}: {}", relative, checked.error().message()));
+    }
+    o.respecs.push_back({at, std::move(*text)});
+  }
+
+  // `spec` with its queue sources' tables cleared: what a respec in the simulator may change.
+  static PipelineSpec without_inputs(PipelineSpec spec) {
+    for (auto& s : spec.sources) {
+      if (s.type == "queue") s.table.clear();
+    }
+    return spec;
   }
 
   // knobs: random | fixed | {name: value, ...}

@@ -89,6 +89,7 @@ Controller::Controller(const EngineEnv& env, std::string node) : env_(env), node
   assert(!node_.empty());
   env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) { return on_set_state(req); });
   env_.network.serve(kRepartitionService, [this](const std::string&, std::string_view req) { return on_repartition(req); });
+  env_.network.serve(kRespecService, [this](const std::string&, std::string_view req) { return on_respec(req); });
   env_.runtime.spawn("scheduler", [this] { loop(); });
 }
 
@@ -792,6 +793,79 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
   if (state_ != state_before) quiescing_.reset();
   probe(env_, Probe::kControllerStateChanged);
   return std::to_string(next.version);
+}
+
+// Request: "<layout version>\n<spec YAML>".
+Result<std::string> Controller::on_respec(std::string_view request) {
+  const auto newline = request.find('\n');
+  uint64_t expected = 0;
+  const std::string_view number = request.substr(0, newline);
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), expected);
+  if (ec != std::errc() || ptr != number.data() + number.size() || newline == std::string_view::npos) {
+    return Status::invalid_argument("expected '<layout version>' and a pipeline spec on the lines after it");
+  }
+  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
+  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  Busy busy(busy_);
+  if (state_ != PipelineState::kStopped || quiescing_) {
+    return Status::invalid_argument(fmt::format("the pipeline is {}: its spec changes only while it is stopped",
+                                                   pipeline_state_name(state_)));
+  }
+  if (pending_) return Status::unavailable("a repartition is being made; ask again");
+  if (expected != layout_.version) {
+    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
+  }
+  auto next = respecified_layout(spec_, layout_, std::string(request.substr(newline + 1)));
+  if (!next) return next.error();
+  const PipelineSpec next_spec = with_layout(env_.spec, *next);
+  auto tx = env_.store.begin();
+  if (!tx) return Status::unavailable("the store did not answer");
+  if (!env_.bugs.source_swap_keeps_offsets && !forget_swapped_inputs(*tx, next_spec)) {
+    env_.store.abort(*tx);
+    return Status::unavailable("the store did not answer");
+  }
+  const Layout before = layout_;
+  layout_ = *next;
+  if (!put_state(*tx)) {
+    layout_ = before;
+    env_.store.abort(*tx);
+    return Status::unavailable("the store did not answer");
+  }
+  if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
+  if (!commit_as_leader(*tx)) {
+    layout_ = before;
+    return Status::unavailable("the spec could not be stored");
+  }
+  spec_ = next_spec;
+  probe(env_, Probe::kControllerRespecified);
+  return std::to_string(layout_.version);
+}
+
+bool Controller::forget_swapped_inputs(Transaction& tx, const PipelineSpec& next) {
+  for (const SourceSpec& source : spec_.sources) {
+    const SourceSpec* kept = next.source(source.name);
+    if (kept != nullptr && kept->generation == source.generation) continue;
+    const std::string prefix = source_origin(source) + "/";
+    auto offsets = env_.store.scan(tx, tables::kSourceOffsets, prefix, prefix + "~", kMaxJobs);
+    if (!offsets) return false;
+    for (const Row& row : *offsets) tx.erase(tables::kSourceOffsets, row.key);
+    std::vector<std::string> metas;
+    for (int p = 0; p < source.partitions; ++p) metas.push_back(JobId{JobKind::kSource, source.name, p}.str());
+    auto rows = env_.store.get_many(tx, tables::kJobMeta, metas);
+    if (!rows) return false;
+    Micros newest = INT64_MIN;
+    for (const auto& row : *rows) {
+      if (row) newest = std::max(newest, job_progress(*row).last_output_ts);
+    }
+    for (size_t i = 0; i < metas.size(); ++i) {
+      if ((*rows)[i]) {
+        tx.put(tables::kJobMeta, metas[i], with_input_swapped(*(*rows)[i], newest));
+      } else if (newest != INT64_MIN) {
+        tx.put(tables::kJobMeta, metas[i], with_output_floor(std::nullopt, newest));  // never ran: a floor too
+      }
+    }
+  }
+  return true;
 }
 
 // Request: "<sequence number> <state>". Requests can be delayed and reordered on the way,

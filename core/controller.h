@@ -89,6 +89,13 @@ class Controller {
   // is the new version. A working pipeline drains, the change is made, and it works again; a
   // stopped one stays stopped; a paused or completed one refuses.
   static constexpr const char* kRepartitionService = "repartition";
+  // Request "<layout version>\n<pipeline spec YAML>": a static change (computations, streams,
+  // sources), taken only while the pipeline is stopped and the stored layout is at that
+  // version (respecified_layout() in core/layout.h says what may change). A source whose
+  // input changed starts its new input from the beginning under a new origin; the old input's
+  // offsets are erased in the same commit. The answer is the new layout version; the pipeline
+  // stays stopped until it is started.
+  static constexpr const char* kRespecService = "respec";
 
  private:
   struct Assignment {
@@ -147,6 +154,10 @@ class Controller {
   void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
   Result<std::string> on_set_state(std::string_view request);
   Result<std::string> on_repartition(std::string_view request);
+  Result<std::string> on_respec(std::string_view request);
+  // Into `tx`: erases the offsets of every source whose input `next` swaps out and clears
+  // the finished mark of its partitions.
+  bool forget_swapped_inputs(Transaction& tx, const PipelineSpec& next);
   // Every job Lease has ended and nothing is in flight: moves the rows of the pending change
   // (some pages per call) and, once all are in place, stores the new layout.
   void apply_pending_layout();

@@ -123,6 +123,7 @@ constexpr BugName kBugNames[] = {
     {"stop-without-drain", &BugSwitches::stop_without_drain},
     {"completion-leaves-leases", &BugSwitches::completion_leaves_leases},
     {"repartition-without-drain", &BugSwitches::repartition_without_drain},
+    {"source-swap-keeps-offsets", &BugSwitches::source_swap_keeps_offsets},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},

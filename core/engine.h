@@ -50,11 +50,11 @@ inline constexpr const char* kController = "controller";  // core/controller.h: 
 inline constexpr const char* kDrainCutKey = "drain_cut";
 inline constexpr const char* kWorkers = "workers";        // key: worker name (core/controller.h)
 inline constexpr const char* kJobMeta = "job_meta";  // key: JobId::str()
-inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source/partition
+inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source_origin()/partition
 // The time before which a source queue partition will get no more rows (written by the
-// queue's producer side); key: source/partition, value: i64.
+// queue's producer side); key: table/partition (the queue's table, table_of()), value: i64.
 inline constexpr const char* kQueueHeads = "queue_heads";
-std::string queue(std::string_view source);  // rows "<p>/<offset>"
+std::string queue(std::string_view table);  // a queue source's table_of(); rows "<p>/<offset>"
 std::string stream(std::string_view stream);  // rows "<p>/<alignment_ts>/<id>"
 std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
@@ -118,6 +118,9 @@ struct BugSwitches {
   // a repartition is stored at once, without a drain: new partitions run while the old ones
   // still do
   bool repartition_without_drain = false;
+  // a source whose input is swapped keeps its offsets under its name: the new input is read
+  // from the old one's offsets (Flow's "backlog skip")
+  bool source_swap_keeps_offsets = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;

@@ -133,6 +133,13 @@ std::string with_output_floor(std::optional<std::string_view> meta_row, Micros f
   return meta.encode();
 }
 
+std::string with_input_swapped(std::string_view meta_row, Micros newest) {
+  Job::Meta meta = Job::Meta::decode(meta_row);
+  meta.progress.finished = false;
+  meta.low_watermark = meta.replay_watermark = meta.last_output_ts = newest;
+  return meta.encode();
+}
+
 std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut) {
   Job::Meta meta = Job::Meta::decode(meta_row);
   meta.drain_cut = cut.value_or(INT64_MIN);
@@ -320,7 +327,10 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
       lease_(lease),
       sender_(env.bugs.new_seqno_on_resend) {
   switch (id_.kind) {
-    case JobKind::kSource: source_ = env_.spec.source(id_.name); break;
+    case JobKind::kSource:
+      source_ = env_.spec.source(id_.name);
+      if (source_ != nullptr) origin_ = source_origin(*source_);
+      break;
     case JobKind::kComputation: computation_ = env_.spec.computation(id_.name); break;
     case JobKind::kSink: sink_ = env_.spec.sink(id_.name); break;
   }
@@ -514,7 +524,9 @@ void Job::after_commit(EpochTx& etx) {
 // --- Sources ---------------------------------------------------------------------------
 
 void Job::step_source(EpochTx& etx) {
-  const std::string offset_key = fmt::format("{}/{}", source_->name, id_.partition);
+  // The bug: a swapped input is read from the offsets its predecessor left under the name.
+  const std::string offset_key =
+      fmt::format("{}/{}", env_.bugs.source_swap_keeps_offsets ? source_->name : origin_, id_.partition);
   uint64_t offset = 0;
   if (auto stored = etx.read(tables::kSourceOffsets, offset_key)) {
     Decoder in(*stored);
@@ -540,7 +552,7 @@ void Job::step_source(EpochTx& etx) {
   // A queue, or a static table read by row ranges: the committed range end is the offset,
   // so a replayed epoch reads the same range again and a committed one never.
   const std::string table =
-      source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(source_->name);
+      source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(table_of(*source_));
   // Draining, one row more is looked at (not taken): the first row not taken gives the
   // watermark, so that it reaches the cut once every older row is taken.
   const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
@@ -556,7 +568,7 @@ void Job::step_source(EpochTx& etx) {
   Micros last_write = etx.meta.low_watermark;
   for (size_t i = 0; i < take; ++i) {
     Message& m = messages[i];
-    m.id = source_message_id(source_->name, id_.partition, offset);
+    m.id = source_message_id(origin_, id_.partition, offset);
     m.stream = source_->output_stream;
     m.system_ts = m.alignment_ts = std::max({m.alignment_ts, etx.meta.low_watermark, etx.meta.last_output_ts + 1});
     last_write = std::max(last_write, m.alignment_ts);
@@ -573,7 +585,7 @@ void Job::step_source(EpochTx& etx) {
     probe(env_, Probe::kSourceCaughtUp);
     // A static table is written before the pipeline reads it: caught up is the end.
     if (source_->type == "static_table") etx.meta.progress.finished = true;
-    if (auto head = etx.read(tables::kQueueHeads, offset_key)) {
+    if (auto head = etx.read(tables::kQueueHeads, fmt::format("{}/{}", table_of(*source_), id_.partition))) {
       Decoder in(*head);
       last_write = std::max(last_write, in.i64());
     }
@@ -626,7 +638,7 @@ void Job::step_external_source(EpochTx& etx, ExternalSource& external, const std
     m.payload = std::move(record.payload);
     m.event_ts = record.timestamp;
     m.system_ts = m.alignment_ts = std::max(etx.now, last);
-    m.id = source_message_id(source_->name, id_.partition, record.offset);
+    m.id = source_message_id(origin_, id_.partition, record.offset);
     m.stream = source_->output_stream;
     last = m.alignment_ts;
     emit(etx, std::move(m));
@@ -666,7 +678,7 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
     for (const Row& row : rows) {
       Message m = decode_source_row(row.value);
       m.system_ts = m.alignment_ts = std::max(etx.now, last);
-      m.id = source_message_id(source_->name, id_.partition, service_log_offset(cycle, offset));
+      m.id = source_message_id(origin_, id_.partition, service_log_offset(cycle, offset));
       m.stream = source_->output_stream;
       last = m.alignment_ts;
       emit(etx, std::move(m));

@@ -47,6 +47,11 @@ std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut)
 // `floor`: a repartition gives each new owner of a key a floor above every old owner's stamps,
 // so that a key's outputs stay in order across the change whatever the clocks say.
 std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
+// A source partition's meta row once its input was swapped for another: not finished, and its
+// watermark and newest stamp at `newest`, the newest time any partition of the source emitted
+// (the old input's end, a head past every time, says nothing of the new input), so that what
+// it reads from the new input is stamped later than anything the source emitted before.
+std::string with_input_swapped(std::string_view meta_row, Micros newest);
 
 class Job {
  public:
@@ -69,10 +74,7 @@ class Job {
   friend JobProgress job_progress(std::string_view meta_row);
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
-// A computation partition's meta row (nullopt: none yet) whose outputs will be stamped above
-// `floor`: a repartition gives each new owner of a key a floor above every old owner's stamps,
-// so that a key's outputs stay in order across the change whatever the clocks say.
-std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
+  friend std::string with_input_swapped(std::string_view meta_row, Micros newest);
   class EpochTx;
   class Context;
   class StateForward;
@@ -128,6 +130,7 @@ std::string with_output_floor(std::optional<std::string_view> meta_row, Micros f
   LeaseId lease_;
   const ComputationSpec* computation_ = nullptr;
   const SourceSpec* source_ = nullptr;
+  std::string origin_;  // a source: source_origin(), the name its offsets and ids are kept under
   const SinkSpec* sink_ = nullptr;
   std::unique_ptr<ProcessFunction> function_;
   // What the function draws from: seeded per epoch by the job and the epoch's number. Only

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <functional>
 
@@ -16,6 +17,8 @@ std::string encode_layout(const Layout& layout) {
   Encoder out;
   out.u64(layout.version).u64(layout.partitions.size());
   for (const auto& [name, count] : layout.partitions) out.bytes(name).u64(static_cast<uint64_t>(count));
+  out.bytes(layout.spec_yaml).u64(layout.source_generations.size());
+  for (const auto& [name, generation] : layout.source_generations) out.bytes(name).u64(generation);
   return out.take();
 }
 
@@ -28,12 +31,27 @@ std::optional<Layout> decode_layout(std::string_view bytes) {
     std::string name = in.string();
     layout.partitions[std::move(name)] = static_cast<int>(in.u64());
   }
+  if (in.done()) return layout;  // a row written before specs were stored ends here
+  layout.spec_yaml = in.string();
+  const uint64_t sources = in.u64();
+  for (uint64_t i = 0; in.ok() && i < sources; ++i) {
+    std::string name = in.string();
+    layout.source_generations[std::move(name)] = static_cast<uint32_t>(in.u64());
+  }
   if (!in.done()) return std::nullopt;
   return layout;
 }
 
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
   PipelineSpec out = spec;
+  if (!layout.spec_yaml.empty()) {
+    auto stored = parse_pipeline_spec_text(layout.spec_yaml, "the stored spec");
+    assert(stored.has_value());  // checked before it was stored
+    out = std::move(*stored);
+  }
+  for (auto& s : out.sources) {
+    if (auto it = layout.source_generations.find(s.name); it != layout.source_generations.end()) s.generation = it->second;
+  }
   for (auto& c : out.computations) {
     if (auto it = layout.partitions.find(c.name); it != layout.partitions.end()) c.partitions = it->second;
   }
@@ -41,6 +59,57 @@ PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
     if (auto it = layout.partitions.find(s.name); it != layout.partitions.end()) s.partitions = it->second;
   }
   return out;
+}
+
+Result<Layout> respecified_layout(const PipelineSpec& current, const Layout& layout, std::string yaml) {
+  auto next_spec = parse_pipeline_spec_text(yaml, "the new spec");
+  if (!next_spec) return next_spec.error();
+  Layout next;
+  next.version = layout.version + 1;
+  next.spec_yaml = std::move(yaml);
+  next.source_generations = layout.source_generations;
+  struct Count {
+    const char* kind;
+    const std::string* name;
+    int next;
+    int now;
+  };
+  std::vector<Count> kept;
+  for (const auto& c : next_spec->computations) {
+    if (const auto* now = current.computation(c.name)) kept.push_back({"computation", &c.name, c.partitions, now->partitions});
+  }
+  for (const auto& s : next_spec->sinks) {
+    if (const auto* now = current.sink(s.name)) kept.push_back({"sink", &s.name, s.partitions, now->partitions});
+  }
+  for (const Count& c : kept) {
+    if (c.next != c.now) {
+      return Status::invalid_argument(fmt::format("{} {}: {} partitions in the new spec, {} in force; repartition it "
+                                                  "separately",
+                                                  c.kind, *c.name, c.next, c.now));
+    }
+  }
+  for (const auto& s : next_spec->sources) {
+    const SourceSpec* now = current.source(s.name);
+    const bool seen = layout.source_generations.count(s.name) != 0;
+    if (now != nullptr && source_identity(*now) == source_identity(s)) {
+      if (now->partitions != s.partitions) {
+        return Status::invalid_argument(fmt::format("source {}: {} partitions in the new spec, {} in force; a "
+                                                    "source has its input's partitions (a new input is a new "
+                                                    "table or topic)",
+                                                    s.name, s.partitions, now->partitions));
+      }
+      continue;
+    }
+    // A new input behind this name, or a name that was used before: a new origin.
+    if (now != nullptr || seen) {
+      next.source_generations[s.name] = (now != nullptr ? now->generation : layout.source_generations.at(s.name)) + 1;
+    }
+  }
+  // Removed sources keep their generation, so that the name's earlier origins stay taken.
+  for (const auto& s : current.sources) {
+    if (next_spec->source(s.name) == nullptr) next.source_generations[s.name] = s.generation;
+  }
+  return next;
 }
 
 Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, std::string_view text) {

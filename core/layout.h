@@ -27,6 +27,11 @@ namespace onceflow {
 struct Layout {
   uint64_t version = 0;
   std::map<std::string, int> partitions;  // computation or sink name -> count (the spec's when absent)
+  // A spec given while the pipeline was stopped (its YAML; empty: the deployment's own), and
+  // how many times each source name's input was swapped (names of removed sources stay, so
+  // a name that comes back never reuses an earlier input's offsets or message ids).
+  std::string spec_yaml;
+  std::map<std::string, uint32_t> source_generations;
 
   friend bool operator==(const Layout&, const Layout&) = default;
 };
@@ -38,8 +43,16 @@ inline constexpr int kMaxPartitions = 1024;
 std::string encode_layout(const Layout& layout);
 std::optional<Layout> decode_layout(std::string_view bytes);
 
-// `spec` with the layout's partition counts.
+// The spec in force: the layout's stored spec (else `spec`) with its partition counts and
+// source generations.
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout);
+
+// A new spec given while the pipeline is stopped (its YAML), checked against the one in force
+// (`current`, with `layout`'s counts): the next layout, or why it is refused. Computations
+// and sinks kept keep their partition counts (a repartition changes those); a source whose
+// identity changed (source_identity) gets the next generation, as does a name that comes
+// back; a source kept with the same input keeps its partitions.
+Result<Layout> respecified_layout(const PipelineSpec& current, const Layout& layout, std::string yaml);
 
 // Parses "Name=count ..." against `spec`: every name a computation or a queue sink (async or
 // sync), every count in [1, kMaxPartitions]. Returns the changes.

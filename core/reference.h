@@ -23,6 +23,7 @@ struct SourceInput {
   std::string payload;
   Micros event_ts = 0;
   Micros write_ts = 0;
+  std::string table;  // a queue source's table when not the source's own (an input swapped in)
 };
 
 struct PipelineResult {

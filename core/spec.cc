@@ -10,11 +10,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <span>
+#include <sstream>
 
+#include "core/env/random.h"
 #include "core/input_checks.h"
 
 namespace onceflow {
@@ -171,9 +174,7 @@ void check_source(const SourceSpec& s) {
             "unknown source type '" + s.type + "' (types: queue, kafka, static_table, service_log)");
   }
   if (!s.topic.empty() && s.type != "kafka") violate(at(owner, "topic"), "only kafka sources read a topic");
-  if (!s.table.empty() && s.type != "static_table" && s.type != "service_log") {
-    violate(at(owner, "table"), "only static_table and service_log sources read a table");
-  }
+  if (!s.table.empty() && s.type == "kafka") violate(at(owner, "table"), "a kafka source reads a topic, not a table");
   if (s.max_cycles != 0 && s.type != "service_log") {
     violate(at(owner, "max_cycles"), "only service_log sources cycle");
   }
@@ -625,21 +626,34 @@ Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::stri
   }
 }
 
-Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
-  if (Status readable = check_input_file(path); !readable.is_ok()) return readable;
+Result<PipelineSpec> parse_pipeline_spec_text(const std::string& yaml, const std::string& where) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
-    return Status::invalid_argument(
-        message_of(Violation{{}, "malformed YAML: " + e.msg, e.mark.line + 1}, path));
+    return Status::invalid_argument(message_of(Violation{{}, "malformed YAML: " + e.msg, e.mark.line + 1}, where));
   }
   if (const auto twice = duplicate_key(root)) {
     return Status::invalid_argument(message_of(
         Violation{{}, fmt::format("key '{}' appears twice in one mapping", short_value(twice->first)), twice->second},
-        path));
+        where));
   }
-  return parse_pipeline_spec(root, path);
+  return parse_pipeline_spec(root, where);
+}
+
+Result<PipelineSpec> load_pipeline_spec(const std::string& path) {
+  auto text = read_pipeline_spec_file(path);
+  if (!text) return text.error();
+  return parse_pipeline_spec_text(*text, path);
+}
+
+Result<std::string> read_pipeline_spec_file(const std::string& path) {
+  if (Status readable = check_input_file(path); !readable.is_ok()) return readable;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::invalid_argument(fmt::format("{}: cannot be read", path));
+  return text.str();
 }
 
 Status validate_pipeline_spec(const PipelineSpec& spec) {
@@ -684,6 +698,14 @@ std::string format_duration(Micros us) {
 // Everything that decides which tables a pipeline has and how their rows are keyed: names,
 // types, partitions, streams, dedup layouts, timer streams, sink kinds. Timing and batch
 // sizes are left out: they change no row.
+uint64_t source_identity(const SourceSpec& s) {
+  return hash_bytes(fmt::format("{}\n{}\n{}", s.type, s.type == "kafka" ? kafka_topic(s) : std::string(), table_of(s)));
+}
+
+std::string source_origin(const SourceSpec& s) {
+  return s.generation == 0 ? s.name : fmt::format("{}#{}", s.name, s.generation);
+}
+
 std::string table_shape(const PipelineSpec& spec) {
   std::string out;
   for (const auto& s : spec.sources) {

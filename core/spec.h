@@ -76,8 +76,11 @@ struct SourceSpec {
   int partitions = 1;
   std::string output_stream;
   std::string topic;  // kafka: the topic read (default: the source's name)
-  std::string table;  // static_table, service_log: the table read (default: the source's name)
+  std::string table;  // queue, static_table, service_log: the table read (default: the source's name)
   int max_cycles = 0;  // service_log: stop after this many cycles (0: never)
+  // Not in the YAML: how many times the input behind this name was swapped for another
+  // (core/layout.h); a swapped source reads its new input from the start under a new origin.
+  uint32_t generation = 0;
 };
 
 struct AtMostOnceStrategy {
@@ -120,6 +123,12 @@ struct SinkSpec {
 inline bool finite(const SourceSpec& s) {
   return s.type == "static_table" || (s.type == "service_log" && s.max_cycles > 0);
 }
+// What identifies a source's input (its type and the topic or table it reads), as a hash: a
+// source whose identity changes reads a different input.
+uint64_t source_identity(const SourceSpec& s);
+// The name a source's offsets and message ids are kept under: its name, then "name#2" after
+// its second swap.
+std::string source_origin(const SourceSpec& s);
 inline const std::string& kafka_topic(const SourceSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 inline const std::string& kafka_topic(const SinkSpec& s) { return s.topic.empty() ? s.name : s.topic; }
 inline const std::string& table_of(const SourceSpec& s) { return s.table.empty() ? s.name : s.table; }
@@ -161,6 +170,9 @@ std::string format_duration(Micros us);
 Result<PipelineSpec> parse_pipeline_spec(const YAML::Node& node, const std::string& where);
 // Loads a YAML file whose top level is a pipeline spec.
 Result<PipelineSpec> load_pipeline_spec(const std::string& path);
+// The same for YAML text (`where` names it in errors), and the text of a spec file.
+Result<PipelineSpec> parse_pipeline_spec_text(const std::string& yaml, const std::string& where);
+Result<std::string> read_pipeline_spec_file(const std::string& path);
 // Checks the cross-references and rules; used by the parser and by code that builds specs.
 Status validate_pipeline_spec(const PipelineSpec& spec);
 // A canonical text of the parts of `spec` that shape its tables (which exist, how their rows

@@ -471,6 +471,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.http_honours_idempotency_key = o.http_honours_idempotency_key;
   wo.kafka_epoch_per_transaction = o.kafka_epoch_per_transaction;
   wo.clickhouse_targets = o.clickhouse_targets;
+  wo.respecs = o.respecs;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
   if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
     wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };

@@ -58,6 +58,8 @@ struct PipelineRunOptions {
     std::map<std::string, int> partitions;
   };
   std::vector<Repartition> repartitions;
+  // Static spec changes, made by stopping the pipeline (PipelineWorldOptions::respecs).
+  std::vector<PipelineWorldOptions::Respec> respecs;
 };
 
 // The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):

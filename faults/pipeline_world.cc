@@ -102,6 +102,7 @@ PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& regis
   world_options.trace_keep_lines = options_.trace_keep_lines;
   world_ = std::make_unique<World>(world_options);
   inputs_ = make_workload(spec_, options_.workload, options_.seed);
+  plan_input_swaps();
   connectors_ = std::make_unique<SimConnectors>(*this);
   deployment_ = std::make_unique<DeploymentConfig>(DeploymentConfig{
       spec_, registry_, options_.engine, options_.bugs, options_.seed, options_.observer, connectors_.get()});
@@ -126,6 +127,102 @@ void PipelineWorld::start() {
   start_targets();
   heartbeat_queue_heads();
   load_inputs();
+  for (const auto& r : options_.respecs) {
+    world_->scheduler().at(r.at_us, sim::kWorldNode, [this, yaml = r.yaml] { respec(yaml); });
+  }
+}
+
+void PipelineWorld::plan_input_swaps() {
+  std::map<std::string, std::string> reads;  // queue source -> the table it reads
+  for (const auto& s : spec_.sources) {
+    if (s.type == "queue") reads[s.name] = table_of(s);
+    if (s.type == "queue" || s.type == "static_table") queue_tables_[table_of(s)] = {s.partitions, s.type != "queue"};
+  }
+  std::vector<PipelineWorldOptions::Respec> respecs = options_.respecs;
+  std::stable_sort(respecs.begin(), respecs.end(), [](const auto& a, const auto& b) { return a.at_us < b.at_us; });
+  for (const auto& r : respecs) {
+    const auto next = parse_pipeline_spec_text(r.yaml, "respec");
+    assert(next.has_value());
+    for (const SourceSpec& s : next->sources) {
+      auto it = reads.find(s.name);
+      if (s.type != "queue" || it == reads.end() || it->second == table_of(s)) continue;
+      assert(s.partitions == spec_.source(s.name)->partitions);
+      queue_tables_[table_of(s)] = {s.partitions, false};
+      // Later messages go to the new table; every other earlier one too, as its backlog.
+      std::map<int, uint64_t> earlier;
+      for (SourceInput& in : inputs_) {
+        const std::string& table = in.table.empty() ? table_of(*spec_.source(in.source)) : in.table;
+        if (in.source != s.name || table != it->second) continue;
+        if (in.write_ts >= r.at_us || earlier[in.partition]++ % 2 == 1) in.table = table_of(s);
+      }
+      it->second = table_of(s);
+    }
+  }
+}
+
+void PipelineWorld::respec(const std::string& yaml) {
+  const NodeIndex op = world_->find(kOperatorNode);
+  world_->record(op, "stops the pipeline to give it a new spec");
+  ++operations_pending_;
+  world_->runtime(op).spawn("respec", [this, op, yaml] {
+    const auto stored_layout = [this] {
+      const auto row = data_.latest(tables::kController, kLayoutKey);
+      return row ? decode_layout(*row).value() : Layout{};
+    };
+    for (int attempt = 0; attempt < 1000 && stored_layout().spec_yaml != yaml; ++attempt) {
+      // Started first, so that the stop drains now: a pipeline stopped earlier has an older cut.
+      (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} working", ++state_requests_));
+      (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} stopped", ++state_requests_));
+      for (int wait = 0; wait < 600 && data_.latest(tables::kController, "state") == "draining"; ++wait) {
+        world_->runtime(op).sleep_for(100 * kMillis);
+      }
+      if (data_.latest(tables::kController, "state") != "stopped") continue;
+      // Like an operator who swaps a queue only once it is consumed: a cut older than the last
+      // write (a controller clock behind) left rows of it unread; stop again later.
+      if (!swapped_inputs_read(yaml)) continue;
+      const std::string request = fmt::format("{}\n{}", stored_layout().version, yaml);
+      if (auto reply = ask_controllers(op, Controller::kRespecService, request, controller_names().size())) {
+        world_->record(op, "new spec stored as layout version " + *reply);
+      }
+    }
+    (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} working", ++state_requests_));
+    --operations_pending_;
+  });
+}
+
+Result<std::string> PipelineWorld::ask_controllers(NodeIndex op, const char* service, const std::string& request,
+                                                   size_t attempts) {
+  // The operator does not know which controller leads: it asks each in turn until one takes it.
+  const std::vector<std::string> controllers = controller_names();
+  Result<std::string> reply = Status::unavailable("not asked");
+  for (size_t attempt = 0; attempt < attempts; ++attempt) {
+    reply = world_->network_endpoint(op).call(controllers[attempt % controllers.size()], service, request,
+                                              options_.engine.rpc_timeout_us);
+    if (reply) return reply;
+    world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
+  }
+  return reply;
+}
+
+bool PipelineWorld::swapped_inputs_read(const std::string& yaml) const {
+  const auto next = parse_pipeline_spec_text(yaml, "respec");
+  assert(next.has_value());
+  for (const SourceSpec& source : current_spec().sources) {
+    const SourceSpec* after = next->source(source.name);
+    if (source.type != "queue" || (after != nullptr && table_of(*after) == table_of(source))) continue;
+    for (int p = 0; p < source.partitions; ++p) {
+      const auto written = produced_.find({table_of(source), p});
+      const auto stored = data_.latest(tables::kSourceOffsets, fmt::format("{}/{}", source_origin(source), p));
+      const uint64_t read = stored ? Decoder(*stored).u64() : 0;
+      if (written != produced_.end() && read < written->second) return false;
+    }
+  }
+  return true;
+}
+
+PipelineSpec PipelineWorld::current_spec() const {
+  const auto row = data_.latest(tables::kController, kLayoutKey);
+  return row ? with_layout(spec_, decode_layout(*row).value()) : spec_;
 }
 
 void PipelineWorld::start_targets() {
@@ -205,7 +302,7 @@ void PipelineWorld::load_inputs() {
   for (const SourceInput& in : inputs_) {
     const SourceSpec& source = *spec_.source(in.source);
     if (source.type == "static_table" || source.type == "service_log") {
-      const uint64_t offset = produced_[{in.source, in.partition}]++;
+      const uint64_t offset = produced_[{table_of(source), in.partition}]++;
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
       data_.load(tables::static_table(table_of(source)), tables::partition_prefix(in.partition) + tables::hex16(offset),
@@ -214,7 +311,8 @@ void PipelineWorld::load_inputs() {
     }
     const bool kafka = source.type == "kafka";
     world_->scheduler().at(in.write_ts, kWorldNode, [this, &in, kafka, &source] {
-      const uint64_t offset = produced_[{in.source, in.partition}]++;
+      const std::string& table = in.table.empty() ? table_of(source) : in.table;
+      const uint64_t offset = produced_[{table, in.partition}]++;
       if (kafka) {
         kafka_.append(kafka_topic(source), in.partition,
                       {std::to_string(in.key), in.payload, in.event_ts, KafkaRecord::State::kPlain, 0, "", 0},
@@ -223,7 +321,7 @@ void PipelineWorld::load_inputs() {
       }
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
-      data_.load(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+      data_.load(tables::queue(table), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
     });
   }
 }
@@ -232,14 +330,13 @@ void PipelineWorld::load_inputs() {
 // now (nothing older will be appended); after the last write it moves past every message.
 void PipelineWorld::heartbeat_queue_heads() {
   const bool done = world_->now() > last_write_ts();
-  for (const auto& source : spec_.sources) {
-    if (source.type == "kafka" || source.type == "service_log") continue;  // they need no heads
+  for (const auto& [table, shape] : queue_tables_) {  // Kafka topics and service logs need no heads
     // A static table has all its rows: nothing older will ever come.
-    const Micros head = done || source.type == "static_table" ? INT64_MAX / 4 : world_->now();
-    for (int p = 0; p < source.partitions; ++p) {
+    const Micros head = done || shape.second ? INT64_MAX / 4 : world_->now();
+    for (int p = 0; p < shape.first; ++p) {
       Encoder out;
       out.i64(head);
-      data_.load(tables::kQueueHeads, fmt::format("{}/{}", source.name, p), out.take());
+      data_.load(tables::kQueueHeads, fmt::format("{}/{}", table, p), out.take());
     }
   }
   if (done) return;
@@ -261,16 +358,8 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, "asks the controller for " + state);
   const std::string request = fmt::format("{} {}", ++state_requests_, state);
-  // The operator does not know which controller leads: it asks each in turn until one takes it.
-  const std::vector<std::string> controllers = controller_names();
-  world_->runtime(op).spawn("set-state", [this, op, request, controllers] {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      const std::string& controller = controllers[static_cast<size_t>(attempt) % controllers.size()];
-      auto reply = world_->network_endpoint(op).call(controller, Controller::kSetStateService, request,
-                                                     options_.engine.rpc_timeout_us);
-      if (reply) return;
-      world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
-    }
+  world_->runtime(op).spawn("set-state", [this, op, request] {
+    (void)ask_controllers(op, Controller::kSetStateService, request, 100);
   });
 }
 
@@ -355,12 +444,13 @@ std::vector<std::string> PipelineWorld::in_flight() const {
 
 bool PipelineWorld::drained() const {
   if (world_->now() < last_write_ts()) return false;
+  if (operations_pending_ > 0) return false;
   if (finite_sources() && data_.latest(tables::kController, "state") != "completed") return false;
-  for (const auto& source : spec_.sources) {
+  for (const auto& source : current_spec().sources) {
     for (int p = 0; p < source.partitions; ++p) {
-      auto it = produced_.find({source.name, p});
+      auto it = produced_.find({table_of(source), p});
       const uint64_t want = it == produced_.end() ? 0 : it->second;
-      const auto stored = data_.latest(tables::kSourceOffsets, fmt::format("{}/{}", source.name, p));
+      const auto stored = data_.latest(tables::kSourceOffsets, fmt::format("{}/{}", source_origin(source), p));
       uint64_t offset = 0;
       uint64_t cycle = 0;
       if (stored) {

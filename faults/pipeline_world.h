@@ -55,6 +55,15 @@ struct PipelineWorldOptions {
   bool kafka_epoch_per_transaction = true;
   // clickhouse sinks: their targets (default: ReplicatedMergeTree with ClickHouse's defaults).
   std::map<std::string, sim::ClickHouseTargetConfig> clickhouse_targets;
+  // Static spec changes: at `at_us` the operator stops the pipeline, gives the controller
+  // `yaml` (a pipeline spec) and starts it again. A queue source whose table it changes gets
+  // its input swapped: from then on the workload writes to the new table, which also holds
+  // every other earlier message as a backlog (which must not be skipped).
+  struct Respec {
+    Micros at_us = 0;
+    std::string yaml;
+  };
+  std::vector<Respec> respecs;
 };
 
 class PipelineWorld {
@@ -93,6 +102,8 @@ class PipelineWorld {
   // An operator asks the controller to repartition (name -> partitions), naming the layout
   // version it last saw, and asks again (reading the version anew) until one takes it.
   void repartition(const std::map<std::string, int>& partitions);
+  // The spec in force: the stored layout's (core/layout.h) over the one the world started with.
+  PipelineSpec current_spec() const;
   // Every source ends (core/spec.h finite()): a drained run is also a completed one.
   bool finite_sources() const;
   // A change of the pipeline state row as the controller stored it, with what the store held
@@ -127,6 +138,15 @@ class PipelineWorld {
   std::vector<std::string> in_flight() const;
   void start_targets();
   void load_inputs();
+  // Where each input goes when respecs swap a queue source's table (SourceInput::table).
+  void plan_input_swaps();
+  // The operator's side of one respec: stop (draining after `at`), change, start.
+  void respec(const std::string& yaml);
+  // Whether every row of the queues the spec `yaml` swaps out has been read.
+  bool swapped_inputs_read(const std::string& yaml) const;
+  // Asks the controllers in turn, at most `attempts` times, until one answers; its last answer.
+  Result<std::string> ask_controllers(sim::NodeIndex op, const char* service, const std::string& request,
+                                      size_t attempts = 100);
   static constexpr Micros kQueueHeartbeatUs = 10 * kMillis;
   BootFn engine_boot(EngineProcess::Role role);
 
@@ -143,7 +163,9 @@ class PipelineWorld {
   std::unique_ptr<SimConnectors> connectors_;
   std::unique_ptr<DeploymentConfig> deployment_;
   std::vector<SourceInput> inputs_;
-  std::map<std::pair<std::string, int>, uint64_t> produced_;  // (source, partition) -> count
+  std::map<std::pair<std::string, int>, uint64_t> produced_;  // (table, partition) -> count
+  std::map<std::string, std::pair<int, bool>> queue_tables_;  // table -> (partitions, static)
+  int operations_pending_ = 0;  // respecs asked and not yet done: the run is not drained
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
   uint64_t dedup_entries_max_ = 0;
   std::vector<StateChange> state_changes_;

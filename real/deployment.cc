@@ -397,7 +397,7 @@ void RealDeployment::produce() {
       const Micros event_ts = now - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
-      tx->put(tables::queue(in.source), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+      tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
       tx->put(kProducer, counter, u64_bytes(offset + 1));
       Encoder logged;
       logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
@@ -409,7 +409,7 @@ void RealDeployment::produce() {
       for (int p = 0; p < source.partitions; ++p) {
         Encoder head;
         head.i64(end >= inputs_.size() ? kHeadsDone : now);
-        tx->put(tables::kQueueHeads, source_key(source.name, p), head.take());
+        tx->put(tables::kQueueHeads, source_key(table_of(source), p), head.take());
       }
     }
     const bool committed = store_.commit(*tx, {}).has_value();

@@ -74,7 +74,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     if (!records) return records.error();
     for (const auto& record : *records) {
       inputs.push_back({source.name, record.partition, kafka_key(record.key), record.value, record.timestamp,
-                        record.timestamp});
+                        record.timestamp, {}});
     }
   }
   std::stable_sort(inputs.begin(), inputs.end(),

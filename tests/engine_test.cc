@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "core/builtin.h"
@@ -67,6 +68,19 @@ class Recorder final : public EngineObserver {
   std::map<std::string, std::map<MessageId, int>> consumed;  // computation -> id -> times
   std::map<std::string, std::map<uint64_t, int>> consumed_keys;  // computation -> key -> times
 };
+
+// Asks the controller's `service` from worker-1's node, as an operator would, and runs 50 ms:
+// "ok <answer>" or the error's message.
+std::string ask_controller(PipelineWorld& w, const char* service, const std::string& request) {
+  auto answer = std::make_shared<std::string>("no answer");
+  const sim::NodeIndex node = w.world().find("worker-1");
+  w.world().runtime(node).spawn("operator", [&w, answer, node, service, request] {
+    auto r = w.world().network_endpoint(node).call("controller", service, request, kSeconds);
+    *answer = r ? "ok " + *r : r.error().message();
+  });
+  w.world().run_until(w.world().now() + 50 * kMillis);
+  return *answer;
+}
 
 void expect_reference(PipelineWorld& w, const ComputationRegistry& reg) {
   const PipelineResult expected = run_reference(w.spec(), reg, w.inputs());
@@ -387,14 +401,9 @@ TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeR
   PipelineWorld w(load("repartition"), reg, PipelineWorldOptions{});
   w.start();
   w.world().run_until(300 * kMillis);
-  const sim::NodeIndex worker = w.world().find("worker-1");
   std::vector<std::string> answers;
-  const auto ask = [&](std::string request) {
-    w.world().runtime(worker).spawn("operator", [&w, &answers, worker, request] {
-      auto r = w.world().network_endpoint(worker).call("controller", Controller::kRepartitionService, request, kSeconds);
-      answers.push_back(r ? "ok " + *r : r.error().message());
-    });
-    w.world().run_until(w.world().now() + 50 * kMillis);
+  const auto ask = [&](const std::string& request) {
+    answers.push_back(ask_controller(w, Controller::kRepartitionService, request));
   };
   ask("0 Counter=4");
   ask("0 Counter=2");  // a stale version
@@ -412,6 +421,46 @@ TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeR
   EXPECT_NE(answers[5].find("expected '<layout version> NAME=COUNT ...'"), std::string::npos) << answers[5];
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_EQ(stored_layout(w.store_data())->partitions.at("Counter"), 4);
+  expect_reference(w, reg);
+}
+
+TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewOrigin) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 200;  // written over one second
+  PipelineWorld w(load("keyed_aggregation"), reg, options);
+  w.start();
+  w.world().run_until(300 * kMillis);
+  std::vector<std::string> answers;
+  const auto ask = [&](const std::string& request) {
+    answers.push_back(ask_controller(w, Controller::kRespecService, request));
+  };
+  const auto swapped_text = read_pipeline_spec_file(std::string(ONCEFLOW_SOURCE_DIR) +
+                                                    "/scenarios/pipelines/keyed_aggregation_swapped.yaml");
+  ASSERT_TRUE(swapped_text.has_value());
+  const std::string& swapped = *swapped_text;
+  ask("0\n" + swapped);
+  w.world().run_until(1500 * kMillis);  // every message written
+  w.set_pipeline_state("stopped");
+  w.world().run_until(w.world().now() + 3 * kSeconds);
+  ASSERT_EQ(stored_state(w.store_data()), "stopped");
+  ASSERT_TRUE(w.store_data().latest(tables::kSourceOffsets, "events/0").has_value());
+  ask("1\n" + swapped);
+  ask("0\nname: [");
+  ask("0\n" + swapped);
+  ASSERT_EQ(answers.size(), 4u);
+  EXPECT_EQ(answers[0], "the pipeline is working: its spec changes only while it is stopped");
+  EXPECT_EQ(answers[1], "the layout is at version 0, not 1");
+  EXPECT_NE(answers[2].find("malformed YAML"), std::string::npos) << answers[2];
+  EXPECT_EQ(answers[3], "ok 1");
+  // The old input's offsets are gone with the commit that swapped it; the new one has none yet.
+  EXPECT_FALSE(w.store_data().latest(tables::kSourceOffsets, "events/0").has_value());
+  EXPECT_FALSE(w.store_data().latest(tables::kSourceOffsets, "events#1/0").has_value());
+  EXPECT_EQ(stored_layout(w.store_data())->source_generations.at("events"), 1u);
+  EXPECT_EQ(stored_state(w.store_data()), "stopped");  // until it is started
+  w.set_pipeline_state("working");
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  // The new queue is empty: everything counted was read from the old one before the swap.
   expect_reference(w, reg);
 }
 

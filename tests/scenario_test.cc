@@ -143,6 +143,23 @@ TEST(ScenarioTest, ErrorsNameTheFileLineAndKey) {
   EXPECT_NE(missing.error().message().find("no such file"), std::string::npos);
 }
 
+TEST(ScenarioTest, ARespecNamesASpecTheSimulatorCanCheck) {
+  const std::string pipelines = std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/";
+  const std::string head = "name: t\nkind: pipeline\npipeline: " + pipelines + "keyed_aggregation.yaml\noperations:\n";
+  auto swap = load_scenario(write_temp(head + "  - {at: 1s, respec: " + pipelines + "keyed_aggregation_swapped.yaml}\n"));
+  ASSERT_TRUE(swap.has_value()) << swap.error().message();
+  ASSERT_EQ(swap->pipeline.respecs.size(), 1u);
+  EXPECT_EQ(swap->pipeline.respecs[0].at_us, 1 * kSeconds);
+  EXPECT_NE(swap->pipeline.respecs[0].yaml.find("events_v2"), std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: nowhere.yaml}\n").find(":5: operations.respec"), std::string::npos);
+  // Another processing: the expected outputs would no longer be the scenario pipeline's.
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: " + pipelines + "repartition.yaml}\n")
+                .find("a respec may change only the tables its queue sources read"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n").find("one of repartition and respec"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, ParsesDurations) {
   EXPECT_EQ(*parse_duration("250us"), 250);
   EXPECT_EQ(*parse_duration("20ms"), 20'000);

@@ -1,0 +1,111 @@
+// The layout row (core/layout.h): its encoding, and what a spec given to a stopped pipeline
+// may change (respecified_layout): sources whose input changes get a new origin, names that
+// come back never reuse an old one, partition counts are a repartition's business.
+#include "core/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace onceflow {
+namespace {
+
+std::string spec_yaml(const std::string& sources, int counter_partitions = 3) {
+  return "name: swap\nsources:\n" + sources +
+         "computations:\n"
+         "  Counter: {type: process_function, processing_function: Counter, input_streams: [event], "
+         "output_streams: [counts], partitions: " +
+         std::to_string(counter_partitions) +
+         "}\n"
+         "sinks:\n"
+         "  out: {type: async_queue, input_stream: counts, partitions: 2}\n";
+}
+
+const std::string kEvents = "  events: {type: queue, partitions: 2, output_stream: event}\n";
+const std::string kEventsV2 = "  events: {type: queue, table: events_v2, partitions: 2, output_stream: event}\n";
+
+PipelineSpec parsed(const std::string& yaml) {
+  auto spec = parse_pipeline_spec_text(yaml, "test");
+  EXPECT_TRUE(spec.has_value()) << spec.error().message();
+  return *spec;
+}
+
+TEST(LayoutTest, EncodesPartitionsSpecAndSourceGenerations) {
+  Layout layout;
+  layout.version = 7;
+  layout.partitions = {{"Counter", 8}};
+  layout.spec_yaml = spec_yaml(kEventsV2);
+  layout.source_generations = {{"events", 2}, {"gone", 0}};
+  EXPECT_EQ(decode_layout(encode_layout(layout)), layout);
+  // A row written before specs were stored: version and partitions only.
+  Layout old;
+  old.version = 3;
+  old.partitions = {{"Counter", 2}};
+  std::string bytes = encode_layout(old);
+  bytes.resize(bytes.size() - 2);  // the empty spec and the empty generation map
+  EXPECT_EQ(decode_layout(bytes), old);
+  EXPECT_FALSE(decode_layout(bytes + "\x05").has_value());
+}
+
+TEST(LayoutTest, ASourceHasAnIdentityAndAnOriginPerGeneration) {
+  const PipelineSpec a = parsed(spec_yaml(kEvents));
+  const PipelineSpec b = parsed(spec_yaml(kEventsV2));
+  EXPECT_NE(source_identity(a.sources[0]), source_identity(b.sources[0]));
+  SourceSpec more = a.sources[0];
+  more.partitions = 5;  // the partitions are the input's, not what identifies it
+  EXPECT_EQ(source_identity(more), source_identity(a.sources[0]));
+  EXPECT_EQ(source_origin(a.sources[0]), "events");
+  more.generation = 2;
+  EXPECT_EQ(source_origin(more), "events#2");
+}
+
+TEST(LayoutTest, ASwappedInputGetsANewOriginAndANameThatComesBackNeverReusesOne) {
+  const PipelineSpec start = parsed(spec_yaml(kEvents));
+  auto swapped = respecified_layout(start, Layout{}, spec_yaml(kEventsV2));
+  ASSERT_TRUE(swapped.has_value()) << swapped.error().message();
+  EXPECT_EQ(swapped->version, 1u);
+  EXPECT_EQ(swapped->source_generations, (std::map<std::string, uint32_t>{{"events", 1}}));
+  const PipelineSpec now = with_layout(start, *swapped);
+  EXPECT_EQ(now.sources[0].table, "events_v2");
+  EXPECT_EQ(source_origin(now.sources[0]), "events#1");
+
+  // The same spec again changes no origin.
+  auto same = respecified_layout(now, *swapped, spec_yaml(kEventsV2));
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->source_generations, swapped->source_generations);
+
+  // Removed, then back with its first table: a third origin, not the first.
+  const std::string other = "  clicks: {type: queue, partitions: 1, output_stream: event}\n";
+  auto removed = respecified_layout(now, *swapped, spec_yaml(other));
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->source_generations.at("events"), 1u);
+  const PipelineSpec without = with_layout(start, *removed);
+  auto back = respecified_layout(without, *removed, spec_yaml(kEvents));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(source_origin(with_layout(start, *back).sources[0]), "events#2");
+}
+
+TEST(LayoutTest, ARespecKeepsPartitionCountsAndRefusesWhatIsNotAStaticChange) {
+  PipelineSpec start = parsed(spec_yaml(kEvents));
+  Layout repartitioned;
+  repartitioned.version = 1;
+  repartitioned.partitions = {{"Counter", 8}};
+  const PipelineSpec now = with_layout(start, repartitioned);
+  auto refused = respecified_layout(now, repartitioned, spec_yaml(kEvents, 3));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message(),
+            "computation Counter: 3 partitions in the new spec, 8 in force; repartition it separately");
+  auto taken = respecified_layout(now, repartitioned, spec_yaml(kEvents, 8));
+  ASSERT_TRUE(taken.has_value()) << taken.error().message();
+  EXPECT_TRUE(taken->partitions.empty());  // the stored spec says 8 now
+
+  const std::string wider = "  events: {type: queue, partitions: 4, output_stream: event}\n";
+  auto source = respecified_layout(start, Layout{}, spec_yaml(wider));
+  ASSERT_FALSE(source.has_value());
+  EXPECT_NE(source.error().message().find("source events: 4 partitions in the new spec, 2 in force"), std::string::npos)
+      << source.error().message();
+  auto broken = respecified_layout(start, Layout{}, "name: [");
+  ASSERT_FALSE(broken.has_value());
+  EXPECT_NE(broken.error().message().find("malformed YAML"), std::string::npos) << broken.error().message();
+}
+
+}  // namespace
+}  // namespace onceflow
