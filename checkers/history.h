@@ -35,6 +35,7 @@ struct EpochRecord {
   std::vector<std::string> timers_fired;    // "<timers table>:<row key>", fired and deleted
   std::string node;                         // the worker that ran it
   std::vector<std::string> timers_created;  // as timers_fired: rows created (merges create none)
+  uint64_t layout_version = 0;  // the layout (core/layout.h) the job ran with
 };
 
 struct DeliveryRecord {  // a message the target made visible
@@ -82,6 +83,12 @@ struct StateChangeRecord {
   int64_t commit_time = 0;             // store time
   std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
 };
+// A new layout (partition counts, spec or settings) as a controller stored it.
+struct LayoutChangeRecord {
+  uint64_t layout_version = 0;
+  uint64_t version = 0;     // the store's commit version
+  int64_t commit_time = 0;  // store time
+};
 // A timer row a controller moved to another partition (a repartition), applied at `version`:
 // the row `from` ends without firing and `to` holds the same timer from then on.
 struct TimerMoveRecord {
@@ -125,6 +132,11 @@ struct PipelineHistory {
   std::vector<ControllerCommit> controller_commits;  // in version order
   std::vector<StateChangeRecord> state_changes;      // in version order
   std::vector<TimerMoveRecord> timer_moves;           // in version order
+  std::vector<LayoutChangeRecord> layout_changes;     // in version order
+  // How long after a new layout is stored jobs of an older one may still commit: the controller
+  // ends their Leases right after it pinged them in its next cycle, so at worst they run out
+  // a Lease TTL after a last ping (one Lease TTL and 4 scheduling periods).
+  int64_t layout_grace = 0;
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
   int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
   int64_t liveness_bound = 0;

@@ -677,6 +677,34 @@ Verdict LifecycleCheck::check(const PipelineHistory& h) const {
   return Verdict::pass(std::string(name()), detail);
 }
 
+Verdict LayoutCheck::check(const PipelineHistory& h) const {
+  if (h.layout_changes.empty()) return Verdict::not_applicable(std::string(name()), "no new layout was stored");
+  size_t late = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (e.commit_time < 0) continue;
+    // The newest layout stored longer than the grace before this epoch committed.
+    const LayoutChangeRecord* in_force = nullptr;
+    for (const LayoutChangeRecord& c : h.layout_changes) {
+      if (c.version < e.version && e.commit_time - c.commit_time > h.layout_grace) in_force = &c;
+    }
+    if (in_force == nullptr) continue;
+    ++late;
+    if (e.layout_version < in_force->layout_version) {
+      return failure(name(), h,
+                     fmt::format("job {} committed an epoch at version {} with layout {}, {}us after layout {} was "
+                                 "stored at version {} (grace {}us)",
+                                 e.job, e.version, e.layout_version, e.commit_time - in_force->commit_time,
+                                 in_force->layout_version, in_force->version, h.layout_grace));
+    }
+  }
+  if (late == 0) {
+    return Verdict::not_applicable(std::string(name()), "no epoch committed later than the grace after a new layout");
+  }
+  return Verdict::pass(std::string(name()), fmt::format("{} new layouts; the {} epochs committed past the grace ran "
+                                                        "with the layout in force",
+                                                        h.layout_changes.size(), late));
+}
+
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
   if (h.drained_at < 0 || h.drained_at > deadline) {
@@ -701,6 +729,7 @@ std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   out.push_back(std::make_unique<OrderingCheck>());
   out.push_back(std::make_unique<SwiftDeterminismCheck>());
   out.push_back(std::make_unique<LifecycleCheck>());
+  out.push_back(std::make_unique<LayoutCheck>());
   out.push_back(std::make_unique<LivenessCheck>());
   return out;
 }

@@ -100,6 +100,15 @@ class LifecycleCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// A new layout takes effect: once a controller stored one (a repartition, a new spec, new
+// settings), no epoch of a job still running with an older one commits later than the grace
+// (history.layout_grace) after it. n/a when no layout was stored or no epoch came that late.
+class LayoutCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "layout"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 // After the faults heal, the pipeline drains within the bound.
 class LivenessCheck final : public PipelineChecker {
  public:

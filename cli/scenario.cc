@@ -342,15 +342,21 @@ class Loader {
     if (!ops.IsSequence()) fail(ops, "operations", "expected a list of {at, repartition} or {at, respec}");
     for (const auto& op : ops) {
       if (!op.IsMap()) fail(op, "operations", "expected a mapping {at, repartition} or {at, respec}");
-      only_keys(op, "operations", {"at", "repartition", "respec"});
+      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure"});
       if (!op["at"]) fail(op, "operations.at", "missing");
       const Micros at = duration(op["at"], "operations.at");
+      if (static_cast<int>(op["repartition"].IsDefined()) + op["respec"].IsDefined() + op["reconfigure"].IsDefined() > 1) {
+        fail(op, "operations", "one of repartition, respec and reconfigure per operation");
+      }
+      if (op["reconfigure"]) {
+        load_reconfigure(op["reconfigure"], at, o);
+        continue;
+      }
       if (op["respec"]) {
-        if (op["repartition"]) fail(op, "operations", "one of repartition and respec per operation");
         load_respec(op["respec"], at, o);
         continue;
       }
-      if (!op["repartition"]) fail(op, "operations.repartition", "missing (or respec)");
+      if (!op["repartition"]) fail(op, "operations.repartition", "missing (or respec, or reconfigure)");
       faults::PipelineRunOptions::Repartition r;
       r.at_us = at;
       const YAML::Node& parts = op["repartition"];
@@ -365,6 +371,20 @@ class Loader {
       if (auto checked = parse_repartition(o.spec, text); !checked) fail(parts, "operations.repartition", checked.error().message());
       o.repartitions.push_back(std::move(r));
     }
+  }
+
+  // reconfigure: {epoch_period: 20ms, epoch_batch_limit: 8}: settings changed live.
+  void load_reconfigure(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+    if (!node.IsMap() || node.size() == 0) {
+      fail(node, "operations.reconfigure", "expected a mapping {epoch_period: DURATION, epoch_batch_limit: N}");
+    }
+    std::string text;
+    for (const auto& item : node) {
+      const std::string name = string(item.first, "operations.reconfigure");
+      text += fmt::format("{}{}={}", text.empty() ? "" : " ", name.substr(0, 40), string(item.second, "operations.reconfigure." + name.substr(0, 40)));
+    }
+    if (auto checked = reconfigured_layout(Layout{}, text); !checked) fail(node, "operations.reconfigure", checked.error().message());
+    o.reconfigures.emplace_back(at, std::move(text));
   }
 
   // respec: a pipeline spec file (relative to the scenario) the pipeline is given while

@@ -17,6 +17,20 @@ constexpr const char* kStateKey = "state";
 constexpr const char* kStateSeqKey = "state_seq";
 const std::string kJobPrefix = kJobKeyPrefix;
 constexpr size_t kMaxJobs = 1'000'000;
+
+// A layout request: "<layout version><separator><rest>", as (version, rest); `form` is the
+// whole request's expected form, for the error.
+Result<std::pair<uint64_t, std::string_view>> versioned_request(std::string_view request, char separator,
+                                                                std::string_view form) {
+  const auto at = request.find(separator);
+  uint64_t version = 0;
+  const std::string_view number = request.substr(0, at);
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), version);
+  if (ec != std::errc() || ptr != number.data() + number.size() || at == std::string_view::npos) {
+    return Status::invalid_argument(fmt::format("expected {}, got '{}'", form, request.substr(0, 64)));
+  }
+  return std::make_pair(version, request.substr(at + 1));
+}
 }  // namespace
 
 std::string_view pipeline_state_name(PipelineState state) { return kStateNames[static_cast<int>(state)]; }
@@ -90,6 +104,7 @@ Controller::Controller(const EngineEnv& env, std::string node) : env_(env), node
   env_.network.serve(kSetStateService, [this](const std::string&, std::string_view req) { return on_set_state(req); });
   env_.network.serve(kRepartitionService, [this](const std::string&, std::string_view req) { return on_repartition(req); });
   env_.network.serve(kRespecService, [this](const std::string&, std::string_view req) { return on_respec(req); });
+  env_.network.serve(kReconfigureService, [this](const std::string&, std::string_view req) { return on_reconfigure(req); });
   env_.runtime.spawn("scheduler", [this] { loop(); });
 }
 
@@ -110,6 +125,8 @@ void Controller::cycle() {
   const bool unstored_left = !end_unstored_leases();
   // Keep the job Leases alive first, whatever else this cycle manages to do.
   const std::set<std::string> ended = ping_job_leases();
+  // Right after the pings: a job of an older layout is never kept alive past this cycle.
+  remove_stale_layout_jobs();
   if (quiescing_ || (state_ != PipelineState::kWorking && state_ != PipelineState::kDraining)) {
     std::vector<std::string> jobs;
     for (const auto& [job, a] : assignments_) jobs.push_back(job);
@@ -148,6 +165,15 @@ void Controller::cycle() {
     }
     quiescing_ = PipelineState::kCompleted;
   }
+}
+
+void Controller::remove_stale_layout_jobs() {
+  if (env_.bugs.reconfigure_keeps_jobs) return;  // the bug: they run on with the old settings
+  std::vector<std::string> stale;
+  for (const auto& [job, a] : assignments_) {
+    if (!a.retiring && a.row.layout_version != layout_.version) stale.push_back(job);
+  }
+  for (const auto& job : stale) (void)remove(job, "layout changed");
 }
 
 std::optional<bool> Controller::nothing_in_flight(bool with_timers) {
@@ -727,15 +753,10 @@ struct Controller::Busy {
 
 // Request: "<layout version> NAME=COUNT ...".
 Result<std::string> Controller::on_repartition(std::string_view request) {
-  const auto space = request.find(' ');
-  uint64_t expected = 0;
-  const std::string_view number = request.substr(0, space);
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), expected);
-  if (ec != std::errc() || ptr != number.data() + number.size() || space == std::string_view::npos) {
-    return Status::invalid_argument("expected '<layout version> NAME=COUNT ...', got '" +
-                                    std::string(request.substr(0, 64)) + "'");
-  }
-  auto changes = parse_repartition(spec_, request.substr(space + 1));
+  auto parts = versioned_request(request, ' ', "'<layout version> NAME=COUNT ...'");
+  if (!parts) return parts.error();
+  const uint64_t expected = parts->first;
+  auto changes = parse_repartition(spec_, parts->second);
   if (!changes) return changes.error();
   if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
   if (busy_) return Status::unavailable("the controller is busy; ask again");
@@ -795,15 +816,37 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
   return std::to_string(next.version);
 }
 
+// Request: "<layout version> SETTING=VALUE ...".
+Result<std::string> Controller::on_reconfigure(std::string_view request) {
+  auto parts = versioned_request(request, ' ', "'<layout version> SETTING=VALUE ...'");
+  if (!parts) return parts.error();
+  const uint64_t expected = parts->first;
+  auto next = reconfigured_layout(layout_, parts->second);
+  if (!next) return next.error();
+  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
+  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  Busy busy(busy_);
+  if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
+  if (pending_) return Status::unavailable("a repartition is being made; ask again");
+  if (expected != layout_.version) {
+    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
+  }
+  const Layout before = layout_;
+  layout_ = *next;
+  if (!persist_state()) {
+    layout_ = before;
+    return Status::unavailable("the settings could not be stored");
+  }
+  spec_ = with_layout(env_.spec, layout_);
+  probe(env_, Probe::kControllerReconfigured);
+  return std::to_string(layout_.version);
+}
+
 // Request: "<layout version>\n<spec YAML>".
 Result<std::string> Controller::on_respec(std::string_view request) {
-  const auto newline = request.find('\n');
-  uint64_t expected = 0;
-  const std::string_view number = request.substr(0, newline);
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), expected);
-  if (ec != std::errc() || ptr != number.data() + number.size() || newline == std::string_view::npos) {
-    return Status::invalid_argument("expected '<layout version>' and a pipeline spec on the lines after it");
-  }
+  auto parts = versioned_request(request, '\n', "'<layout version>' and a pipeline spec on the lines after it");
+  if (!parts) return parts.error();
+  const uint64_t expected = parts->first;
   if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
   if (busy_) return Status::unavailable("the controller is busy; ask again");
   Busy busy(busy_);
@@ -815,7 +858,7 @@ Result<std::string> Controller::on_respec(std::string_view request) {
   if (expected != layout_.version) {
     return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
   }
-  auto next = respecified_layout(spec_, layout_, std::string(request.substr(newline + 1)));
+  auto next = respecified_layout(spec_, layout_, std::string(parts->second));
   if (!next) return next.error();
   const PipelineSpec next_spec = with_layout(env_.spec, *next);
   auto tx = env_.store.begin();

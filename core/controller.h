@@ -96,6 +96,11 @@ class Controller {
   // offsets are erased in the same commit. The answer is the new layout version; the pipeline
   // stays stopped until it is started.
   static constexpr const char* kRespecService = "respec";
+  // Request "<layout version> SETTING=VALUE ..." (epoch_period, epoch_batch_limit): changes
+  // settings of a pipeline that exists, working or not, under a compare-and-swap on the stored
+  // layout's version; no drain. Every job of an older layout is ended and started again under
+  // a new Lease with the new settings. The answer is the new version.
+  static constexpr const char* kReconfigureService = "reconfigure";
 
  private:
   struct Assignment {
@@ -155,6 +160,9 @@ class Controller {
   Result<std::string> on_set_state(std::string_view request);
   Result<std::string> on_repartition(std::string_view request);
   Result<std::string> on_respec(std::string_view request);
+  Result<std::string> on_reconfigure(std::string_view request);
+  // Ends the jobs assigned under an older layout than the one stored (a reconfigure).
+  void remove_stale_layout_jobs();
   // Into `tx`: erases the offsets of every source whose input `next` swaps out and clears
   // the finished mark of its partitions.
   bool forget_swapped_inputs(Transaction& tx, const PipelineSpec& next);

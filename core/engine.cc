@@ -124,6 +124,7 @@ constexpr BugName kBugNames[] = {
     {"completion-leaves-leases", &BugSwitches::completion_leaves_leases},
     {"repartition-without-drain", &BugSwitches::repartition_without_drain},
     {"source-swap-keeps-offsets", &BugSwitches::source_swap_keeps_offsets},
+    {"reconfigure-keeps-jobs", &BugSwitches::reconfigure_keeps_jobs},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},

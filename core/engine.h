@@ -121,6 +121,9 @@ struct BugSwitches {
   // a source whose input is swapped keeps its offsets under its name: the new input is read
   // from the old one's offsets (Flow's "backlog skip")
   bool source_swap_keeps_offsets = false;
+  // settings changed live are stored, but the jobs already running are left running with
+  // the old ones
+  bool reconfigure_keeps_jobs = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;
@@ -150,6 +153,7 @@ class EngineObserver {
     TxId tx = 0;
     uint64_t epoch = 0;
     Version version = 0;
+    uint64_t layout_version = 0;      // the layout the job runs with (core/layout.h)
     std::vector<Message> consumed;    // inputs processed (not those dropped as duplicates)
     std::vector<Message> produced;    // messages written to streams or sinks
     std::vector<Timer> timers_fired;

@@ -444,6 +444,7 @@ Job::Outcome Job::commit(EpochTx& etx) {
   etx.record.job = id_;
   etx.record.node = env_.network.self();
   etx.record.lease = lease_;
+  etx.record.layout_version = env_.spec.layout_version;
   etx.record.tx = etx.tx.id();
   etx.record.epoch = etx.meta.epoch;
   if (env_.observer != nullptr) env_.observer->epoch_committing(etx.record);

@@ -19,6 +19,7 @@ std::string encode_layout(const Layout& layout) {
   for (const auto& [name, count] : layout.partitions) out.bytes(name).u64(static_cast<uint64_t>(count));
   out.bytes(layout.spec_yaml).u64(layout.source_generations.size());
   for (const auto& [name, generation] : layout.source_generations) out.bytes(name).u64(generation);
+  out.i64(layout.epoch_period_us).u64(static_cast<uint64_t>(layout.epoch_batch_limit));
   return out.take();
 }
 
@@ -38,6 +39,9 @@ std::optional<Layout> decode_layout(std::string_view bytes) {
     std::string name = in.string();
     layout.source_generations[std::move(name)] = static_cast<uint32_t>(in.u64());
   }
+  if (in.done()) return layout;  // a row written before settings were changed live ends here
+  layout.epoch_period_us = in.i64();
+  layout.epoch_batch_limit = static_cast<int>(in.u64());
   if (!in.done()) return std::nullopt;
   return layout;
 }
@@ -52,6 +56,9 @@ PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
   for (auto& s : out.sources) {
     if (auto it = layout.source_generations.find(s.name); it != layout.source_generations.end()) s.generation = it->second;
   }
+  if (layout.epoch_period_us != 0) out.epoch_period_us = layout.epoch_period_us;
+  if (layout.epoch_batch_limit != 0) out.epoch_batch_limit = layout.epoch_batch_limit;
+  out.layout_version = layout.version;
   for (auto& c : out.computations) {
     if (auto it = layout.partitions.find(c.name); it != layout.partitions.end()) c.partitions = it->second;
   }
@@ -59,6 +66,57 @@ PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
     if (auto it = layout.partitions.find(s.name); it != layout.partitions.end()) s.partitions = it->second;
   }
   return out;
+}
+
+namespace {
+
+// "NAME=VALUE ..." split at spaces into (NAME, VALUE) pairs; `form` names the expected form.
+Result<std::vector<std::pair<std::string_view, std::string_view>>> name_value_items(std::string_view text,
+                                                                                    std::string_view form) {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  while (!text.empty()) {
+    const size_t space = text.find(' ');
+    const std::string_view item = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq + 1 == item.size()) {
+      return Status::invalid_argument(fmt::format("expected {}, got '{}'", form, item.substr(0, 40)));
+    }
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  if (out.empty()) return Status::invalid_argument(fmt::format("expected at least one {}", form));
+  return out;
+}
+
+}  // namespace
+
+Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text) {
+  auto items = name_value_items(text, "SETTING=VALUE");
+  if (!items) return items.error();
+  Layout next = layout;
+  next.version = layout.version + 1;
+  for (const auto& [name, value] : *items) {
+    if (name == "epoch_period") {
+      const auto period = parse_duration(value);
+      if (!period || *period < 1 * kMillis || *period > 60 * kSeconds) {
+        return Status::invalid_argument(fmt::format("epoch_period: '{}'; expected a duration from 1ms to 60s",
+                                                    value.substr(0, 40)));
+      }
+      next.epoch_period_us = *period;
+    } else if (name == "epoch_batch_limit") {
+      int limit = 0;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+      if (ec != std::errc() || ptr != value.data() + value.size() || limit < 1 || limit > 1'000'000) {
+        return Status::invalid_argument(fmt::format("epoch_batch_limit: '{}'; expected 1 to 1000000", value.substr(0, 40)));
+      }
+      next.epoch_batch_limit = limit;
+    } else {
+      return Status::invalid_argument(fmt::format("no setting '{}' changes live (epoch_period, epoch_batch_limit)",
+                                                  name.substr(0, 40)));
+    }
+  }
+  return next;
 }
 
 Result<Layout> respecified_layout(const PipelineSpec& current, const Layout& layout, std::string yaml) {
@@ -113,19 +171,16 @@ Result<Layout> respecified_layout(const PipelineSpec& current, const Layout& lay
 }
 
 Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, std::string_view text) {
+  auto items = name_value_items(text, "NAME=COUNT");
+  if (!items) return items.error();
   std::map<std::string, int> out;
-  while (!text.empty()) {
-    const size_t space = text.find(' ');
-    const std::string_view item = text.substr(0, space);
-    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    const std::string name(item.substr(0, eq));
+  for (const auto& [item_name, number] : *items) {
+    const std::string name(item_name);
     int count = 0;
-    const std::string_view number = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
     const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), count);
-    if (eq == std::string_view::npos || ec != std::errc() || ptr != number.data() + number.size()) {
-      return Status::invalid_argument(fmt::format("expected NAME=COUNT, got '{}'", item.substr(0, 40)));
+    if (ec != std::errc() || ptr != number.data() + number.size()) {
+      return Status::invalid_argument(fmt::format("expected NAME=COUNT, got '{}={}'", item_name.substr(0, 40),
+                                                  number.substr(0, 40)));
     }
     if (count < 1 || count > kMaxPartitions) {
       return Status::invalid_argument(fmt::format("{}: {} partitions; expected 1 to {}", name.substr(0, 40), count, kMaxPartitions));
@@ -146,7 +201,6 @@ Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, s
     }
     out[name] = count;
   }
-  if (out.empty()) return Status::invalid_argument("expected at least one NAME=COUNT");
   return out;
 }
 

@@ -32,6 +32,9 @@ struct Layout {
   // a name that comes back never reuses an earlier input's offsets or message ids).
   std::string spec_yaml;
   std::map<std::string, uint32_t> source_generations;
+  // Settings changed on a running pipeline (0: the spec's): jobs started with this layout use them.
+  Micros epoch_period_us = 0;
+  int epoch_batch_limit = 0;
 
   friend bool operator==(const Layout&, const Layout&) = default;
 };
@@ -46,6 +49,10 @@ std::optional<Layout> decode_layout(std::string_view bytes);
 // The spec in force: the layout's stored spec (else `spec`) with its partition counts and
 // source generations.
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout);
+
+// Parses "epoch_period=DURATION epoch_batch_limit=N ..." (at least one): the layout with
+// those settings, else why not.
+Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text);
 
 // A new spec given while the pipeline is stopped (its YAML), checked against the one in force
 // (`current`, with `layout`'s counts): the next layout, or why it is refused. Computations

@@ -150,6 +150,8 @@ struct PipelineSpec {
   Micros lease_ttl_us = 2 * kSeconds;
   Micros scheduling_period_us = 200 * kMillis;
   int epoch_batch_limit = 64;  // messages read per input per epoch
+  // Not in the YAML: the version of the layout (core/layout.h) this spec is in force under.
+  uint64_t layout_version = 0;
   // `kafka:` librdkafka settings for every Kafka client of `onceflow real` (TLS, SASL, ...).
   std::vector<std::pair<std::string, std::string>> kafka_settings;
 

@@ -48,6 +48,7 @@ class Recorder final : public EngineObserver {
     const ComputationSpec* c = e.job.kind == JobKind::kComputation ? spec_.computation(e.job.name) : nullptr;
     r.swift = c != nullptr && c->type == ComputationType::kSwiftMap;
     r.lease = e.lease;
+    r.layout_version = e.layout_version;
     attempts_tx.push_back(e.tx);
     attempts_node.push_back(e.node);
     attempts_at.push_back(world_->now());
@@ -401,6 +402,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   for (const auto& change : w.state_changes()) {
     h.state_changes.push_back({change.state, change.version, change.store_time, change.in_flight});
   }
+  for (const auto& change : w.layout_changes()) h.layout_changes.push_back({change.layout_version, change.version, change.store_time});
+  h.layout_grace = w.spec().lease_ttl_us + 4 * w.spec().scheduling_period_us;
   for (const auto& [table, rows] : data.tables()) {
     if (table.rfind("timers/", 0) != 0) continue;
     for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
@@ -520,6 +523,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   FaultInjector injector(world.world(), &world.store_data(), &hooks);
   for (const auto& r : o.repartitions) {
     world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.repartition(r.partitions); });
+  }
+  for (const auto& r : o.reconfigures) {
+    world.world().scheduler().at(r.first, sim::kWorldNode, [&world, r] { world.reconfigure(r.second); });
   }
   for (const FaultKind kind : o.inert_faults) injector.make_inert(kind);
   injector.schedule(out.plan);

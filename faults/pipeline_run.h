@@ -60,6 +60,8 @@ struct PipelineRunOptions {
   std::vector<Repartition> repartitions;
   // Static spec changes, made by stopping the pipeline (PipelineWorldOptions::respecs).
   std::vector<PipelineWorldOptions::Respec> respecs;
+  // Settings changed live ("epoch_period=20ms epoch_batch_limit=8"), asked at the given times.
+  std::vector<std::pair<Micros, std::string>> reconfigures;
 };
 
 // The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):

@@ -364,12 +364,20 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
 }
 
 void PipelineWorld::repartition(const std::map<std::string, int>& partitions) {
-  const NodeIndex op = world_->find(kOperatorNode);
   std::string changes;
   for (const auto& [name, count] : partitions) changes += fmt::format(" {}={}", name, count);
-  world_->record(op, "asks the controller to repartition:" + changes);
+  change_layout(Controller::kRepartitionService, changes);
+}
+
+void PipelineWorld::reconfigure(const std::string& settings) {
+  change_layout(Controller::kReconfigureService, " " + settings);
+}
+
+void PipelineWorld::change_layout(const char* service, const std::string& changes) {
+  const NodeIndex op = world_->find(kOperatorNode);
+  world_->record(op, fmt::format("asks the controller to {}:{}", service, changes));
   const std::vector<std::string> controllers = controller_names();
-  world_->runtime(op).spawn("repartition", [this, op, changes, controllers] {
+  world_->runtime(op).spawn(service, [this, op, service, changes, controllers] {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       // The version the operator last saw: what the store says now (a pending change counts).
       uint64_t version = 0;
@@ -380,10 +388,10 @@ void PipelineWorld::repartition(const std::map<std::string, int>& partitions) {
         version = decode_layout(in.string())->version;
       }
       const std::string& controller = controllers[static_cast<size_t>(attempt) % controllers.size()];
-      auto reply = world_->network_endpoint(op).call(controller, Controller::kRepartitionService,
-                                                     fmt::format("{}{}", version, changes), options_.engine.rpc_timeout_us);
+      auto reply = world_->network_endpoint(op).call(controller, service, fmt::format("{}{}", version, changes),
+                                                     options_.engine.rpc_timeout_us);
       if (reply) {
-        world_->record(op, "repartition stored as layout version " + *reply);
+        world_->record(op, fmt::format("{} stored as layout version {}", service, *reply));
         return;
       }
       world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
@@ -412,6 +420,13 @@ bool PipelineWorld::finite_sources() const {
 }
 
 void PipelineWorld::record_state_change(const StoreData::CommitRecord& commit) {
+  if (auto layout = data_.latest(tables::kController, kLayoutKey); layout && *layout != layout_row_) {
+    layout_row_ = *layout;
+    const uint64_t version = decode_layout(layout_row_).value().version;
+    if (layout_changes_.empty() ? version != 0 : layout_changes_.back().layout_version != version) {
+      layout_changes_.push_back({version, commit.version, commit.store_time});
+    }
+  }
   const auto state = data_.latest(tables::kController, "state");
   if (!state || (!state_changes_.empty() && state_changes_.back().state == *state)) return;
   StateChange change{*state, commit.version, commit.store_time, {}};

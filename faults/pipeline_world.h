@@ -102,6 +102,8 @@ class PipelineWorld {
   // An operator asks the controller to repartition (name -> partitions), naming the layout
   // version it last saw, and asks again (reading the version anew) until one takes it.
   void repartition(const std::map<std::string, int>& partitions);
+  // The same for settings that change live ("epoch_period=20ms epoch_batch_limit=8").
+  void reconfigure(const std::string& settings);
   // The spec in force: the stored layout's (core/layout.h) over the one the world started with.
   PipelineSpec current_spec() const;
   // Every source ends (core/spec.h finite()): a drained run is also a completed one.
@@ -115,6 +117,13 @@ class PipelineWorld {
     std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
   };
   const std::vector<StateChange>& state_changes() const { return state_changes_; }
+  // Each new layout as a controller stored it.
+  struct LayoutChange {
+    uint64_t layout_version = 0;
+    Version version = 0;
+    Micros store_time = 0;
+  };
+  const std::vector<LayoutChange>& layout_changes() const { return layout_changes_; }
 
   // What the sinks expose and what the tables hold now.
   PipelineResult result() const;
@@ -142,6 +151,8 @@ class PipelineWorld {
   void plan_input_swaps();
   // The operator's side of one respec: stop (draining after `at`), change, start.
   void respec(const std::string& yaml);
+  // Asks `service` for a layout change ("<version><changes>") until a controller takes it.
+  void change_layout(const char* service, const std::string& changes);
   // Whether every row of the queues the spec `yaml` swaps out has been read.
   bool swapped_inputs_read(const std::string& yaml) const;
   // Asks the controllers in turn, at most `attempts` times, until one answers; its last answer.
@@ -169,6 +180,8 @@ class PipelineWorld {
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
   uint64_t dedup_entries_max_ = 0;
   std::vector<StateChange> state_changes_;
+  std::vector<LayoutChange> layout_changes_;
+  std::string layout_row_;  // the layout row as last seen after a commit
 };
 
 }  // namespace onceflow::faults

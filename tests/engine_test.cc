@@ -464,6 +464,37 @@ TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewO
   expect_reference(w, reg);
 }
 
+TEST(EngineTest, SettingsChangeLiveUnderACompareAndSwapAndEveryJobStartsAgainWithThem) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 400;  // written over two seconds
+  PipelineWorld w(load("keyed_aggregation"), reg, options);
+  w.start();
+  w.world().run_until(500 * kMillis);
+  const std::vector<LeaseId> before = stored_job_leases(w.store_data());
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "1 epoch_batch_limit=4"),
+            "the layout is at version 0, not 1");
+  EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "0 lease_ttl=1s"),
+            "no setting 'lease_ttl' changes live (epoch_period, epoch_batch_limit)");
+  EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "0 epoch_period=20ms epoch_batch_limit=4"), "ok 1");
+  EXPECT_EQ(stored_state(w.store_data()), "working");  // no drain
+  w.world().run_until(w.world().now() + kSeconds);
+  const auto layout = stored_layout(w.store_data());
+  ASSERT_TRUE(layout.has_value());
+  EXPECT_EQ(layout->epoch_period_us, 20 * kMillis);
+  EXPECT_EQ(layout->epoch_batch_limit, 4);
+  // Every job runs again, under a new Lease, with the new layout; the old Leases were ended.
+  const auto rows = w.store_data().read_range(tables::kController, kJobKeyPrefix, "job0", w.store_data().last_version(), SIZE_MAX);
+  ASSERT_EQ(rows.size(), before.size());
+  for (const Row& row : rows) EXPECT_EQ(decode_assignment(row.value)->layout_version, 1u) << row.key;
+  for (LeaseId lease : before) {
+    EXPECT_EQ(w.store_data().lease_state(lease, w.world().now()), LeaseState::kAborted) << "lease " << lease;
+  }
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
 TEST(EngineTest, APipelineOfFiniteSourcesCompletesAndEndsEveryLease) {
   const ComputationRegistry reg = registry();
   PipelineWorld w(load("static_table"), reg, PipelineWorldOptions{});

@@ -35,11 +35,14 @@ TEST(LayoutTest, EncodesPartitionsSpecAndSourceGenerations) {
   layout.spec_yaml = spec_yaml(kEventsV2);
   layout.source_generations = {{"events", 2}, {"gone", 0}};
   EXPECT_EQ(decode_layout(encode_layout(layout)), layout);
-  // A row written before specs were stored: version and partitions only.
+  // Rows written before specs were stored (version and partitions only), and before settings
+  // changed live (no settings).
   Layout old;
   old.version = 3;
   old.partitions = {{"Counter", 2}};
   std::string bytes = encode_layout(old);
+  bytes.resize(bytes.size() - 2);  // the settings, both zero
+  EXPECT_EQ(decode_layout(bytes), old);
   bytes.resize(bytes.size() - 2);  // the empty spec and the empty generation map
   EXPECT_EQ(decode_layout(bytes), old);
   EXPECT_FALSE(decode_layout(bytes + "\x05").has_value());
@@ -105,6 +108,34 @@ TEST(LayoutTest, ARespecKeepsPartitionCountsAndRefusesWhatIsNotAStaticChange) {
   auto broken = respecified_layout(start, Layout{}, "name: [");
   ASSERT_FALSE(broken.has_value());
   EXPECT_NE(broken.error().message().find("malformed YAML"), std::string::npos) << broken.error().message();
+}
+
+TEST(LayoutTest, SettingsThatChangeLiveAreTheEpochPeriodAndTheBatchLimit) {
+  Layout layout;
+  layout.version = 2;
+  layout.partitions = {{"Counter", 4}};
+  auto next = reconfigured_layout(layout, "epoch_period=20ms  epoch_batch_limit=8");
+  ASSERT_TRUE(next.has_value()) << next.error().message();
+  EXPECT_EQ(next->version, 3u);
+  EXPECT_EQ(next->partitions, layout.partitions);
+  EXPECT_EQ(next->epoch_period_us, 20 * kMillis);
+  EXPECT_EQ(next->epoch_batch_limit, 8);
+  EXPECT_EQ(decode_layout(encode_layout(*next)), *next);
+  const PipelineSpec spec = with_layout(parsed(spec_yaml(kEvents)), *next);
+  EXPECT_EQ(spec.epoch_period_us, 20 * kMillis);
+  EXPECT_EQ(spec.epoch_batch_limit, 8);
+  EXPECT_EQ(spec.layout_version, 3u);
+  EXPECT_EQ(spec.computation("Counter")->partitions, 4);
+  for (const auto& [text, error] : std::vector<std::pair<std::string, std::string>>{
+           {"", "expected at least one SETTING=VALUE"},
+           {"epoch_period", "expected SETTING=VALUE, got 'epoch_period'"},
+           {"epoch_period=0ms", "epoch_period: '0ms'; expected a duration from 1ms to 60s"},
+           {"epoch_batch_limit=-1", "epoch_batch_limit: '-1'; expected 1 to 1000000"},
+           {"Counter=4", "no setting 'Counter' changes live (epoch_period, epoch_batch_limit)"}}) {
+    auto refused = reconfigured_layout(layout, text);
+    ASSERT_FALSE(refused.has_value()) << text;
+    EXPECT_EQ(refused.error().message(), error);
+  }
 }
 
 }  // namespace

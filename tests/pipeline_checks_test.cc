@@ -68,7 +68,7 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 10u);
+  ASSERT_EQ(verdicts.size(), 11u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
 }
 
@@ -76,7 +76,7 @@ TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   std::vector<std::string_view> names;
   for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
   const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "controller", "delivery-callback",
-                                                  "timers", "ordering", "swift-determinism", "lifecycle",
+                                                  "timers", "ordering", "swift-determinism", "lifecycle", "layout",
                                                   "liveness"};
   EXPECT_EQ(names, expected);
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
@@ -494,6 +494,23 @@ TEST(PipelineChecksTest, LifecycleFailsOnACommitAfterCompletion) {
   h = ended_as("completed");
   h.controller_commits.push_back({"controller", 9, 8, 11'000, true, {{"source/numbers/0", 5}}});
   expect_failure(LifecycleCheck().check(h), {"stored 1 job Leases at version 8"});
+}
+
+TEST(PipelineChecksTest, LayoutFailsOnAJobRunningOnWithAnOlderLayoutPastTheGrace) {
+  PipelineHistory h = good_history();
+  EXPECT_FALSE(LayoutCheck().check(h).applicable);  // no new layout
+  h.layout_grace = 1'000;
+  h.layout_changes.push_back({1, 3, 5'000});
+  EpochRecord late{"sink/counts_out/0", "counts_out", false, 2, 9, 6'500, {}, {}, {}, "worker-2", {}, 0};
+  h.epochs.push_back(late);
+  expect_failure(LayoutCheck().check(h), {"sink/counts_out/0", "version 9 with layout 0", "after layout 1 was stored at version 3"});
+  h.epochs.back().layout_version = 1;
+  const Verdict taken = LayoutCheck().check(h);
+  EXPECT_TRUE(taken.passed && taken.applicable) << taken.detail;
+  h.epochs.back() = late;
+  h.epochs.back().commit_time = 5'800;  // within the grace: the old job may still commit
+  const Verdict early = LayoutCheck().check(h);
+  EXPECT_TRUE(early.passed) << early.detail;
 }
 
 TEST(PipelineChecksTest, NoReplaySuffixWithoutAReplayCommand) {

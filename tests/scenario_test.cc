@@ -156,7 +156,22 @@ TEST(ScenarioTest, ARespecNamesASpecTheSimulatorCanCheck) {
   EXPECT_NE(error_of(head + "  - {at: 1s, respec: " + pipelines + "repartition.yaml}\n")
                 .find("a respec may change only the tables its queue sources read"),
             std::string::npos);
-  EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n").find("one of repartition and respec"),
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n")
+                .find("one of repartition, respec and reconfigure"),
+            std::string::npos);
+}
+
+TEST(ScenarioTest, AReconfigureNamesSettingsThatChangeLive) {
+  const std::string head = "name: t\nkind: pipeline\npipeline: " + std::string(ONCEFLOW_SOURCE_DIR) +
+                           "/scenarios/pipelines/keyed_aggregation.yaml\noperations:\n";
+  auto s = load_scenario(write_temp(head + "  - {at: 1s, reconfigure: {epoch_period: 20ms, epoch_batch_limit: 8}}\n"));
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  ASSERT_EQ(s->pipeline.reconfigures.size(), 1u);
+  EXPECT_EQ(s->pipeline.reconfigures[0], std::make_pair(1 * kSeconds, std::string("epoch_period=20ms epoch_batch_limit=8")));
+  EXPECT_NE(error_of(head + "  - {at: 1s, reconfigure: {lease_ttl: 1s}}\n")
+                .find(":5: operations.reconfigure: no setting 'lease_ttl' changes live"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, reconfigure: {epoch_batch_limit: 0}}\n").find("expected 1 to 1000000"),
             std::string::npos);
 }
 
