@@ -167,6 +167,23 @@ void Controller::cycle() {
   }
 }
 
+void Controller::complete_layout() {
+  const PipelineSpec in_force = with_layout(env_.spec, layout_);
+  for (const auto& c : in_force.computations) layout_.partitions.try_emplace(c.name, c.partitions);
+  for (const auto& s : in_force.sinks) {
+    if (s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue) layout_.partitions.try_emplace(s.name, s.partitions);
+  }
+  if (layout_.version != 0) return;  // workers read a layout of another version than their spec's
+  const PipelineSpec deployed = with_layout(env_.spec, Layout{});
+  bool differs = !layout_.spec_yaml.empty();
+  for (const auto& c : deployed.computations) differs = differs || layout_.partitions.at(c.name) != c.partitions;
+  for (const auto& s : deployed.sinks) {
+    auto it = layout_.partitions.find(s.name);
+    differs = differs || (it != layout_.partitions.end() && it->second != s.partitions);
+  }
+  if (differs) layout_.version = 1;  // stored by the boot's commit, before any job is assigned
+}
+
 void Controller::remove_stale_layout_jobs() {
   if (env_.bugs.reconfigure_keeps_jobs) return;  // the bug: they run on with the old settings
   std::vector<std::string> stale;
@@ -281,12 +298,13 @@ bool Controller::put_drain_cut(Transaction& tx) {
     if ((*rows)[i]) {
       const Micros newest = job_progress(*(*rows)[i]).last_output_ts;
       if (newest != INT64_MIN) cut = std::max(cut, newest + 1);
-    } else {
-      tx.erase(tables::kJobMeta, keys[i]);  // a first epoch in flight conflicts with this too
     }
   }
+  // A job that has not committed yet gets a meta row too: else it would never learn the cut
+  // (and read on past it); a first epoch in flight conflicts with this write.
+  const std::string fresh = with_output_floor(std::nullopt, INT64_MIN);
   for (size_t i = 0; i < keys.size(); ++i) {
-    if ((*rows)[i]) tx.put(tables::kJobMeta, keys[i], with_drain_cut(*(*rows)[i], cut));
+    tx.put(tables::kJobMeta, keys[i], with_drain_cut((*rows)[i] ? std::string_view(*(*rows)[i]) : fresh, cut));
   }
   cut_written_ = cut;
   Encoder out;
@@ -517,6 +535,7 @@ bool Controller::boot() {
   env_.store.abort(*tx);
   if (!state || !seq || !cut || !layout || !pending || !rows) return false;
   layout_ = layout->has_value() ? decode_layout(**layout).value() : Layout{};
+  complete_layout();
   spec_ = with_layout(env_.spec, layout_);
   pending_.reset();
   if (pending->has_value()) {

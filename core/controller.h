@@ -161,6 +161,11 @@ class Controller {
   Result<std::string> on_repartition(std::string_view request);
   Result<std::string> on_respec(std::string_view request);
   Result<std::string> on_reconfigure(std::string_view request);
+  // Puts the counts in force of every computation and queue sink into the layout read at boot,
+  // so that a deployment whose spec names other counts runs with these until a repartition
+  // changes them; a layout at version 0 that differs from the deployment's spec becomes
+  // version 1, so that workers read it instead of running their spec.
+  void complete_layout();
   // Ends the jobs assigned under an older layout than the one stored (a reconfigure).
   void remove_stale_layout_jobs();
   // Into `tx`: erases the offsets of every source whose input `next` swaps out and clears

@@ -365,7 +365,10 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
                       : sink_ != nullptr      ? std::vector<std::string>{sink_->input_stream}
                                               : std::vector<std::string>{};
   for (const auto& stream : inputs) {
-    for (const JobId& producer : producers(env_.spec, stream)) producer_metas_.push_back(producer.str());
+    for (const JobId& producer : producers(env_.spec, stream)) {
+      producer_metas_.push_back(producer.str());
+      source_producers_.push_back(producer.kind == JobKind::kSource);
+    }
   }
   meta_key_ = id_.str();
   epoch_metas_ = producer_metas_;
@@ -766,15 +769,31 @@ bool Job::first_seen(EpochTx& etx, const Message& m) {
   return fresh;
 }
 
-Micros Job::producers_watermark(EpochTx& etx, bool replay) {
+Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
   etx.prefetch(tables::kJobMeta, producer_metas_);
   Micros low = kNoWatermark;
-  for (const std::string& producer : producer_metas_) {
-    const auto meta = etx.read(tables::kJobMeta, producer);
-    if (!meta) return INT64_MIN;  // a producer that never committed may emit anything
+  Micros bound = kNoWatermark;
+  for (size_t i = 0; i < producer_metas_.size(); ++i) {
+    const auto meta = etx.read(tables::kJobMeta, producer_metas_[i]);
+    if (!meta) {  // a producer that never committed may emit anything
+      low = bound = INT64_MIN;
+      break;
+    }
     const Meta m = Meta::decode(*meta);
-    low = std::min(low, replay ? m.replay_watermark : m.low_watermark);
+    const Micros w = replay ? m.replay_watermark : m.low_watermark;
+    low = std::min(low, w);
+    // Draining, a source that has taken every row older than the cut emits nothing more until
+    // the pipeline works again (which clears the cut in this row, a conflict for this epoch):
+    // a job that stamps its outputs with its own clock need not wait for it, so another input
+    // (a later stage's outputs, stamped with the clock) is taken and the drain ends. The
+    // source's own stamps are untouched, so what it reads later keeps its order. A swift job
+    // stamps outputs with its inputs' times and waits.
+    const bool drained_source = source_producers_[i] && m.drain_cut != INT64_MIN && m.low_watermark >= m.drain_cut;
+    if (!drained_source || (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap)) {
+      bound = std::min(bound, w);
+    }
   }
+  if (take_below != nullptr) *take_below = bound;
   return low;
 }
 
@@ -835,14 +854,15 @@ void Job::step_computation(EpochTx& etx) {
   Context context(etx.now, function_random());
   // Alignment: only messages older than every producer's watermark are taken, so a message
   // that arrives late can never be older than one already processed.
-  const Micros input_watermark = producers_watermark(etx, false);
-  if (dedup) prefetch_dedup(etx, rows, input_watermark);
+  Micros take_below = INT64_MIN;  // the alignment bound: messages older than it are taken
+  const Micros input_watermark = producers_watermark(etx, false, &take_below);
+  if (dedup) prefetch_dedup(etx, rows, take_below);
   if (!spec.timer_streams.empty()) {
     // All of the partition's timers, usually: then adding and firing them needs no reads.
     const std::string& prefix = prefix_;
     if (!etx.prefetch_range(timers_table_, prefix, prefix + "~", env_.options.timer_rows_known)) probe(env_, Probe::kTimerReadAheadFull);
   }
-  prefetch_state(etx, rows, input_watermark);
+  prefetch_state(etx, rows, take_below);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
   Micros first_unprocessed = unseen_from;  // oldest input not yet processed
   struct BatchKey {
@@ -855,7 +875,7 @@ void Job::step_computation(EpochTx& etx) {
   for (auto& [row, m] : rows) {
     if (pending_ack_.count(row) != 0) continue;
     first_unacked = std::min(first_unacked, m.system_ts);
-    if (m.alignment_ts >= input_watermark) {
+    if (m.alignment_ts >= take_below) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
       break;
@@ -1080,11 +1100,12 @@ void Job::step_sink(EpochTx& etx) {
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
-  const Micros input_watermark = producers_watermark(etx, false);
-  if (dedup) prefetch_dedup(etx, rows, input_watermark);
+  Micros take_below = INT64_MIN;
+  (void)producers_watermark(etx, false, &take_below);
+  if (dedup) prefetch_dedup(etx, rows, take_below);
   Micros backlog_from = unseen_from;  // the oldest input left for later
   for (auto& [row, m] : rows) {
-    if (m.alignment_ts >= input_watermark) {
+    if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
       break;

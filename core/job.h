@@ -102,8 +102,10 @@ class Job {
   // Records `m` in the input dedup table; false when it was there already (a duplicate).
   bool first_seen(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx, Micros backlog_from);
-  // The lowest emit (alignment) or replay watermark among the producers of the job's inputs.
-  Micros producers_watermark(EpochTx& etx, bool replay);
+  // The lowest emit (alignment) or replay watermark among the producers of the job's inputs;
+  // `take_below`, when given, gets the bound of what the job may take now (the same, except
+  // while draining: see the definition).
+  Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
@@ -151,6 +153,7 @@ class Job {
   std::vector<std::string> state_tables_;        // the tables the function's state clients use
   std::string meta_key_;                         // this job's row in job_meta
   std::vector<std::string> producer_metas_;      // the job_meta rows of the inputs' producers
+  std::vector<bool> source_producers_;           // which of them are sources
   std::vector<std::string> epoch_metas_;         // those and meta_key_
   EpochTx* current_ = nullptr;
   bool stop_requested_ = false;

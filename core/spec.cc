@@ -712,8 +712,10 @@ std::string table_shape(const PipelineSpec& spec) {
     out += fmt::format("source {} {} {} {} {} {}\n", s.name, s.type, s.partitions, s.output_stream, s.topic, s.table);
   }
   for (const auto& c : spec.computations) {
-    out += fmt::format("computation {} {} {} {} {} {} {}", c.name, computation_type_name(c.type),
-                       c.processing_function, c.partitions, processing_mode_name(c.processing_mode),
+    // Partition counts of computations and queue sinks are not the shape: they change live
+    // (core/layout.h) and the layout keeps the counts in force.
+    out += fmt::format("computation {} {} {} {} {} {}", c.name, computation_type_name(c.type),
+                       c.processing_function, processing_mode_name(c.processing_mode),
                        c.compact_input_messages(), c.allow_batching_with_relaxed_guarantees);
     for (const auto& in : c.input_streams) out += " in " + in;
     for (const auto& o : c.output_streams) out += " out " + o;
@@ -723,8 +725,10 @@ std::string table_shape(const PipelineSpec& spec) {
     out += '\n';
   }
   for (const auto& s : spec.sinks) {
-    out += fmt::format("sink {} {} {} {} {} {} {} {}\n", s.name, sink_type_name(s.type), s.input_stream, s.partitions,
-                       s.at_most_once_strategy.enabled, s.topic, delivery_name(s.delivery_guarantee), s.synchronous);
+    const bool queue = s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue;
+    out += fmt::format("sink {} {} {} {} {} {} {} {}\n", s.name, sink_type_name(s.type), s.input_stream,
+                       queue ? -1 : s.partitions, s.at_most_once_strategy.enabled, s.topic,
+                       delivery_name(s.delivery_guarantee), s.synchronous);
   }
   return out;
 }

@@ -178,7 +178,8 @@ Result<std::string> read_pipeline_spec_file(const std::string& path);
 // Checks the cross-references and rules; used by the parser and by code that builds specs.
 Status validate_pipeline_spec(const PipelineSpec& spec);
 // A canonical text of the parts of `spec` that shape its tables (which exist, how their rows
-// are keyed), for telling whether stored data was made by this pipeline.
+// are keyed), for telling whether stored data was made by this pipeline. Not the partition
+// counts of computations and queue sinks: a repartition changes those (core/layout.h).
 std::string table_shape(const PipelineSpec& spec);
 
 }  // namespace onceflow

@@ -22,8 +22,10 @@ namespace onceflow::real {
 // 0: directories written before the layout was recorded (before 2026-12);
 // 1: the first recorded layout;
 // 2: a job's meta row ends with its input dedup cleanup cursor;
-// 3: a timer row's value ends with the id of the timer's creation.
-inline constexpr uint32_t kDataFormatVersion = 3;
+// 3: a timer row's value ends with the id of the timer's creation;
+// 4: the controller's layout row holds every computation's and queue sink's partition count
+//    (the shape no longer does), a source's offsets are kept under its origin.
+inline constexpr uint32_t kDataFormatVersion = 4;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

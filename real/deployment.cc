@@ -186,7 +186,7 @@ Status RealDeployment::check_kafka_holds_what_was_done() {
     auto ends = kafka_topic_ends(kafka_, kafka_topic(source));
     if (!ends) return ends.error();
     for (int p = 0; p < source.partitions && result.is_ok(); ++p) {
-      auto stored = store_.get(*tx, tables::kSourceOffsets, source_key(source.name, p));
+      auto stored = store_.get(*tx, tables::kSourceOffsets, source_key(source_origin(source), p));
       if (!stored) return stored.error();
       const uint64_t read = u64_of(*stored);
       const uint64_t end = static_cast<size_t>(p) < ends->size() ? (*ends)[static_cast<size_t>(p)] : 0;
@@ -254,10 +254,17 @@ RealDeployment::Ending RealDeployment::run() {
   for (const std::string& name : layout_.controllers) start(name, EngineProcess::Role::kController);
   for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
   if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
-  // A pipeline an earlier run stopped (or paused) works again.
+  // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
+  // this run's spec: a repartition when they differ from those in force.
   const auto state = stored_state();
-  if (state && *state != "working" && *state != "completed") {
-    loop_.runtime(kOperator).spawn("resume", [this] { request_state("working"); });
+  const std::string changes = partition_changes();
+  const bool resume = state && *state != "working" && *state != "completed";
+  if (resume || !changes.empty()) {
+    loop_.runtime(kOperator).spawn("resume", [this, resume, changes, paused = state == "paused"] {
+      if (paused && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
+      if (!changes.empty()) request_repartition(changes);
+      if (resume) request_state("working");
+    });
   }
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
     loop_.add_node("kafka-health");
@@ -312,6 +319,53 @@ std::optional<std::string> RealDeployment::stored_state() {
   store_.abort(*tx);
   if (!state) return std::nullopt;
   return *state;
+}
+
+std::string RealDeployment::partition_changes() {
+  const auto layout = stored_layout();
+  if (!layout) return {};  // a new pipeline: its spec's counts
+  const PipelineSpec in_force = with_layout(spec_, *layout);
+  std::string changes;
+  const auto compare = [&](const std::string& name, int now, int wanted) {
+    if (now == wanted) return;
+    changes += fmt::format("{}{}={}", changes.empty() ? "" : " ", name, wanted);
+    fmt::print(stderr, "onceflow real: repartitioning {} from {} to {} partitions (a drain first)\n", name, now, wanted);
+  };
+  for (const auto& c : spec_.computations) compare(c.name, in_force.computation(c.name)->partitions, c.partitions);
+  for (const auto& s : spec_.sinks) {
+    if (s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue) {
+      compare(s.name, in_force.sink(s.name)->partitions, s.partitions);
+    }
+  }
+  return changes;
+}
+
+std::optional<Layout> RealDeployment::stored_layout() {
+  auto tx = store_.begin();
+  if (!tx) return std::nullopt;
+  auto layout = store_.get(*tx, tables::kController, kLayoutKey);
+  auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
+  store_.abort(*tx);
+  if (pending && pending->has_value()) {
+    Decoder in(**pending);
+    (void)in.u64();  // whether the pipeline works again after it
+    return decode_layout(in.string()).value();
+  }
+  if (!layout || !layout->has_value()) return std::nullopt;
+  return decode_layout(**layout).value();
+}
+
+void RealDeployment::request_repartition(const std::string& changes) {
+  Runtime& rt = loop_.runtime(kOperator);
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    const auto layout = stored_layout();
+    const uint64_t version = layout ? layout->version : 0;
+    const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
+    auto reply = loop_.network(kOperator).call(controller, Controller::kRepartitionService,
+                                               fmt::format("{} {}", version, changes), options_.rpc_timeout_us);
+    if (reply) return;
+    rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
+  }
 }
 
 void RealDeployment::request_state(const std::string& state) {
@@ -467,7 +521,7 @@ bool RealDeployment::drained() {
     auto kafka = kafka_sources_.find(source.name);
     for (int p = 0; done && p < source.partitions; ++p) {
       const std::string key = source_key(source.name, p);
-      const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, key);
+      const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, source_key(source_origin(source), p));
       if (kafka != kafka_sources_.end()) {
         // Caught up with what the topic holds, and that much committed.
         done = kafka->second->at_end(p) && kafka->second->next_offset(p) == read;
@@ -476,7 +530,13 @@ bool RealDeployment::drained() {
       }
     }
   }
+  // A drain for a repartition is not the end: the new layout is stored and the pipeline works.
+  auto state = store_.get(*tx, tables::kController, "state");
+  auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
   store_.abort(*tx);
+  if (!state || !pending || pending->has_value() || (state->has_value() && **state != "working" && **state != "completed")) {
+    return false;
+  }
   if (!done || !progress_->amo_in_queue.empty()) return false;
   for (const char* work : {"stream/", "output_messages/", "timers/"}) {
     auto any = store_.any_rows(work);

@@ -22,11 +22,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/computation.h"
 #include "core/deployment.h"
+#include "core/layout.h"
 #include "core/reference.h"
 #include "core/spec.h"
 #include "real/kafka.h"
@@ -105,6 +107,14 @@ class RealDeployment {
   void serve_target(const std::string& sink);
   // The operator's side: asks the controller for `state`, with the next sequence number.
   void request_state(const std::string& state);
+  // "NAME=COUNT ..." for each computation and queue sink whose count in this run's spec differs
+  // from the stored layout's (empty for a new pipeline), printed as it is found.
+  std::string partition_changes();
+  // Asks the controller to repartition until one takes it.
+  void request_repartition(const std::string& changes);
+  // The layout the pipeline has, or will have once the change under way is made; nullopt for
+  // a new pipeline (or when the store did not answer).
+  std::optional<Layout> stored_layout();
   std::optional<std::string> stored_state();
   void watch_kafka();
   bool drained();

@@ -359,6 +359,26 @@ TEST(EngineTest, StoppingDrainsEverythingInFlightBeforeStopped) {
   expect_reference(w, reg);
 }
 
+// The headline's StateKeeper reads the source and RequestProcessor's responses: while the
+// drain waits for the responses to come back, the sources, done up to the cut, hold nothing
+// back, so the drain ends.
+TEST(EngineTest, ADrainEndsWhereAStageReadsASourceAndAnotherStagesOutput) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 400;
+  PipelineWorld w(load("retryable_request"), reg, options);
+  w.start();
+  w.world().run_until(500 * kMillis);
+  w.set_pipeline_state("stopped");
+  w.world().run_until(w.world().now() + 10 * kSeconds);
+  ASSERT_EQ(stored_state(w.store_data()), "stopped");
+  ASSERT_FALSE(w.state_changes().empty());
+  EXPECT_TRUE(w.state_changes().back().in_flight.empty());
+  w.set_pipeline_state("working");
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  expect_reference(w, reg);
+}
+
 std::optional<Layout> stored_layout(sim::StoreData& data) {
   auto row = data.latest(tables::kController, kLayoutKey);
   return row ? decode_layout(*row) : std::nullopt;

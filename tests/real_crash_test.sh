@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # onceflow real survives kill -9 and SIGTERM: a pipeline of scenarios/real/ with queue sources
 # is killed with SIGKILL in the first 200 ms of a fresh data directory, then at random moments
-# of later lives, then interrupted by two signals, then killed again while finishing (once 90%
-# of the outputs are in), then stopped with SIGTERM, which drains the pipeline; each time it
-# is restarted on the same --data. A last run with --verify
+# of later lives, then interrupted by two signals, then killed while a spec with other
+# partition counts repartitions it, then killed again while finishing (once 90% of the
+# outputs are in, repartitioned back), then stopped with SIGTERM, which drains the pipeline;
+# each time it is restarted on the same --data. A last run with --verify
 # must find no loss, no duplicate and state equal to the reference.
 # Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS]
 # (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.)
@@ -25,10 +26,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 RANDOM=$((42 + ${#spec}))  # random kill moments, but the same on every run of the test
 life=0
 
-# Starts a life in the background; its progress lines go to $work/life-N.log every 50 ms.
+# Starts a life in the background (with the spec $1, else the test's); its progress lines go
+# to $work/life-N.log every 50 ms.
 start() {
   life=$((life + 1))
-  "$onceflow" real "$spec" --data "$data" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
+  "$onceflow" real "${1:-$spec}" --data "$data" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
     2>"$work/life-$life.log" &
   pid=$!
 }
@@ -79,6 +81,25 @@ kill_now INT
 grep -q "interrupted on signal 2 before the pipeline was stopped; run again with --data" "$work/life-$life.log" ||
   fail "two signals: $(tail -2 "$work/life-$life.log")"
 
+# Repartitioned: a life whose spec gives every computation 2N+1 partitions and every queue
+# sink N+1 repartitions the running pipeline (a drain, the rows moved, the new layout
+# stored) and is killed after more outputs; the lives after it, with the test's spec,
+# repartition back.
+respec="$work/repartitioned.yaml"
+python3 - "$spec" "$respec" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text = re.sub(r"(?m)^(    partitions: )(\d+)$", lambda m: m.group(1) + str(2 * int(m.group(2)) + 1), text)
+text = re.sub(r"(?m)^(  \w+: \{type: (?:async|sync)_queue,.*partitions: )(\d+)", lambda m: m.group(1) + str(int(m.group(2)) + 1), text)
+open(sys.argv[2], "w").write(text)
+PY
+cmp -s "$spec" "$respec" && fail "no partition count to change in $spec"
+start "$respec"
+wait_for_outputs $((messages * (random_kills + 3) / (2 * (random_kills + 3))))
+grep -q "repartitioning .* partitions (a drain first)" "$work/life-$life.log" ||
+  fail "the repartitioned spec did not repartition: $(head -3 "$work/life-$life.log")"
+kill_now KILL
+
 # While finishing.
 start
 wait_for_outputs $((messages * 9 / 10))
@@ -95,7 +116,7 @@ grep -q "stopped on signal 15, nothing in flight; run again with --data" "$work/
   fail "SIGTERM: the pipeline was not drained and stopped: $(tail -2 "$work/life-$life.log")"
 
 "$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$work/verify.json" \
-  || fail "the final run failed: $(cat "$work/verify.json")"
+  2>"$work/verify.log" || fail "the final run failed: $(cat "$work/verify.json" "$work/verify.log")"
 python3 - "$work/verify.json" "$messages" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))

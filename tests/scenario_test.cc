@@ -153,8 +153,15 @@ TEST(ScenarioTest, ARespecNamesASpecTheSimulatorCanCheck) {
   EXPECT_NE(swap->pipeline.respecs[0].yaml.find("events_v2"), std::string::npos);
   EXPECT_NE(error_of(head + "  - {at: 1s, respec: nowhere.yaml}\n").find(":5: operations.respec"), std::string::npos);
   // Another processing: the expected outputs would no longer be the scenario pipeline's.
-  EXPECT_NE(error_of(head + "  - {at: 1s, respec: " + pipelines + "repartition.yaml}\n")
+  std::string renamed = *read_pipeline_spec_file(pipelines + "keyed_aggregation.yaml");
+  renamed.replace(renamed.find("  Counter:"), 10, "  Counted:");
+  const std::string other = write_temp(renamed);
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: " + other + "}\n")
                 .find("a respec may change only the tables its queue sources read"),
+            std::string::npos);
+  // Other counts: a repartition's business.
+  EXPECT_NE(error_of(head + "  - {at: 1s, respec: " + pipelines + "repartition.yaml}\n")
+                .find("computation Counter: 1 partitions in the new spec, 3 in force"),
             std::string::npos);
   EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n")
                 .find("one of repartition, respec and reconfigure"),
