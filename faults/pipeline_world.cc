@@ -445,7 +445,8 @@ std::vector<std::string> PipelineWorld::in_flight() const {
       if (out.size() < kShown) out.push_back(table + ":" + row.key);
     }
   }
-  for (const auto& sink : spec_.sinks) {
+  const PipelineSpec spec = current_spec();  // a repartitioned sink has the layout's partitions
+  for (const auto& sink : spec.sinks) {
     if (!sink.at_most_once_strategy.enabled) continue;
     for (int p = 0; p < sink.partitions; ++p) {
       const std::string job = JobId{JobKind::kSink, sink.name, p}.str();
