@@ -18,9 +18,9 @@ constexpr const char* kStateSeqKey = "state_seq";
 const std::string kJobPrefix = kJobKeyPrefix;
 constexpr size_t kMaxJobs = 1'000'000;
 
-// A layout request: "<layout version><separator><rest>", as (version, rest); `form` is the
-// whole request's expected form, for the error.
-Result<std::pair<uint64_t, std::string_view>> versioned_request(std::string_view request, char separator,
+// A numbered request: "<number><separator><rest>" (a sequence number, a layout version), as
+// (number, rest); `form` is the whole request's expected form, for the error.
+Result<std::pair<uint64_t, std::string_view>> numbered_request(std::string_view request, char separator,
                                                                 std::string_view form) {
   const auto at = request.find(separator);
   uint64_t version = 0;
@@ -173,15 +173,18 @@ void Controller::complete_layout() {
   for (const auto& s : in_force.sinks) {
     if (s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue) layout_.partitions.try_emplace(s.name, s.partitions);
   }
-  if (layout_.version != 0) return;  // workers read a layout of another version than their spec's
-  const PipelineSpec deployed = with_layout(env_.spec, Layout{});
-  bool differs = !layout_.spec_yaml.empty();
-  for (const auto& c : deployed.computations) differs = differs || layout_.partitions.at(c.name) != c.partitions;
-  for (const auto& s : deployed.sinks) {
-    auto it = layout_.partitions.find(s.name);
-    differs = differs || (it != layout_.partitions.end() && it->second != s.partitions);
-  }
-  if (differs) layout_.version = 1;  // stored by the boot's commit, before any job is assigned
+  // Workers run their deployment's spec until an assignment names another layout version: a
+  // version-0 layout with other counts is stored as version 1 by the boot's commit, before any
+  // job is assigned. (A stored spec comes with a version above 0.)
+  if (layout_.version != 0) return;
+  const auto other = [&](const std::string& name, int partitions) {
+    auto it = layout_.partitions.find(name);
+    return it != layout_.partitions.end() && it->second != partitions;
+  };
+  bool differs = false;
+  for (const auto& c : env_.spec.computations) differs = differs || other(c.name, c.partitions);
+  for (const auto& s : env_.spec.sinks) differs = differs || other(s.name, s.partitions);
+  if (differs) layout_.version = 1;
 }
 
 void Controller::remove_stale_layout_jobs() {
@@ -320,9 +323,7 @@ bool Controller::put_state(Transaction& tx) {
   tx.put(tables::kController, kStateSeqKey, std::to_string(state_seq_));
   tx.put(tables::kController, kLayoutKey, encode_layout(layout_));
   if (pending_) {
-    Encoder out;
-    out.u64(resume_after_layout_ ? 1 : 0).bytes(encode_layout(*pending_));
-    tx.put(tables::kController, kLayoutPendingKey, out.take());
+    tx.put(tables::kController, kLayoutPendingKey, encode_pending_layout({*pending_, resume_after_layout_}));
   } else {
     tx.erase(tables::kController, kLayoutPendingKey);
   }
@@ -369,6 +370,7 @@ void Controller::finish_quiescing() {
 void Controller::apply_pending_layout() {
   constexpr size_t kPage = 512;
   constexpr int kPagesPerCycle = 16;
+  bool in_place = false;  // a page found nothing left to move
   for (int page = 0; page < kPagesPerCycle; ++page) {
     auto tx = env_.store.begin();
     if (!tx) return;
@@ -385,6 +387,7 @@ void Controller::apply_pending_layout() {
     }
     if (moved == 0) {
       env_.store.abort(*tx);
+      in_place = true;
       break;
     }
     if (env_.observer != nullptr) {
@@ -393,19 +396,8 @@ void Controller::apply_pending_layout() {
     }
     if (!commit_as_leader(*tx)) return;  // the next cycle goes on from what is stored
   }
-  if (lease_ == 0) return;
-  // Every row is in place (or this cycle's pages ran out: the next one goes on).
-  {
-    auto tx = env_.store.begin();
-    if (!tx) return;
-    size_t left = 0;
-    for (const auto& [owner, count] : pending_->partitions) {
-      auto n = move_partition_rows(env_.store, *tx, spec_, owner, count, 1);
-      left += n ? *n : 1;
-    }
-    env_.store.abort(*tx);
-    if (left != 0) return;
-  }
+  // This cycle's pages ran out before every row was in place: the next cycle goes on.
+  if (!in_place || lease_ == 0) return;
   // Each new owner of a key stamps its outputs above every old owner's, in the commit that
   // stores the layout.
   auto tx = env_.store.begin();
@@ -539,9 +531,9 @@ bool Controller::boot() {
   spec_ = with_layout(env_.spec, layout_);
   pending_.reset();
   if (pending->has_value()) {
-    Decoder in(**pending);
-    resume_after_layout_ = in.u64() != 0;
-    pending_ = decode_layout(in.string()).value();
+    PendingLayout stored = decode_pending_layout(**pending).value();
+    resume_after_layout_ = stored.resume;
+    pending_ = std::move(stored.layout);
   }
   drain_cut_.reset();
   if (cut->has_value()) {
@@ -764,6 +756,25 @@ void Controller::push_unstored(const std::map<std::string, Assignment>& added) {
   }
 }
 
+Status Controller::serving() const {
+  // Until boot has read the persisted state, a change here would be overwritten by it.
+  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
+  // One thing at a time: a cycle in progress would interleave with this request's commit.
+  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  return Status::ok();
+}
+
+bool Controller::store_layout(const Layout& next) {
+  const Layout before = layout_;
+  layout_ = next;
+  if (!persist_state()) {
+    layout_ = before;
+    return false;
+  }
+  spec_ = with_layout(env_.spec, layout_);
+  return true;
+}
+
 struct Controller::Busy {
   bool& busy;
   explicit Busy(bool& b) : busy(b) { busy = true; }
@@ -772,13 +783,12 @@ struct Controller::Busy {
 
 // Request: "<layout version> NAME=COUNT ...".
 Result<std::string> Controller::on_repartition(std::string_view request) {
-  auto parts = versioned_request(request, ' ', "'<layout version> NAME=COUNT ...'");
+  auto parts = numbered_request(request, ' ', "'<layout version> NAME=COUNT ...'");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
   auto changes = parse_repartition(spec_, parts->second);
   if (!changes) return changes.error();
-  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
-  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  if (Status refused = serving(); !refused.is_ok()) return refused;
   Busy busy(busy_);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (state_ == PipelineState::kPaused) {
@@ -805,13 +815,7 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
         return Status::unavailable("the rows could not be moved");
       }
     }
-    const Layout before = layout_;
-    layout_ = next;
-    if (!persist_state()) {
-      layout_ = before;
-      return Status::unavailable("the layout could not be stored");
-    }
-    spec_ = with_layout(env_.spec, layout_);
+    if (!store_layout(next)) return Status::unavailable("the layout could not be stored");
     return std::to_string(layout_.version);
   }
   const std::optional<Layout> before = pending_;
@@ -837,37 +841,29 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
 
 // Request: "<layout version> SETTING=VALUE ...".
 Result<std::string> Controller::on_reconfigure(std::string_view request) {
-  auto parts = versioned_request(request, ' ', "'<layout version> SETTING=VALUE ...'");
+  auto parts = numbered_request(request, ' ', "'<layout version> SETTING=VALUE ...'");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
   auto next = reconfigured_layout(layout_, parts->second);
   if (!next) return next.error();
-  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
-  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  if (Status refused = serving(); !refused.is_ok()) return refused;
   Busy busy(busy_);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (pending_) return Status::unavailable("a repartition is being made; ask again");
   if (expected != layout_.version) {
     return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
   }
-  const Layout before = layout_;
-  layout_ = *next;
-  if (!persist_state()) {
-    layout_ = before;
-    return Status::unavailable("the settings could not be stored");
-  }
-  spec_ = with_layout(env_.spec, layout_);
+  if (!store_layout(*next)) return Status::unavailable("the settings could not be stored");
   probe(env_, Probe::kControllerReconfigured);
   return std::to_string(layout_.version);
 }
 
 // Request: "<layout version>\n<spec YAML>".
 Result<std::string> Controller::on_respec(std::string_view request) {
-  auto parts = versioned_request(request, '\n', "'<layout version>' and a pipeline spec on the lines after it");
+  auto parts = numbered_request(request, '\n', "'<layout version>' and a pipeline spec on the lines after it");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
-  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
-  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  if (Status refused = serving(); !refused.is_ok()) return refused;
   Busy busy(busy_);
   if (state_ != PipelineState::kStopped || quiescing_) {
     return Status::invalid_argument(fmt::format("the pipeline is {}: its spec changes only while it is stopped",
@@ -933,19 +929,12 @@ bool Controller::forget_swapped_inputs(Transaction& tx, const PipelineSpec& next
 // Request: "<sequence number> <state>". Requests can be delayed and reordered on the way,
 // so one older than the last applied is ignored.
 Result<std::string> Controller::on_set_state(std::string_view request) {
-  const auto space = request.find(' ');
-  uint64_t seq = 0;
-  const std::string_view number = request.substr(0, space);
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), seq);
-  const auto parsed = space == std::string_view::npos ? std::nullopt : parse_pipeline_state(request.substr(space + 1));
-  if (ec != std::errc() || ptr != number.data() + number.size() || !parsed) {
-    return Status::invalid_argument("expected '<sequence> <state>', got '" + std::string(request.substr(0, 64)) + "'");
-  }
+  auto parts = numbered_request(request, ' ', "'<sequence> <state>'");
+  const auto parsed = parts ? parse_pipeline_state(parts->second) : std::nullopt;
+  if (!parsed) return Status::invalid_argument(fmt::format("expected '<sequence> <state>', got '{}'", request.substr(0, 64)));
+  const uint64_t seq = parts->first;
   const PipelineState requested = *parsed;
-  // Until boot has read the persisted state, a change here would be overwritten by it.
-  if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
-  // One thing at a time: a cycle in progress would interleave with this request's commit.
-  if (busy_) return Status::unavailable("the controller is busy; ask again");
+  if (Status refused = serving(); !refused.is_ok()) return refused;
   Busy busy(busy_);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (requested == PipelineState::kCompleted) {

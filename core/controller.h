@@ -161,6 +161,11 @@ class Controller {
   Result<std::string> on_repartition(std::string_view request);
   Result<std::string> on_respec(std::string_view request);
   Result<std::string> on_reconfigure(std::string_view request);
+  // Why a request cannot be taken now (this controller does not lead, or is busy), or ok.
+  Status serving() const;
+  // Stores `next` as the layout, with the state, and runs with it; false (nothing changed)
+  // when it could not be stored.
+  bool store_layout(const Layout& next);
   // Puts the counts in force of every computation and queue sink into the layout read at boot,
   // so that a deployment whose spec names other counts runs with these until a repartition
   // changes them; a layout at version 0 that differs from the deployment's spec becomes

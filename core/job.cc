@@ -773,6 +773,7 @@ Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
   etx.prefetch(tables::kJobMeta, producer_metas_);
   Micros low = kNoWatermark;
   Micros bound = kNoWatermark;
+  const bool own_clock = computation_ == nullptr || computation_->type != ComputationType::kSwiftMap;
   for (size_t i = 0; i < producer_metas_.size(); ++i) {
     const auto meta = etx.read(tables::kJobMeta, producer_metas_[i]);
     if (!meta) {  // a producer that never committed may emit anything
@@ -783,15 +784,13 @@ Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
     const Micros w = replay ? m.replay_watermark : m.low_watermark;
     low = std::min(low, w);
     // Draining, a source that has taken every row older than the cut emits nothing more until
-    // the pipeline works again (which clears the cut in this row, a conflict for this epoch):
-    // a job that stamps its outputs with its own clock need not wait for it, so another input
-    // (a later stage's outputs, stamped with the clock) is taken and the drain ends. The
-    // source's own stamps are untouched, so what it reads later keeps its order. A swift job
-    // stamps outputs with its inputs' times and waits.
+    // the pipeline works again (and clears the cut in this row). A job that stamps its outputs
+    // with its own clock need not wait for it meanwhile, so another input (a later stage's
+    // outputs, stamped with the clock) is taken and the drain ends. The source's own stamps are
+    // untouched, so what it reads later keeps its order. A swift job stamps outputs with its
+    // inputs' times and waits.
     const bool drained_source = source_producers_[i] && m.drain_cut != INT64_MIN && m.low_watermark >= m.drain_cut;
-    if (!drained_source || (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap)) {
-      bound = std::min(bound, w);
-    }
+    if (!drained_source || !own_clock) bound = std::min(bound, w);
   }
   if (take_below != nullptr) *take_below = bound;
   return low;

@@ -46,6 +46,29 @@ std::optional<Layout> decode_layout(std::string_view bytes) {
   return layout;
 }
 
+std::string encode_pending_layout(const PendingLayout& pending) {
+  Encoder out;
+  out.u64(pending.resume ? 1 : 0).bytes(encode_layout(pending.layout));
+  return out.take();
+}
+
+std::optional<PendingLayout> decode_pending_layout(std::string_view bytes) {
+  Decoder in(bytes);
+  PendingLayout pending;
+  pending.resume = in.u64() != 0;
+  auto layout = decode_layout(in.string());
+  if (!layout || !in.done()) return std::nullopt;
+  pending.layout = std::move(*layout);
+  return pending;
+}
+
+std::optional<Layout> layout_to_change(const std::optional<std::string>& layout_row,
+                                       const std::optional<std::string>& pending_row) {
+  if (pending_row) return decode_pending_layout(*pending_row).value().layout;
+  if (layout_row) return decode_layout(*layout_row).value();
+  return std::nullopt;
+}
+
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
   PipelineSpec out = spec;
   if (!layout.spec_yaml.empty()) {

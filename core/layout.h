@@ -46,6 +46,20 @@ inline constexpr int kMaxPartitions = 1024;
 std::string encode_layout(const Layout& layout);
 std::optional<Layout> decode_layout(std::string_view bytes);
 
+// The change under way (`layout_pending`): the layout to be made, and whether the pipeline
+// works again once it is made (else it stays stopped).
+struct PendingLayout {
+  Layout layout;
+  bool resume = false;
+};
+std::string encode_pending_layout(const PendingLayout& pending);
+std::optional<PendingLayout> decode_pending_layout(std::string_view bytes);
+// The layout a change request names the version of, from the two rows as read (absent:
+// nullopt): the change under way if there is one, else the stored layout; nullopt when there
+// is neither.
+std::optional<Layout> layout_to_change(const std::optional<std::string>& layout_row,
+                                       const std::optional<std::string>& pending_row);
+
 // The spec in force: the layout's stored spec (else `spec`) with its partition counts and
 // source generations.
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout);

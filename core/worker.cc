@@ -57,32 +57,35 @@ std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
   if (!tx) return std::nullopt;
   const std::string prefix = kJobKeyPrefix;
   auto rows = env_.store.scan(*tx, tables::kController, prefix, prefix + "~", kMaxJobs);
-  env_.store.abort(*tx);
-  if (!rows) return std::nullopt;
-  // An assignment names the layout its job runs with; a new one is read when first named
-  // (the controller stores a layout before any assignment that names it).
-  uint64_t named = current_->version;
+  if (!rows) {
+    env_.store.abort(*tx);
+    return std::nullopt;
+  }
+  // An assignment names the layout its job runs with; a new one is read when first named,
+  // in the same snapshot (the controller stores a layout before any assignment that names it).
+  std::map<std::string, LeaseId> mine;
+  uint64_t named = current_->spec.layout_version;
   for (const Row& row : *rows) {
     const auto a = decode_assignment(row.value);
     assert(a.has_value());
-    if (a->worker == name_) named = std::max(named, a->layout_version);
+    if (a->worker != name_) continue;
+    mine[row.key.substr(prefix.size())] = a->lease;
+    named = std::max(named, a->layout_version);
   }
-  if (named != current_->version) {
-    auto layout_tx = env_.store.begin();
-    if (!layout_tx) return std::nullopt;
-    auto layout_row = env_.store.get(*layout_tx, tables::kController, kLayoutKey);
-    env_.store.abort(*layout_tx);
-    if (!layout_row) return std::nullopt;
-    const Layout layout = layout_row->has_value() ? decode_layout(**layout_row).value() : Layout{};
+  const bool new_layout = named != current_->spec.layout_version;
+  Layout layout;
+  if (new_layout) {
+    auto layout_row = env_.store.get(*tx, tables::kController, kLayoutKey);
+    if (!layout_row) {
+      env_.store.abort(*tx);
+      return std::nullopt;
+    }
+    if (layout_row->has_value()) layout = decode_layout(**layout_row).value();
+  }
+  env_.store.abort(*tx);
+  if (new_layout) {
     generations_.push_back(std::make_unique<Generation>(env_, with_layout(env_.spec, layout)));
     current_ = generations_.back().get();
-    current_->version = layout.version;
-  }
-  std::map<std::string, LeaseId> mine;
-  for (const Row& row : *rows) {
-    const auto a = decode_assignment(row.value);
-    assert(a.has_value());
-    if (a->worker == name_) mine[row.key.substr(prefix.size())] = a->lease;
   }
   return mine;
 }

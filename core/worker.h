@@ -41,11 +41,11 @@ class Worker {
   void start_job(const JobId& id, LeaseId lease);
   Result<std::string> on_push(std::string_view request);  // the assign-before-persist bug
 
-  // The spec with one layout's partition counts, and the environment jobs started under it
-  // run in. Kept for the worker's life: a job refers to its own until it is destroyed.
+  // The spec under one layout (its version is spec.layout_version), and the environment jobs
+  // started under it run in. Kept for the worker's life: a job refers to its own until it is
+  // destroyed.
   struct Generation {
     Generation(const EngineEnv& base, PipelineSpec s);
-    uint64_t version = 0;
     PipelineSpec spec;
     EngineEnv env;
   };

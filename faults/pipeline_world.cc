@@ -94,7 +94,7 @@ struct PipelineWorld::Process {
 };
 
 PipelineWorld::PipelineWorld(PipelineSpec spec, const ComputationRegistry& registry, PipelineWorldOptions options)
-    : spec_(std::move(spec)), registry_(registry), options_(std::move(options)) {
+    : spec_(std::move(spec)), registry_(registry), options_(std::move(options)), current_spec_(spec_) {
   assert(validate_pipeline_spec(spec_).is_ok());
   assert(options_.workers >= 1);
   World::Options world_options;
@@ -165,11 +165,9 @@ void PipelineWorld::respec(const std::string& yaml) {
   world_->record(op, "stops the pipeline to give it a new spec");
   ++operations_pending_;
   world_->runtime(op).spawn("respec", [this, op, yaml] {
-    const auto stored_layout = [this] {
-      const auto row = data_.latest(tables::kController, kLayoutKey);
-      return row ? decode_layout(*row).value() : Layout{};
-    };
-    for (int attempt = 0; attempt < 1000 && stored_layout().spec_yaml != yaml; ++attempt) {
+    const auto next = parse_pipeline_spec_text(yaml, "respec");
+    assert(next.has_value());
+    for (int attempt = 0; attempt < 1000 && layout_.spec_yaml != yaml; ++attempt) {
       // Started first, so that the stop drains now: a pipeline stopped earlier has an older cut.
       (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} working", ++state_requests_));
       (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} stopped", ++state_requests_));
@@ -179,8 +177,8 @@ void PipelineWorld::respec(const std::string& yaml) {
       if (data_.latest(tables::kController, "state") != "stopped") continue;
       // Like an operator who swaps a queue only once it is consumed: a cut older than the last
       // write (a controller clock behind) left rows of it unread; stop again later.
-      if (!swapped_inputs_read(yaml)) continue;
-      const std::string request = fmt::format("{}\n{}", stored_layout().version, yaml);
+      if (!swapped_inputs_read(*next)) continue;
+      const std::string request = fmt::format("{}\n{}", layout_.version, yaml);
       if (auto reply = ask_controllers(op, Controller::kRespecService, request, controller_names().size())) {
         world_->record(op, "new spec stored as layout version " + *reply);
       }
@@ -204,11 +202,9 @@ Result<std::string> PipelineWorld::ask_controllers(NodeIndex op, const char* ser
   return reply;
 }
 
-bool PipelineWorld::swapped_inputs_read(const std::string& yaml) const {
-  const auto next = parse_pipeline_spec_text(yaml, "respec");
-  assert(next.has_value());
-  for (const SourceSpec& source : current_spec().sources) {
-    const SourceSpec* after = next->source(source.name);
+bool PipelineWorld::swapped_inputs_read(const PipelineSpec& next) const {
+  for (const SourceSpec& source : current_spec_.sources) {
+    const SourceSpec* after = next.source(source.name);
     if (source.type != "queue" || (after != nullptr && table_of(*after) == table_of(source))) continue;
     for (int p = 0; p < source.partitions; ++p) {
       const auto written = produced_.find({table_of(source), p});
@@ -220,10 +216,6 @@ bool PipelineWorld::swapped_inputs_read(const std::string& yaml) const {
   return true;
 }
 
-PipelineSpec PipelineWorld::current_spec() const {
-  const auto row = data_.latest(tables::kController, kLayoutKey);
-  return row ? with_layout(spec_, decode_layout(*row).value()) : spec_;
-}
 
 void PipelineWorld::start_targets() {
   bool kafka = false;
@@ -380,13 +372,9 @@ void PipelineWorld::change_layout(const char* service, const std::string& change
   world_->runtime(op).spawn(service, [this, op, service, changes, controllers] {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       // The version the operator last saw: what the store says now (a pending change counts).
-      uint64_t version = 0;
-      if (auto layout = data_.latest(tables::kController, kLayoutKey)) version = decode_layout(*layout)->version;
-      if (auto pending = data_.latest(tables::kController, kLayoutPendingKey)) {
-        Decoder in(*pending);
-        (void)in.u64();
-        version = decode_layout(in.string())->version;
-      }
+      const auto named = layout_to_change(data_.latest(tables::kController, kLayoutKey),
+                                          data_.latest(tables::kController, kLayoutPendingKey));
+      const uint64_t version = named ? named->version : 0;
       const std::string& controller = controllers[static_cast<size_t>(attempt) % controllers.size()];
       auto reply = world_->network_endpoint(op).call(controller, service, fmt::format("{}{}", version, changes),
                                                      options_.engine.rpc_timeout_us);
@@ -422,7 +410,9 @@ bool PipelineWorld::finite_sources() const {
 void PipelineWorld::record_state_change(const StoreData::CommitRecord& commit) {
   if (auto layout = data_.latest(tables::kController, kLayoutKey); layout && *layout != layout_row_) {
     layout_row_ = *layout;
-    const uint64_t version = decode_layout(layout_row_).value().version;
+    layout_ = decode_layout(layout_row_).value();
+    current_spec_ = with_layout(spec_, layout_);
+    const uint64_t version = layout_.version;
     if (layout_changes_.empty() ? version != 0 : layout_changes_.back().layout_version != version) {
       layout_changes_.push_back({version, commit.version, commit.store_time});
     }
@@ -445,8 +435,7 @@ std::vector<std::string> PipelineWorld::in_flight() const {
       if (out.size() < kShown) out.push_back(table + ":" + row.key);
     }
   }
-  const PipelineSpec spec = current_spec();  // a repartitioned sink has the layout's partitions
-  for (const auto& sink : spec.sinks) {
+  for (const auto& sink : current_spec_.sinks) {  // a repartitioned sink has the layout's partitions
     if (!sink.at_most_once_strategy.enabled) continue;
     for (int p = 0; p < sink.partitions; ++p) {
       const std::string job = JobId{JobKind::kSink, sink.name, p}.str();
@@ -462,7 +451,7 @@ bool PipelineWorld::drained() const {
   if (world_->now() < last_write_ts()) return false;
   if (operations_pending_ > 0) return false;
   if (finite_sources() && data_.latest(tables::kController, "state") != "completed") return false;
-  for (const auto& source : current_spec().sources) {
+  for (const auto& source : current_spec_.sources) {
     for (int p = 0; p < source.partitions; ++p) {
       auto it = produced_.find({table_of(source), p});
       const uint64_t want = it == produced_.end() ? 0 : it->second;

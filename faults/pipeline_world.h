@@ -104,8 +104,9 @@ class PipelineWorld {
   void repartition(const std::map<std::string, int>& partitions);
   // The same for settings that change live ("epoch_period=20ms epoch_batch_limit=8").
   void reconfigure(const std::string& settings);
-  // The spec in force: the stored layout's (core/layout.h) over the one the world started with.
-  PipelineSpec current_spec() const;
+  // The spec in force: the stored layout's (core/layout.h) over the one the world started with,
+  // as of the last commit.
+  const PipelineSpec& current_spec() const { return current_spec_; }
   // Every source ends (core/spec.h finite()): a drained run is also a completed one.
   bool finite_sources() const;
   // A change of the pipeline state row as the controller stored it, with what the store held
@@ -153,8 +154,8 @@ class PipelineWorld {
   void respec(const std::string& yaml);
   // Asks `service` for a layout change ("<version><changes>") until a controller takes it.
   void change_layout(const char* service, const std::string& changes);
-  // Whether every row of the queues the spec `yaml` swaps out has been read.
-  bool swapped_inputs_read(const std::string& yaml) const;
+  // Whether every row of the queues the spec `next` swaps out has been read.
+  bool swapped_inputs_read(const PipelineSpec& next) const;
   // Asks the controllers in turn, at most `attempts` times, until one answers; its last answer.
   Result<std::string> ask_controllers(sim::NodeIndex op, const char* service, const std::string& request,
                                       size_t attempts = 100);
@@ -181,7 +182,9 @@ class PipelineWorld {
   uint64_t dedup_entries_max_ = 0;
   std::vector<StateChange> state_changes_;
   std::vector<LayoutChange> layout_changes_;
-  std::string layout_row_;  // the layout row as last seen after a commit
+  std::string layout_row_;    // the layout row as last seen after a commit
+  Layout layout_;             // ... decoded
+  PipelineSpec current_spec_;  // with_layout(spec_, layout_)
 };
 
 }  // namespace onceflow::faults

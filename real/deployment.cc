@@ -346,13 +346,8 @@ std::optional<Layout> RealDeployment::stored_layout() {
   auto layout = store_.get(*tx, tables::kController, kLayoutKey);
   auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
   store_.abort(*tx);
-  if (pending && pending->has_value()) {
-    Decoder in(**pending);
-    (void)in.u64();  // whether the pipeline works again after it
-    return decode_layout(in.string()).value();
-  }
-  if (!layout || !layout->has_value()) return std::nullopt;
-  return decode_layout(**layout).value();
+  if (!layout || !pending) return std::nullopt;
+  return layout_to_change(*layout, *pending);
 }
 
 void RealDeployment::request_repartition(const std::string& changes) {

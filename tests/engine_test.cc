@@ -82,6 +82,19 @@ std::string ask_controller(PipelineWorld& w, const char* service, const std::str
   return *answer;
 }
 
+// Library pipeline `name` with a workload of `messages` (over `keys` keys when not 0), started
+// and run until `until`.
+std::unique_ptr<PipelineWorld> started_world(const ComputationRegistry& reg, const std::string& name, int messages,
+                                             Micros until, int keys = 0) {
+  PipelineWorldOptions options;
+  options.workload.messages = messages;
+  if (keys != 0) options.workload.keys = keys;
+  auto w = std::make_unique<PipelineWorld>(load(name), reg, options);
+  w->start();
+  w->world().run_until(until);
+  return w;
+}
+
 void expect_reference(PipelineWorld& w, const ComputationRegistry& reg) {
   const PipelineResult expected = run_reference(w.spec(), reg, w.inputs());
   const PipelineResult got = w.result();
@@ -328,11 +341,8 @@ std::optional<std::string> stored_state(sim::StoreData& data) { return data.late
 
 TEST(EngineTest, StoppingDrainsEverythingInFlightBeforeStopped) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 400;  // written over two seconds
-  PipelineWorld w(load("keyed_aggregation"), reg, options);
-  w.start();
-  w.world().run_until(500 * kMillis);
+  auto world = started_world(reg, "keyed_aggregation", 400, 500 * kMillis);  // written over two seconds
+  PipelineWorld& w = *world;
   const std::vector<LeaseId> running = stored_job_leases(w.store_data());
   ASSERT_FALSE(running.empty());
   w.set_pipeline_state("stopped");
@@ -364,11 +374,8 @@ TEST(EngineTest, StoppingDrainsEverythingInFlightBeforeStopped) {
 // back, so the drain ends.
 TEST(EngineTest, ADrainEndsWhereAStageReadsASourceAndAnotherStagesOutput) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 400;
-  PipelineWorld w(load("retryable_request"), reg, options);
-  w.start();
-  w.world().run_until(500 * kMillis);
+  auto world = started_world(reg, "retryable_request", 400, 500 * kMillis);
+  PipelineWorld& w = *world;
   w.set_pipeline_state("stopped");
   w.world().run_until(w.world().now() + 10 * kSeconds);
   ASSERT_EQ(stored_state(w.store_data()), "stopped");
@@ -386,12 +393,8 @@ std::optional<Layout> stored_layout(sim::StoreData& data) {
 
 TEST(EngineTest, RepartitioningMovesEveryKeyToItsNewPartitionAndKeepsTheCounts) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 600;  // written over three seconds
-  options.workload.keys = 32;
-  PipelineWorld w(load("repartition"), reg, options);
-  w.start();
-  w.world().run_until(500 * kMillis);
+  auto world = started_world(reg, "repartition", 600, 500 * kMillis, 32);  // written over three seconds
+  PipelineWorld& w = *world;
   w.repartition({{"Counter", 8}, {"counts_out", 4}});
   w.world().run_until(w.world().now() + 2 * kSeconds);
   auto layout = stored_layout(w.store_data());
@@ -446,11 +449,8 @@ TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeR
 
 TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewOrigin) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 200;  // written over one second
-  PipelineWorld w(load("keyed_aggregation"), reg, options);
-  w.start();
-  w.world().run_until(300 * kMillis);
+  auto world = started_world(reg, "keyed_aggregation", 200, 300 * kMillis);  // written over one second
+  PipelineWorld& w = *world;
   std::vector<std::string> answers;
   const auto ask = [&](const std::string& request) {
     answers.push_back(ask_controller(w, Controller::kRespecService, request));
@@ -486,11 +486,8 @@ TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewO
 
 TEST(EngineTest, SettingsChangeLiveUnderACompareAndSwapAndEveryJobStartsAgainWithThem) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 400;  // written over two seconds
-  PipelineWorld w(load("keyed_aggregation"), reg, options);
-  w.start();
-  w.world().run_until(500 * kMillis);
+  auto world = started_world(reg, "keyed_aggregation", 400, 500 * kMillis);  // written over two seconds
+  PipelineWorld& w = *world;
   const std::vector<LeaseId> before = stored_job_leases(w.store_data());
   ASSERT_FALSE(before.empty());
   EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "1 epoch_batch_limit=4"),
