@@ -137,6 +137,15 @@ struct PipelineHistory {
   // ends their Leases right after it pinged them in its next cycle, so at worst they run out
   // a Lease TTL after a last ping (one Lease TTL and 4 scheduling periods).
   int64_t layout_grace = 0;
+  // Reshards of sharded sink targets, in time order, and the partitions each such sink had
+  // in the layout in force at the end.
+  struct TargetReshard {
+    std::string sink;
+    int tablets = 0;
+    int64_t time = 0;
+  };
+  std::vector<TargetReshard> target_reshards;
+  std::map<std::string, int> sink_partitions_at_end;
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
   int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
   int64_t liveness_bound = 0;

@@ -678,7 +678,27 @@ Verdict LifecycleCheck::check(const PipelineHistory& h) const {
 }
 
 Verdict LayoutCheck::check(const PipelineHistory& h) const {
-  if (h.layout_changes.empty()) return Verdict::not_applicable(std::string(name()), "no new layout was stored");
+  // A resharded target is followed: the sink ends with one partition per tablet.
+  std::map<std::string, const PipelineHistory::TargetReshard*> last_reshard;
+  for (const auto& r : h.target_reshards) last_reshard[r.sink] = &r;
+  for (const auto& [sink, r] : last_reshard) {
+    const auto at_end = h.sink_partitions_at_end.find(sink);
+    const int partitions = at_end == h.sink_partitions_at_end.end() ? 0 : at_end->second;
+    if (partitions != r->tablets) {
+      return failure(name(), h,
+                     fmt::format("the target of sink {} was resharded to {} tablets at {}us, but the sink ended with "
+                                 "{} partitions: the reshard was never followed",
+                                 sink, r->tablets, r->time, partitions));
+    }
+  }
+  std::string followed;
+  if (!last_reshard.empty()) {
+    followed = fmt::format("{} target reshards of {} sinks followed", h.target_reshards.size(), last_reshard.size());
+  }
+  if (h.layout_changes.empty()) {
+    if (!followed.empty()) return Verdict::pass(std::string(name()), followed);
+    return Verdict::not_applicable(std::string(name()), "no new layout was stored");
+  }
   size_t late = 0;
   for (const EpochRecord& e : h.epochs) {
     if (e.commit_time < 0) continue;
@@ -698,11 +718,13 @@ Verdict LayoutCheck::check(const PipelineHistory& h) const {
     }
   }
   if (late == 0) {
+    if (!followed.empty()) return Verdict::pass(std::string(name()), followed);
     return Verdict::not_applicable(std::string(name()), "no epoch committed later than the grace after a new layout");
   }
   return Verdict::pass(std::string(name()), fmt::format("{} new layouts; the {} epochs committed past the grace ran "
-                                                        "with the layout in force",
-                                                        h.layout_changes.size(), late));
+                                                        "with the layout in force{}{}",
+                                                        h.layout_changes.size(), late, followed.empty() ? "" : "; ",
+                                                        followed));
 }
 
 Verdict LivenessCheck::check(const PipelineHistory& h) const {

@@ -102,7 +102,9 @@ class LifecycleCheck final : public PipelineChecker {
 
 // A new layout takes effect: once a controller stored one (a repartition, a new spec, new
 // settings), no epoch of a job still running with an older one commits later than the grace
-// (history.layout_grace) after it. n/a when no layout was stored or no epoch came that late.
+// (history.layout_grace) after it. And a sharded sink target that was resharded is followed:
+// the sink ends with one partition per tablet the target has. n/a when no layout was stored
+// or no epoch came that late.
 class LayoutCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "layout"; }

@@ -337,16 +337,24 @@ class Loader {
     }
   }
 
-  // operations: [{at: 1s, repartition: {Name: count, ...}}, {at: 2s, respec: FILE}, ...]
+  // operations: [{at: 1s, repartition: {Name: count, ...}}, {at: 2s, respec: FILE},
+  // {at: 3s, reconfigure: {...}}, {at: 4s, reshard_target: {sink: NAME, tablets: N}}, ...]
   void load_operations(const YAML::Node& ops, faults::PipelineRunOptions& o) {
-    if (!ops.IsSequence()) fail(ops, "operations", "expected a list of {at, repartition} or {at, respec}");
+    constexpr const char* kForm = "{at, repartition}, {at, respec}, {at, reconfigure} or {at, reshard_target}";
+    if (!ops.IsSequence()) fail(ops, "operations", fmt::format("expected a list of {}", kForm));
     for (const auto& op : ops) {
-      if (!op.IsMap()) fail(op, "operations", "expected a mapping {at, repartition} or {at, respec}");
-      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure"});
+      if (!op.IsMap()) fail(op, "operations", fmt::format("expected one of {}", kForm));
+      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure", "reshard_target"});
       if (!op["at"]) fail(op, "operations.at", "missing");
       const Micros at = duration(op["at"], "operations.at");
-      if (static_cast<int>(op["repartition"].IsDefined()) + op["respec"].IsDefined() + op["reconfigure"].IsDefined() > 1) {
-        fail(op, "operations", "one of repartition, respec and reconfigure per operation");
+      if (static_cast<int>(op["repartition"].IsDefined()) + op["respec"].IsDefined() + op["reconfigure"].IsDefined() +
+              op["reshard_target"].IsDefined() >
+          1) {
+        fail(op, "operations", "one of repartition, respec, reconfigure and reshard_target per operation");
+      }
+      if (op["reshard_target"]) {
+        load_reshard_target(op["reshard_target"], at, o);
+        continue;
       }
       if (op["reconfigure"]) {
         load_reconfigure(op["reconfigure"], at, o);
@@ -371,6 +379,25 @@ class Loader {
       if (auto checked = parse_repartition(o.spec, text); !checked) fail(parts, "operations.repartition", checked.error().message());
       o.repartitions.push_back(std::move(r));
     }
+  }
+
+  // reshard_target: {sink: NAME, tablets: N}: the sharded queue a sink writes gets N tablets.
+  void load_reshard_target(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+    constexpr const char* kWhere = "operations.reshard_target";
+    if (!node.IsMap()) fail(node, kWhere, "expected a mapping {sink: NAME, tablets: N}");
+    only_keys(node, kWhere, {"sink", "tablets"});
+    if (!node["sink"]) fail(node, "operations.reshard_target.sink", "missing");
+    if (!node["tablets"]) fail(node, "operations.reshard_target.tablets", "missing");
+    faults::PipelineRunOptions::TargetReshard r;
+    r.at_us = at;
+    r.sink = string(node["sink"], "operations.reshard_target.sink");
+    r.tablets = static_cast<int>(integer(node["tablets"], "operations.reshard_target.tablets", 1, kMaxPartitions));
+    const SinkSpec* sink = o.spec.sink(r.sink);
+    if (sink == nullptr || sink->target_tablets == 0) {
+      fail(node["sink"], "operations.reshard_target.sink",
+           fmt::format("'{}' is not a sink with a sharded target (target_tablets)", r.sink.substr(0, 40)));
+    }
+    o.target_reshards.push_back(std::move(r));
   }
 
   // reconfigure: {epoch_period: 20ms, epoch_batch_limit: 8}: settings changed live.

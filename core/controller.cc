@@ -153,6 +153,8 @@ void Controller::cycle() {
   if (!workers) return;
   schedule(*workers, ended, env_.runtime.clock().now());
   if (lease_ == 0) return;  // it stepped down meanwhile
+  // A target resharded: the sink's partitions are recreated after a drain, from the next cycle.
+  if (state_ == PipelineState::kWorking && !pending_ && follow_resharded_targets()) return;
   if (state_ == PipelineState::kDraining) {
     if (sources_at_cut() && nothing_in_flight(false).value_or(false)) quiescing_ = PipelineState::kStopped;
   } else if (sources_finished() && nothing_in_flight(true).value_or(false)) {
@@ -185,6 +187,38 @@ void Controller::complete_layout() {
   for (const auto& c : env_.spec.computations) differs = differs || other(c.name, c.partitions);
   for (const auto& s : env_.spec.sinks) differs = differs || other(s.name, s.partitions);
   if (differs) layout_.version = 1;
+}
+
+bool Controller::follow_resharded_targets() {
+  std::vector<const SinkSpec*> sharded;
+  for (const SinkSpec& s : spec_.sinks) {
+    if (s.type == SinkType::kAsyncQueue && s.target_tablets > 0) sharded.push_back(&s);
+  }
+  if (env_.bugs.reshard_watches_widest && sharded.size() > 1) {  // the bug: the others go unwatched
+    const auto widest = std::max_element(sharded.begin(), sharded.end(), [](const SinkSpec* a, const SinkSpec* b) {
+      return a->partitions < b->partitions;
+    });
+    sharded = {*widest};
+  }
+  Layout next = layout_;
+  bool resharded = false;
+  for (const SinkSpec* sink : sharded) {
+    auto reply = env_.network.call(sink_target_node(sink->name), kSinkDescribeService, "", env_.options.rpc_timeout_us);
+    if (!reply) continue;  // asked again next cycle
+    int tablets = 0;
+    const auto [ptr, ec] = std::from_chars(reply->data(), reply->data() + reply->size(), tablets);
+    if (ec != std::errc() || ptr != reply->data() + reply->size() || tablets < 1 || tablets > kMaxPartitions) continue;
+    if (tablets == sink->target_tablets) continue;
+    next.target_tablets[sink->name] = tablets;
+    next.partitions[sink->name] = tablets;
+    ++next.producer_generations[sink->name];
+    resharded = true;
+  }
+  if (!resharded) return false;
+  next.version = layout_.version + 1;
+  if (!begin_layout_change(next)) return false;
+  probe(env_, Probe::kControllerTargetResharded);
+  return true;
 }
 
 void Controller::remove_stale_layout_jobs() {
@@ -421,6 +455,20 @@ void Controller::apply_pending_layout() {
       tx->put(tables::kJobMeta, keys[static_cast<size_t>(p)],
               with_output_floor(row ? std::optional<std::string_view>(*row) : std::nullopt, floor));
     }
+  }
+  // Sinks recreated for a resharded target: their partitions are new producers, numbering
+  // from 1 (their outboxes are empty: the drain delivered everything).
+  for (const auto& [sink, generation] : pending_->producer_generations) {
+    const auto was = layout_.producer_generations.find(sink);
+    if (was != layout_.producer_generations.end() && was->second == generation) continue;
+    const std::string prefix = JobId{JobKind::kSink, sink, 0}.str();
+    const std::string from = prefix.substr(0, prefix.size() - 1);  // "sink/<name>/"
+    auto metas = env_.store.scan(*tx, tables::kJobMeta, from, from + "~", kMaxJobs);
+    if (!metas) {
+      env_.store.abort(*tx);
+      return;
+    }
+    for (const Row& row : *metas) tx->put(tables::kJobMeta, row.key, with_new_producer(row.value));
   }
   const Layout before = layout_;
   const std::optional<Layout> pending = pending_;
@@ -818,6 +866,11 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
     if (!store_layout(next)) return Status::unavailable("the layout could not be stored");
     return std::to_string(layout_.version);
   }
+  if (!begin_layout_change(next)) return Status::unavailable("the change could not be stored");
+  return std::to_string(next.version);
+}
+
+bool Controller::begin_layout_change(const Layout& next) {
   const std::optional<Layout> before = pending_;
   const bool resume_before = resume_after_layout_;
   const PipelineState state_before = state_;
@@ -832,11 +885,11 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
     pending_ = before;
     resume_after_layout_ = resume_before;
     state_ = state_before;
-    return Status::unavailable("the change could not be stored");
+    return false;
   }
   if (state_ != state_before) quiescing_.reset();
   probe(env_, Probe::kControllerStateChanged);
-  return std::to_string(next.version);
+  return true;
 }
 
 // Request: "<layout version> SETTING=VALUE ...".

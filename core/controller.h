@@ -31,6 +31,13 @@
 // max_cycles) completes by itself the same way once every source has read all of its input
 // and no timer is left: "completed" ends every job Lease explicitly, and nothing is ever
 // scheduled again.
+//
+// A sink whose target is a sharded queue (target_tablets) has one partition per tablet. While
+// the pipeline works, the leader asks each such target its tablet count every cycle; a count
+// other than the one stored in the layout starts a repartition of the sink to that count, with
+// the count, in one commit. When it is made (after the drain: the old partitions' outboxes
+// are empty), the sink's partitions are recreated: they number their rows from 1 again, under
+// producer ids of the next generation (producer_id() in core/engine.h).
 #pragma once
 
 #include <map>
@@ -173,6 +180,14 @@ class Controller {
   void complete_layout();
   // Ends the jobs assigned under an older layout than the one stored (a reconfigure).
   void remove_stale_layout_jobs();
+  // Asks every sharded sink target its tablet count; when one differs from the count last
+  // seen (kept in the layout, so that a reshard between two passes is seen by a successor),
+  // starts a change that recreates the sink's partitions, one per tablet, under the next
+  // producer generation. True when it started one.
+  bool follow_resharded_targets();
+  // Starts the change to `next` (a repartition): a working pipeline drains first; a stopped
+  // one stays stopped. Stored with the state; false (nothing changed) when it could not be.
+  bool begin_layout_change(const Layout& next);
   // Into `tx`: erases the offsets of every source whose input `next` swaps out and clears
   // the finished mark of its partitions.
   bool forget_swapped_inputs(Transaction& tx, const PipelineSpec& next);

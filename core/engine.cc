@@ -125,6 +125,8 @@ constexpr BugName kBugNames[] = {
     {"repartition-without-drain", &BugSwitches::repartition_without_drain},
     {"source-swap-keeps-offsets", &BugSwitches::source_swap_keeps_offsets},
     {"reconfigure-keeps-jobs", &BugSwitches::reconfigure_keeps_jobs},
+    {"reshard-keeps-producer-ids", &BugSwitches::reshard_keeps_producer_ids},
+    {"reshard-watches-widest", &BugSwitches::reshard_watches_widest},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},
@@ -161,5 +163,10 @@ void fault_point(const EngineEnv& env, std::string_view point) {
 }
 
 std::string sink_target_node(std::string_view sink) { return "target-" + std::string(sink); }
+
+std::string producer_id(const JobId& job, const SinkSpec& sink, const BugSwitches& bugs) {
+  if (sink.producer_generation == 0 || bugs.reshard_keeps_producer_ids) return job.str();
+  return fmt::format("{}#{}", job.str(), sink.producer_generation);
+}
 
 }  // namespace onceflow

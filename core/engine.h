@@ -124,6 +124,11 @@ struct BugSwitches {
   // settings changed live are stored, but the jobs already running are left running with
   // the old ones
   bool reconfigure_keeps_jobs = false;
+  // partitions recreated for a resharded target number their rows from 1 under their old
+  // producer ids, which the target remembers at higher seqNos
+  bool reshard_keeps_producer_ids = false;
+  // the controller follows a reshard only of the sink with the most partitions
+  bool reshard_watches_widest = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;
@@ -260,6 +265,15 @@ void fault_point(const EngineEnv& env, std::string_view point);
 
 // The name of the node an async queue sink delivers to.
 std::string sink_target_node(std::string_view sink);
+// Request: producer id, seqNo, the sender's Lease, the message, and the tablet (the sink
+// partition's index) it is written to.
 inline constexpr const char* kSinkAppendService = "append";
+// A sharded target's tablet count (decimal); the controller asks it (core/controller.h).
+inline constexpr const char* kSinkDescribeService = "describe";
+// The producer id a sink partition's outbox rows are sent under: the job's name, with the
+// sink's producer generation after its partitions were recreated for a resharded target
+// ("sink/out/2#1"), so that a recreated partition, which numbers its rows from 1 again, is
+// a producer the target has never seen. `bugs`: reshard_keeps_producer_ids leaves it out.
+std::string producer_id(const JobId& job, const SinkSpec& sink, const BugSwitches& bugs);
 
 }  // namespace onceflow

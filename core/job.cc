@@ -140,6 +140,13 @@ std::string with_input_swapped(std::string_view meta_row, Micros newest) {
   return meta.encode();
 }
 
+std::string with_new_producer(std::string_view meta_row) {
+  Job::Meta meta = Job::Meta::decode(meta_row);
+  meta.next_seqno = 1;
+  meta.acked_seqno = 0;
+  return meta.encode();
+}
+
 std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut) {
   Job::Meta meta = Job::Meta::decode(meta_row);
   meta.drain_cut = cut.value_or(INT64_MIN);
@@ -1172,7 +1179,7 @@ bool Job::deliver_outbox() {
   env_.store.abort(*tx);
   if (!rows) return false;
   if (rows->empty()) return true;
-  const std::string producer = id_.str();
+  const std::string producer = producer_id(id_, *sink_, env_.bugs);
   // Rows an earlier incarnation committed (and may have delivered) go again.
   if (!resend_probed_ && own_from_seqno_ != 0 &&
       tables::parse_hex16(std::string_view(rows->front().key).substr(prefix.size())) < own_from_seqno_) {
@@ -1196,10 +1203,8 @@ bool Job::deliver_outbox() {
                                   return external->deliver(producer, lease_, pending);
                                 })
           : sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
-              Encoder req;
-              req.bytes(producer).u64(seqno).u64(lease_).bytes(message);
-              auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(),
-                                           env_.options.rpc_timeout_us);
+              auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService,
+                                           append_request(producer, seqno, message), env_.options.rpc_timeout_us);
               if (!ack) return ack.error();
               if (*ack == "duplicate") probe(env_, Probe::kOutboxTargetDuplicate);
               fault_point(env_, "sink.after_delivery");
@@ -1289,9 +1294,9 @@ void Job::deliver_uncommitted(EpochTx& etx) {
       rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
       continue;
     }
-    Encoder req;
-    req.bytes(id_.str()).u64(tables::parse_hex16(std::string_view(where.second).substr(prefix.size()))).u64(lease_).bytes(*value);
-    (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
+    const uint64_t seqno = tables::parse_hex16(std::string_view(where.second).substr(prefix.size()));
+    (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService,
+                            append_request(producer_id(id_, *sink_, env_.bugs), seqno, *value), env_.options.rpc_timeout_us);
   }
   if (!rows.empty()) (void)external->deliver(id_.str(), lease_, rows);
 }
@@ -1345,12 +1350,17 @@ Job::SendOutcome Job::send_once(const Message& m) {
     if (outcome == ExternalSink::Once::kSent) return SendOutcome::kSent;
     return outcome == ExternalSink::Once::kFailedAfterStart ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
   }
-  Encoder req;
-  req.bytes("").u64(0).u64(lease_).bytes(encode_message(m));
-  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, req.take(), env_.options.rpc_timeout_us);
+  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, append_request("", 0, encode_message(m)),
+                                 env_.options.rpc_timeout_us);
   if (reply) return SendOutcome::kSent;
   // A request that timed out may have arrived; one that could not leave did not.
   return reply.error().is_timeout() ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
+}
+
+std::string Job::append_request(const std::string& producer, uint64_t seqno, std::string_view message) const {
+  Encoder req;
+  req.bytes(producer).u64(seqno).u64(lease_).bytes(message).u64(static_cast<uint64_t>(id_.partition));
+  return req.take();
 }
 
 }  // namespace onceflow

@@ -52,6 +52,9 @@ std::string with_output_floor(std::optional<std::string_view> meta_row, Micros f
 // (the old input's end, a head past every time, says nothing of the new input), so that what
 // it reads from the new input is stamped later than anything the source emitted before.
 std::string with_input_swapped(std::string_view meta_row, Micros newest);
+// A sink partition's meta row once the partition was recreated for a resharded target: a new
+// producer, whose outbox rows are numbered from 1 (its outbox is empty).
+std::string with_new_producer(std::string_view meta_row);
 
 class Job {
  public:
@@ -75,6 +78,10 @@ class Job {
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
   friend std::string with_input_swapped(std::string_view meta_row, Micros newest);
+  friend std::string with_new_producer(std::string_view meta_row);
+// A sink partition's meta row once the partition was recreated for a resharded target: a new
+// producer, whose outbox rows are numbered from 1 (its outbox is empty).
+std::string with_new_producer(std::string_view meta_row);
   class EpochTx;
   class Context;
   class StateForward;
@@ -106,6 +113,9 @@ class Job {
   // `take_below`, when given, gets the bound of what the job may take now (the same, except
   // while draining: see the definition).
   Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
+  // A request of kSinkAppendService (core/engine.h) for this sink partition (producer "": an
+  // at-most-once send).
+  std::string append_request(const std::string& producer, uint64_t seqno, std::string_view message) const;
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;

@@ -20,6 +20,10 @@ std::string encode_layout(const Layout& layout) {
   out.bytes(layout.spec_yaml).u64(layout.source_generations.size());
   for (const auto& [name, generation] : layout.source_generations) out.bytes(name).u64(generation);
   out.i64(layout.epoch_period_us).u64(static_cast<uint64_t>(layout.epoch_batch_limit));
+  out.u64(layout.target_tablets.size());
+  for (const auto& [name, tablets] : layout.target_tablets) out.bytes(name).u64(static_cast<uint64_t>(tablets));
+  out.u64(layout.producer_generations.size());
+  for (const auto& [name, generation] : layout.producer_generations) out.bytes(name).u64(generation);
   return out.take();
 }
 
@@ -42,6 +46,17 @@ std::optional<Layout> decode_layout(std::string_view bytes) {
   if (in.done()) return layout;  // a row written before settings were changed live ends here
   layout.epoch_period_us = in.i64();
   layout.epoch_batch_limit = static_cast<int>(in.u64());
+  if (in.done()) return layout;  // a row written before sink targets were followed ends here
+  const uint64_t targets = in.u64();
+  for (uint64_t i = 0; in.ok() && i < targets; ++i) {
+    std::string name = in.string();
+    layout.target_tablets[std::move(name)] = static_cast<int>(in.u64());
+  }
+  const uint64_t generations = in.u64();
+  for (uint64_t i = 0; in.ok() && i < generations; ++i) {
+    std::string name = in.string();
+    layout.producer_generations[std::move(name)] = static_cast<uint32_t>(in.u64());
+  }
   if (!in.done()) return std::nullopt;
   return layout;
 }
@@ -87,6 +102,10 @@ PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
   }
   for (auto& s : out.sinks) {
     if (auto it = layout.partitions.find(s.name); it != layout.partitions.end()) s.partitions = it->second;
+    if (auto it = layout.target_tablets.find(s.name); it != layout.target_tablets.end()) s.target_tablets = it->second;
+    if (auto it = layout.producer_generations.find(s.name); it != layout.producer_generations.end()) {
+      s.producer_generation = it->second;
+    }
   }
   return out;
 }
@@ -221,6 +240,11 @@ Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, s
       return Status::invalid_argument(fmt::format("sink {}: a {} sink's partitions follow its target; only queue sinks "
                                                   "are repartitioned",
                                                   name.substr(0, 40), sink_type_name(sink->type)));
+    }
+    if (sink != nullptr && sink->target_tablets > 0) {
+      return Status::invalid_argument(fmt::format("sink {}: it has one partition per tablet of its sharded target; "
+                                                  "reshard the target instead",
+                                                  name.substr(0, 40)));
     }
     out[name] = count;
   }

@@ -35,6 +35,10 @@ struct Layout {
   // Settings changed on a running pipeline (0: the spec's): jobs started with this layout use them.
   Micros epoch_period_us = 0;
   int epoch_batch_limit = 0;
+  // Sinks with a sharded target: the tablet count the controller last saw (the spec's when
+  // absent), and how many times it recreated the sink's partitions for a reshard.
+  std::map<std::string, int> target_tablets;
+  std::map<std::string, uint32_t> producer_generations;
 
   friend bool operator==(const Layout&, const Layout&) = default;
 };
@@ -76,7 +80,7 @@ Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text);
 Result<Layout> respecified_layout(const PipelineSpec& current, const Layout& layout, std::string yaml);
 
 // Parses "Name=count ..." against `spec`: every name a computation or a queue sink (async or
-// sync), every count in [1, kMaxPartitions]. Returns the changes.
+// sync) whose target is not sharded, every count in [1, kMaxPartitions]. Returns the changes.
 Result<std::map<std::string, int>> parse_repartition(const PipelineSpec& spec, std::string_view text);
 
 // The rows of `owner`'s partition-keyed tables (its input streams, timers and input dedup

@@ -65,6 +65,7 @@ namespace onceflow {
   X(kControllerDrained, "controller.drained", "a draining pipeline had nothing in flight and stopped")           \
   X(kControllerRepartitioned, "controller.repartitioned", "a new partition layout was stored after its rows were moved") \
   X(kControllerReconfigured, "controller.reconfigured", "settings of an existing pipeline changed (no drain)")  \
+  X(kControllerTargetResharded, "controller.target_resharded", "a sink target's tablet count changed: its partitions are recreated") \
   X(kControllerRespecified, "controller.respecified", "a stopped pipeline was given a new spec")              \
   X(kControllerCompleted, "controller.completed", "every source was finished and nothing left: the pipeline completed") \
   X(kWorkerLeaseLost, "worker.lease_lost", "a worker found its own Lease ended and started a new one")      \

@@ -209,6 +209,13 @@ void check_sink(const SinkSpec& s) {
   const Path owner{"sinks", s.name};
   if (s.input_stream.empty()) violate(at(owner, "input_stream"), "missing");
   check_partitions(s.partitions, owner);
+  if (s.target_tablets != 0) {
+    if (s.type != SinkType::kAsyncQueue) violate(at(owner, "target_tablets"), "only async_queue sinks write a sharded target");
+    check_range(s.target_tablets, 1, 1024, at(owner, "target_tablets"));
+    if (s.partitions != s.target_tablets) {
+      violate(at(owner, "partitions"), "a sink with target_tablets has one partition per tablet (leave partitions out)");
+    }
+  }
   const Path strategy = at(owner, "at_most_once_strategy");
   if (s.at_most_once_strategy.enabled && s.type == SinkType::kHttp) {
     violate(at(strategy, "enabled"),
@@ -531,7 +538,7 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   only_keys(node, path,
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
              "transaction_messages", "synchronous", "idempotency_key", "table", "shard_hosts", "max_batch_messages",
-             "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability"});
+             "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability", "target_tablets"});
   static constexpr std::array kTypes{SinkType::kSyncQueue,   SinkType::kAsyncQueue, SinkType::kKafka,
                                      SinkType::kHttp,        SinkType::kStaticTable, SinkType::kClickHouse,
                                      SinkType::kArkflowKafka};
@@ -569,6 +576,10 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   }
   if (const auto v = node["input_stream"]) {
     s.input_stream = string_value(v, at(path, "input_stream"));
+  }
+  if (const auto v = node["target_tablets"]) {
+    s.target_tablets = int_value(v, at(path, "target_tablets"));
+    s.partitions = s.target_tablets;  // one writer per tablet, unless partitions says otherwise (refused)
   }
   if (const auto v = node["partitions"]) s.partitions = int_value(v, at(path, "partitions"));
   if (const auto v = node["at_most_once_strategy"]) {

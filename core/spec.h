@@ -95,6 +95,14 @@ struct SinkSpec {
   std::string input_stream;
   int partitions = 1;  // writer jobs; messages go to partition key % partitions
   AtMostOnceStrategy at_most_once_strategy;  // async sinks only
+  // async queue sinks: the target queue's tablets, sink partition i writing tablet i (0: the
+  // target is not sharded). The controller keeps the sink's partitions equal to the target's
+  // tablets: when the target is resharded, it recreates the sink's partitions under fresh
+  // producer ids (core/controller.h). In force, the count last seen (core/layout.h).
+  int target_tablets = 0;
+  // From the layout, never the YAML: how many times the sink's partitions were recreated for
+  // a resharded target. Producer ids carry it (producer_id() in core/engine.h).
+  uint32_t producer_generation = 0;
   // kafka sinks:
   std::string topic;  // the topic written (default: the sink's name)
   SinkDelivery delivery_guarantee = SinkDelivery::kExactlyOnce;

@@ -404,6 +404,12 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   for (const auto& change : w.layout_changes()) h.layout_changes.push_back({change.layout_version, change.version, change.store_time});
   h.layout_grace = w.spec().lease_ttl_us + 4 * w.spec().scheduling_period_us;
+  for (const auto& [sink, log] : w.targets()) {
+    for (const auto& [time, tablets] : log.reshards) h.target_reshards.push_back({sink, tablets, time});
+  }
+  for (const SinkSpec& sink : w.current_spec().sinks) {
+    if (sink.target_tablets > 0) h.sink_partitions_at_end[sink.name] = sink.partitions;
+  }
   for (const auto& [table, rows] : data.tables()) {
     if (table.rfind("timers/", 0) != 0) continue;
     for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
@@ -526,6 +532,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   }
   for (const auto& r : o.reconfigures) {
     world.world().scheduler().at(r.first, sim::kWorldNode, [&world, r] { world.reconfigure(r.second); });
+  }
+  for (const auto& r : o.target_reshards) {
+    world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.reshard_target(r.sink, r.tablets); });
   }
   for (const FaultKind kind : o.inert_faults) injector.make_inert(kind);
   injector.schedule(out.plan);

@@ -62,6 +62,13 @@ struct PipelineRunOptions {
   std::vector<PipelineWorldOptions::Respec> respecs;
   // Settings changed live ("epoch_period=20ms epoch_batch_limit=8"), asked at the given times.
   std::vector<std::pair<Micros, std::string>> reconfigures;
+  // Reshards of sharded sink targets (PipelineWorld::reshard_target), at the given times.
+  struct TargetReshard {
+    Micros at_us = 0;
+    std::string sink;
+    int tablets = 0;
+  };
+  std::vector<TargetReshard> target_reshards;
 };
 
 // The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):

@@ -232,6 +232,7 @@ void PipelineWorld::start_targets() {
     switch (sink.type) {
       case SinkType::kSyncQueue: targets_.erase(sink.name); break;
       case SinkType::kAsyncQueue:
+        log.tablets = sink.target_tablets;
         faults->forget = [&log] { log.evict(); };
         world_->start(world_->add_node(node, queue_target_boot(log, *faults)));
         break;
@@ -365,6 +366,13 @@ void PipelineWorld::reconfigure(const std::string& settings) {
   change_layout(Controller::kReconfigureService, " " + settings);
 }
 
+void PipelineWorld::reshard_target(const std::string& sink, int tablets) {
+  TargetLog& log = targets_.at(sink);
+  log.tablets = tablets;
+  log.reshards.emplace_back(world_->now(), tablets);
+  world_->record(world_->find(sink_target_node(sink)), fmt::format("is resharded to {} tablets", tablets));
+}
+
 void PipelineWorld::change_layout(const char* service, const std::string& changes) {
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, fmt::format("asks the controller to {}:{}", service, changes));
@@ -450,6 +458,11 @@ std::vector<std::string> PipelineWorld::in_flight() const {
 bool PipelineWorld::drained() const {
   if (world_->now() < last_write_ts()) return false;
   if (operations_pending_ > 0) return false;
+  // A layout change under way is made first, and a resharded target is followed.
+  if (data_.latest(tables::kController, kLayoutPendingKey)) return false;
+  for (const auto& sink : current_spec_.sinks) {
+    if (sink.target_tablets > 0 && targets_.at(sink.name).tablets != sink.partitions) return false;
+  }
   if (finite_sources() && data_.latest(tables::kController, "state") != "completed") return false;
   for (const auto& source : current_spec_.sources) {
     for (int p = 0; p < source.partitions; ++p) {

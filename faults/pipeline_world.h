@@ -104,6 +104,9 @@ class PipelineWorld {
   void repartition(const std::map<std::string, int>& partitions);
   // The same for settings that change live ("epoch_period=20ms epoch_batch_limit=8").
   void reconfigure(const std::string& settings);
+  // Someone reshards the sharded queue an async sink writes (target_tablets): from now on it
+  // has `tablets` tablets. The engine is not told; its controller notices.
+  void reshard_target(const std::string& sink, int tablets);
   // The spec in force: the stored layout's (core/layout.h) over the one the world started with,
   // as of the last commit.
   const PipelineSpec& current_spec() const { return current_spec_; }

@@ -480,6 +480,7 @@ void RealDeployment::serve_target(const std::string& sink) {
     const uint64_t seqno = in.u64();
     const uint64_t lease = in.u64();
     const std::string message(in.bytes());
+    (void)in.u64();  // the tablet: the queue table here is not sharded
     if (!in.done()) return Status::invalid_argument("malformed append");
     auto tx = store_.begin();
     if (!tx) return tx.error();
@@ -503,6 +504,12 @@ void RealDeployment::serve_target(const std::string& sink) {
     auto committed = store_.commit(*tx, {});
     if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
     return std::string("appended");
+  });
+  // The table is never resharded here: it has the tablets the spec gives it.
+  const SinkSpec* spec = spec_.sink(sink);
+  const int tablets = spec != nullptr ? spec->target_tablets : 0;
+  loop_.network(node).serve(kSinkDescribeService, [tablets](const std::string&, std::string_view) -> Result<std::string> {
+    return std::to_string(tablets);
   });
 }
 

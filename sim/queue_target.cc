@@ -22,7 +22,7 @@ std::optional<Status> TargetFaults::injected_failure(Random& random) {
   return std::nullopt;
 }
 
-bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now) {
+bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now, int tablet) {
   if (!producer.empty()) {
     uint64_t& last = last_seqno[producer];
     if (seqno <= last) {
@@ -32,6 +32,7 @@ bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lea
     last = seqno;
   }
   appended.push_back({std::move(message), producer, lease, now});
+  appended.back().tablet = tablet;
   return true;
 }
 
@@ -46,16 +47,22 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
       const uint64_t seqno = in.u64();
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
+      const uint64_t partition = in.u64();
       if (!in.done() || !message) return Status::invalid_argument("malformed append");
       if (auto failure = faults.injected_failure(random)) return *failure;
       const MessageId id = message->id;
-      if (!log.append(producer, seqno, lease, std::move(*message), world.now())) {
+      const int tablet = log.tablets > 0 ? static_cast<int>(partition % static_cast<uint64_t>(log.tablets)) : -1;
+      if (!log.append(producer, seqno, lease, std::move(*message), world.now(), tablet)) {
         world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), producer, seqno));
         return std::string("duplicate");
       }
-      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}", format_id(id),
-                                     producer.empty() ? "(at-most-once)" : producer, seqno, lease));
+      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}{}", format_id(id),
+                                     producer.empty() ? "(at-most-once)" : producer, seqno, lease,
+                                     tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
       return std::string("appended");
+    });
+    node.network.serve(kSinkDescribeService, [&log](const std::string&, std::string_view) -> Result<std::string> {
+      return std::to_string(log.tablets);
     });
     return nullptr;
   };

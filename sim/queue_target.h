@@ -2,7 +2,12 @@
 // message carrying (producer_id, seqNo) is appended only if seqNo is above the last one seen
 // from that producer; a repeat is acknowledged without appending. A message without a
 // producer id is always appended. The log is the target's disk: it survives crashes.
-// Request: producer id, seqNo, the sender's Lease (recorded for the fencing checker), message.
+// Request: producer id, seqNo, the sender's Lease (recorded for the fencing checker), message,
+// tablet. A sharded target (tablets > 0) keeps each message in the tablet the sink partition
+// writes, folded into the tablets it has now (a partition of a sink not yet recreated after a
+// reshard may name one that is gone); the producer sessions are the queue's, whatever the
+// tablet, as the producer table of a YTsaurus queue is. It tells its tablet count
+// (kSinkDescribeService) to the controller, which keeps the sink's partitions equal to it.
 #pragma once
 
 #include <functional>
@@ -53,8 +58,12 @@ struct TargetLog {
     uint64_t txn_producer = 0;
     int64_t txn = -1;
     int64_t committed_txn = -1;
+    int tablet = -1;  // a sharded queue's tablet that holds it; -1 for other targets
   };
   std::vector<Entry> appended;
+  // A sharded queue: its tablets now (0: not sharded), changed by a reshard at the times given.
+  int tablets = 0;
+  std::vector<std::pair<Micros, int>> reshards;
   std::map<std::string, uint64_t> last_seqno;
   uint64_t deduplicated = 0;
   // http receivers that honour Idempotency-Key: the keys seen.
@@ -66,7 +75,7 @@ struct TargetLog {
   }
   // Flow's Queue API dedup: appends `message` unless `producer` already sent this seqNo or
   // a later one (an empty producer always appends). Returns whether it appended.
-  bool append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now);
+  bool append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now, int tablet = -1);
 };
 
 BootFn queue_target_boot(TargetLog& log, TargetFaults& faults);

@@ -419,6 +419,56 @@ TEST(EngineTest, RepartitioningMovesEveryKeyToItsNewPartitionAndKeepsTheCounts) 
   expect_reference(w, reg);
 }
 
+// The sharded queue clicks_out writes is resharded 2 -> 3 while the only controller is down:
+// the restarted one compares the target's tablets with the count stored in the layout (not
+// with anything it saw itself), drains, and recreates the sink's partitions, one per tablet,
+// numbering from 1 under producer ids of the next generation.
+struct ReshardRun {
+  PipelineResult got, expected;
+  Layout layout;
+  std::set<std::string> producers;  // of clicks_out's messages
+};
+ReshardRun reshard_while_controller_down(const ComputationRegistry& reg, const BugSwitches& bugs) {
+  PipelineWorldOptions options;
+  options.workload.messages = 1200;  // written over six seconds: the recreated partitions have some to write
+  options.bugs = bugs;
+  PipelineWorld w(load("target_reshard"), reg, options);
+  w.start();
+  w.world().run_until(800 * kMillis);
+  EXPECT_FALSE(w.targets().at("clicks_out").appended.empty());  // delivered under the first ids
+  const sim::NodeIndex controller = w.world().find("controller");
+  w.world().crash(controller);
+  w.reshard_target("clicks_out", 3);
+  w.world().run_until(w.world().now() + 100 * kMillis);
+  w.world().start(controller);
+  EXPECT_TRUE(w.run_until_drained(60 * kSeconds));
+  ReshardRun run{w.result(), run_reference(w.spec(), reg, w.inputs()), stored_layout(w.store_data()).value_or(Layout{}), {}};
+  for (const auto& entry : w.targets().at("clicks_out").appended) run.producers.insert(entry.producer);
+  return run;
+}
+
+TEST(EngineTest, ATargetReshardedWhileTheControllerIsDownIsFollowedUnderFreshProducerIds) {
+  const ComputationRegistry reg = registry();
+  const ReshardRun run = reshard_while_controller_down(reg, BugSwitches{});
+  const Layout& layout = run.layout;
+  EXPECT_EQ(run.got.sinks, run.expected.sinks);
+  EXPECT_EQ(run.got.tables, run.expected.tables);
+  EXPECT_EQ(layout.target_tablets, (std::map<std::string, int>{{"clicks_out", 3}}));
+  EXPECT_EQ(layout.partitions.at("clicks_out"), 3);
+  EXPECT_EQ(layout.partitions.at("counts_out"), 4);
+  EXPECT_EQ(layout.producer_generations, (std::map<std::string, uint32_t>{{"clicks_out", 1}}));
+  EXPECT_EQ(run.producers, (std::set<std::string>{"sink/clicks_out/0", "sink/clicks_out/1", "sink/clicks_out/0#1",
+                                              "sink/clicks_out/1#1", "sink/clicks_out/2#1"}));
+  // Resending under the old ids while numbering from 1 again: the target, which remembers
+  // them at higher seqNos, drops what the recreated partitions send first.
+  BugSwitches keeps;
+  keeps.reshard_keeps_producer_ids = true;
+  const ReshardRun lost = reshard_while_controller_down(reg, keeps);
+  EXPECT_EQ(lost.producers.count("sink/clicks_out/0#1"), 0u);
+  EXPECT_LT(lost.got.sinks.at("clicks_out").size(), lost.expected.sinks.at("clicks_out").size());
+  EXPECT_EQ(lost.got.sinks.at("counts_out"), lost.expected.sinks.at("counts_out"));
+}
+
 TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeRepartitioned) {
   const ComputationRegistry reg = registry();
   PipelineWorld w(load("repartition"), reg, PipelineWorldOptions{});

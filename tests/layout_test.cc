@@ -34,13 +34,17 @@ TEST(LayoutTest, EncodesPartitionsSpecAndSourceGenerations) {
   layout.partitions = {{"Counter", 8}};
   layout.spec_yaml = spec_yaml(kEventsV2);
   layout.source_generations = {{"events", 2}, {"gone", 0}};
+  layout.target_tablets = {{"out", 3}};
+  layout.producer_generations = {{"out", 2}};
   EXPECT_EQ(decode_layout(encode_layout(layout)), layout);
-  // Rows written before specs were stored (version and partitions only), and before settings
-  // changed live (no settings).
+  // Rows written before specs were stored (version and partitions only), before settings
+  // changed live (no settings), and before sink targets were followed.
   Layout old;
   old.version = 3;
   old.partitions = {{"Counter", 2}};
   std::string bytes = encode_layout(old);
+  bytes.resize(bytes.size() - 2);  // the two empty maps of sink targets
+  EXPECT_EQ(decode_layout(bytes), old);
   bytes.resize(bytes.size() - 2);  // the settings, both zero
   EXPECT_EQ(decode_layout(bytes), old);
   bytes.resize(bytes.size() - 2);  // the empty spec and the empty generation map
@@ -136,6 +140,15 @@ TEST(LayoutTest, SettingsThatChangeLiveAreTheEpochPeriodAndTheBatchLimit) {
     ASSERT_FALSE(refused.has_value()) << text;
     EXPECT_EQ(refused.error().message(), error);
   }
+}
+
+TEST(LayoutTest, ASinkWithAShardedTargetIsNotRepartitionedByHand) {
+  const PipelineSpec spec = parsed(
+      "name: t\nsources:\n  q: {type: queue, output_stream: a}\nsinks:\n  out: {input_stream: a, target_tablets: 2}\n");
+  const auto refused = parse_repartition(spec, "out=3");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message(),
+            "sink out: it has one partition per tablet of its sharded target; reshard the target instead");
 }
 
 }  // namespace

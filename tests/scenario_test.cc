@@ -164,7 +164,29 @@ TEST(ScenarioTest, ARespecNamesASpecTheSimulatorCanCheck) {
                 .find("computation Counter: 1 partitions in the new spec, 3 in force"),
             std::string::npos);
   EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n")
-                .find("one of repartition, respec and reconfigure"),
+                .find("one of repartition, respec, reconfigure and reshard_target"),
+            std::string::npos);
+}
+
+TEST(ScenarioTest, AReshardNamesASinkWithAShardedTarget) {
+  const std::string head = "name: t\nkind: pipeline\npipeline: " + std::string(ONCEFLOW_SOURCE_DIR) +
+                           "/scenarios/pipelines/target_reshard.yaml\noperations:\n";
+  auto s = load_scenario(write_temp(head + "  - {at: 1s, reshard_target: {sink: clicks_out, tablets: 5}}\n"));
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  ASSERT_EQ(s->pipeline.target_reshards.size(), 1u);
+  EXPECT_EQ(s->pipeline.target_reshards[0].at_us, 1 * kSeconds);
+  EXPECT_EQ(s->pipeline.target_reshards[0].sink, "clicks_out");
+  EXPECT_EQ(s->pipeline.target_reshards[0].tablets, 5);
+  EXPECT_NE(error_of(head + "  - {at: 1s, reshard_target: {sink: nowhere, tablets: 5}}\n")
+                .find(":5: operations.reshard_target.sink: 'nowhere' is not a sink with a sharded target"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, reshard_target: {sink: clicks_out, tablets: 0}}\n").find("must be in [1, 1024], got 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, reshard_target: {sink: clicks_out}}\n")
+                .find("operations.reshard_target.tablets: missing"),
+            std::string::npos);
+  EXPECT_NE(error_of(head + "  - {at: 1s, reshard_target: {sink: clicks_out, tablets: 2, shards: 3}}\n")
+                .find("operations.reshard_target.shards: unknown key (known: sink, tablets)"),
             std::string::npos);
 }
 

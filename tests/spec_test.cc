@@ -452,6 +452,19 @@ TEST(SpecTest, TimingMustBeSensible) {
 
 // ---- Type errors -------------------------------------------------------------------------
 
+TEST(SpecTest, ASinkWithAShardedTargetHasOnePartitionPerTablet) {
+  const std::string head =
+      "name: t\nsources:\n  q: {type: queue, output_stream: a}\nsinks:\n  out: {input_stream: a, ";
+  const auto spec = parse(head + "target_tablets: 3}\n");
+  ASSERT_TRUE(spec.has_value()) << spec.error().message();
+  EXPECT_EQ(spec->sinks[0].target_tablets, 3);
+  EXPECT_EQ(spec->sinks[0].partitions, 3);
+  expect_valid(head + "target_tablets: 3, partitions: 3}\n");
+  expect_error(head + "target_tablets: 3, partitions: 2}\n", "sinks.out.partitions: a sink with target_tablets");
+  expect_error(head + "type: sync_queue, target_tablets: 3}\n", "sinks.out.target_tablets: only async_queue sinks");
+  expect_error(head + "target_tablets: 0}\n", "sinks.out");
+}
+
 TEST(SpecTest, RejectsNonIntegers) {
   expect_error(with_worker_line("partitions: abc"),
                "spec.yaml:10: computations.Worker.partitions: expected an integer, got 'abc'");
