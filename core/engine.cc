@@ -1,5 +1,7 @@
 #include "core/engine.h"
 
+#include "core/env/random.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -160,6 +162,11 @@ bool BugSwitches::any() const {
 void fault_point(const EngineEnv& env, std::string_view point) {
   if (env.fault_points == nullptr || !env.fault_points->crash_here(point)) return;
   while (true) env.runtime.sleep_for(kSeconds);  // the crash unwinds this fiber
+}
+
+int key_partition(uint64_t key, int partitions) {
+  const auto range = (static_cast<unsigned __int128>(mix64(key)) * static_cast<uint64_t>(partitions)) >> 64;
+  return static_cast<int>(range);
 }
 
 std::string sink_target_node(std::string_view sink) { return "target-" + std::string(sink); }

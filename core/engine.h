@@ -39,6 +39,12 @@ struct JobId {
 // Every job of the pipeline, in a stable order.
 std::vector<JobId> all_jobs(const PipelineSpec& spec);
 
+// The partition a key belongs to among `partitions`: the hash space is cut into `partitions`
+// equal ranges, in order, and a key goes to the range its hash falls in. Changing the count
+// splits and merges ranges: each new partition's keys come from the old partitions whose
+// ranges overlap its own.
+int key_partition(uint64_t key, int partitions);
+
 // --- Tables --------------------------------------------------------------------------------
 // The store tables the engine uses. Keys that hold numbers use fixed-width hex so that key
 // order is numeric order.

@@ -835,7 +835,7 @@ void Job::emit(EpochTx& etx, Message m) {
   if (source_ != nullptr) etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, m.alignment_ts);
   const Consumer& consumer = consumers_.at(m.stream);
   if (consumer.partitions != 0) {  // else nothing reads this stream
-    const int partition = static_cast<int>(m.key % static_cast<uint64_t>(consumer.partitions));
+    const int partition = key_partition(m.key, consumer.partitions);
     etx.tx.put(consumer.table, tables::stream_row_key(partition, m), encode_message(m));
   }
   etx.record.produced.push_back(std::move(m));

@@ -273,7 +273,7 @@ Result<size_t> move_by_key(Store& store, Transaction& tx, const std::string& tab
       const int p = partition_of_row(row.key);
       const auto key = key_of(row);
       if (p < 0 || !key) continue;
-      const int want = static_cast<int>(*key % static_cast<uint64_t>(partitions));
+      const int want = key_partition(*key, partitions);
       if (want == p) continue;
       std::string to = tables::partition_prefix(want) + row.key.substr(5);
       if (moves != nullptr) moves->emplace_back(table + ":" + row.key, table + ":" + to);

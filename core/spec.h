@@ -3,8 +3,8 @@
 // A pipeline has sources, computations, internal streams and sinks. A source is read by
 // its own reader jobs (one per source partition), which give each message its MessageId and
 // write it into the source's output stream. A computation reads one or more streams and
-// writes zero or more; it runs as one job per partition, and messages go to partition
-// `key % partitions`. A sink reads one stream. Streams are named implicitly: a stream
+// writes zero or more; it runs as one job per partition, and a message goes to the partition
+// whose hash range holds its key (key_partition() in core/engine.h). A sink reads one stream. Streams are named implicitly: a stream
 // exists when some source or computation names it as an output.
 //
 // The spec is loaded from YAML (load_pipeline_spec) and validated; an invalid spec is
@@ -93,7 +93,7 @@ struct SinkSpec {
   std::string name;
   SinkType type = SinkType::kAsyncQueue;
   std::string input_stream;
-  int partitions = 1;  // writer jobs; messages go to partition key % partitions
+  int partitions = 1;  // writer jobs; a message goes to the one whose hash range holds its key
   AtMostOnceStrategy at_most_once_strategy;  // async sinks only
   // async queue sinks: the target queue's tablets, sink partition i writing tablet i (0: the
   // target is not sharded). The controller keeps the sink's partitions equal to the target's

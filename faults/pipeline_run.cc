@@ -209,14 +209,25 @@ class PointPolicy {
 
 constexpr Micros kSettleUs = 1 * kSeconds;
 
+namespace {
+// How many partitions' worth of keys 0..keys-1 the busiest of `partitions` hash ranges holds
+// the share of: keys / (keys in the busiest partition), at least 1.
+int keyed_parallelism(int partitions, uint64_t keys) {
+  if (keys == 0 || partitions <= 1) return std::max(1, partitions);
+  std::vector<uint64_t> held(static_cast<size_t>(partitions));
+  for (uint64_t key = 0; key < keys; ++key) ++held[static_cast<size_t>(key_partition(key, partitions))];
+  return static_cast<int>(std::max<uint64_t>(1, keys / *std::max_element(held.begin(), held.end())));
+}
+}  // namespace
+
 Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us,
-                           uint64_t messages) {
+                           uint64_t messages, uint64_t keys) {
   assert(clock_jump_us >= 0);
   const auto stages = static_cast<Micros>(spec.computations.size() + 2);
   int fewest_partitions = INT32_MAX;
   for (const auto& s : spec.sources) fewest_partitions = std::min(fewest_partitions, s.partitions);
-  for (const auto& c : spec.computations) fewest_partitions = std::min(fewest_partitions, c.partitions);
-  for (const auto& s : spec.sinks) fewest_partitions = std::min(fewest_partitions, s.partitions);
+  for (const auto& c : spec.computations) fewest_partitions = std::min(fewest_partitions, keyed_parallelism(c.partitions, keys));
+  for (const auto& s : spec.sinks) fewest_partitions = std::min(fewest_partitions, keyed_parallelism(s.partitions, keys));
   const auto partitions = static_cast<uint64_t>(std::max(1, fewest_partitions));
   const auto per_epoch = static_cast<uint64_t>(spec.epoch_batch_limit) * partitions;
   Micros backlog = static_cast<Micros>(2 * messages / per_epoch) * spec.epoch_period_us;
@@ -544,12 +555,14 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.liveness_bound_us = o.liveness_bound_us > 0
                               ? o.liveness_bound_us
                               : liveness_bound_rule(spec, wo.engine, largest_clock_fault(out.plan),
-                                                    static_cast<uint64_t>(o.workload.messages));
+                                                    static_cast<uint64_t>(o.workload.messages),
+                                                    static_cast<uint64_t>(o.workload.keys));
   out.knobs = knobs;
   world.run_sampling(calm_from + 200 * kMillis);
   Micros drained_at = -1;
   if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
   if (drained_at >= 0) out.drain_us = drained_at - calm_from;
+
   // The store is drained; let replies in flight land and at-most-once queues empty.
   world.world().run_until(world.world().now() + kSettleUs);
 

@@ -92,9 +92,11 @@ checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHous
 //   + 2 x messages / (timers_per_epoch x the fewest partitions) x epoch_period
 //                                    with timer streams: two timers per input may still wait
 //   + 2 s                            settling
-// clock_jump is the largest clock skew or jump the run may inject (swarm: 2 s), else 0.
+// clock_jump is the largest clock skew or jump the run may inject (swarm: 2 s), else 0. A
+// computation's or sink's partitions count as keys / (keys in its busiest partition), keys
+// being spread over hash ranges (key_partition); `keys` 0: as many as partitions, evenly.
 Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us,
-                           uint64_t messages);
+                           uint64_t messages, uint64_t keys = 0);
 // The fault kinds swarm mode draws from for `options`: its swarm_kinds (default: every
 // pipeline kind) without those its sinks' guarantees exclude (`duplicate` with an
 // at-most-once sink).

@@ -24,8 +24,11 @@ namespace onceflow::real {
 // 2: a job's meta row ends with its input dedup cleanup cursor;
 // 3: a timer row's value ends with the id of the timer's creation;
 // 4: the controller's layout row holds every computation's and queue sink's partition count
-//    (the shape no longer does), a source's offsets are kept under its origin.
-inline constexpr uint32_t kDataFormatVersion = 4;
+//    (the shape no longer does), a source's offsets are kept under its origin;
+// 5: rows keyed by partition (streams, timers, input dedup) are in the partition whose hash
+//    range holds their key (key_partition), not key % partitions; the layout row may end
+//    with sink targets' tablet counts and producer generations.
+inline constexpr uint32_t kDataFormatVersion = 5;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

@@ -1,6 +1,7 @@
 // The layout row (core/layout.h): its encoding, and what a spec given to a stopped pipeline
 // may change (respecified_layout): sources whose input changes get a new origin, names that
 // come back never reuse an old one, partition counts are a repartition's business.
+#include "core/engine.h"
 #include "core/layout.h"
 
 #include <gtest/gtest.h>
@@ -149,6 +150,28 @@ TEST(LayoutTest, ASinkWithAShardedTargetIsNotRepartitionedByHand) {
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().message(),
             "sink out: it has one partition per tablet of its sharded target; reshard the target instead");
+}
+
+TEST(LayoutTest, APartitionIsAHashRangeAndANewCountSplitsAndMergesRanges) {
+  constexpr uint64_t kKeys = 20000;
+  for (const int n : {1, 2, 3, 8}) {
+    std::vector<int> held(static_cast<size_t>(n));
+    for (uint64_t key = 0; key < kKeys; ++key) ++held[static_cast<size_t>(key_partition(key, n))];
+    for (const int count : held) {  // even within a few percent
+      EXPECT_GT(count, static_cast<int>(kKeys) / n * 95 / 100) << n;
+      EXPECT_LT(count, static_cast<int>(kKeys) / n * 105 / 100) << n;
+    }
+  }
+  // Each new partition's keys come only from the old partitions whose ranges overlap its own:
+  // new j of m covers [j/m, (j+1)/m) of the hash space, old i of n covers [i/n, (i+1)/n).
+  for (const auto& [n, m] : std::vector<std::pair<int, int>>{{1, 8}, {8, 2}, {2, 8}, {8, 3}, {3, 5}}) {
+    for (uint64_t key = 0; key < kKeys; ++key) {
+      const int from = key_partition(key, n);
+      const int to = key_partition(key, m);
+      EXPECT_LT(static_cast<int64_t>(from) * m, static_cast<int64_t>(to + 1) * n) << key << " " << n << "->" << m;
+      EXPECT_LT(static_cast<int64_t>(to) * n, static_cast<int64_t>(from + 1) * m) << key << " " << n << "->" << m;
+    }
+  }
 }
 
 }  // namespace
