@@ -147,7 +147,10 @@ struct PipelineHistory {
   std::vector<TargetReshard> target_reshards;
   std::map<std::string, int> sink_partitions_at_end;
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
-  int64_t heal_at = 0;  // the calm: faults lifted and every input written (the later of the two)
+  // The calm: faults lifted, every input written and the operator's last state request made
+  // (the latest of them); and when the faults alone were lifted.
+  int64_t heal_at = 0;
+  int64_t faults_lifted_at = 0;
   int64_t liveness_bound = 0;
   int64_t drained_at = -1;  // -1: never drained
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports

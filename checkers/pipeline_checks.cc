@@ -632,6 +632,23 @@ Verdict LifecycleCheck::check(const PipelineHistory& h) const {
   for (const ControllerCommit& c : h.controller_commits) {
     for (const auto& [job, lease] : c.job_leases) job_leases.insert(lease);
   }
+  // A drain ends: once the faults are lifted, a pipeline left draining reaches "stopped"
+  // within the liveness bound (unless it is started again first).
+  for (size_t i = 0; i < h.state_changes.size(); ++i) {
+    const StateChangeRecord& change = h.state_changes[i];
+    if (change.state != "draining") continue;
+    const int64_t deadline = std::max(change.commit_time, h.faults_lifted_at) + h.liveness_bound;
+    const StateChangeRecord* next = i + 1 < h.state_changes.size() ? &h.state_changes[i + 1] : nullptr;
+    if (next != nullptr && (next->state == "stopped" || next->commit_time <= deadline)) continue;
+    if (next == nullptr && h.drained_at >= 0 && h.drained_at <= deadline) continue;
+    return failure(name(), h,
+                   fmt::format("the drain stored at version {} ({}us) had not ended by {}us, the liveness bound after "
+                               "it (and the faults) began; {}",
+                               change.version, change.commit_time, deadline,
+                               next == nullptr ? std::string("it never ended")
+                                               : fmt::format("the pipeline was {} at {}us instead", next->state,
+                                                             next->commit_time)));
+  }
   size_t stops = 0;
   const StateChangeRecord* completed = nullptr;
   for (const StateChangeRecord& change : h.state_changes) {

@@ -93,7 +93,8 @@ class SwiftDeterminismCheck final : public PipelineChecker {
 // A pipeline is stopped only after draining and completes only once: when the controller
 // stores "stopped" or "completed", nothing is in flight (no stream row, no unacknowledged
 // outbox row, no message in an at-most-once queue) and no job Lease is active; after
-// "completed", no epoch commits and no job Lease is stored again.
+// "completed", no epoch commits and no job Lease is stored again. And a drain ends: a pipeline
+// left draining reaches "stopped" within the liveness bound after the calm.
 class LifecycleCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "lifecycle"; }

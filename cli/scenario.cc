@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <sstream>
 #include <limits>
 #include <set>
 
@@ -338,19 +340,30 @@ class Loader {
   }
 
   // operations: [{at: 1s, repartition: {Name: count, ...}}, {at: 2s, respec: FILE},
-  // {at: 3s, reconfigure: {...}}, {at: 4s, reshard_target: {sink: NAME, tablets: N}}, ...]
+  // {at: 3s, reconfigure: {...}}, {at: 4s, reshard_target: {sink: NAME, tablets: N}},
+  // {at: 5s, set_state: stopped}, ...]
   void load_operations(const YAML::Node& ops, faults::PipelineRunOptions& o) {
-    constexpr const char* kForm = "{at, repartition}, {at, respec}, {at, reconfigure} or {at, reshard_target}";
+    constexpr const char* kForm =
+        "{at, repartition}, {at, respec}, {at, reconfigure}, {at, reshard_target} or {at, set_state}";
     if (!ops.IsSequence()) fail(ops, "operations", fmt::format("expected a list of {}", kForm));
     for (const auto& op : ops) {
       if (!op.IsMap()) fail(op, "operations", fmt::format("expected one of {}", kForm));
-      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure", "reshard_target"});
+      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure", "reshard_target", "set_state"});
       if (!op["at"]) fail(op, "operations.at", "missing");
       const Micros at = duration(op["at"], "operations.at");
       if (static_cast<int>(op["repartition"].IsDefined()) + op["respec"].IsDefined() + op["reconfigure"].IsDefined() +
-              op["reshard_target"].IsDefined() >
+              op["reshard_target"].IsDefined() + op["set_state"].IsDefined() >
           1) {
-        fail(op, "operations", "one of repartition, respec, reconfigure and reshard_target per operation");
+        fail(op, "operations", "one of repartition, respec, reconfigure, reshard_target and set_state per operation");
+      }
+      if (op["set_state"]) {
+        const std::string state = string(op["set_state"], "operations.set_state");
+        if (state != "stopped" && state != "paused" && state != "working") {
+          fail(op["set_state"], "operations.set_state",
+               fmt::format("expected stopped, paused or working, got '{}'", state.substr(0, 40)));
+        }
+        o.state_requests.emplace_back(at, state);
+        continue;
       }
       if (op["reshard_target"]) {
         load_reshard_target(op["reshard_target"], at, o);
@@ -433,7 +446,7 @@ class Loader {
     if (auto checked = respecified_layout(o.spec, Layout{}, *text); !checked) {
       fail(node, "operations.respec", fmt::format("{}: {}", relative, checked.error().message()));
     }
-    o.respecs.push_back({at, std::move(*text)});
+    o.respecs.push_back({at, std::move(*text), std::filesystem::absolute(path).lexically_normal().string()});
   }
 
   // `spec` with its queue sources' tables cleared: what a respec in the simulator may change.
@@ -579,6 +592,68 @@ Result<Scenario> load_scenario(const std::string& path) {
   }
 }
 
+namespace {
+// "epoch_period=20ms epoch_batch_limit=8" as (name, value) pairs.
+std::vector<std::pair<std::string, std::string>> split_settings(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    const size_t eq = item.find('=');
+    out.emplace_back(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1));
+  }
+  return out;
+}
+
+// The operator's actions of a pipeline scenario, in time order (a shrunk scenario keeps them).
+void write_operations(YAML::Emitter& y, const faults::PipelineRunOptions& o) {
+  std::vector<std::pair<Micros, std::function<void()>>> ops;
+  const auto op = [&y](Micros at, const char* what) {
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value << format_duration(at) << YAML::Key << what
+      << YAML::Value;
+  };
+  for (const auto& r : o.repartitions) {
+    ops.emplace_back(r.at_us, [&, &r = r] {
+      op(r.at_us, "repartition");
+      y << YAML::BeginMap;
+      for (const auto& [name, count] : r.partitions) y << YAML::Key << name << YAML::Value << count;
+      y << YAML::EndMap << YAML::EndMap;
+    });
+  }
+  for (const auto& r : o.reconfigures) {
+    ops.emplace_back(r.first, [&, &r = r] {
+      op(r.first, "reconfigure");
+      y << YAML::BeginMap;
+      for (const auto& item : split_settings(r.second)) y << YAML::Key << item.first << YAML::Value << item.second;
+      y << YAML::EndMap << YAML::EndMap;
+    });
+  }
+  for (const auto& r : o.respecs) {
+    ops.emplace_back(r.at_us, [&, &r = r] {
+      op(r.at_us, "respec");
+      y << r.path << YAML::EndMap;
+    });
+  }
+  for (const auto& r : o.target_reshards) {
+    ops.emplace_back(r.at_us, [&, &r = r] {
+      op(r.at_us, "reshard_target");
+      y << YAML::BeginMap << YAML::Key << "sink" << YAML::Value << r.sink << YAML::Key << "tablets" << YAML::Value
+        << r.tablets << YAML::EndMap << YAML::EndMap;
+    });
+  }
+  for (const auto& r : o.state_requests) {
+    ops.emplace_back(r.first, [&, &r = r] {
+      op(r.first, "set_state");
+      y << r.second << YAML::EndMap;
+    });
+  }
+  if (ops.empty()) return;
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  y << YAML::Key << "operations" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [at, write] : ops) write();
+  y << YAML::EndSeq;
+}
+}  // namespace
+
 std::string scenario_yaml(const Scenario& s, const std::string& name, const std::string& description) {
   YAML::Emitter y;
   y << YAML::BeginMap;
@@ -629,6 +704,7 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     if (s.pipeline.liveness_bound_us > 0) {
       y << YAML::Key << "liveness_bound" << YAML::Value << format_duration(s.pipeline.liveness_bound_us);
     }
+    write_operations(y, s.pipeline);
     if (!s.pipeline.knobs.empty()) {
       y << YAML::Key << "knobs" << YAML::Value << YAML::BeginMap;
       for (const auto& [name, value] : s.pipeline.knobs) {

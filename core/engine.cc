@@ -129,6 +129,7 @@ constexpr BugName kBugNames[] = {
     {"reconfigure-keeps-jobs", &BugSwitches::reconfigure_keeps_jobs},
     {"reshard-keeps-producer-ids", &BugSwitches::reshard_keeps_producer_ids},
     {"reshard-watches-widest", &BugSwitches::reshard_watches_widest},
+    {"drain-waits-for-sources", &BugSwitches::drain_waits_for_sources},
     {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},

@@ -135,6 +135,9 @@ struct BugSwitches {
   bool reshard_keeps_producer_ids = false;
   // the controller follows a reshard only of the sink with the most partitions
   bool reshard_watches_widest = false;
+  // draining, a job that stamps its outputs with its own clock still waits for the sources
+  // at the cut, so a stage that reads a source and a later stage's outputs never drains
+  bool drain_waits_for_sources = false;
   // Bugs of the simulated store the engine relies on (names "store-..."); mutants try them on
   // kernel scenarios too. See sim::StoreOptions.
   bool store_resolve_without_fence = false;

@@ -780,7 +780,8 @@ Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
   etx.prefetch(tables::kJobMeta, producer_metas_);
   Micros low = kNoWatermark;
   Micros bound = kNoWatermark;
-  const bool own_clock = computation_ == nullptr || computation_->type != ComputationType::kSwiftMap;
+  const bool own_clock = (computation_ == nullptr || computation_->type != ComputationType::kSwiftMap) &&
+                         !env_.bugs.drain_waits_for_sources;
   for (size_t i = 0; i < producer_metas_.size(); ++i) {
     const auto meta = etx.read(tables::kJobMeta, producer_metas_[i]);
     if (!meta) {  // a producer that never committed may emit anything

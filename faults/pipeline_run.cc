@@ -220,6 +220,12 @@ int keyed_parallelism(int partitions, uint64_t keys) {
 }
 }  // namespace
 
+Micros calm(const PipelineRunOptions& o, Micros heal_at, Micros last_write) {
+  Micros at = std::max(heal_at, last_write);
+  for (const auto& request : o.state_requests) at = std::max(at, request.first);
+  return at;
+}
+
 Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine, Micros clock_jump_us,
                            uint64_t messages, uint64_t keys) {
   assert(clock_jump_us >= 0);
@@ -427,7 +433,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
       h.pending_timers.push_back(table + ":" + row.key);
     }
   }
-  h.heal_at = std::max(o.heal_at_us, w.last_write_ts());  // the calm: faults lifted, input in
+  h.faults_lifted_at = o.heal_at_us;
+  h.heal_at = calm(o, o.heal_at_us, w.last_write_ts());
   h.liveness_bound = liveness_bound;
   h.drained_at = drained_at;
   const auto& lines = w.world().trace().lines();
@@ -544,6 +551,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   for (const auto& r : o.reconfigures) {
     world.world().scheduler().at(r.first, sim::kWorldNode, [&world, r] { world.reconfigure(r.second); });
   }
+  for (const auto& r : o.state_requests) {
+    world.world().scheduler().at(r.first, sim::kWorldNode, [&world, r] { world.set_pipeline_state(r.second); });
+  }
   for (const auto& r : o.target_reshards) {
     world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.reshard_target(r.sink, r.tablets); });
   }
@@ -551,7 +561,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   injector.schedule(out.plan);
 
   // Past the heal, so that paused nodes come back; then until drained or out of bound.
-  const Micros calm_from = std::max(out.plan.heal_at_us, world.last_write_ts());
+  const Micros calm_from = calm(o, out.plan.heal_at_us, world.last_write_ts());
   out.liveness_bound_us = o.liveness_bound_us > 0
                               ? o.liveness_bound_us
                               : liveness_bound_rule(spec, wo.engine, largest_clock_fault(out.plan),

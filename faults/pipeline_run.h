@@ -69,6 +69,8 @@ struct PipelineRunOptions {
     int tablets = 0;
   };
   std::vector<TargetReshard> target_reshards;
+  // An operator's state requests ("stopped", "paused", "working"), at the given times.
+  std::vector<std::pair<Micros, std::string>> state_requests;
 };
 
 // The guarantee a sink promises by its spec (and, for ClickHouse, its target's engine):
@@ -77,6 +79,10 @@ struct PipelineRunOptions {
 // outputs without exactly_once, and an exactly-once ClickHouse sink whose engine does not
 // deduplicate blocks; else exactly-once (ArkFlow's exactly_once output claims it).
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse = nullptr);
+
+// The calm, from which the liveness bound counts: every fault lifted (`heal_at`), every input
+// written, and the operator's last state request made (a stop halts the pipeline on purpose).
+Micros calm(const PipelineRunOptions& o, Micros heal_at, Micros last_write);
 
 // The liveness bound a run gets unless its scenario names one: the time the engine needs at
 // worst to get going again once every fault is lifted, plus the time each stage may lag.

@@ -62,6 +62,7 @@ struct PipelineWorldOptions {
   struct Respec {
     Micros at_us = 0;
     std::string yaml;
+    std::string path;  // the file it was read from (a scenario written back names it)
   };
   std::vector<Respec> respecs;
 };

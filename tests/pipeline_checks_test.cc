@@ -479,6 +479,22 @@ TEST(PipelineChecksTest, LifecycleFailsOnAStopWithRowsInFlight) {
   expect_failure(LifecycleCheck().check(h), {"stopped at version 6", "output_messages/counts_out:0000/0000000000000007"});
 }
 
+TEST(PipelineChecksTest, LifecycleFailsOnADrainThatDoesNotEndWithinTheBound) {
+  PipelineHistory h = ended_as("working");  // drained at 8,000us, started again at 10,000us
+  EXPECT_TRUE(LifecycleCheck().check(h).passed);
+  h.state_changes.back().commit_time = 13'000;  // the bound (5,000us) after the drain began: still in time
+  EXPECT_TRUE(LifecycleCheck().check(h).passed);
+  h.state_changes.back().commit_time = 13'001;
+  expect_failure(LifecycleCheck().check(h), {"the drain stored at version 5 (8000us) had not ended by 13000us",
+                                              "the pipeline was working at 13001us instead"});
+  h.faults_lifted_at = 9'000;  // a drain under faults has the bound from the heal on
+  EXPECT_TRUE(LifecycleCheck().check(h).passed);
+  h = ended_as("working");
+  h.state_changes.pop_back();  // left draining
+  h.drained_at = -1;
+  expect_failure(LifecycleCheck().check(h), {"had not ended by 13000us", "it never ended"});
+}
+
 TEST(PipelineChecksTest, LifecycleFailsOnAJobLeaseActiveAtCompletion) {
   PipelineHistory h = ended_as("completed");
   h.leases[2] = {0, 10'001};  // left to run out a moment later
@@ -494,6 +510,18 @@ TEST(PipelineChecksTest, LifecycleFailsOnACommitAfterCompletion) {
   h = ended_as("completed");
   h.controller_commits.push_back({"controller", 9, 8, 11'000, true, {{"source/numbers/0", 5}}});
   expect_failure(LifecycleCheck().check(h), {"stored 1 job Leases at version 8"});
+}
+
+TEST(PipelineChecksTest, LayoutFailsOnASinkThatDidNotFollowItsResharedTarget) {
+  PipelineHistory h = good_history();
+  h.target_reshards = {{"counts_out", 3, 2'000}, {"counts_out", 1, 4'000}};
+  h.sink_partitions_at_end = {{"counts_out", 1}};
+  const Verdict followed = LayoutCheck().check(h);
+  EXPECT_TRUE(followed.passed && followed.applicable) << followed.detail;
+  EXPECT_EQ(followed.detail, "2 target reshards of 1 sinks followed");
+  h.sink_partitions_at_end = {{"counts_out", 3}};
+  expect_failure(LayoutCheck().check(h), {"the target of sink counts_out was resharded to 1 tablets at 4000us",
+                                          "ended with 3 partitions"});
 }
 
 TEST(PipelineChecksTest, LayoutFailsOnAJobRunningOnWithAnOlderLayoutPastTheGrace) {

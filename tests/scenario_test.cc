@@ -74,6 +74,37 @@ TEST(ScenarioTest, AWrittenScenarioKeepsItsExternalSystems) {
   }
 }
 
+TEST(ScenarioTest, AWrittenScenarioKeepsItsOperations) {
+  for (const char* name : {"repartition.yaml", "reconfigure.yaml", "source_swap.yaml", "target_reshard.yaml",
+                           "pipeline_stop_long.yaml"}) {
+    auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name);
+    ASSERT_TRUE(s.has_value()) << s.error().message();
+    auto again = load_scenario(write_temp(scenario_yaml(*s, "copy", "a copy")));
+    ASSERT_TRUE(again.has_value()) << name << ": " << again.error().message();
+    const auto& a = s->pipeline;
+    const auto& b = again->pipeline;
+    ASSERT_EQ(b.repartitions.size(), a.repartitions.size()) << name;
+    for (size_t i = 0; i < a.repartitions.size(); ++i) {
+      EXPECT_EQ(b.repartitions[i].at_us, a.repartitions[i].at_us);
+      EXPECT_EQ(b.repartitions[i].partitions, a.repartitions[i].partitions);
+    }
+    EXPECT_EQ(b.reconfigures, a.reconfigures) << name;
+    ASSERT_EQ(b.respecs.size(), a.respecs.size()) << name;
+    for (size_t i = 0; i < a.respecs.size(); ++i) EXPECT_EQ(b.respecs[i].yaml, a.respecs[i].yaml);
+    ASSERT_EQ(b.target_reshards.size(), a.target_reshards.size()) << name;
+    for (size_t i = 0; i < a.target_reshards.size(); ++i) {
+      EXPECT_EQ(std::tie(b.target_reshards[i].at_us, b.target_reshards[i].sink, b.target_reshards[i].tablets),
+                std::tie(a.target_reshards[i].at_us, a.target_reshards[i].sink, a.target_reshards[i].tablets));
+    }
+    EXPECT_EQ(b.state_requests, a.state_requests) << name;
+  }
+  const std::string head = "name: t\nkind: pipeline\npipeline: " + std::string(ONCEFLOW_SOURCE_DIR) +
+                           "/scenarios/pipelines/keyed_aggregation.yaml\noperations:\n";
+  EXPECT_NE(error_of(head + "  - {at: 1s, set_state: halted}\n")
+                .find(":5: operations.set_state: expected stopped, paused or working, got 'halted'"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, AServiceLogNeedsMaxCyclesInTheSimulator) {
   const std::string pipeline = write_temp(
       "name: p\nsources:\n  log: {type: service_log, output_stream: e}\nsinks:\n  out: {input_stream: e}\n");
@@ -164,7 +195,7 @@ TEST(ScenarioTest, ARespecNamesASpecTheSimulatorCanCheck) {
                 .find("computation Counter: 1 partitions in the new spec, 3 in force"),
             std::string::npos);
   EXPECT_NE(error_of(head + "  - {at: 1s, respec: x.yaml, repartition: {Counter: 2}}\n")
-                .find("one of repartition, respec, reconfigure and reshard_target"),
+                .find("one of repartition, respec, reconfigure, reshard_target and set_state"),
             std::string::npos);
 }
 
