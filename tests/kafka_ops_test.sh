@@ -32,7 +32,7 @@ expect_exit() {  # expect_exit CODE NAME COMMAND...: runs it, output in $work/NA
   shift 2
   local rc=0
   "$@" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
-  [[ $rc -eq $want ]] || fail "$name: exit $rc, not $want: $(tail -c 600 "$work/$name.err")"
+  [[ $rc -eq $want ]] || fail "$name: exit $rc, not $want: $(tail -c 600 "$work/$name.err") $(tail -c 1500 "$work/$name.out")"
 }
 
 # 1. A source topic with more partitions than the spec names.
