@@ -777,6 +777,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   CLI::App app{"onceflow: deterministic simulation and verification of exactly-once pipelines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
+  app.set_version_flag("--version", std::string("onceflow ") + ONCEFLOW_VERSION);
+  app.option_defaults()->always_capture_default();  // --help shows every default
 
   std::string path;
   uint64_t seed = 1, seeds = 100, first_seed = 1;
@@ -883,8 +885,40 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   mutants->add_flag("--json", as_json, "Print one JSON object");
 
+  // "help [COMMAND]", and an unknown command named as such (CLI11 would only say that a
+  // subcommand is required).
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands({})) known += (known.empty() ? "" : ", ") + sub->get_name();
+    const auto command = [&](const std::string& name) -> CLI::App* {
+      for (CLI::App* sub : app.get_subcommands({})) {
+        if (sub->get_name() == name) return sub;
+      }
+      return nullptr;
+    };
+    if (first == "help") {
+      if (argc == 2) {
+        std::cout << app.help();
+        return kExitPass;
+      }
+      if (CLI::App* sub = command(argv[2])) {
+        std::cout << sub->help();
+        return kExitPass;
+      }
+      fmt::print(stderr, "onceflow: help: unknown command '{}' (commands: {})\n", bounded_message(argv[2]), known);
+      return kExitUsage;
+    }
+    if (command(first) == nullptr) {
+      fmt::print(stderr, "onceflow: unknown command '{}' (commands: {})\n", bounded_message(first), known);
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return kExitPass;
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return kExitPass;

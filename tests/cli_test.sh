@@ -50,6 +50,16 @@ lines=$("$bin" run "$tmp/bad.yaml" 2>&1 >/dev/null | wc -l)
 [ "$lines" -eq 1 ] || fail "bad scenario printed $lines lines, wanted 1"
 expect_rc 0 "$bin" --help
 expect_rc 0 "$bin" explore --help
+# CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.
+"$bin" --version | grep -qE '^onceflow [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version: $("$bin" --version 2>&1)"
+"$bin" help explore | grep -q -- "--seeds" || fail "help explore did not show explore's options"
+expect_rc 0 "$bin" help
+expect_rc 2 "$bin" help nosuch
+expect_rc 2 "$bin" foo
+msg=$("$bin" foo 2>&1 >/dev/null)
+[[ $msg == "onceflow: unknown command 'foo' (commands: run, explore, "* ]] || fail "unknown command: $msg"
+"$bin" explore --help | grep -q -- "--seeds.*100" || fail "explore --help does not show --seeds' default"
+"$bin" run --help | grep -q -- "--seed.*1" || fail "run --help does not show --seed's default"
 
 # onceflow real: a small run ends by itself, verifies, and resumes to the same answer.
 real_spec="$src/scenarios/real/keyed_aggregation.yaml"
