@@ -206,8 +206,15 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
 
+// The name this binary was invoked by (argv[0]): a user's own binary, which registers the
+// user's computations, names itself in the replay lines it prints, so they work when pasted.
+std::string& program_name() {
+  static std::string name = "onceflow";
+  return name;
+}
+
 std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm) {
-  return fmt::format("onceflow replay {} --seed {}{}{}", s.path, seed,
+  return fmt::format("{} replay {} --seed {}{}{}", program_name(), s.path, seed,
                      swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),
                      inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
 }
@@ -468,7 +475,9 @@ int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOpt
       fmt::print("\nfailing seeds ({}):\n", failing.size());
       for (size_t i = 0; i < failing.size() && i < 10; ++i) {
         const auto* r = failing[i];
-        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, r->first_failure, r->mix,
+        // The check's detail ends with the replay command, which has a line of its own here.
+        const std::string_view detail = std::string_view(r->first_failure).substr(0, r->first_failure.find(" — replay: "));
+        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, detail, r->mix,
                    replay_command(inv, s, r->seed, swarm));
       }
       if (failing.size() > 10) fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - 10);
@@ -530,7 +539,7 @@ void write_shrunk(const cli::Scenario& s, uint64_t seed, const std::string& chec
                                               fmt::format("shrunk from {} seed {}: still fails {}", s.path, seed, check));
   std::ofstream out(out_path);
   if (!out) throw UsageError{"cannot write " + out_path};
-  out << "# Written by onceflow shrink; replay with: onceflow run " << out_path << " --seed " << seed
+  out << "# Written by onceflow shrink; replay with: " << program_name() << " run " << out_path << " --seed " << seed
       << (bug.empty() ? "" : " --bug " + bug) << "\n"
       << yaml << "\n";
 }
@@ -580,9 +589,9 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     if (still_fails(candidate)) best = std::move(candidate);
   }
   write_shrunk(best, seed, check, out_path, inv.bug_name);
-  fmt::print("shrink {} seed {}: fails {}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: onceflow run {} --seed {}{}\n",
+  fmt::print("shrink {} seed {}: fails {}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: {} run {} --seed {}{}\n",
              path, seed, check, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
-             out_path, out_path, seed, inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
+             out_path, program_name(), out_path, seed, inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
   return kExitViolation;
 }
 
@@ -774,6 +783,7 @@ int cli_check_arguments(int argc, char** argv) {
 
 namespace {
 int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool execute) {
+  if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') program_name() = argv[0];
   CLI::App app{"onceflow: deterministic simulation and verification of exactly-once pipelines"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");
@@ -929,7 +939,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     // CLI11 puts the subcommand's help behind --help; one line is enough here.
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
-    fmt::print(stderr, "onceflow: {} (see onceflow --help)\n", bounded_message(what));
+    fmt::print(stderr, "onceflow: {} (see {} --help)\n", bounded_message(what), program_name());
     return kExitUsage;
   }
 

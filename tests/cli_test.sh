@@ -50,6 +50,12 @@ lines=$("$bin" run "$tmp/bad.yaml" 2>&1 >/dev/null | wc -l)
 [ "$lines" -eq 1 ] || fail "bad scenario printed $lines lines, wanted 1"
 expect_rc 0 "$bin" --help
 expect_rc 0 "$bin" explore --help
+# A failing seed's replay line names the binary as it was invoked (a user's own binary, which
+# registers the user's computations, prints its own name), once.
+"$bin" explore "$src/scenarios/target_reshard.yaml" --seeds 1 --bug reshard-watches-widest > "$tmp/failing.txt"
+grep -qF "    replay: $bin replay $src/scenarios/target_reshard.yaml --seed 1 --bug reshard-watches-widest" "$tmp/failing.txt" \
+  || fail "replay line: $(grep replay "$tmp/failing.txt")"
+[ "$(grep -c 'replay' "$tmp/failing.txt")" -eq 1 ] || fail "the replay command is printed more than once"
 # CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.
 "$bin" --version | grep -qE '^onceflow [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version: $("$bin" --version 2>&1)"
 "$bin" help explore | grep -q -- "--seeds" || fail "help explore did not show explore's options"
