@@ -206,6 +206,14 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
 
+// The scenario library: ./scenarios when there is one (the repository's root), else the one
+// this binary was built from.
+std::string default_library_dir() {
+  std::error_code ec;
+  if (std::filesystem::is_directory("scenarios", ec)) return "scenarios";
+  return ONCEFLOW_SCENARIOS_DIR;
+}
+
 // The name this binary was invoked by (argv[0]): a user's own binary, which registers the
 // user's computations, names itself in the replay lines it prints, so they work when pasted.
 std::string& program_name() {
@@ -682,6 +690,13 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   const Invocation clean{registry, {}, "", {}};
   uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
   std::vector<std::string> baseline_seeds;  // which ("<scenario> --seed N")
+  if (!as_json) {
+    fmt::print("mutants: {} bug switches against the {} scenarios in {}, up to {} seeds each, {} worker process{}\n\n",
+               BugSwitches::names().size(), store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
+    fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", "bug switch", "result", "caught by", "scenario", "seed",
+               "tried");
+    std::fflush(stdout);
+  }
   for (const std::string& bug : BugSwitches::names()) {
     Invocation inv{registry, {}, bug, {}};
     (void)inv.bugs.enable(bug);
@@ -837,7 +852,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   add_swarm(replay);
   add_bug(replay);
 
-  std::string library_dir = "scenarios";
+  std::string library_dir;  // default_library_dir() when not given
   uint64_t max_seeds = 200;
   std::string out_path;
   CLI::App* shrink = app.add_subcommand("shrink", "Reduce a failing seed to a smaller scenario that fails the same check");
@@ -884,12 +899,14 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   kafka_mock->add_option("--topic", mock_topics, "A topic to create, NAME or NAME:PARTITIONS (repeatable)");
 
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
-  list->add_option("--scenarios", library_dir, "Directory of scenario files");
+  list->add_option("--scenarios", library_dir,
+                   "Directory of scenario files (default: ./scenarios, else the library this binary was built with)");
   list->add_flag("--json", as_json, "Print one JSON object");
   bool list_probes = false;
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
-  mutants->add_option("--scenarios", library_dir, "Directory of scenario files");
+  mutants->add_option("--scenarios", library_dir,
+                   "Directory of scenario files (default: ./scenarios, else the library this binary was built with)");
   mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up")
       ->check(whole(1, 1'000'000));
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
@@ -971,6 +988,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
+    if (library_dir.empty()) library_dir = default_library_dir();
     if (list->parsed()) return list_probes ? cmd_list_probes(as_json) : cmd_list(library_dir, as_json);
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);

@@ -56,6 +56,8 @@ expect_rc 0 "$bin" explore --help
 grep -qF "    replay: $bin replay $src/scenarios/target_reshard.yaml --seed 1 --bug reshard-watches-widest" "$tmp/failing.txt" \
   || fail "replay line: $(grep replay "$tmp/failing.txt")"
 [ "$(grep -c 'replay' "$tmp/failing.txt")" -eq 1 ] || fail "the replay command is printed more than once"
+# list finds the scenario library from any directory.
+(cd "$tmp" && "$bin" list) | grep -q "retryable_request.yaml" || fail "list outside the repository found no library"
 # CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.
 "$bin" --version | grep -qE '^onceflow [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version: $("$bin" --version 2>&1)"
 "$bin" help explore | grep -q -- "--seeds" || fail "help explore did not show explore's options"
