@@ -427,6 +427,7 @@ struct ExploreOptions {
   bool as_json = false;
   bool require_effects = false;  // exit 1 when a configured fault kind had no effect
   bool require_probes = false;   // exit 1 when a probe was never reached
+  bool stop_on_first_failure = false;  // no seeds started after a failing one was seen
 };
 
 int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOptions& eo) {
@@ -438,17 +439,26 @@ int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOpt
   const Micros start = wall_now();
   const bool progress = !eo.as_json && isatty(STDERR_FILENO);
   cli::ExploreTally tally;
-  explore_seeds(inv, s, eo.first_seed, eo.seeds, eo.jobs, swarm, [&](const cli::SeedSummary& r) {
+  const auto seen = [&](const cli::SeedSummary& r) {
     tally.add(r);
     if (!progress) return;
     const size_t width = 40;
     const size_t done = tally.results().size();
     const size_t filled = done * width / eo.seeds;
     fmt::print(stderr, "\r[{}{}] {}/{} seeds", std::string(filled, '#'), std::string(width - filled, '.'), done, eo.seeds);
-  });
+  };
+  if (!eo.stop_on_first_failure) {
+    explore_seeds(inv, s, eo.first_seed, eo.seeds, eo.jobs, swarm, seen);
+  } else {  // in rounds, so that no round starts once a seed failed
+    const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
+    for (uint64_t first = eo.first_seed; first < eo.first_seed + eo.seeds && tally.failing().empty(); first += round) {
+      explore_seeds(inv, s, first, std::min(round, eo.first_seed + eo.seeds - first), eo.jobs, swarm, seen);
+    }
+  }
   if (progress) fmt::print(stderr, "\n");
   const double wall_ms = wall_ms_since(start);
   const auto failing = tally.failing();
+  const uint64_t ran = tally.results().size();  // all of --seeds unless stopped at a failure
   const bool probes_apply = s.kind == "pipeline";
   const bool effects_missing = !tally.kinds_without_effect().empty();
   const bool probes_missing = probes_apply && !tally.probes_never_hit().empty();
@@ -459,9 +469,9 @@ int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOpt
                                {"replay", replay_command(inv, s, r->seed, swarm)}});
     }
     fmt::print("{}\n", json{{"scenario", s.path},
-                            {"seeds", eo.seeds},
+                            {"seeds", ran},
                             {"first_seed", eo.first_seed},
-                            {"passed", eo.seeds - failing.size()},
+                            {"passed", ran - failing.size()},
                             {"failed", failing.size()},
                             {"demonstrates_failure", s.demonstrates_failure},
                             {"failing_seeds", failing_seeds},
@@ -474,11 +484,12 @@ int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOpt
                             {"wall_ms", wall_ms}}
                            .dump(2));
   } else {
-    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed\n", s.path, eo.seeds, eo.first_seed,
-               swarm ? "swarm faults" : "scripted faults", eo.seeds - failing.size(), failing.size());
+    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed{}\n", s.path, ran, eo.first_seed,
+               swarm ? "swarm faults" : "scripted faults", ran - failing.size(), failing.size(),
+               ran < eo.seeds ? fmt::format(" (stopped at the first failure, {} of {} seeds run)", ran, eo.seeds) : "");
     fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, tally.events(),
-               static_cast<double>(eo.seeds) / (wall_ms / 1e3));
-    tally.print(eo.seeds, probes_apply);
+               static_cast<double>(ran) / (wall_ms / 1e3));
+    tally.print(ran, probes_apply);
     if (!failing.empty()) {
       fmt::print("\nfailing seeds ({}):\n", failing.size());
       for (size_t i = 0; i < failing.size() && i < 10; ++i) {
@@ -841,6 +852,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   explore->add_flag("--require-effects", require_effects,
                     "Exit 1 when a fault kind configured or drawn had no effect in any seed");
   explore->add_flag("--require-probes", require_probes, "Exit 1 when a probe of core/probes.h was never reached");
+  bool stop_on_first_failure = false;
+  explore->add_flag("--stop-on-first-failure", stop_on_first_failure,
+                    "Start no more seeds once one has failed (seeds run in rounds of 4 per worker process)");
   std::vector<std::string> inert;
   explore->add_option("--inert-fault", inert,
                       "Checking the checks: faults of this kind are scheduled but do nothing (repeatable)");
@@ -979,7 +993,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   try {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) {
-      return cmd_explore(inv, path, {seeds, first_seed, jobs, swarm, as_json, require_effects, require_probes});
+      return cmd_explore(inv, path,
+                         {seeds, first_seed, jobs, swarm, as_json, require_effects, require_probes, stop_on_first_failure});
     }
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);

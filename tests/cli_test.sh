@@ -56,6 +56,11 @@ expect_rc 0 "$bin" explore --help
 grep -qF "    replay: $bin replay $src/scenarios/target_reshard.yaml --seed 1 --bug reshard-watches-widest" "$tmp/failing.txt" \
   || fail "replay line: $(grep replay "$tmp/failing.txt")"
 [ "$(grep -c 'replay' "$tmp/failing.txt")" -eq 1 ] || fail "the replay command is printed more than once"
+# --stop-on-first-failure starts no round of seeds once one failed.
+"$bin" explore "$src/scenarios/target_reshard.yaml" --seeds 100 --bug reshard-watches-widest --stop-on-first-failure \
+  > "$tmp/stopped.txt"
+grep -q "4 failed (stopped at the first failure, 4 of 100 seeds run)" "$tmp/stopped.txt" \
+  || fail "--stop-on-first-failure: $(head -1 "$tmp/stopped.txt")"
 # list finds the scenario library from any directory.
 (cd "$tmp" && "$bin" list) | grep -q "retryable_request.yaml" || fail "list outside the repository found no library"
 # CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.
