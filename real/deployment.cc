@@ -299,7 +299,8 @@ RealDeployment::Ending RealDeployment::run() {
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (now >= next_check && (kafka_sources_.empty() || o_.verify)) {
       next_check = now + kDrainCheckEvery;
-      if (drained()) ending = Ending::kDrained;
+      waiting_for_ = waiting_for();
+      if (waiting_for_.empty()) ending = Ending::kDrained;
     }
     if (o_.progress && now >= next_progress) {
       print_progress(now - started, false);
@@ -514,21 +515,29 @@ void RealDeployment::serve_target(const std::string& sink) {
 }
 
 // Everything produced has been consumed by the sources, and no stream row, outbox row or
-// timer is left.
-bool RealDeployment::drained() {
+// timer is left; else what is not yet.
+std::string RealDeployment::waiting_for() {
   auto tx = store_.begin();
-  if (!tx) return false;
-  bool done = read_u64(store_, *tx, kProducer, "next") >= inputs_.size();
+  if (!tx) return "the store (" + tx.error().message() + ")";
+  std::string missing;
+  if (const uint64_t next = read_u64(store_, *tx, kProducer, "next"); next < inputs_.size()) {
+    missing = fmt::format("the producer: {} of {} inputs written", next, inputs_.size());
+  }
   for (const auto& source : spec_.sources) {
     auto kafka = kafka_sources_.find(source.name);
-    for (int p = 0; done && p < source.partitions; ++p) {
-      const std::string key = source_key(source.name, p);
+    for (int p = 0; missing.empty() && p < source.partitions; ++p) {
       const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, source_key(source_origin(source), p));
       if (kafka != kafka_sources_.end()) {
         // Caught up with what the topic holds, and that much committed.
-        done = kafka->second->at_end(p) && kafka->second->next_offset(p) == read;
-      } else {
-        done = read == read_u64(store_, *tx, kProducer, key);
+        if (!kafka->second->at_end(p)) {
+          missing = fmt::format("source {} partition {}: the consumer to reach the end of the topic ({} fetched)",
+                                source.name, p, kafka->second->next_offset(p));
+        } else if (kafka->second->next_offset(p) != read) {
+          missing = fmt::format("source {} partition {}: {} of {} offsets committed", source.name, p, read,
+                                kafka->second->next_offset(p));
+        }
+      } else if (const uint64_t produced = read_u64(store_, *tx, kProducer, source_key(source.name, p)); read != produced) {
+        missing = fmt::format("source {} partition {}: {} of {} inputs read and committed", source.name, p, read, produced);
       }
     }
   }
@@ -536,15 +545,23 @@ bool RealDeployment::drained() {
   auto state = store_.get(*tx, tables::kController, "state");
   auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
   store_.abort(*tx);
-  if (!state || !pending || pending->has_value() || (state->has_value() && **state != "working" && **state != "completed")) {
-    return false;
+  if (!state || !pending) return "the store (a read failed)";
+  if (pending->has_value()) return "a layout change under way";
+  if (state->has_value() && **state != "working" && **state != "completed") {
+    return fmt::format("the controller (state '{}')", **state);
   }
-  if (!done || !progress_->amo_in_queue.empty()) return false;
-  for (const char* work : {"stream/", "output_messages/", "timers/"}) {
-    auto any = store_.any_rows(work);
-    if (!any || *any) return false;
+  if (!missing.empty()) return missing;
+  if (!progress_->amo_in_queue.empty()) {
+    return fmt::format("{} at-most-once messages still in the sender's queue", progress_->amo_in_queue.size());
   }
-  return true;
+  for (const auto& [prefix, what] : {std::pair{"stream/", "stream rows (messages between computations)"},
+                                     std::pair{"output_messages/", "outbox rows (messages not yet delivered)"},
+                                     std::pair{"timers/", "timers"}}) {
+    auto any = store_.any_rows(prefix);
+    if (!any) return "the store (" + any.error().message() + ")";
+    if (*any) return what;
+  }
+  return "";
 }
 
 void RealDeployment::print_progress(Micros elapsed, bool last) {
@@ -563,9 +580,11 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(), [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue; })) {
     outputs = fmt::format(", outputs {} in all", c.outputs);
   }
-  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets), epochs {}, {:.0f}s{}{}",
+  // A run that ends by draining says what it still waits for.
+  const std::string waiting = !last && !waiting_for_.empty() ? "; waiting for " + waiting_for_ : "";
+  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets), epochs {}, {:.0f}s{}{}{}",
              tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, progress_->epochs, seconds, kafka,
-             tty && !last ? "   " : "\n");
+             waiting, tty && !last ? "   " : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;
 }

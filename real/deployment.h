@@ -117,7 +117,11 @@ class RealDeployment {
   std::optional<Layout> stored_layout();
   std::optional<std::string> stored_state();
   void watch_kafka();
-  bool drained();
+  // What the run still waits for before it is drained: "" once everything produced was
+  // consumed by the sources and no stream row, outbox row or timer is left; else the first
+  // thing found missing ("the controller's state 'repartitioning'", "partition 1 of words:
+  // 40 of 50 offsets committed", ...), which the progress line shows.
+  std::string waiting_for();
   // The reason to stop now, or OK.
   Status failing() const;
   void print_progress(Micros elapsed, bool last);
@@ -133,6 +137,7 @@ class RealDeployment {
   EngineOptions options_;
   BugSwitches bugs_;
   std::unique_ptr<Progress> progress_;
+  std::string waiting_for_;  // the last waiting_for() while the run may end by draining
   std::unique_ptr<SharedConnectors> shared_connectors_;
   DeploymentLayout layout_;
   std::unique_ptr<DeploymentConfig> config_;
