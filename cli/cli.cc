@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "checkers/verdict.h"
 #include "cli/explain.h"
 #include "cli/explore.h"
+#include "cli/runner.h"
 #include "real/run.h"
 #include "cli/scenario.h"
 #include "core/builtin.h"
@@ -38,49 +40,26 @@ namespace onceflow {
 namespace {
 
 using json = nlohmann::json;
+using cli::check_functions;
+using cli::explore_seeds;
+using cli::Invocation;
+using cli::load_library;
+using cli::load_or_fail;
+using cli::peak_rss_mb;
+using cli::program_name;
+using cli::replay_command;
+using cli::run_seed;
+using cli::run_seed_once;
+using cli::UsageError;
+using cli::wall_ms_since;
+using cli::wall_now;
 
 constexpr int kExitPass = 0;
 constexpr int kExitViolation = 1;
 constexpr int kExitUsage = 2;
 constexpr size_t kTraceTailLines = 40;
 
-struct UsageError {
-  std::string message;
-};
-
-// The largest resident set this process (and, after they ended, its worker processes) had.
-double peak_rss_mb() {
-  rusage self {}, children {};
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &children);
-  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;
-}
-
-double wall_ms_since(Micros start) { return static_cast<double>(real::WallClock().now() - start) / 1e3; }
-Micros wall_now() { return real::WallClock().now(); }
-
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
-
-cli::Scenario load_or_fail(const std::string& path) {
-  auto scenario = cli::load_scenario(path);
-  if (!scenario) throw UsageError{scenario.error().message()};
-  return *scenario;
-}
-
-// A pipeline's functions must be registered in this program (see examples/own_computation).
-void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec) {
-  for (const auto& c : spec.computations) {
-    if (registry.has(c.processing_function)) continue;
-    std::string known;
-    for (const auto& name : registry.names()) known += (known.empty() ? "" : ", ") + name;
-    throw UsageError{fmt::format("{}: computations.{}.processing_function: '{}' is not registered in this program "
-                                 "(registered: {})",
-                                 spec_path, c.name, c.processing_function, known)};
-  }
-}
-void check_functions(const ComputationRegistry& registry, const cli::Scenario& s) {
-  if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
-}
 
 // A duration option ("250ms", "30s") within [min_us, max_us].
 // Limits of the numbers on the command line (docs/cli.md).
@@ -131,53 +110,6 @@ int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, 
   return real::run_real(spec_path, *spec, registry, options);
 }
 
-// What one invocation of the command line runs with.
-struct Invocation {
-  const ComputationRegistry& registry;
-  BugSwitches bugs;      // --bug: one deliberate engine mistake, for checking the checkers
-  std::string bug_name;
-  std::set<faults::FaultKind> inert_faults;  // --inert-fault: kinds whose injector does nothing
-};
-
-std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm);
-
-faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
-                            size_t keep_lines, bool twice);
-
-faults::RunOutcome run_seed_once(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
-                                 size_t keep_lines) {
-  if (s.kind == "pipeline") {
-    faults::PipelineRunOptions options = s.pipeline;
-    options.seed = seed;
-    options.swarm = swarm;
-    options.random_knobs = cli::random_knobs(s, swarm);
-    options.trace_keep_lines = keep_lines;
-    options.bugs = inv.bugs;
-    options.inert_faults = inv.inert_faults;
-    options.replay_command = replay_command(inv, s, seed, swarm);
-    return faults::run_pipeline(options, inv.registry).outcome;
-  }
-  faults::SelftestOptions options = s.kernel;
-  options.seed = seed;
-  options.swarm = swarm;
-  options.scripted = s.scripted;
-  options.trace_keep_lines = keep_lines;
-  options.bugs = inv.bugs;
-  options.inert_faults = inv.inert_faults;
-  return faults::run_kernel_selftest(options);
-}
-
-// One seed, checked; with `twice`, run again and check that the run was the same.
-faults::RunOutcome run_seed(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm,
-                            size_t keep_lines, bool twice) {
-  faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
-  if (!twice) return r;
-  const uint64_t again = run_seed_once(inv, s, seed, swarm, 0).trace_hash;
-  r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again, replay_command(inv, s, seed, swarm)));
-  r.passed = checkers::all_passed(r.verdicts);
-  return r;
-}
-
 // onceflow explain: the run drawn as a self-contained HTML page (cli/explain.h).
 int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag,
                 const std::string& html_path) {
@@ -203,28 +135,19 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
   return run.outcome.passed ? kExitPass : kExitViolation;
 }
 
-// Explore checks same-seed determinism on every tenth seed: it costs a second run.
-bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
-
-// The scenario library: ./scenarios when there is one (the repository's root), else the one
-// this binary was built from.
+// The scenario library: ./scenarios when there is one (the repository's root), else the
+// installed one next to this binary (<prefix>/bin/.. /share/onceflow/scenarios), else the one
+// of the prefix it was configured for, else the one of the source tree it was built from.
 std::string default_library_dir() {
   std::error_code ec;
   if (std::filesystem::is_directory("scenarios", ec)) return "scenarios";
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = exe.parent_path().parent_path() / "share" / "onceflow" / "scenarios";
+    if (std::filesystem::is_directory(beside, ec)) return beside.string();
+  }
+  if (std::filesystem::is_directory(ONCEFLOW_INSTALLED_SCENARIOS_DIR, ec)) return ONCEFLOW_INSTALLED_SCENARIOS_DIR;
   return ONCEFLOW_SCENARIOS_DIR;
-}
-
-// The name this binary was invoked by (argv[0]): a user's own binary, which registers the
-// user's computations, names itself in the replay lines it prints, so they work when pasted.
-std::string& program_name() {
-  static std::string name = "onceflow";
-  return name;
-}
-
-std::string replay_command(const Invocation& inv, const cli::Scenario& s, uint64_t seed, bool swarm) {
-  return fmt::format("{} replay {} --seed {}{}{}", program_name(), s.path, seed,
-                     swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),
-                     inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
 }
 
 // The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
@@ -347,170 +270,6 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   return r.passed ? kExitPass : kExitViolation;
 }
 
-// Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
-void explore_seeds(const Invocation& inv, const cli::Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
-                   const std::function<void(const cli::SeedSummary&)>& done) {
-  if (jobs <= 1) {
-    for (uint64_t seed = first; seed < first + count; ++seed) {
-      done(cli::parse_summary(cli::summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
-    }
-    return;
-  }
-  struct Worker {
-    pid_t pid;
-    int fd;
-    std::string buffer;
-  };
-  std::vector<Worker> workers;
-  for (int j = 0; j < jobs; ++j) {
-    int fds[2];
-    if (pipe(fds) != 0) throw UsageError{"pipe() failed"};
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) throw UsageError{"fork() failed"};
-    if (pid == 0) {
-      close(fds[0]);
-      FILE* out = fdopen(fds[1], "w");
-      for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
-        const std::string line = cli::summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
-        std::fputs(line.c_str(), out);
-        std::fflush(out);
-      }
-      std::fclose(out);
-      _exit(0);
-    }
-    close(fds[1]);
-    workers.push_back({pid, fds[0], ""});
-  }
-  size_t open = workers.size();
-  while (open > 0) {
-    std::vector<pollfd> fds;
-    for (const auto& w : workers) {
-      if (w.fd >= 0) fds.push_back({w.fd, POLLIN, 0});
-    }
-    if (poll(fds.data(), fds.size(), -1) < 0) continue;
-    for (auto& w : workers) {
-      if (w.fd < 0) continue;
-      pollfd* p = nullptr;
-      for (auto& f : fds) if (f.fd == w.fd) p = &f;
-      if (p == nullptr || p->revents == 0) continue;
-      char chunk[65536];
-      const ssize_t n = read(w.fd, chunk, sizeof chunk);
-      if (n <= 0) {
-        close(w.fd);
-        w.fd = -1;
-        --open;
-        continue;
-      }
-      w.buffer.append(chunk, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = w.buffer.find('\n')) != std::string::npos) {
-        done(cli::parse_summary(json::parse(w.buffer.substr(0, nl))));
-        w.buffer.erase(0, nl + 1);
-      }
-    }
-  }
-  for (const auto& w : workers) {
-    int status = 0;
-    waitpid(w.pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      throw UsageError{fmt::format("worker process {} failed (status {})", w.pid, status)};
-    }
-  }
-}
-
-struct ExploreOptions {
-  uint64_t seeds = 100;
-  uint64_t first_seed = 1;
-  int jobs = 1;
-  std::optional<bool> swarm;
-  bool as_json = false;
-  bool require_effects = false;  // exit 1 when a configured fault kind had no effect
-  bool require_probes = false;   // exit 1 when a probe was never reached
-  bool stop_on_first_failure = false;  // no seeds started after a failing one was seen
-};
-
-int cmd_explore(const Invocation& inv, const std::string& path, const ExploreOptions& eo) {
-  const cli::Scenario s = load_or_fail(path);
-  check_functions(inv.registry, s);
-  const bool swarm = eo.swarm.value_or(s.swarm);
-  if (eo.seeds == 0) throw UsageError{"--seeds must be at least 1"};
-  if (eo.jobs < 1) throw UsageError{"--jobs must be at least 1"};
-  const Micros start = wall_now();
-  const bool progress = !eo.as_json && isatty(STDERR_FILENO);
-  cli::ExploreTally tally;
-  const auto seen = [&](const cli::SeedSummary& r) {
-    tally.add(r);
-    if (!progress) return;
-    const size_t width = 40;
-    const size_t done = tally.results().size();
-    const size_t filled = done * width / eo.seeds;
-    fmt::print(stderr, "\r[{}{}] {}/{} seeds", std::string(filled, '#'), std::string(width - filled, '.'), done, eo.seeds);
-  };
-  if (!eo.stop_on_first_failure) {
-    explore_seeds(inv, s, eo.first_seed, eo.seeds, eo.jobs, swarm, seen);
-  } else {  // in rounds, so that no round starts once a seed failed
-    const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
-    for (uint64_t first = eo.first_seed; first < eo.first_seed + eo.seeds && tally.failing().empty(); first += round) {
-      explore_seeds(inv, s, first, std::min(round, eo.first_seed + eo.seeds - first), eo.jobs, swarm, seen);
-    }
-  }
-  if (progress) fmt::print(stderr, "\n");
-  const double wall_ms = wall_ms_since(start);
-  const auto failing = tally.failing();
-  const uint64_t ran = tally.results().size();  // all of --seeds unless stopped at a failure
-  const bool probes_apply = s.kind == "pipeline";
-  const bool effects_missing = !tally.kinds_without_effect().empty();
-  const bool probes_missing = probes_apply && !tally.probes_never_hit().empty();
-  if (eo.as_json) {
-    json failing_seeds = json::array();
-    for (const auto* r : failing) {
-      failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
-                               {"replay", replay_command(inv, s, r->seed, swarm)}});
-    }
-    fmt::print("{}\n", json{{"scenario", s.path},
-                            {"seeds", ran},
-                            {"first_seed", eo.first_seed},
-                            {"passed", ran - failing.size()},
-                            {"failed", failing.size()},
-                            {"demonstrates_failure", s.demonstrates_failure},
-                            {"failing_seeds", failing_seeds},
-                            {"checks", tally.checks_json()},
-                            {"drain_us", tally.drains_json()},
-                            {"effects", tally.effects_json()},
-                            {"events_total", tally.events()},
-                            {"sim_time_us_total", tally.sim_time_us()},
-                            {"peak_rss_mb", peak_rss_mb()},
-                            {"wall_ms", wall_ms}}
-                           .dump(2));
-  } else {
-    fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed{}\n", s.path, ran, eo.first_seed,
-               swarm ? "swarm faults" : "scripted faults", ran - failing.size(), failing.size(),
-               ran < eo.seeds ? fmt::format(" (stopped at the first failure, {} of {} seeds run)", ran, eo.seeds) : "");
-    fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", wall_ms / 1e3, tally.events(),
-               static_cast<double>(ran) / (wall_ms / 1e3));
-    tally.print(ran, probes_apply);
-    if (!failing.empty()) {
-      fmt::print("\nfailing seeds ({}):\n", failing.size());
-      for (size_t i = 0; i < failing.size() && i < 10; ++i) {
-        const auto* r = failing[i];
-        // The check's detail ends with the replay command, which has a line of its own here.
-        const std::string_view detail = std::string_view(r->first_failure).substr(0, r->first_failure.find(" — replay: "));
-        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, detail, r->mix,
-                   replay_command(inv, s, r->seed, swarm));
-      }
-      if (failing.size() > 10) fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - 10);
-    }
-    if (s.demonstrates_failure) {
-      fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail{}\n",
-                 failing.empty() ? ", and no seed did" : ", as it did");
-    }
-  }
-  if (!failing.empty()) return kExitViolation;
-  if ((eo.require_effects && effects_missing) || (eo.require_probes && probes_missing)) return kExitViolation;
-  return kExitPass;
-}
-
 // --- shrink ---------------------------------------------------------------------------
 
 // The first check that failed, or "" when the run passed.
@@ -612,19 +371,6 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
              path, seed, check, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
              out_path, program_name(), out_path, seed, inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
   return kExitViolation;
-}
-
-// The scenario files in `dir`, sorted by path; a file that does not load is an error.
-std::vector<cli::Scenario> load_library(const std::string& dir) {
-  if (!std::filesystem::is_directory(dir)) throw UsageError{dir + ": no such directory"};
-  std::vector<std::string> paths;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
-  }
-  std::sort(paths.begin(), paths.end());
-  std::vector<cli::Scenario> out;
-  for (const auto& path : paths) out.push_back(load_or_fail(path));
-  return out;
 }
 
 std::vector<std::string> fault_kinds_of(const cli::Scenario& s) {
@@ -789,6 +535,14 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
 
 }  // namespace
 
+// Every subcommand cli_run defines, and "help".
+constexpr std::string_view kCommands[] = {"run",  "explore", "replay",     "shrink", "explain",
+                                          "real", "list",    "kafka-mock", "mutants", "help"};
+
+bool is_cli_command(std::string_view word) {
+  return std::find(std::begin(kCommands), std::end(kCommands), word) != std::end(kCommands);
+}
+
 int cli_main(int argc, char** argv) {
   ComputationRegistry registry;
   builtin::register_all(registry);
@@ -841,20 +595,29 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   run->add_option("--trace", trace_file, "Write the run's trace to FILE");
   add_bug(run);
 
+  cli::ExploreOptions explore_options;
+  std::string time_budget;
   CLI::App* explore = app.add_subcommand("explore", "Run many seeds and tabulate the checks");
-  explore->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
-  explore->add_option("--seeds", seeds, "How many seeds")->check(whole(1, kMaxSeeds));
+  explore->add_option("scenario", explore_options.paths, "Scenario files, or folders of them (every *.yaml in each)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  explore->add_option("--seeds", seeds, "How many seeds per scenario (with --time-budget: at most)")
+      ->check(whole(1, kMaxSeeds));
   explore->add_option("--first-seed", first_seed, "The first seed")->check(whole(0, kMaxSeed));
   explore->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
-  bool require_effects = false, require_probes = false;
-  explore->add_flag("--require-effects", require_effects,
+  explore->add_option("--junit", explore_options.junit_path,
+                      "Also write a JUnit XML report: a test case per scenario and seed range");
+  explore->add_option("--time-budget", time_budget,
+                      "Explore until this much wall time is spent (e.g. 10m), shared by the scenarios; no seed bound "
+                      "unless --seeds is given");
+  explore->add_flag("--require-effects", explore_options.require_effects,
                     "Exit 1 when a fault kind configured or drawn had no effect in any seed");
-  explore->add_flag("--require-probes", require_probes, "Exit 1 when a probe of core/probes.h was never reached");
-  bool stop_on_first_failure = false;
-  explore->add_flag("--stop-on-first-failure", stop_on_first_failure,
-                    "Start no more seeds once one has failed (seeds run in rounds of 4 per worker process)");
+  explore->add_flag("--require-probes", explore_options.require_probes,
+                    "Exit 1 when a probe of core/probes.h was never reached");
+  explore->add_flag("--stop-on-first-failure", explore_options.stop_on_first_failure,
+                    "Start no more seeds once one has failed unexpectedly (seeds run in rounds of 4 per worker process)");
   std::vector<std::string> inert;
   explore->add_option("--inert-fault", inert,
                       "Checking the checks: faults of this kind are scheduled but do nothing (repeatable)");
@@ -914,18 +677,19 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
 
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else the library this binary was built with)");
+                   "Directory of scenario files (default: ./scenarios, else the installed library, else the one this binary was built from)");
   list->add_flag("--json", as_json, "Print one JSON object");
   bool list_probes = false;
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else the library this binary was built with)");
+                   "Directory of scenario files (default: ./scenarios, else the installed library, else the one this binary was built from)");
   mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up")
       ->check(whole(1, 1'000'000));
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   mutants->add_flag("--json", as_json, "Print one JSON object");
 
+  for (const CLI::App* sub : app.get_subcommands({})) assert(is_cli_command(sub->get_name()));
   // "help [COMMAND]", and an unknown command named as such (CLI11 would only say that a
   // subcommand is required).
   if (argc >= 2 && argv[1][0] != '-') {
@@ -993,8 +757,16 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   try {
     if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
     if (explore->parsed()) {
-      return cmd_explore(inv, path,
-                         {seeds, first_seed, jobs, swarm, as_json, require_effects, require_probes, stop_on_first_failure});
+      explore_options.seeds = seeds;
+      explore_options.seeds_given = explore->count("--seeds") > 0;
+      explore_options.first_seed = first_seed;
+      explore_options.jobs = jobs;
+      explore_options.swarm = swarm;
+      explore_options.as_json = as_json;
+      if (!time_budget.empty()) {
+        explore_options.time_budget_us = duration_option("--time-budget", time_budget, kSeconds, 30 * 86'400 * kSeconds);
+      }
+      return cli::explore_command(inv, explore_options);
     }
     if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);

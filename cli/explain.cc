@@ -1,4 +1,5 @@
 #include "cli/explain.h"
+#include "cli/explore.h"
 
 #include <fmt/format.h>
 
@@ -195,19 +196,6 @@ draw(1);
 </html>
 )PAGE";
 
-std::string html_escape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -317,7 +305,7 @@ std::string render_explain_html(const ExplainInput& input) {
   const size_t title_at = page.find("@TITLE@");
   const size_t data_at = page.find("@DATA@");
   std::string out(page.substr(0, title_at));
-  out += html_escape(fmt::format("{} seed {}", input.scenario, r.seed));
+  out += xml_escape(fmt::format("{} seed {}", input.scenario, r.seed));
   out += page.substr(title_at + 7, data_at - title_at - 7);
   out += payload;
   out += page.substr(data_at + 6);

@@ -4,15 +4,20 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "core/env/clock.h"
 #include "faults/run_outcome.h"
 
 namespace onceflow::cli {
+
+struct Invocation;
 
 // One seed's summary, as a worker process reports it to the parent (a JSON line).
 struct SeedSummary {
@@ -70,5 +75,27 @@ class ExploreTally {
   uint64_t events_ = 0;
   int64_t sim_time_us_ = 0;
 };
+
+// `onceflow explore`: scenario files and folders (every scenario file in a folder), seeds,
+// and what to report. Exit 0 when every scenario turned out as it declares (an ordinary one
+// passed every seed, a demonstration of a known-bad design failed on some), 1 otherwise.
+struct ExploreOptions {
+  std::vector<std::string> paths;
+  uint64_t seeds = 100;       // per scenario; with a time budget, an upper bound
+  bool seeds_given = false;   // --seeds was given (else a time budget has no seed bound)
+  uint64_t first_seed = 1;
+  int jobs = 1;
+  std::optional<bool> swarm;
+  bool as_json = false;
+  bool require_effects = false;        // exit 1 when a configured fault kind had no effect
+  bool require_probes = false;         // exit 1 when a probe was never reached
+  bool stop_on_first_failure = false;  // no seeds started once one failed unexpectedly
+  Micros time_budget_us = 0;           // > 0: explore until this much wall time is spent
+  std::string junit_path;              // "": no JUnit report
+};
+int explore_command(const Invocation& inv, const ExploreOptions& options);
+
+// `text` with the characters XML and HTML give a meaning escaped and those XML forbids dropped.
+std::string xml_escape(std::string_view text);
 
 }  // namespace onceflow::cli

@@ -3,13 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
+#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
 
+#include "cli/cli.h"
+#include "cli/runner.h"
 #include "cli/scenario.h"
+#include "core/builtin.h"
 #include "core/env/random.h"
 #include "faults/pipeline_run.h"
 #include "faults/swarm.h"
@@ -26,10 +32,14 @@ void showValue(const Fault& f, std::ostream& os) { os << f.describe(); }
 void showValue(const FaultPlan& p, std::ostream& os) {
   os << "plan of " << p.faults.size() << " faults, heal at " << p.heal_at_us << "us:\n" << p.describe();
 }
+}  // namespace onceflow::faults
+
+namespace onceflow {
+// PipelineWorkload is found by argument-dependent lookup in its own namespace.
 void showValue(const PipelineWorkload& w, std::ostream& os) {
   os << w.messages << " messages over " << w.keys << " keys, one every " << w.interval_us << "us";
 }
-}  // namespace onceflow::faults
+}  // namespace onceflow
 
 namespace onceflow::testing {
 
@@ -112,6 +122,29 @@ std::string file_name(std::string name) {
 
 namespace {
 
+// This test binary's name as it was invoked.
+std::string binary_name() {
+  const std::string& name = cli::program_name();
+  if (name != "onceflow") return name;  // set by test_main
+  return program_invocation_name != nullptr ? program_invocation_name : "the test binary";
+}
+
+// A note after a replay command of the stock `onceflow` binary when the spec names functions
+// it does not have: which program can run it.
+std::string replay_note(const PipelineSpec& spec) {
+  if (cli::program_name() != "onceflow") return "";  // this binary serves the command line
+  ComputationRegistry builtins;
+  builtin::register_all(builtins);
+  for (const auto& c : spec.computations) {
+    if (!builtins.has(c.processing_function)) {
+      return fmt::format(" (the stock onceflow does not know '{}': run it with your program built on cli_main, or "
+                         "make this test binary one with onceflow::testing::test_main)",
+                         c.processing_function);
+    }
+  }
+  return "";
+}
+
 // run_case on a spec already loaded from c.spec_path.
 CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const ComputationRegistry& registry,
                       const std::string& name) {
@@ -129,8 +162,8 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   o.bugs = c.bugs;
 
   const std::string file = (std::filesystem::path(repro_dir()) / file_name(name)).string();
-  const std::string replay =
-      fmt::format("onceflow run {} --seed {}{}", file, c.seed, c.bug_name.empty() ? "" : " --bug " + c.bug_name);
+  const std::string replay = fmt::format("{} run {} --seed {}{}", cli::program_name(), file, c.seed,
+                                         c.bug_name.empty() ? "" : " --bug " + c.bug_name);
   o.replay_command = replay;
   const faults::PipelineRun run = faults::run_pipeline(o, registry);
 
@@ -155,7 +188,7 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
         << cli::scenario_yaml(s, name, "a failing case found by a RapidCheck property") << "\n";
     r.replay_file = file;
   }
-  r.replay = replay;
+  r.replay = replay + replay_note(spec);
   return r;
 }
 
@@ -199,10 +232,113 @@ std::string failure_report(const std::string& test_id, const rc::detail::TestRes
   rc::detail::printResultMessage(result, os);
   if (result.template is<rc::detail::FailureResult>()) {
     const auto& failure = result.template get<rc::detail::FailureResult>();
-    os << "\nrerun just this case: RC_PARAMS=\"reproduce="
-       << rc::detail::reproduceMapToString({{test_id, failure.reproduce}}) << "\"";
+    os << "\nrerun just this case: "
+       << rerun_command("RC_PARAMS=\"reproduce=" + rc::detail::reproduceMapToString({{test_id, failure.reproduce}}) + "\"");
   }
   return os.str();
+}
+
+namespace {
+
+// A whole number from the environment variable `name`, if set.
+std::optional<uint64_t> env_number(const char* name, uint64_t min) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  const std::string_view v(text);
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc{} || end != v.data() + v.size() || n < min) {
+    throw std::invalid_argument(fmt::format("{}='{}': expected a whole number of at least {}", name,
+                                            v.substr(0, 32), min));
+  }
+  return n;
+}
+
+}  // namespace
+
+SeedRange seeds_from_env(uint64_t default_count) {
+  SeedRange r;
+  r.first = env_number("ONCEFLOW_SEED", 0).value_or(1);
+  r.count = env_number("ONCEFLOW_SEEDS", 1).value_or(default_count);
+  return r;
+}
+
+std::optional<rc::detail::TestParams> property_params_from_env() {
+  const auto seed = env_number("ONCEFLOW_SEED", 0);
+  const auto cases = env_number("ONCEFLOW_SEEDS", 1);
+  if ((!seed && !cases) || !rc::detail::configuration().reproduce.empty()) return std::nullopt;
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  if (seed) params.seed = *seed;
+  if (cases) params.maxSuccess = static_cast<int>(std::min<uint64_t>(*cases, 1'000'000'000));
+  return params;
+}
+
+std::string rerun_command(const std::string& settings) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      info != nullptr ? fmt::format(" --gtest_filter={}.{}", info->test_suite_name(), info->name()) : "";
+  return fmt::format("{} {}{}", settings, binary_name(), filter);
+}
+
+::testing::AssertionResult explore_scenario(const std::string& path, const ComputationRegistry& registry,
+                                            uint64_t default_seeds) {
+  SeedRange seeds;
+  cli::Scenario s;
+  try {
+    seeds = seeds_from_env(default_seeds);
+    auto loaded = cli::load_scenario(path);
+    if (!loaded) return ::testing::AssertionFailure() << loaded.error().message();
+    s = std::move(*loaded);
+    cli::check_functions(registry, s);
+  } catch (const std::invalid_argument& e) {
+    return ::testing::AssertionFailure() << e.what();
+  } catch (const cli::UsageError& e) {
+    return ::testing::AssertionFailure() << e.message;
+  }
+  const cli::Invocation inv{registry, {}, "", {}};
+  std::vector<faults::RunOutcome> failing;
+  uint64_t failed = 0;
+  for (uint64_t seed = seeds.first; seed < seeds.first + seeds.count; ++seed) {
+    faults::RunOutcome r = cli::run_seed(inv, s, seed, s.swarm, 0, cli::determinism_sampled(seed));
+    if (r.passed) continue;
+    ++failed;
+    if (failing.size() < 10) failing.push_back(std::move(r));
+  }
+  const std::string range = fmt::format("seeds {}-{}", seeds.first, seeds.first + seeds.count - 1);
+  // One line in the test's output says which seeds ran (a CI log then shows them).
+  const auto passed = [&](const std::string& what) {
+    fmt::print("onceflow: {}: {}\n", path, what);
+    std::fflush(stdout);
+    return ::testing::AssertionSuccess() << what;
+  };
+  if (s.demonstrates_failure) {
+    if (failed > 0) return passed(fmt::format("a demonstration, failed as expected on {} of {}", failed, range));
+    return ::testing::AssertionFailure() << path << ": a demonstration of a known-bad design must fail, and none of "
+                                         << range << " did";
+  }
+  if (failed == 0) return passed(range + " passed");
+  std::string out = fmt::format("{}: {} of {} seeds failed ({})\n", path, failed, seeds.count, range);
+  const std::string note = s.kind == "pipeline" ? replay_note(s.pipeline.spec) : "";
+  for (const auto& r : failing) {
+    std::string check;
+    for (const auto& v : r.verdicts) {
+      if (!v.passed && check.empty()) check = v.check + ": " + v.detail.substr(0, v.detail.find(" — replay: "));
+    }
+    out += fmt::format("  seed {}: {}\n    faults: {}\n    rerun in this test: {}\n    replay its trace: {}{}\n", r.seed,
+                       check, r.fault_mix, rerun_command(fmt::format("ONCEFLOW_SEED={} ONCEFLOW_SEEDS=1", r.seed)),
+                       cli::replay_command(inv, s, r.seed, s.swarm), note);
+  }
+  if (failed > failing.size()) out += fmt::format("  ... and {} more\n", failed - failing.size());
+  return ::testing::AssertionFailure() << out;
+}
+
+int test_main(int argc, char** argv, const ComputationRegistry& registry) {
+  if (argc >= 2 && (is_cli_command(argv[1]) || std::string_view(argv[1]) == "--version")) {
+    return cli_main(argc, argv, registry);
+  }
+  if (argc > 0 && argv[0] != nullptr && argv[0][0] != '\0') cli::program_name() = argv[0];
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
 }
 
 }  // namespace onceflow::testing

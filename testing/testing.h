@@ -13,14 +13,19 @@
 // the smallest one can be replayed with the `onceflow` command line the failure names
 // (`onceflow run FILE --seed N`, or your own program's cli_main for your computations).
 // ONCEFLOW_PROP is RC_GTEST_PROP whose failure message also carries the
-// RC_PARAMS="reproduce=..." string that reruns exactly that case. See docs/testing.md.
+// RC_PARAMS="reproduce=..." string that reruns exactly that case, and runs at the seeds
+// ONCEFLOW_SEED / ONCEFLOW_SEEDS give. explore_scenario runs a scenario file at those seeds
+// inside a test, and test_main makes a test binary also serve the command line, so the
+// replay lines its failures print name that binary. See docs/testing.md.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListener.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +102,49 @@ struct FaultOptions {
 CaseResult check_under_faults(const std::string& spec_path, const ComputationRegistry& registry,
                               const FaultOptions& options = {});
 
+// --- Seeds from the environment ------------------------------------------------------
+//
+// ONCEFLOW_SEED is the first seed (default 1) and ONCEFLOW_SEEDS how many (default: the
+// test's own), as MADSIM_TEST_SEED and MADSIM_TEST_NUM are for madsim: CI sets a fresh
+// ONCEFLOW_SEED per run, and a failure is rerun with ONCEFLOW_SEED=N ONCEFLOW_SEEDS=1.
+struct SeedRange {
+  uint64_t first = 1;
+  uint64_t count = 1;
+};
+// The seeds from the environment; std::invalid_argument naming the variable when one is set
+// to something else than a whole number (ONCEFLOW_SEEDS: at least 1).
+SeedRange seeds_from_env(uint64_t default_count);
+
+// Explores the scenario file at `path` at the seeds from the environment (default: seeds 1
+// to `default_seeds`) with `registry`'s computations, in this process. It holds when the
+// scenario turns out as it declares: every seed passes, or, for a demonstration of a
+// known-bad design, some seed fails. A failure names the failing seeds (the first 10), each
+// with its first failing check, the environment that reruns just that seed in this test, and
+// the command that replays its trace:
+//
+//   TEST(MyPipeline, ScenarioHolds) {
+//     EXPECT_TRUE(onceflow::testing::explore_scenario("my_scenario.yaml", my_registry()));
+//   }
+::testing::AssertionResult explore_scenario(const std::string& path, const ComputationRegistry& registry,
+                                            uint64_t default_seeds = 20);
+
+// RapidCheck's parameters for a property under ONCEFLOW_SEED (its seed) and ONCEFLOW_SEEDS
+// (its number of cases), on top of RC_PARAMS; none when neither is set or RC_PARAMS
+// reproduces a case. Used by ONCEFLOW_PROP.
+std::optional<rc::detail::TestParams> property_params_from_env();
+
+// How this test binary is rerun with `settings` (e.g. "ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=1"),
+// just the current test: "<settings> <argv[0]> --gtest_filter=<suite>.<test>".
+std::string rerun_command(const std::string& settings);
+
+// main() for a test binary of your own pipelines: given an onceflow command ("run",
+// "replay", "explain", "shrink", ...) it is the onceflow command line with `registry`'s
+// computations; otherwise it runs its GoogleTest tests. Either way the replay lines its
+// failures print name this binary, so they work when pasted:
+//
+//   int main(int argc, char** argv) { return onceflow::testing::test_main(argc, argv, my_registry()); }
+int test_main(int argc, char** argv, const ComputationRegistry& registry);
+
 // RapidCheck's report of a property that did not pass, followed by the RC_PARAMS setting
 // that reruns its smallest failing case; "" when it passed. Used by ONCEFLOW_PROP.
 std::string failure_report(const std::string& test_id, const rc::detail::TestResult& result);
@@ -118,16 +166,28 @@ rc::detail::TestResult check_quietly(Testable&& testable, const rc::detail::Test
 
 }  // namespace onceflow::testing
 
-// RC_GTEST_PROP whose failure message ends with the RC_PARAMS="reproduce=..." setting that
-// reruns just the smallest failing case.
+namespace onceflow::testing {
+// Checks a property as RC_GTEST_PROP does, at the seeds from the environment when set.
+template <typename Testable>
+rc::detail::TestResult check_property(Testable&& testable, const std::string& id, const std::string& description) {
+  rc::detail::TestMetadata metadata;
+  metadata.id = id;
+  metadata.description = description;
+  if (const auto params = property_params_from_env()) {
+    return rc::detail::checkTestable(std::forward<Testable>(testable), metadata, *params);
+  }
+  return rc::detail::checkTestable(std::forward<Testable>(testable), metadata);
+}
+}  // namespace onceflow::testing
+
+// RC_GTEST_PROP that runs at ONCEFLOW_SEED / ONCEFLOW_SEEDS when set, and whose failure
+// message ends with the command that reruns just the smallest failing case
+// (RC_PARAMS="reproduce=..." and this binary, filtered to this test).
 #define ONCEFLOW_PROP(TestCase, Name, ArgList)                                                   \
   void onceflow_propImpl_##TestCase##_##Name ArgList;                                            \
   TEST(TestCase, Name) {                                                                         \
     const std::string id = #TestCase "/" #Name;                                                  \
-    rc::detail::TestMetadata metadata;                                                           \
-    metadata.id = id;                                                                            \
-    metadata.description = #Name;                                                                \
-    const auto result = rc::detail::checkTestable(&onceflow_propImpl_##TestCase##_##Name, metadata); \
+    const auto result = ::onceflow::testing::check_property(&onceflow_propImpl_##TestCase##_##Name, id, #Name); \
     const std::string report = ::onceflow::testing::failure_report(id, result);                  \
     if (!report.empty()) FAIL() << report;                                                       \
   }                                                                                              \

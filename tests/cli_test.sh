@@ -61,6 +61,42 @@ grep -qF "    replay: $bin replay $src/scenarios/target_reshard.yaml --seed 1 --
   > "$tmp/stopped.txt"
 grep -q "4 failed (stopped at the first failure, 4 of 100 seeds run)" "$tmp/stopped.txt" \
   || fail "--stop-on-first-failure: $(head -1 "$tmp/stopped.txt")"
+# explore over a folder explores every scenario in it; a demonstration that fails is as
+# expected: exit 0, and its JUnit test case passes.
+mkdir -p "$tmp/lib" "$tmp/empty"
+for f in kernel_bank http_ignores_key_exactly_once; do
+  sed "s#pipeline: #pipeline: $src/scenarios/#" "$src/scenarios/$f.yaml" >"$tmp/lib/$f.yaml"
+done
+expect_rc 0 "$bin" explore "$tmp/lib" --seeds 6 --jobs 2 --junit "$tmp/lib.xml"
+"$bin" explore "$tmp/lib" --seeds 6 --json >"$tmp/lib.json"
+python3 - "$tmp/lib.json" "$tmp/lib.xml" <<'PY' || fail "explore over a folder: JSON or JUnit"
+import json, sys, xml.etree.ElementTree as ET
+j = json.load(open(sys.argv[1]))
+assert j["explored"] == 2 and j["as_expected"] == 2, j
+demo = [s for s in j["scenarios"] if s["demonstrates_failure"]][0]
+assert demo["outcome"] == "failed as expected" and demo["as_expected"] and demo["failed"] > 0, demo
+cases = ET.parse(sys.argv[2]).getroot().findall("./testsuite/testcase")
+assert len(cases) == 2 and all(c.find("failure") is None for c in cases), [c.attrib for c in cases]
+assert any("seeds 1-6" in c.get("name") for c in cases)
+PY
+# A failing scenario: a JUnit failure with the check, the detail and the replay command.
+expect_rc 1 "$bin" explore "$src/scenarios/target_reshard.yaml" --seeds 2 --bug reshard-watches-widest --junit "$tmp/failing.xml"
+python3 - "$tmp/failing.xml" "$bin replay $src/scenarios/target_reshard.yaml --seed 1 --bug reshard-watches-widest" <<'PY' ||
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.get("failures") == "1", root.attrib
+failure = root.find("./testsuite/testcase/failure")
+assert "2 of 2 seeds failed" in failure.get("message"), failure.attrib
+assert "replay: " + sys.argv[2] in failure.text, failure.text
+PY
+  fail "the JUnit report of a failing scenario"
+expect_rc 2 "$bin" explore "$bank" --junit "$tmp/no/such/dir/report.xml"
+expect_rc 2 "$bin" explore "$tmp/empty"
+expect_rc 2 "$bin" explore "$bank" --time-budget soon
+# --time-budget explores until the budget is spent and says how many seeds ran.
+"$bin" explore "$bank" --time-budget 2s --jobs 2 --json >"$tmp/budget.json"
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["stopped_by"] == "time budget" and j["seeds"] > 8, j["seeds"]' \
+  "$tmp/budget.json" || fail "--time-budget 2s: $(head -c 300 "$tmp/budget.json")"
 # list finds the scenario library from any directory.
 (cd "$tmp" && "$bin" list) | grep -q "retryable_request.yaml" || fail "list outside the repository found no library"
 # CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.

@@ -16,5 +16,4 @@ for t in store_model_test dedup_model_test message_id_props_test outbox_props_te
   run $((cases * 10)) "build/tests/$t"
 done
 run "$cases" build/tests/pipeline_props_test
-run "$cases" build/examples/own_computation/own_property_test
 echo "soak passed"

@@ -1,15 +1,16 @@
-// An onceflow command line with a computation of its own.
+// onceflow's command line with your computations.
 //
-// Build it next to your code, link onceflow_cli, register your functions by the names your
-// pipeline specs use, and hand the registry to cli_main: you get run, explore, replay,
-// shrink, explain, list and mutants for your pipelines, with every checker.
-#include "cli/cli.h"
-#include "core/builtin.h"
-#include "longest_word.h"
+// Link onceflow::cli, register your functions by the names your pipeline specs use, and
+// hand the registry to cli_main: you get run, explore, replay, shrink, explain, real, list and
+// mutants for your pipelines, with every checker, and replay lines that name this program.
+#include <onceflow/cli/cli.h>
+#include <onceflow/core/builtin.h>
+
+#include "my_computations.h"
 
 int main(int argc, char** argv) {
   onceflow::ComputationRegistry registry;
   onceflow::builtin::register_all(registry);  // optional: keep the built-ins too
-  example::register_longest_word(registry);
+  my::register_my_computations(registry);
   return onceflow::cli_main(argc, argv, registry);
 }

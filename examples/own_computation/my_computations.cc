@@ -1,9 +1,9 @@
-#include "longest_word.h"
+#include "my_computations.h"
 
 #include <memory>
 #include <string>
 
-namespace example {
+namespace my {
 namespace {
 
 class LongestWord final : public onceflow::ProcessFunction {
@@ -24,8 +24,8 @@ class LongestWord final : public onceflow::ProcessFunction {
 
 }  // namespace
 
-void register_longest_word(onceflow::ComputationRegistry& registry) {
+void register_my_computations(onceflow::ComputationRegistry& registry) {
   registry.add("LongestWord", [] { return std::make_unique<LongestWord>(); });
 }
 
-}  // namespace example
+}  // namespace my

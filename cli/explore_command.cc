@@ -1,0 +1,340 @@
+// `onceflow explore`: many seeds of one scenario or of every scenario in a folder, tabulated,
+// with an optional time budget and a JUnit report (docs/cli.md).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/explore.h"
+#include "cli/runner.h"
+#include "core/spec.h"
+
+namespace onceflow::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+// With a time budget and no --seeds, seeds go on until the budget is spent.
+constexpr uint64_t kUnboundedSeeds = 100'000'000;
+// Failing seeds listed per scenario: in the text (then a count) and in the JUnit report.
+constexpr size_t kListedFailures = 10;
+constexpr size_t kJunitFailures = 50;
+
+// One scenario's exploration.
+struct Explored {
+  Scenario s;
+  bool swarm = false;
+  ExploreTally tally;
+  bool started = false;
+  std::string stopped;  // "", "first failure" or "time budget"
+  double wall_ms = 0;
+
+  uint64_t ran() const { return tally.results().size(); }
+  uint64_t failed() const { return tally.failing().size(); }
+  // An ordinary scenario passes every seed; a demonstration fails on some.
+  bool as_expected() const { return started && (s.demonstrates_failure ? failed() > 0 : failed() == 0); }
+  std::string outcome() const {
+    if (!started) return "not run";
+    if (s.demonstrates_failure) return failed() > 0 ? "failed as expected" : "did not fail (a demonstration must)";
+    return failed() == 0 ? "passed" : "FAILED";
+  }
+  std::string seed_range(uint64_t first) const {
+    return ran() == 0 ? "no seeds" : fmt::format("seeds {}-{}", first, first + ran() - 1);
+  }
+};
+
+// The check's detail ends with the replay command, which gets a line of its own here.
+std::string_view without_replay(const std::string& failure) {
+  return std::string_view(failure).substr(0, failure.find(" — replay: "));
+}
+
+// The scenarios named: files as they are, folders by every scenario file in them.
+std::vector<Scenario> scenarios_named(const std::vector<std::string>& paths) {
+  std::vector<Scenario> out;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      std::vector<Scenario> library = load_library(path);
+      if (library.empty()) throw UsageError{path + ": no scenario files (*.yaml) in this folder"};
+      for (auto& s : library) out.push_back(std::move(s));
+    } else {
+      out.push_back(load_or_fail(path));
+    }
+  }
+  return out;
+}
+
+void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, const std::string& label) {
+  const uint64_t limit = eo.time_budget_us > 0 && !eo.seeds_given ? kUnboundedSeeds : eo.seeds;
+  const Micros start = wall_now();
+  const bool progress = !eo.as_json && isatty(STDERR_FILENO) != 0;
+  e.started = true;
+  const auto seen = [&](const SeedSummary& r) {
+    e.tally.add(r);
+    if (!progress) return;
+    const uint64_t done = e.ran();
+    if (deadline >= 0) {
+      fmt::print(stderr, "\r{}{} seeds, {:.0f}s of {:.0f}s   ", label, done, wall_ms_since(start) / 1e3,
+                 static_cast<double>(deadline - start) / 1e6);
+      return;
+    }
+    const uint64_t width = 40;
+    const uint64_t filled = done * width / limit;
+    fmt::print(stderr, "\r{}[{}{}] {}/{} seeds", label, std::string(filled, '#'), std::string(width - filled, '.'), done,
+               limit);
+  };
+  if (!eo.stop_on_first_failure && deadline < 0) {
+    explore_seeds(inv, e.s, eo.first_seed, limit, eo.jobs, e.swarm, seen);
+  } else {
+    // In rounds, so that no round starts once a seed failed or the budget is spent; the
+    // first round always runs.
+    const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
+    const uint64_t end = eo.first_seed + limit;
+    for (uint64_t first = eo.first_seed; first < end; first += round) {
+      if (eo.stop_on_first_failure && e.failed() > 0) {
+        e.stopped = "first failure";
+        break;
+      }
+      if (first != eo.first_seed && deadline >= 0 && wall_now() >= deadline) {
+        e.stopped = "time budget";
+        break;
+      }
+      explore_seeds(inv, e.s, first, std::min(round, end - first), eo.jobs, e.swarm, seen);
+    }
+  }
+  if (progress) fmt::print(stderr, "\n");
+  e.wall_ms = wall_ms_since(start);
+}
+
+json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explored& e) {
+  json failing_seeds = json::array();
+  for (const auto* r : e.tally.failing()) {
+    failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
+                             {"replay", replay_command(inv, e.s, r->seed, e.swarm)}});
+  }
+  return json{{"scenario", e.s.path},
+              {"seeds", e.ran()},
+              {"first_seed", eo.first_seed},
+              {"passed", e.ran() - e.failed()},
+              {"failed", e.failed()},
+              {"demonstrates_failure", e.s.demonstrates_failure},
+              {"expected", e.s.demonstrates_failure ? "fail" : "pass"},
+              {"outcome", e.outcome()},
+              {"as_expected", e.as_expected()},
+              {"stopped_by", e.stopped.empty() ? json(nullptr) : json(e.stopped)},
+              {"failing_seeds", failing_seeds},
+              {"checks", e.tally.checks_json()},
+              {"drain_us", e.tally.drains_json()},
+              {"effects", e.tally.effects_json()},
+              {"events_total", e.tally.events()},
+              {"sim_time_us_total", e.tally.sim_time_us()},
+              {"wall_ms", e.wall_ms}};
+}
+
+void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explored& e) {
+  std::string stopped;
+  if (e.stopped == "first failure") {
+    stopped = fmt::format(" (stopped at the first failure, {} of {} seeds run)", e.ran(), eo.seeds);
+  } else if (e.stopped == "time budget") {
+    stopped = fmt::format(" (its share of the time budget spent after {} seeds)", e.ran());
+  } else if (eo.time_budget_us > 0) {
+    stopped = " (every seed asked for, within the time budget)";
+  }
+  fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed{}\n", e.s.path, e.ran(), eo.first_seed,
+             e.swarm ? "swarm faults" : "scripted faults", e.ran() - e.failed(), e.failed(), stopped);
+  fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", e.wall_ms / 1e3, e.tally.events(),
+             static_cast<double>(e.ran()) / std::max(e.wall_ms / 1e3, 1e-3));
+  e.tally.print(e.ran(), e.s.kind == "pipeline");
+  const auto failing = e.tally.failing();
+  if (!failing.empty()) {
+    fmt::print("\nfailing seeds ({}):\n", failing.size());
+    for (size_t i = 0; i < failing.size() && i < kListedFailures; ++i) {
+      const auto* r = failing[i];
+      fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
+                 replay_command(inv, e.s, r->seed, e.swarm));
+    }
+    if (failing.size() > kListedFailures) {
+      fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - kListedFailures);
+    }
+  }
+  if (e.s.demonstrates_failure) {
+    fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail{}\n",
+               failing.empty() ? ", and no seed did" : ", as it did");
+  }
+}
+
+// Whether --require-effects / --require-probes hold for `e`; the reason when not.
+std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
+  const auto joined = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (eo.require_effects && !e.tally.kinds_without_effect().empty()) {
+    return "fault kinds with no effect in any seed: " + joined(e.tally.kinds_without_effect());
+  }
+  if (eo.require_probes && e.s.kind == "pipeline" && !e.tally.probes_never_hit().empty()) {
+    return "probes never reached: " + joined(e.tally.probes_never_hit());
+  }
+  return "";
+}
+
+// A JUnit XML report: one test case per scenario and seed range.
+void write_junit(std::ofstream& out, const Invocation& inv, const ExploreOptions& eo, const std::vector<Explored>& all,
+                 double wall_ms) {
+  size_t failures = 0, skipped = 0;
+  for (const auto& e : all) {
+    if (!e.started) {
+      ++skipped;
+    } else if (!e.as_expected() || !unmet_requirement(eo, e).empty()) {
+      ++failures;
+    }
+  }
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  const std::string totals = fmt::format("tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"",
+                                         all.size(), failures, skipped, wall_ms / 1e3);
+  out << "<testsuites name=\"onceflow explore\" " << totals << ">\n";
+  out << "  <testsuite name=\"onceflow explore\" " << totals << ">\n";
+  for (const auto& e : all) {
+    const std::string name = fmt::format("{} {} ({})", e.s.path, e.seed_range(eo.first_seed),
+                                         e.swarm ? "swarm faults" : "scripted faults");
+    out << fmt::format("    <testcase classname=\"onceflow.explore.{}\" name=\"{}\" time=\"{:.3f}\">\n",
+                       xml_escape(e.s.name), xml_escape(name), e.wall_ms / 1e3);
+    const auto failing = e.tally.failing();
+    std::string listed;
+    for (size_t i = 0; i < failing.size() && i < kJunitFailures; ++i) {
+      const auto* r = failing[i];
+      listed += fmt::format("seed {}: {}\n  faults: {}\n  replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
+                            replay_command(inv, e.s, r->seed, e.swarm));
+    }
+    if (failing.size() > kJunitFailures) listed += fmt::format("... and {} more\n", failing.size() - kJunitFailures);
+    const std::string unmet = unmet_requirement(eo, e);
+    if (!e.started) {
+      out << "      <skipped message=\"not run: the exploration stopped at an earlier failure\"/>\n";
+    } else if (!e.as_expected()) {
+      const std::string message =
+          e.s.demonstrates_failure
+              ? fmt::format("a demonstration of a known-bad design must fail, and none of {} seeds did", e.ran())
+              : fmt::format("{} of {} seeds failed; first: seed {}: {}", failing.size(), e.ran(), failing[0]->seed,
+                            without_replay(failing[0]->first_failure));
+      out << "      <failure message=\"" << xml_escape(message) << "\" type=\"violation\">" << xml_escape(listed)
+          << "</failure>\n";
+    } else if (!unmet.empty()) {
+      out << "      <failure message=\"" << xml_escape(unmet) << "\" type=\"coverage\">" << xml_escape(unmet)
+          << "</failure>\n";
+    }
+    std::string summary = fmt::format("{}: {} seeds, {} passed, {} failed{}\n", e.outcome(), e.ran(), e.ran() - e.failed(),
+                                      e.failed(), e.stopped.empty() ? "" : " (stopped by the " + e.stopped + ")");
+    if (e.started && e.as_expected() && e.s.demonstrates_failure) summary += listed;
+    out << "      <system-out>" << xml_escape(summary) << "</system-out>\n";
+    out << "    </testcase>\n";
+  }
+  out << "  </testsuite>\n</testsuites>\n";
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 allows no control characters but tab, newline and carriage return.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += c;
+    }
+  }
+  return out;
+}
+
+int explore_command(const Invocation& inv, const ExploreOptions& eo) {
+  if (eo.paths.empty()) throw UsageError{"explore: name a scenario file or folder"};
+  if (eo.seeds == 0) throw UsageError{"--seeds must be at least 1"};
+  if (eo.jobs < 1) throw UsageError{"--jobs must be at least 1"};
+  std::vector<Explored> all;
+  for (auto& s : scenarios_named(eo.paths)) {
+    check_functions(inv.registry, s);
+    Explored e;
+    e.swarm = eo.swarm.value_or(s.swarm);
+    e.s = std::move(s);
+    all.push_back(std::move(e));
+  }
+  // The report's file is opened first: a path that cannot be written is bad input, found
+  // before any seed runs.
+  std::ofstream junit;
+  if (!eo.junit_path.empty()) {
+    junit.open(eo.junit_path);
+    if (!junit) throw UsageError{"--junit: cannot write " + eo.junit_path};
+  }
+  std::error_code ec;
+  const bool one_file = eo.paths.size() == 1 && !std::filesystem::is_directory(eo.paths[0], ec);
+  const Micros start = wall_now();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (eo.stop_on_first_failure && std::any_of(all.begin(), all.begin() + static_cast<long>(i), [](const Explored& e) {
+          return !e.as_expected();
+        })) {
+      break;
+    }
+    // The budget left, shared evenly by the scenarios left.
+    Micros deadline = -1;
+    if (eo.time_budget_us > 0) {
+      const Micros left = std::max<Micros>(0, start + eo.time_budget_us - wall_now());
+      deadline = wall_now() + left / static_cast<Micros>(all.size() - i);
+    }
+    const std::string label = all.size() > 1 ? fmt::format("{}/{} {}: ", i + 1, all.size(), all[i].s.path) : "";
+    explore_one(inv, eo, all[i], deadline, label);
+    if (!eo.as_json) {
+      if (i > 0) fmt::print("\n");
+      print_explored(inv, eo, all[i]);
+      std::fflush(stdout);
+    }
+  }
+  const double wall_ms = wall_ms_since(start);
+  size_t as_expected = 0;
+  bool requirements_met = true;
+  for (const auto& e : all) {
+    as_expected += e.as_expected() ? 1 : 0;
+    requirements_met &= !e.started || unmet_requirement(eo, e).empty();
+  }
+  if (eo.as_json) {
+    if (one_file) {
+      json j = explored_json(inv, eo, all[0]);
+      j["peak_rss_mb"] = peak_rss_mb();
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      json scenarios = json::array();
+      for (const auto& e : all) scenarios.push_back(explored_json(inv, eo, e));
+      fmt::print("{}\n", json{{"scenarios", scenarios},
+                              {"explored", all.size()},
+                              {"as_expected", as_expected},
+                              {"not_as_expected", all.size() - as_expected},
+                              {"peak_rss_mb", peak_rss_mb()},
+                              {"wall_ms", wall_ms}}
+                             .dump(2));
+    }
+  } else if (all.size() > 1) {
+    fmt::print("\nexplored {} scenarios in {:.1f}s: {} as expected, {} not\n", all.size(), wall_ms / 1e3, as_expected,
+               all.size() - as_expected);
+    for (const auto& e : all) {
+      fmt::print("  {:<48} {:>8} seeds  {:>6} failed  {}\n", e.s.path, e.ran(), e.failed(), e.outcome());
+    }
+  }
+  if (junit.is_open()) {
+    write_junit(junit, inv, eo, all, wall_ms);
+    junit.close();
+    if (!junit) throw UsageError{"--junit: cannot write " + eo.junit_path};
+  }
+  if (as_expected != all.size()) return 1;
+  return requirements_met ? 0 : 1;
+}
+
+}  // namespace onceflow::cli

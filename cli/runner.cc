@@ -1,0 +1,190 @@
+#include "cli/runner.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "checkers/verdict.h"
+#include "faults/pipeline_run.h"
+#include "faults/selftest.h"
+#include "real/wall_clock.h"
+
+namespace onceflow::cli {
+
+using json = nlohmann::json;
+
+// The name this binary was invoked by (argv[0]): a user's own binary, which registers the
+// user's computations, names itself in the replay lines it prints, so they work when pasted.
+std::string& program_name() {
+  static std::string name = "onceflow";
+  return name;
+}
+
+std::string replay_command(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm) {
+  return fmt::format("{} replay {} --seed {}{}{}", program_name(), s.path, seed,
+                     swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),
+                     inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
+}
+
+Scenario load_or_fail(const std::string& path) {
+  auto scenario = load_scenario(path);
+  if (!scenario) throw UsageError{scenario.error().message()};
+  return *scenario;
+}
+
+// A pipeline's functions must be registered in this program (see examples/own_computation).
+void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec) {
+  for (const auto& c : spec.computations) {
+    if (registry.has(c.processing_function)) continue;
+    std::string known;
+    for (const auto& name : registry.names()) known += (known.empty() ? "" : ", ") + name;
+    throw UsageError{fmt::format("{}: computations.{}.processing_function: '{}' is not registered in this program "
+                                 "(registered: {})",
+                                 spec_path, c.name, c.processing_function, known)};
+  }
+}
+void check_functions(const ComputationRegistry& registry, const Scenario& s) {
+  if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
+}
+
+// The scenario files in `dir`, sorted by path; a file that does not load is an error.
+std::vector<Scenario> load_library(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) throw UsageError{dir + ": no such directory"};
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<Scenario> out;
+  for (const auto& path : paths) out.push_back(load_or_fail(path));
+  return out;
+}
+
+faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+                                 size_t keep_lines) {
+  if (s.kind == "pipeline") {
+    faults::PipelineRunOptions options = s.pipeline;
+    options.seed = seed;
+    options.swarm = swarm;
+    options.random_knobs = random_knobs(s, swarm);
+    options.trace_keep_lines = keep_lines;
+    options.bugs = inv.bugs;
+    options.inert_faults = inv.inert_faults;
+    options.replay_command = replay_command(inv, s, seed, swarm);
+    return faults::run_pipeline(options, inv.registry).outcome;
+  }
+  faults::SelftestOptions options = s.kernel;
+  options.seed = seed;
+  options.swarm = swarm;
+  options.scripted = s.scripted;
+  options.trace_keep_lines = keep_lines;
+  options.bugs = inv.bugs;
+  options.inert_faults = inv.inert_faults;
+  return faults::run_kernel_selftest(options);
+}
+
+// One seed, checked; with `twice`, run again and check that the run was the same.
+faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+                            size_t keep_lines, bool twice) {
+  faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
+  if (!twice) return r;
+  const uint64_t again = run_seed_once(inv, s, seed, swarm, 0).trace_hash;
+  r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again, replay_command(inv, s, seed, swarm)));
+  r.passed = checkers::all_passed(r.verdicts);
+  return r;
+}
+
+// Explore checks same-seed determinism on every tenth seed: it costs a second run.
+bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
+
+// Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
+void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
+                   const std::function<void(const SeedSummary&)>& done) {
+  if (jobs <= 1) {
+    for (uint64_t seed = first; seed < first + count; ++seed) {
+      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
+    }
+    return;
+  }
+  struct Worker {
+    pid_t pid;
+    int fd;
+    std::string buffer;
+  };
+  std::vector<Worker> workers;
+  for (int j = 0; j < jobs; ++j) {
+    int fds[2];
+    if (pipe(fds) != 0) throw UsageError{"pipe() failed"};
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) throw UsageError{"fork() failed"};
+    if (pid == 0) {
+      close(fds[0]);
+      FILE* out = fdopen(fds[1], "w");
+      for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
+        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
+        std::fputs(line.c_str(), out);
+        std::fflush(out);
+      }
+      std::fclose(out);
+      _exit(0);
+    }
+    close(fds[1]);
+    workers.push_back({pid, fds[0], ""});
+  }
+  size_t open = workers.size();
+  while (open > 0) {
+    std::vector<pollfd> fds;
+    for (const auto& w : workers) {
+      if (w.fd >= 0) fds.push_back({w.fd, POLLIN, 0});
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) continue;
+    for (auto& w : workers) {
+      if (w.fd < 0) continue;
+      pollfd* p = nullptr;
+      for (auto& f : fds) if (f.fd == w.fd) p = &f;
+      if (p == nullptr || p->revents == 0) continue;
+      char chunk[65536];
+      const ssize_t n = read(w.fd, chunk, sizeof chunk);
+      if (n <= 0) {
+        close(w.fd);
+        w.fd = -1;
+        --open;
+        continue;
+      }
+      w.buffer.append(chunk, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = w.buffer.find('\n')) != std::string::npos) {
+        done(parse_summary(json::parse(w.buffer.substr(0, nl))));
+        w.buffer.erase(0, nl + 1);
+      }
+    }
+  }
+  for (const auto& w : workers) {
+    int status = 0;
+    waitpid(w.pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw UsageError{fmt::format("worker process {} failed (status {})", w.pid, status)};
+    }
+  }
+}
+
+// The largest resident set this process (and, after they ended, its worker processes) had.
+double peak_rss_mb() {
+  rusage self {}, children {};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return static_cast<double>(std::max(self.ru_maxrss, children.ru_maxrss)) / 1024.0;
+}
+
+double wall_ms_since(Micros start) { return static_cast<double>(real::WallClock().now() - start) / 1e3; }
+Micros wall_now() { return real::WallClock().now(); }
+
+}  // namespace onceflow::cli

@@ -1,0 +1,70 @@
+// Running scenario seeds, shared by the command line (cli/cli.cc, cli/explore.cc) and the
+// test helpers of testing/testing.h: one seed checked, many seeds in worker processes, and
+// the replay command a failure names.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/explore.h"
+#include "cli/scenario.h"
+#include "core/computation.h"
+#include "core/engine.h"
+#include "faults/run_outcome.h"
+
+namespace onceflow::cli {
+
+// Bad input or usage: the command line prints the message on one line and exits 2.
+struct UsageError {
+  std::string message;
+};
+
+// What one invocation runs with.
+struct Invocation {
+  const ComputationRegistry& registry;
+  BugSwitches bugs;      // --bug: one deliberate engine mistake, for checking the checkers
+  std::string bug_name;
+  std::set<faults::FaultKind> inert_faults;  // --inert-fault: kinds whose injector does nothing
+};
+
+// The name this program was invoked by (argv[0]): a user's own binary, which registers the
+// user's computations, names itself in the replay lines it prints, so they work when pasted.
+// cli_main and testing::main set it; "onceflow" until one does.
+std::string& program_name();
+
+// `program_name() replay PATH --seed N` with the flags that make it the same run.
+std::string replay_command(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm);
+
+// Loads a scenario file; a UsageError when it does not load.
+Scenario load_or_fail(const std::string& path);
+// A pipeline's functions must be registered in this program: a UsageError naming the first
+// that is not.
+void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec);
+void check_functions(const ComputationRegistry& registry, const Scenario& s);
+// The scenario files in `dir` (not its subdirectories), sorted by path; a file that does not
+// load is a UsageError.
+std::vector<Scenario> load_library(const std::string& dir);
+
+// One seed, checked; `keep_lines` of the trace are kept (SIZE_MAX: all). With `twice`, the
+// seed runs again and a determinism check compares the two traces.
+faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines);
+faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
+                            bool twice);
+// Explore checks same-seed determinism on every tenth seed: it costs a second run.
+bool determinism_sampled(uint64_t seed);
+
+// Runs seeds [first, first + count) in `jobs` worker processes (forked; 1: in this one) and
+// calls `done` per seed, in the order they finish.
+void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
+                   const std::function<void(const SeedSummary&)>& done);
+
+// The wall clock, for the figures the command line prints (never inside a simulation).
+Micros wall_now();
+double wall_ms_since(Micros start);
+// The largest resident set of this process or, after they ended, its worker processes.
+double peak_rss_mb();
+
+}  // namespace onceflow::cli

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The installed package as a project of yours uses it: cmake --install into a temporary
+# prefix, then examples/own_computation built on its own against find_package(onceflow), its
+# tests run, and a failing property's replay lines pasted as printed.
+# Usage: package_test.sh BUILD_DIR SOURCE_DIR CXX_COMPILER
+set -uo pipefail
+build=$1
+src=$2
+cxx=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+prefix=$tmp/prefix
+
+cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
+for f in bin/onceflow lib/libonceflow_cli.a lib/cmake/onceflow/onceflowConfig.cmake \
+         lib/cmake/onceflow/onceflowConfigVersion.cmake include/onceflow/cli/cli.h \
+         include/onceflow/testing/testing.h include/onceflow/core/env/status.h \
+         share/onceflow/scenarios/retryable_request.yaml share/onceflow/scenarios/pipelines; do
+  [[ -e $prefix/$f ]] || fail "not installed: $f"
+done
+if grep -rqF "$src" "$prefix/lib/cmake"; then fail "the installed package names the source tree $src"; fi
+# The installed binary finds the installed scenario library from any directory.
+(cd "$tmp" && "$prefix/bin/onceflow" list) | grep -q "share/onceflow/scenarios/retryable_request.yaml" ||
+  fail "the installed onceflow does not list the installed scenario library"
+"$prefix/bin/onceflow" --version | grep -q '^onceflow 0\.' || fail "--version"
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$src/examples/own_computation" -B "$tmp/example" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" >"$tmp/configure.log" 2>&1 ||
+  { cat "$tmp/configure.log"; fail "configuring the example against the package"; }
+cmake --build "$tmp/example" -j 2 || fail "building the example against the package"
+ctest --test-dir "$tmp/example" --output-on-failure || fail "the example's tests"
+
+bin="$tmp/example/my_pipeline_test"
+export ONCEFLOW_REPRO_DIR=$tmp
+# Seeds from the environment.
+ONCEFLOW_SEED=5 ONCEFLOW_SEEDS=2 "$bin" --gtest_filter=MyPipeline.ScenarioHolds >"$tmp/seeds.txt" 2>&1 ||
+  { cat "$tmp/seeds.txt"; fail "the scenario at seeds 5-6"; }
+grep -q "seeds 5-6 passed" "$tmp/seeds.txt" || { cat "$tmp/seeds.txt"; fail "ONCEFLOW_SEED/ONCEFLOW_SEEDS not used"; }
+ONCEFLOW_SEEDS=many "$bin" --gtest_filter=MyPipeline.ScenarioHolds >"$tmp/bad.txt" 2>&1 && fail "ONCEFLOW_SEEDS=many passed"
+grep -q "ONCEFLOW_SEEDS='many': expected a whole number" "$tmp/bad.txt" || { cat "$tmp/bad.txt"; fail "unclear error"; }
+
+# A failing property: its replay lines name this binary and work when pasted.
+filter=MyPipeline.DISABLED_FailsWithAnEngineBug
+"$bin" --gtest_also_run_disabled_tests --gtest_filter=$filter >"$tmp/failing.txt" 2>&1 &&
+  fail "the property with an engine bug passed"
+replay=$(grep -o "replay: $bin run [^ ]* --seed [0-9]* --bug no-lease-prerequisite" "$tmp/failing.txt" | tail -1)
+replay=${replay#replay: }
+[[ -n $replay ]] || { tail -40 "$tmp/failing.txt"; fail "no replay line naming $bin"; }
+eval "$replay" >"$tmp/replay.txt" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] || { cat "$tmp/replay.txt"; fail "the pasted replay line exited $rc, not 1 (the failure)"; }
+rerun=$(grep -o "rerun just this case: .*" "$tmp/failing.txt" | tail -1)
+rerun=${rerun#rerun just this case: }
+[[ $rerun == "RC_PARAMS=\"reproduce="*"\" $bin --gtest_filter=$filter" ]] || fail "the rerun line: $rerun"
+eval "$rerun --gtest_also_run_disabled_tests" >"$tmp/rerun.txt" 2>&1 && fail "the pasted rerun line passed"
+grep -q "Falsifiable" "$tmp/rerun.txt" || { tail -20 "$tmp/rerun.txt"; fail "the rerun did not reproduce the case"; }
+echo "package_test: installed, built the example against the package, its tests and replay lines work"
