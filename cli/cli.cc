@@ -135,12 +135,14 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
   return run.outcome.passed ? kExitPass : kExitViolation;
 }
 
-// The scenario library: ./scenarios when there is one (the repository's root), else the
-// installed one next to this binary (<prefix>/bin/.. /share/onceflow/scenarios), else the one
-// of the prefix it was configured for, else the one of the source tree it was built from.
+// The scenario library: ./scenarios when there is one (the repository's root), else
+// $ONCEFLOW_SCENARIOS, else the installed one next to this binary (<prefix>/bin/..
+// /share/onceflow/scenarios), else the one of the prefix it was configured for, else the one
+// of the source tree it was built from.
 std::string default_library_dir() {
   std::error_code ec;
   if (std::filesystem::is_directory("scenarios", ec)) return "scenarios";
+  if (const char* env = std::getenv("ONCEFLOW_SCENARIOS"); env != nullptr && *env != '\0') return env;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const auto beside = exe.parent_path().parent_path() / "share" / "onceflow" / "scenarios";
@@ -677,13 +679,13 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
 
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else the installed library, else the one this binary was built from)");
+                   "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
   list->add_flag("--json", as_json, "Print one JSON object");
   bool list_probes = false;
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else the installed library, else the one this binary was built from)");
+                   "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
   mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up")
       ->check(whole(1, 1'000'000));
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));

@@ -24,6 +24,16 @@ constexpr uint64_t kUnboundedSeeds = 100'000'000;
 constexpr size_t kListedFailures = 10;
 constexpr size_t kJunitFailures = 50;
 
+// The largest seed the command line takes (--seed, --first-seed): every seed run can be replayed.
+constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
+
+// How many seeds each scenario gets at most: --seeds, or unbounded under a time budget
+// without --seeds; never past the largest seed.
+uint64_t seed_limit(const ExploreOptions& eo) {
+  const uint64_t asked = eo.time_budget_us > 0 && !eo.seeds_given ? kUnboundedSeeds : eo.seeds;
+  return std::min(asked, kMaxSeed - eo.first_seed + 1);
+}
+
 // One scenario's exploration.
 struct Explored {
   Scenario s;
@@ -69,7 +79,7 @@ std::vector<Scenario> scenarios_named(const std::vector<std::string>& paths) {
 }
 
 void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, const std::string& label) {
-  const uint64_t limit = eo.time_budget_us > 0 && !eo.seeds_given ? kUnboundedSeeds : eo.seeds;
+  const uint64_t limit = seed_limit(eo);
   const Micros start = wall_now();
   const bool progress = !eo.as_json && isatty(STDERR_FILENO) != 0;
   e.started = true;
@@ -110,7 +120,24 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
   e.wall_ms = wall_ms_since(start);
 }
 
+// Whether --require-effects / --require-probes hold for `e`; the reason when not.
+std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
+  const auto joined = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (eo.require_effects && !e.tally.kinds_without_effect().empty()) {
+    return "fault kinds with no effect in any seed: " + joined(e.tally.kinds_without_effect());
+  }
+  if (eo.require_probes && e.s.kind == "pipeline" && !e.tally.probes_never_hit().empty()) {
+    return "probes never reached: " + joined(e.tally.probes_never_hit());
+  }
+  return "";
+}
+
 json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explored& e) {
+  const std::string unmet = unmet_requirement(eo, e);
   json failing_seeds = json::array();
   for (const auto* r : e.tally.failing()) {
     failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
@@ -126,6 +153,7 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
               {"outcome", e.outcome()},
               {"as_expected", e.as_expected()},
               {"stopped_by", e.stopped.empty() ? json(nullptr) : json(e.stopped)},
+              {"unmet_requirement", unmet.empty() ? json(nullptr) : json(unmet)},
               {"failing_seeds", failing_seeds},
               {"checks", e.tally.checks_json()},
               {"drain_us", e.tally.drains_json()},
@@ -138,7 +166,7 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
 void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explored& e) {
   std::string stopped;
   if (e.stopped == "first failure") {
-    stopped = fmt::format(" (stopped at the first failure, {} of {} seeds run)", e.ran(), eo.seeds);
+    stopped = fmt::format(" (stopped at the first failure, {} of {} seeds run)", e.ran(), seed_limit(eo));
   } else if (e.stopped == "time budget") {
     stopped = fmt::format(" (its share of the time budget spent after {} seeds)", e.ran());
   } else if (eo.time_budget_us > 0) {
@@ -165,22 +193,6 @@ void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explo
     fmt::print("\nthis scenario demonstrates a known-bad design: it is expected to fail{}\n",
                failing.empty() ? ", and no seed did" : ", as it did");
   }
-}
-
-// Whether --require-effects / --require-probes hold for `e`; the reason when not.
-std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
-  const auto joined = [](const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-    return out;
-  };
-  if (eo.require_effects && !e.tally.kinds_without_effect().empty()) {
-    return "fault kinds with no effect in any seed: " + joined(e.tally.kinds_without_effect());
-  }
-  if (eo.require_probes && e.s.kind == "pipeline" && !e.tally.probes_never_hit().empty()) {
-    return "probes never reached: " + joined(e.tally.probes_never_hit());
-  }
-  return "";
 }
 
 // A JUnit XML report: one test case per scenario and seed range.
@@ -260,6 +272,10 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
   if (eo.paths.empty()) throw UsageError{"explore: name a scenario file or folder"};
   if (eo.seeds == 0) throw UsageError{"--seeds must be at least 1"};
   if (eo.jobs < 1) throw UsageError{"--jobs must be at least 1"};
+  if (eo.first_seed > kMaxSeed || (eo.seeds_given && eo.seeds - 1 > kMaxSeed - eo.first_seed)) {
+    throw UsageError{fmt::format("--first-seed {} with --seeds {} goes past the largest seed, {}", eo.first_seed,
+                                 eo.seeds, kMaxSeed)};
+  }
   std::vector<Explored> all;
   for (auto& s : scenarios_named(eo.paths)) {
     check_functions(inv.registry, s);
@@ -270,9 +286,19 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
   }
   // The report's file is opened first: a path that cannot be written is bad input, found
   // before any seed runs.
+  // It is written whole to a file beside it, renamed over FILE at the end: an exploration
+  // that ends in an error leaves no half report.
   std::ofstream junit;
+  const std::string junit_partial = eo.junit_path + ".partial";
+  struct RemovePartial {
+    std::string path;  // "": nothing to remove
+    ~RemovePartial() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove(path, ignored);
+    }
+  } remove_partial{eo.junit_path.empty() ? std::string() : junit_partial};
   if (!eo.junit_path.empty()) {
-    junit.open(eo.junit_path);
+    junit.open(junit_partial);
     if (!junit) throw UsageError{"--junit: cannot write " + eo.junit_path};
   }
   std::error_code ec;
@@ -325,13 +351,17 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
     fmt::print("\nexplored {} scenarios in {:.1f}s: {} as expected, {} not\n", all.size(), wall_ms / 1e3, as_expected,
                all.size() - as_expected);
     for (const auto& e : all) {
-      fmt::print("  {:<48} {:>8} seeds  {:>6} failed  {}\n", e.s.path, e.ran(), e.failed(), e.outcome());
+      const std::string unmet = e.started ? unmet_requirement(eo, e) : "";
+      fmt::print("  {:<48} {:>8} seeds  {:>6} failed  {}{}\n", e.s.path, e.ran(), e.failed(), e.outcome(),
+                 unmet.empty() ? "" : "; " + unmet);
     }
   }
   if (junit.is_open()) {
     write_junit(junit, inv, eo, all, wall_ms);
     junit.close();
-    if (!junit) throw UsageError{"--junit: cannot write " + eo.junit_path};
+    std::error_code renamed;
+    if (junit) std::filesystem::rename(junit_partial, eo.junit_path, renamed);
+    if (!junit || renamed) throw UsageError{"--junit: cannot write " + eo.junit_path};
   }
   if (as_expected != all.size()) return 1;
   return requirements_met ? 0 : 1;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "checkers/verdict.h"
 #include "faults/pipeline_run.h"
@@ -55,6 +56,18 @@ void check_functions(const ComputationRegistry& registry, const Scenario& s) {
 }
 
 // The scenario files in `dir`, sorted by path; a file that does not load is an error.
+namespace {
+// A pipeline spec kept beside its scenarios (it has sources or computations and no kind).
+bool is_pipeline_spec(const std::string& path) {
+  try {
+    const YAML::Node root = YAML::LoadFile(path);
+    return root.IsMap() && !root["kind"] && (root["sources"] || root["computations"]);
+  } catch (const YAML::Exception&) {
+    return false;  // the scenario reader names the problem
+  }
+}
+}  // namespace
+
 std::vector<Scenario> load_library(const std::string& dir) {
   if (!std::filesystem::is_directory(dir)) throw UsageError{dir + ": no such directory"};
   std::vector<std::string> paths;
@@ -63,7 +76,9 @@ std::vector<Scenario> load_library(const std::string& dir) {
   }
   std::sort(paths.begin(), paths.end());
   std::vector<Scenario> out;
-  for (const auto& path : paths) out.push_back(load_or_fail(path));
+  for (const auto& path : paths) {
+    if (!is_pipeline_spec(path)) out.push_back(load_or_fail(path));
+  }
   return out;
 }
 

@@ -44,8 +44,9 @@ Scenario load_or_fail(const std::string& path);
 // that is not.
 void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec);
 void check_functions(const ComputationRegistry& registry, const Scenario& s);
-// The scenario files in `dir` (not its subdirectories), sorted by path; a file that does not
-// load is a UsageError.
+// The scenario files in `dir` (not its subdirectories), sorted by path; pipeline specs kept
+// beside them (a YAML file with sources or computations and no kind) are passed over; a file
+// that does not load is a UsageError.
 std::vector<Scenario> load_library(const std::string& dir);
 
 // One seed, checked; `keep_lines` of the trace are kept (SIZE_MAX: all). With `twice`, the

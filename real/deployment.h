@@ -119,8 +119,8 @@ class RealDeployment {
   void watch_kafka();
   // What the run still waits for before it is drained: "" once everything produced was
   // consumed by the sources and no stream row, outbox row or timer is left; else the first
-  // thing found missing ("the controller's state 'repartitioning'", "partition 1 of words:
-  // 40 of 50 offsets committed", ...), which the progress line shows.
+  // thing found missing ("the controller (state 'repartitioning')", "source words partition
+  // 1: 40 of 50 inputs read and committed", ...), which the progress line shows.
   std::string waiting_for();
   // The reason to stop now, or OK.
   Status failing() const;

@@ -257,9 +257,18 @@ std::optional<uint64_t> env_number(const char* name, uint64_t min) {
 }  // namespace
 
 SeedRange seeds_from_env(uint64_t default_count) {
+  // The command line replays seeds up to 2^63-1: every seed run here can be replayed there.
+  constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
   SeedRange r;
   r.first = env_number("ONCEFLOW_SEED", 0).value_or(1);
-  r.count = env_number("ONCEFLOW_SEEDS", 1).value_or(default_count);
+  r.count = env_number("ONCEFLOW_SEEDS", 1).value_or(std::max<uint64_t>(1, default_count));
+  if (r.first > kMaxSeed) {
+    throw std::invalid_argument(fmt::format("ONCEFLOW_SEED={}: the largest seed is {}", r.first, kMaxSeed));
+  }
+  if (r.count - 1 > kMaxSeed - r.first) {
+    throw std::invalid_argument(
+        fmt::format("ONCEFLOW_SEED={} with ONCEFLOW_SEEDS={} goes past the largest seed, {}", r.first, r.count, kMaxSeed));
+  }
   return r;
 }
 
@@ -275,8 +284,12 @@ std::optional<rc::detail::TestParams> property_params_from_env() {
 
 std::string rerun_command(const std::string& settings) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string filter =
-      info != nullptr ? fmt::format(" --gtest_filter={}.{}", info->test_suite_name(), info->name()) : "";
+  std::string filter;
+  if (info != nullptr) {
+    filter = fmt::format(" --gtest_filter={}.{}", info->test_suite_name(), info->name());
+    const auto disabled = [](std::string_view name) { return name.rfind("DISABLED_", 0) == 0; };
+    if (disabled(info->test_suite_name()) || disabled(info->name())) filter += " --gtest_also_run_disabled_tests";
+  }
   return fmt::format("{} {}{}", settings, binary_name(), filter);
 }
 
@@ -298,7 +311,8 @@ std::string rerun_command(const std::string& settings) {
   const cli::Invocation inv{registry, {}, "", {}};
   std::vector<faults::RunOutcome> failing;
   uint64_t failed = 0;
-  for (uint64_t seed = seeds.first; seed < seeds.first + seeds.count; ++seed) {
+  for (uint64_t i = 0; i < seeds.count; ++i) {
+    const uint64_t seed = seeds.first + i;
     faults::RunOutcome r = cli::run_seed(inv, s, seed, s.swarm, 0, cli::determinism_sampled(seed));
     if (r.passed) continue;
     ++failed;

@@ -67,6 +67,7 @@ mkdir -p "$tmp/lib" "$tmp/empty"
 for f in kernel_bank http_ignores_key_exactly_once; do
   sed "s#pipeline: #pipeline: $src/scenarios/#" "$src/scenarios/$f.yaml" >"$tmp/lib/$f.yaml"
 done
+cp "$src/scenarios/pipelines/http_sink.yaml" "$tmp/lib/"  # a pipeline spec beside them is passed over
 expect_rc 0 "$bin" explore "$tmp/lib" --seeds 6 --jobs 2 --junit "$tmp/lib.xml"
 "$bin" explore "$tmp/lib" --seeds 6 --json >"$tmp/lib.json"
 python3 - "$tmp/lib.json" "$tmp/lib.xml" <<'PY' || fail "explore over a folder: JSON or JUnit"
@@ -75,6 +76,7 @@ j = json.load(open(sys.argv[1]))
 assert j["explored"] == 2 and j["as_expected"] == 2, j
 demo = [s for s in j["scenarios"] if s["demonstrates_failure"]][0]
 assert demo["outcome"] == "failed as expected" and demo["as_expected"] and demo["failed"] > 0, demo
+assert all(s["unmet_requirement"] is None for s in j["scenarios"]), j
 cases = ET.parse(sys.argv[2]).getroot().findall("./testsuite/testcase")
 assert len(cases) == 2 and all(c.find("failure") is None for c in cases), [c.attrib for c in cases]
 assert any("seeds 1-6" in c.get("name") for c in cases)
@@ -168,6 +170,9 @@ done
 headline="$src/scenarios/retryable_request.yaml"
 expect_rc 0 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects
 expect_rc 1 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects --inert-fault crash
+"$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects --inert-fault crash --json >"$tmp/unmet.json"
+grep -q '"unmet_requirement": "fault kinds with no effect in any seed: crash"' "$tmp/unmet.json" ||
+  fail "unmet_requirement in --json"
 "$bin" explore "$headline" --seeds 30 --jobs 2 --inert-fault crash 2>&1 | grep -q "fault kind crash .* no effect" ||
   fail "an inert crash injector went unreported"
 expect_rc 1 "$bin" explore "$src/scenarios/keyed_aggregation.yaml" --seeds 5 --require-probes

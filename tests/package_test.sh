@@ -13,13 +13,16 @@ fail() { echo "FAIL: $*"; exit 1; }
 prefix=$tmp/prefix
 
 cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
-for f in bin/onceflow lib/libonceflow_cli.a lib/cmake/onceflow/onceflowConfig.cmake \
-         lib/cmake/onceflow/onceflowConfigVersion.cmake include/onceflow/cli/cli.h \
+libdir=$(dirname "$(find "$prefix" -name onceflowConfig.cmake | head -1)")  # lib/cmake/onceflow, lib64/...
+[[ $libdir == "$prefix"/* ]] || fail "no onceflowConfig.cmake installed"
+libdir=${libdir%/cmake/onceflow}
+libdir=${libdir#"$prefix"/}
+for f in bin/onceflow "$libdir/libonceflow_cli.a" "$libdir/cmake/onceflow/onceflowConfigVersion.cmake" include/onceflow/cli/cli.h \
          include/onceflow/testing/testing.h include/onceflow/core/env/status.h \
          share/onceflow/scenarios/retryable_request.yaml share/onceflow/scenarios/pipelines; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
-if grep -rqF "$src" "$prefix/lib/cmake"; then fail "the installed package names the source tree $src"; fi
+if grep -rqF "$src" "$prefix/$libdir/cmake"; then fail "the installed package names the source tree $src"; fi
 # The installed binary finds the installed scenario library from any directory.
 (cd "$tmp" && "$prefix/bin/onceflow" list) | grep -q "share/onceflow/scenarios/retryable_request.yaml" ||
   fail "the installed onceflow does not list the installed scenario library"
@@ -54,7 +57,8 @@ rc=$?
 [[ $rc -eq 1 ]] || { cat "$tmp/replay.txt"; fail "the pasted replay line exited $rc, not 1 (the failure)"; }
 rerun=$(grep -o "rerun just this case: .*" "$tmp/failing.txt" | tail -1)
 rerun=${rerun#rerun just this case: }
-[[ $rerun == "RC_PARAMS=\"reproduce="*"\" $bin --gtest_filter=$filter" ]] || fail "the rerun line: $rerun"
-eval "$rerun --gtest_also_run_disabled_tests" >"$tmp/rerun.txt" 2>&1 && fail "the pasted rerun line passed"
+[[ $rerun == "RC_PARAMS=\"reproduce="*"\" $bin --gtest_filter=$filter --gtest_also_run_disabled_tests" ]] ||
+  fail "the rerun line: $rerun"
+eval "$rerun" >"$tmp/rerun.txt" 2>&1 && fail "the pasted rerun line passed"
 grep -q "Falsifiable" "$tmp/rerun.txt" || { tail -20 "$tmp/rerun.txt"; fail "the rerun did not reproduce the case"; }
 echo "package_test: installed, built the example against the package, its tests and replay lines work"
