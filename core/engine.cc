@@ -103,6 +103,7 @@ constexpr BugName kBugNames[] = {
     {"ambiguous-as-success", &BugSwitches::ambiguous_as_success},
     {"ambiguous-as-failure", &BugSwitches::ambiguous_as_failure},
     {"new-seqno-on-resend", &BugSwitches::new_seqno_on_resend},
+    {"batch-ack-whole", &BugSwitches::batch_ack_whole},
     {"deliver-before-commit", &BugSwitches::deliver_before_commit},
     {"timer-delete-apart", &BugSwitches::timer_delete_apart},
     {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early},

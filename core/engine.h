@@ -86,6 +86,9 @@ struct BugSwitches {
   bool ambiguous_as_success = false;   // treat an ambiguous commit as committed
   bool ambiguous_as_failure = false;   // treat an ambiguous commit as not committed
   bool new_seqno_on_resend = false;    // async sink: resend under a fresh seqNo
+  // async sink: a batch the target answered counts as taken whole, though the target may hold
+  // only its first part
+  bool batch_ack_whole = false;
   bool deliver_before_commit = false;  // async sink: send before the epoch commits
   bool timer_delete_apart = false;     // delete fired timers in a separate transaction
   bool dedup_cleanup_early = false;    // drop input_messages rows without the watermark
@@ -274,8 +277,8 @@ void fault_point(const EngineEnv& env, std::string_view point);
 
 // The name of the node an async queue sink delivers to.
 std::string sink_target_node(std::string_view sink);
-// Request: producer id, seqNo, the sender's Lease, the message, and the tablet (the sink
-// partition's index) it is written to.
+// Request: a batch of rows from one producer (AppendRequest, core/outbox.h); reply:
+// AppendReply, the highest seqNo the target holds from that producer.
 inline constexpr const char* kSinkAppendService = "append";
 // A sharded target's tablet count (decimal); the controller asks it (core/controller.h).
 inline constexpr const char* kSinkDescribeService = "describe";

@@ -332,7 +332,7 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     : env_(env),
       id_(std::move(id)),
       lease_(lease),
-      sender_(env.bugs.new_seqno_on_resend) {
+      sender_(OutboxSender::Bugs{env.bugs.new_seqno_on_resend, env.bugs.batch_ack_whole}) {
   switch (id_.kind) {
     case JobKind::kSource:
       source_ = env_.spec.source(id_.name);
@@ -1203,13 +1203,12 @@ bool Job::deliver_outbox() {
                                 [&](const std::vector<OutboxRow>& pending) {
                                   return external->deliver(producer, lease_, pending);
                                 })
-          : sender_.deliver(outbox, [&](uint64_t seqno, const std::string& message) -> Status {
-              auto ack = env_.network.call(sink_target_node(sink_->name), kSinkAppendService,
-                                           append_request(producer, seqno, message), env_.options.rpc_timeout_us);
-              if (!ack) return ack.error();
-              if (*ack == "duplicate") probe(env_, Probe::kOutboxTargetDuplicate);
+          : sender_.deliver(outbox, batch_limits(), [&](const std::vector<AppendRequest::Entry>& batch) -> Result<uint64_t> {
+              auto reply = append(producer, batch);
+              if (!reply) return reply.error();
+              if (reply->duplicates > 0) probe(env_, Probe::kOutboxTargetDuplicate);
               fault_point(env_, "sink.after_delivery");
-              return Status::ok();
+              return reply->held;
             });
   if (env_.observer != nullptr && sender_.delivered() > delivered_before) {
     // For the delivery callback, which fires once an epoch acknowledged them.
@@ -1291,15 +1290,16 @@ void Job::deliver_uncommitted(EpochTx& etx) {
   std::vector<OutboxRow> rows;
   for (const auto& [where, value] : etx.tx.writes()) {
     if (where.first != outbox_table_ || !value) continue;
-    if (external != nullptr) {
-      rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
-      continue;
-    }
-    const uint64_t seqno = tables::parse_hex16(std::string_view(where.second).substr(prefix.size()));
-    (void)env_.network.call(sink_target_node(sink_->name), kSinkAppendService,
-                            append_request(producer_id(id_, *sink_, env_.bugs), seqno, *value), env_.options.rpc_timeout_us);
+    rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
   }
-  if (!rows.empty()) (void)external->deliver(id_.str(), lease_, rows);
+  if (rows.empty()) return;
+  if (external != nullptr) {
+    (void)external->deliver(id_.str(), lease_, rows);
+    return;
+  }
+  std::vector<AppendRequest::Entry> batch;
+  for (const OutboxRow& row : rows) batch.push_back({row.seqno, row.message});
+  (void)append(producer_id(id_, *sink_, env_.bugs), batch);
 }
 
 // At-most-once: each queued message is sent once, without a producer id; a failed send is
@@ -1351,17 +1351,29 @@ Job::SendOutcome Job::send_once(const Message& m) {
     if (outcome == ExternalSink::Once::kSent) return SendOutcome::kSent;
     return outcome == ExternalSink::Once::kFailedAfterStart ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
   }
-  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, append_request("", 0, encode_message(m)),
-                                 env_.options.rpc_timeout_us);
+  const std::string encoded = encode_message(m);
+  auto reply = append("", {{0, encoded}});
   if (reply) return SendOutcome::kSent;
   // A request that timed out may have arrived; one that could not leave did not.
   return reply.error().is_timeout() ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
 }
 
-std::string Job::append_request(const std::string& producer, uint64_t seqno, std::string_view message) const {
-  Encoder req;
-  req.bytes(producer).u64(seqno).u64(lease_).bytes(message).u64(static_cast<uint64_t>(id_.partition));
-  return req.take();
+Result<AppendReply> Job::append(const std::string& producer, const std::vector<AppendRequest::Entry>& batch) {
+  AppendRequest req;
+  req.producer = producer;
+  req.lease = lease_;
+  req.tablet = static_cast<uint64_t>(id_.partition);
+  req.entries = batch;
+  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, encode_append(req),
+                                 env_.options.rpc_timeout_us);
+  if (!reply) return reply.error();
+  auto decoded = decode_append_reply(*reply);
+  if (!decoded) return Status::corruption("the target's answer to an append does not decode");
+  return *decoded;
+}
+
+BatchLimits Job::batch_limits() const {
+  return {static_cast<size_t>(sink_->delivery_batch_messages), static_cast<size_t>(sink_->delivery_batch_bytes)};
 }
 
 }  // namespace onceflow

@@ -113,9 +113,10 @@ std::string with_new_producer(std::string_view meta_row);
   // `take_below`, when given, gets the bound of what the job may take now (the same, except
   // while draining: see the definition).
   Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
-  // A request of kSinkAppendService (core/engine.h) for this sink partition (producer "": an
-  // at-most-once send).
-  std::string append_request(const std::string& producer, uint64_t seqno, std::string_view message) const;
+  // One request of kSinkAppendService (core/engine.h) from this sink partition: `batch` under
+  // `producer` ("": an at-most-once send), and the target's answer.
+  Result<AppendReply> append(const std::string& producer, const std::vector<AppendRequest::Entry>& batch);
+  BatchLimits batch_limits() const;
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;

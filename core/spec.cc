@@ -233,6 +233,7 @@ void check_sink(const SinkSpec& s) {
     violate(at(owner, "delivery_guarantee"), "kafka sinks are exactly_once or at_least_once");
   }
   check_range(s.transaction_messages, 1, 1'000'000, at(owner, "transaction_messages"));
+  check_range(s.delivery_batch_messages, 1, 100'000, at(owner, "delivery_batch_messages"));
   if (s.synchronous && (s.type != SinkType::kKafka || s.delivery_guarantee != SinkDelivery::kAtLeastOnce)) {
     violate(at(owner, "synchronous"), "only kafka sinks with delivery_guarantee: at_least_once write synchronously");
   }
@@ -538,7 +539,8 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   only_keys(node, path,
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
              "transaction_messages", "synchronous", "idempotency_key", "table", "shard_hosts", "max_batch_messages",
-             "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability", "target_tablets"});
+             "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability", "target_tablets",
+             "delivery_batch_messages", "delivery_batch_bytes"});
   static constexpr std::array kTypes{SinkType::kSyncQueue,   SinkType::kAsyncQueue, SinkType::kKafka,
                                      SinkType::kHttp,        SinkType::kStaticTable, SinkType::kClickHouse,
                                      SinkType::kArkflowKafka};
@@ -550,6 +552,12 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   if (const auto v = node["table"]) s.table = string_value(v, at(path, "table"));
   if (const auto v = node["shard_hosts"]) s.shard_hosts = string_list(v, at(path, "shard_hosts"));
   if (const auto v = node["max_batch_messages"]) s.max_batch_messages = int_value(v, at(path, "max_batch_messages"));
+  if (const auto v = node["delivery_batch_messages"]) {
+    s.delivery_batch_messages = int_value(v, at(path, "delivery_batch_messages"));
+  }
+  if (const auto v = node["delivery_batch_bytes"]) {
+    s.delivery_batch_bytes = integer_value(v, at(path, "delivery_batch_bytes"), 1024, 64 << 20);
+  }
   if (const auto v = node["max_insert_attempts"]) {
     s.max_insert_attempts = int_value(v, at(path, "max_insert_attempts"));
   }

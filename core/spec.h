@@ -95,6 +95,10 @@ struct SinkSpec {
   std::string input_stream;
   int partitions = 1;  // writer jobs; a message goes to the one whose hash range holds its key
   AtMostOnceStrategy at_most_once_strategy;  // async sinks only
+  // async queue sinks: what one append request to the target carries at most (the outbox
+  // goes in batches; a row larger than the byte budget goes alone).
+  int delivery_batch_messages = 256;
+  int64_t delivery_batch_bytes = 1 << 20;
   // async queue sinks: the target queue's tablets, sink partition i writing tablet i (0: the
   // target is not sharded). The controller keeps the sink's partitions equal to the target's
   // tablets: when the target is resharded, it recreates the sink's partitions under fresh

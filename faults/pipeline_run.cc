@@ -450,10 +450,11 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
     auto it = rec.probes.find(std::string(probe_name(p)));
     return it == rec.probes.end() ? uint64_t{0} : it->second;
   };
-  uint64_t errors = 0, rejections = 0, evictions = 0;
+  uint64_t errors = 0, rejections = 0, evictions = 0, partial = 0;
   for (const std::string& node : w.target_nodes()) {
     const TargetFaults* t = w.target_faults(node);
     errors += t->errors;
+    partial += t->partial;
     rejections += t->rejections;
     evictions += t->evictions;
   }
@@ -468,7 +469,9 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
         break;
       case FaultKind::kLeasePingLoss:
       case FaultKind::kLeaseExpiry: e.details = {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}; break;
-      case FaultKind::kSinkErrors: e = {"deliveries refused (transient)", errors}; break;
+      case FaultKind::kSinkErrors:
+        e = {"deliveries refused (transient)", errors + partial, {{"batches taken in part", partial}}};
+        break;
       case FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
       case FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
       case FaultKind::kPipelinePause:

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/controller.h"
+#include "core/outbox.h"
 #include "core/env/codec.h"
 #include "core/job.h"
 #include "core/workload.h"
@@ -276,6 +277,12 @@ RealDeployment::Ending RealDeployment::run() {
   Ending ending = Ending::kInterrupted;
   Micros next_check = 0, next_progress = started + progress_every;
   Micros drain_deadline = -1;  // set by the first signal
+  // Commits of the fibers are grouped into shared synced writes while the loop runs.
+  store_.set_loop(&loop_);
+  struct Ungroup {
+    LevelDbStore& store;
+    ~Ungroup() { store.set_loop(nullptr); }
+  } ungroup{store_};
   loop_.run([&] {
     const Micros now = loop_.clock().now();
     if (Status failing_now = failing(); !failing_now.is_ok()) {
@@ -476,35 +483,43 @@ void RealDeployment::serve_target(const std::string& sink) {
   loop_.add_node(node);
   loop_.network(node).serve(kSinkAppendService, [this, sink, state](const std::string&,
                                                                      std::string_view request) -> Result<std::string> {
-    Decoder in(request);
-    const std::string producer = in.string();
-    const uint64_t seqno = in.u64();
-    const uint64_t lease = in.u64();
-    const std::string message(in.bytes());
-    (void)in.u64();  // the tablet: the queue table here is not sharded
-    if (!in.done()) return Status::invalid_argument("malformed append");
+    auto req = decode_append(request);  // the queue table here is not sharded: the tablet is unused
+    if (!req) return Status::invalid_argument("malformed append");
     auto tx = store_.begin();
     if (!tx) return tx.error();
-    const std::string last_key = "p/" + producer;
-    if (!producer.empty()) {
-      auto last = store_.get(*tx, state, last_key);
-      if (!last) return last.error();
-      if (seqno <= u64_of(*last)) {
-        store_.abort(*tx);
-        return std::string("duplicate");
-      }
-      tx->put(state, last_key, u64_bytes(seqno));
+    const std::string last_key = "p/" + req->producer;
+    uint64_t last = 0;
+    if (!req->producer.empty()) {
+      auto stored = store_.get(*tx, state, last_key);
+      if (!stored) return stored.error();
+      last = u64_of(*stored);
     }
     auto count = store_.get(*tx, state, "count");
     if (!count) return count.error();
-    const uint64_t n = u64_of(*count);
-    Encoder entry;
-    entry.bytes(producer).u64(seqno).u64(lease).bytes(message);
-    tx->put(target_table(sink), tables::hex16(n), entry.take());
-    tx->put(state, "count", u64_bytes(n + 1));
-    auto committed = store_.commit(*tx, {});
-    if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
-    return std::string("appended");
+    uint64_t n = u64_of(*count);
+    // The whole batch in one transaction: the rows above the producer's last seqNo, in order.
+    AppendReply reply;
+    for (const auto& e : req->entries) {
+      if (!req->producer.empty() && e.seqno <= last) {
+        ++reply.duplicates;
+        continue;
+      }
+      Encoder entry;
+      entry.bytes(req->producer).u64(e.seqno).u64(req->lease).bytes(e.message);
+      tx->put(target_table(sink), tables::hex16(n++), entry.take());
+      if (!req->producer.empty()) last = e.seqno;
+      ++reply.appended;
+    }
+    if (reply.appended == 0) {
+      store_.abort(*tx);
+    } else {
+      if (!req->producer.empty()) tx->put(state, last_key, u64_bytes(last));
+      tx->put(state, "count", u64_bytes(n));
+      auto committed = store_.commit(*tx, {});
+      if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
+    }
+    reply.held = last;
+    return encode_append_reply(reply);
   });
   // The table is never resharded here: it has the tablets the spec gives it.
   const SinkSpec* spec = spec_.sink(sink);
@@ -584,7 +599,7 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   const std::string waiting = !last && !waiting_for_.empty() ? "; waiting for " + waiting_for_ : "";
   fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets), epochs {}, {:.0f}s{}{}{}",
              tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, progress_->epochs, seconds, kafka,
-             waiting, tty && !last ? "   " : "\n");
+             waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;
 }

@@ -6,8 +6,11 @@
 #include <leveldb/write_batch.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "core/env/codec.h"
+#include "fibers/scheduler.h"
+#include "real/loop.h"
 
 namespace onceflow::real {
 namespace {
@@ -117,7 +120,8 @@ LevelDbStore::LevelDbStore(std::unique_ptr<leveldb::DB> db, std::string dir, con
       clock_(clock),
       options_(options),
       generation_(generation),
-      version_(version) {}
+      version_(version),
+      assigned_(version) {}
 
 Status LevelDbStore::check(const leveldb::Status& s) {
   if (s.ok() || s.IsNotFound()) return Status::ok();
@@ -233,6 +237,18 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
   return out;
 }
 
+namespace {
+void add_writes(leveldb::WriteBatch& batch, const Transaction& tx) {
+  for (const auto& [where, value] : tx.writes()) {
+    if (value) {
+      batch.Put(data_key(where.first, where.second), *value);
+    } else {
+      batch.Delete(data_key(where.first, where.second));
+    }
+  }
+}
+}  // namespace
+
 Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) {
   if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
@@ -252,15 +268,14 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
                                           where.second, it->second, tx.snapshot()));
     }
   }
+  if (loop_ != nullptr && loop_->scheduler().in_fiber()) return commit_in_group(tx);
+  if (writing_ || forming_ != nullptr) {
+    release(tx.id());
+    return Status::unavailable("a group commit is being written: commit from a fiber of the loop");
+  }
   const Version version = version_ + 1;
   leveldb::WriteBatch batch;
-  for (const auto& [where, value] : tx.writes()) {
-    if (value) {
-      batch.Put(data_key(where.first, where.second), *value);
-    } else {
-      batch.Delete(data_key(where.first, where.second));
-    }
-  }
+  add_writes(batch, tx);
   batch.Put(kVersionKey, u64_bytes(version));
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
@@ -270,19 +285,112 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     release(tx.id());
     return Status::ambiguous(check(written).message());
   }
-  version_ = version;
-  ++stats_.commits;
-  stats_.writes += tx.writes().size();
+  version_ = assigned_ = version;
+  ++stats_.synced_writes;
   stats_.bytes += batch.ApproximateSize();
   for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
-  committed_[tx.id()] = version;
+  committed(tx.id(), version, tx.writes().size());
+  release(tx.id());
+  return version;
+}
+
+void LevelDbStore::committed(TxId tx, Version version, size_t writes) {
+  ++stats_.commits;
+  stats_.writes += writes;
+  committed_[tx] = version;
   if (committed_.size() > kRetainedOutcomes) {
     forgotten_below_ = committed_.begin()->first + 1;
     committed_.erase(committed_.begin());
   }
-  release(tx.id());
   if (++commits_since_prune_ >= kPruneEvery) prune_conflict_index();
+}
+
+struct LevelDbStore::Group {
+  leveldb::WriteBatch batch;
+  std::vector<std::pair<TxId, size_t>> members;  // transaction, rows it writes
+  Version first = 0, last = 0;                   // the members' versions: first..last
+  bool done = false;
+  Status outcome;  // of the write: OK, or why it is ambiguous
+  std::vector<fibers::Scheduler::WakeToken> waiting;
+};
+
+// A validated commit joins the forming group; its fiber writes that group when no write is
+// under way, else waits for the write of its group.
+Result<Version> LevelDbStore::commit_in_group(const Transaction& tx) {
+  const Version version = ++assigned_;
+  if (forming_ == nullptr) {
+    forming_ = std::make_shared<Group>();
+    forming_->first = version;
+  }
+  std::shared_ptr<Group> group = forming_;
+  add_writes(group->batch, tx);
+  // A later snapshot's writes to these keys conflict, before they are written too.
+  for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
+  group->members.emplace_back(tx.id(), tx.writes().size());
+  group->last = version;
+  pending_[tx.id()] = version;
+  release(tx.id());
+  fibers::Scheduler& scheduler = loop_->scheduler();
+  bool yielded = false;
+  while (!group->done) {
+    if (!writing_ && group == forming_) {
+      // One turn of the scheduler first: fibers runnable now (those a finished write just
+      // woke, say) join the group before it is written.
+      if (!std::exchange(yielded, true)) {
+        scheduler.yield();
+        continue;
+      }
+      write_group();
+      continue;
+    }
+    group->waiting.push_back(scheduler.wake_token());
+    (void)scheduler.park(fibers::kNever);
+  }
+  if (!group->outcome.is_ok()) return Status::ambiguous(group->outcome.message());
   return version;
+}
+
+// Writes the forming group as one synced WriteBatch on a helper thread of the loop; the
+// bookkeeping runs even if the fiber is unwound meanwhile (the write has finished by then).
+void LevelDbStore::write_group() {
+  writing_ = true;
+  std::shared_ptr<Group> group = std::move(forming_);
+  forming_ = nullptr;
+  group->batch.Put(kVersionKey, u64_bytes(group->last));
+  leveldb::Status written;
+  struct Finish {
+    LevelDbStore& store;
+    Group& group;
+    const leveldb::Status& written;
+    ~Finish() {
+      store.writing_ = false;
+      store.stats_.bytes += group.batch.ApproximateSize();
+      ++store.stats_.synced_writes;
+      if (written.ok()) {
+        store.version_ = group.last;
+        Version v = group.first;
+        for (const auto& [tx, writes] : group.members) store.committed(tx, v++, writes);
+      } else {
+        // The record may be in the log and come back on reopen: nobody can say it did not
+        // apply. The store is failed from now on.
+        group.outcome = store.check(written);
+      }
+      for (const auto& [tx, writes] : group.members) store.pending_.erase(tx);
+      group.done = true;
+      fibers::Scheduler& scheduler = store.loop_->scheduler();
+      for (const auto& token : group.waiting) scheduler.wake(token);
+      // Commits that joined meanwhile: one of them writes their group now.
+      if (store.forming_ != nullptr) {
+        for (const auto& token : store.forming_->waiting) scheduler.wake(token);
+        store.forming_->waiting.clear();
+      }
+    }
+  } finish{*this, *group, written};
+  leveldb::WriteOptions wo;
+  wo.sync = options_.sync;
+  leveldb::WriteBatch* batch = &group->batch;
+  leveldb::DB* db = db_.get();
+  loop_->run_blocking([&written, wo, batch, db] { written = db->Write(wo, batch); });
 }
 
 // Entries no open snapshot predates can never conflict again.
@@ -301,6 +409,7 @@ Result<TxOutcome> LevelDbStore::resolve(TxId tx, Version* version) {
   }
   if (!failed_.is_ok()) return failed_;
   if (tx < forgotten_below_) return Status::not_found(fmt::format("the outcome of transaction {} is no longer kept", tx));
+  if (pending_.count(tx) != 0) return Status::unavailable(fmt::format("transaction {} is being written", tx));
   auto it = committed_.find(tx);
   if (it != committed_.end()) {
     if (version != nullptr) *version = it->second;

@@ -22,7 +22,16 @@
 //   error, and its owner stops. Nothing is lost by that: what was committed stays committed,
 //   and a reopening after the cause is gone resumes from it.
 //
-// Thread-safety: none; one runtime's fibers use it (nothing in it suspends).
+// - Group commit (set_loop): a commit from a fiber of the loop is validated at once
+//   (prerequisites and conflicts, in call order, exactly as alone) and joins the group of
+//   commits that will be written together, as one synced WriteBatch, off the loop's thread;
+//   the fiber resumes with its own outcome once that write is done, and the other fibers run
+//   meanwhile. Commits that arrive while a group is being written form the next group. A
+//   transaction begun meanwhile reads the last written state: its writes conflict with those
+//   of a commit still being written. Without a loop, or outside a fiber, each commit is its
+//   own synced write.
+//
+// Thread-safety: none; one runtime's fibers use it (only a group commit suspends).
 #pragma once
 
 #include <map>
@@ -40,6 +49,8 @@ class Status;
 }  // namespace leveldb
 
 namespace onceflow::real {
+
+class RealLoop;
 
 class LevelDbStore final : public Store {
  public:
@@ -69,6 +80,10 @@ class LevelDbStore final : public Store {
   void abort(const Transaction& tx) override;
   Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
 
+  // Commits from fibers of `loop` are grouped (see above). `loop` must outlive the store's
+  // use from it; nullptr turns grouping off.
+  void set_loop(RealLoop* loop) { loop_ = loop; }
+
   uint64_t generation() const { return generation_; }
   // Whether this open made a new, empty store.
   bool created() const { return generation_ == 1; }
@@ -81,6 +96,7 @@ class LevelDbStore final : public Store {
     uint64_t commits = 0;
     uint64_t writes = 0;  // rows put or erased by those commits
     uint64_t bytes = 0;   // keys and values written by them
+    uint64_t synced_writes = 0;  // LevelDB writes (one per group of commits)
   };
   const Stats& stats() const { return stats_; }
 
@@ -103,6 +119,8 @@ class LevelDbStore final : public Store {
     Micros last_ping = 0;
     LeaseState ended = LeaseState::kActive;  // kAborted once aborted
   };
+  // Commits written together (group commit).
+  struct Group;
   struct OpenTx {
     const leveldb::Snapshot* snapshot = nullptr;
     Version version = 0;
@@ -118,6 +136,10 @@ class LevelDbStore final : public Store {
   void release(TxId tx);
   void prune_conflict_index();
   void end_stale_transactions();
+  // Bookkeeping of a commit that is written: its version, its outcome for resolve().
+  void committed(TxId tx, Version version, size_t writes);
+  Result<Version> commit_in_group(const Transaction& tx);
+  void write_group();
 
   std::unique_ptr<leveldb::DB> db_;
   std::string dir_;
@@ -135,6 +157,11 @@ class LevelDbStore final : public Store {
   std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
   uint64_t commits_since_prune_ = 0;
   Stats stats_;
+  RealLoop* loop_ = nullptr;
+  Version assigned_ = 0;            // the last version given to a commit, written or not
+  std::shared_ptr<Group> forming_;  // commits waiting for the next write
+  bool writing_ = false;            // a group's write is under way
+  std::map<TxId, Version> pending_; // validated commits not yet written, for resolve()
 };
 
 }  // namespace onceflow::real

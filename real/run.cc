@@ -124,7 +124,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     const auto& st = (*store)->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
     fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s}, {"commits", st.commits},
-                            {"writes", st.writes}, {"bytes", st.bytes},
+                            {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
                            .dump());
   }

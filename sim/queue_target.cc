@@ -2,6 +2,7 @@
 
 #include "core/engine.h"
 #include "core/env/codec.h"
+#include "core/outbox.h"
 
 #include <fmt/format.h>
 
@@ -20,6 +21,14 @@ std::optional<Status> TargetFaults::injected_failure(Random& random) {
     return Status::unavailable("the target failed the request");
   }
   return std::nullopt;
+}
+
+size_t TargetFaults::accepted_prefix(Random& random, size_t batch) {
+  // Drawn on every request, so the draws of the other switches do not shift with batch sizes.
+  const bool cut = random.bernoulli(error_probability);
+  if (!cut || batch < 2) return batch;
+  ++partial;
+  return 1 + random.uniform(batch - 1);
 }
 
 bool TargetLog::append(const std::string& producer, uint64_t seqno, uint64_t lease, Message message, Micros now, int tablet) {
@@ -42,24 +51,35 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
     const NodeIndex self = node.index;
     Random& random = node.fault_random;
     node.network.serve(kSinkAppendService, [&log, &faults, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
-      Decoder in(request);
-      const std::string producer = in.string();
-      const uint64_t seqno = in.u64();
-      const uint64_t lease = in.u64();
-      auto message = decode_message(in.bytes());
-      const uint64_t partition = in.u64();
-      if (!in.done() || !message) return Status::invalid_argument("malformed append");
+      auto req = decode_append(request);
+      if (!req) return Status::invalid_argument("malformed append");
       if (auto failure = faults.injected_failure(random)) return *failure;
-      const MessageId id = message->id;
-      const int tablet = log.tablets > 0 ? static_cast<int>(partition % static_cast<uint64_t>(log.tablets)) : -1;
-      if (!log.append(producer, seqno, lease, std::move(*message), world.now(), tablet)) {
-        world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), producer, seqno));
-        return std::string("duplicate");
+      const size_t take = faults.accepted_prefix(random, req->entries.size());
+      const int tablet = log.tablets > 0 ? static_cast<int>(req->tablet % static_cast<uint64_t>(log.tablets)) : -1;
+      const std::string from = req->producer.empty() ? "(at-most-once)" : req->producer;
+      AppendReply reply;
+      for (size_t i = 0; i < take; ++i) {
+        const auto& e = req->entries[i];
+        auto message = decode_message(e.message);
+        if (!message) return Status::invalid_argument("malformed message in an append");
+        const MessageId id = message->id;
+        if (!log.append(req->producer, e.seqno, req->lease, std::move(*message), world.now(), tablet)) {
+          ++reply.duplicates;
+          world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), from, e.seqno));
+          continue;
+        }
+        ++reply.appended;
+        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}{}", format_id(id), from, e.seqno,
+                                       req->lease, tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
       }
-      world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}{}", format_id(id),
-                                     producer.empty() ? "(at-most-once)" : producer, seqno, lease,
-                                     tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
-      return std::string("appended");
+      if (take < req->entries.size()) {
+        world.detail(self, fmt::format("takes {} of a batch of {} from {}", take, req->entries.size(), from));
+      }
+      if (!req->producer.empty()) {
+        auto it = log.last_seqno.find(req->producer);
+        reply.held = it == log.last_seqno.end() ? 0 : it->second;
+      }
+      return encode_append_reply(reply);
     });
     node.network.serve(kSinkDescribeService, [&log](const std::string&, std::string_view) -> Result<std::string> {
       return std::to_string(log.tablets);

@@ -2,8 +2,10 @@
 // message carrying (producer_id, seqNo) is appended only if seqNo is above the last one seen
 // from that producer; a repeat is acknowledged without appending. A message without a
 // producer id is always appended. The log is the target's disk: it survives crashes.
-// Request: producer id, seqNo, the sender's Lease (recorded for the fencing checker), message,
-// tablet. A sharded target (tablets > 0) keeps each message in the tablet the sink partition
+// Request: a batch of rows from one producer (AppendRequest, core/outbox.h: producer id, the
+// sender's Lease, recorded for the fencing checker, tablet, and (seqNo, message) pairs),
+// applied in order; under sink errors the target may take only a first part of a batch.
+// Reply: AppendReply, the highest seqNo it holds from the producer. A sharded target (tablets > 0) keeps each message in the tablet the sink partition
 // writes, folded into the tablets it has now (a partition of a sink not yet recreated after a
 // reshard may name one that is gone); the producer sessions are the queue's, whatever the
 // tablet, as the producer table of a YTsaurus queue is. It tells its tablet count
@@ -33,6 +35,11 @@ struct TargetFaults {
   uint64_t errors = 0;
   uint64_t rejections = 0;
   uint64_t evictions = 0;
+  uint64_t partial = 0;  // batches of which the target took only the first part
+  // How many of a batch of `batch` rows the target takes: under error_probability it may
+  // take only the first part (as a target with a request size limit does), answering the
+  // highest seqNo it holds; the sender must send the rest again.
+  size_t accepted_prefix(Random& random, size_t batch);
   std::function<void()> forget;
   // The failure the switches above inject into one request, if any (counted).
   std::optional<Status> injected_failure(Random& random);
