@@ -260,10 +260,17 @@ RealDeployment::Ending RealDeployment::run() {
   const auto state = stored_state();
   const std::string changes = partition_changes();
   const bool resume = state && *state != "working" && *state != "completed";
+  // A stop signal ends these requests (a "working" sent after the stop would undo it): the
+  // stop is asked only once they are over.
   if (resume || !changes.empty()) {
+    starting_ = true;
     loop_.runtime(kOperator).spawn("resume", [this, resume, changes, paused = state == "paused"] {
+      struct Started {
+        bool& starting;
+        ~Started() { starting = false; }
+      } started{starting_};
       if (paused && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
-      if (!changes.empty()) request_repartition(changes);
+      if (!changes.empty() && stop_signals_.load() == 0) request_repartition(changes);
       if (resume) request_state("working");
     });
   }
@@ -293,7 +300,10 @@ RealDeployment::Ending RealDeployment::run() {
     if (stop_signals_.load() > 0 && drain_deadline < 0) {
       drain_deadline = now + o_.drain_timeout_us;
       fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
-      loop_.runtime(kOperator).spawn("stop", [this] { request_state("stopped"); });
+      loop_.runtime(kOperator).spawn("stop", [this] {
+        while (starting_) loop_.runtime(kOperator).sleep_for(10 * kMillis);
+        request_state("stopped");
+      });
     }
     if (drain_deadline >= 0 && now >= next_check) {
       next_check = now + kDrainCheckEvery;
@@ -361,6 +371,7 @@ std::optional<Layout> RealDeployment::stored_layout() {
 void RealDeployment::request_repartition(const std::string& changes) {
   Runtime& rt = loop_.runtime(kOperator);
   for (int attempt = 0; attempt < 600; ++attempt) {
+    if (stop_signals_.load() > 0) return;  // stopping: the next run asks again
     const auto layout = stored_layout();
     const uint64_t version = layout ? layout->version : 0;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
@@ -374,6 +385,7 @@ void RealDeployment::request_repartition(const std::string& changes) {
 void RealDeployment::request_state(const std::string& state) {
   Runtime& rt = loop_.runtime(kOperator);
   for (int attempt = 0; attempt < 600; ++attempt) {
+    if (state == "working" && stop_signals_.load() > 0) return;  // stopping: never back to work
     uint64_t seq = 0;
     auto tx = store_.begin();
     if (tx) {

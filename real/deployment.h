@@ -151,6 +151,7 @@ class RealDeployment {
   std::string kafka_error_;
   Status failure_;
   std::atomic<int> stop_signals_{0};
+  bool starting_ = false;  // the start-up requests (resume, repartition) are under way
 };
 
 }  // namespace onceflow::real

@@ -264,6 +264,10 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     auto it = last_write_.find(where);
     if (it != last_write_.end() && it->second > open->version) {
       release(tx.id());
+      // A conflict with a commit still being written is told once that commit is written, so
+      // that a retry reads it (a caller that retries at once would otherwise spin while the
+      // write it waits for cannot finish).
+      wait_until_written(it->second);
       return Status::conflict(fmt::format("{}/{} was written at version {} after snapshot {}", where.first,
                                           where.second, it->second, tx.snapshot()));
     }
@@ -350,6 +354,15 @@ Result<Version> LevelDbStore::commit_in_group(const Transaction& tx) {
   return version;
 }
 
+void LevelDbStore::wait_until_written(Version version) {
+  if (loop_ == nullptr || !loop_->scheduler().in_fiber()) return;
+  fibers::Scheduler& scheduler = loop_->scheduler();
+  while (version_ < version && failed_.is_ok() && (writing_ || forming_ != nullptr)) {
+    written_waiters_.push_back(scheduler.wake_token());
+    (void)scheduler.park(fibers::kNever);
+  }
+}
+
 // Writes the forming group as one synced WriteBatch on a helper thread of the loop; the
 // bookkeeping runs even if the fiber is unwound meanwhile (the write has finished by then).
 void LevelDbStore::write_group() {
@@ -379,6 +392,8 @@ void LevelDbStore::write_group() {
       group.done = true;
       fibers::Scheduler& scheduler = store.loop_->scheduler();
       for (const auto& token : group.waiting) scheduler.wake(token);
+      for (const auto& token : store.written_waiters_) scheduler.wake(token);
+      store.written_waiters_.clear();
       // Commits that joined meanwhile: one of them writes their group now.
       if (store.forming_ != nullptr) {
         for (const auto& token : store.forming_->waiting) scheduler.wake(token);

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "core/env/store.h"
+#include "fibers/scheduler.h"
 
 namespace leveldb {
 class DB;
@@ -140,6 +141,8 @@ class LevelDbStore final : public Store {
   void committed(TxId tx, Version version, size_t writes);
   Result<Version> commit_in_group(const Transaction& tx);
   void write_group();
+  // From a fiber: returns once every commit up to `version` is written (or the store failed).
+  void wait_until_written(Version version);
 
   std::unique_ptr<leveldb::DB> db_;
   std::string dir_;
@@ -162,6 +165,7 @@ class LevelDbStore final : public Store {
   std::shared_ptr<Group> forming_;  // commits waiting for the next write
   bool writing_ = false;            // a group's write is under way
   std::map<TxId, Version> pending_; // validated commits not yet written, for resolve()
+  std::vector<fibers::Scheduler::WakeToken> written_waiters_;  // wait_until_written()
 };
 
 }  // namespace onceflow::real

@@ -18,7 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-messages=20000
+messages=100000  # the first run is killed 1.5 s in, well before the end
 
 # A data directory with a run's worth of committed data, killed partway.
 "$onceflow" real "$spec" --data "$work/base" --messages "$messages" --no-progress >/dev/null 2>&1 &
