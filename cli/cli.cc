@@ -61,9 +61,8 @@ constexpr size_t kTraceTailLines = 40;
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
-// A duration option ("250ms", "30s") within [min_us, max_us].
 // Limits of the numbers on the command line (docs/cli.md).
-constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
+using cli::kMaxSeed;
 constexpr uint64_t kMaxSeeds = 100'000'000;  // per explore
 constexpr uint64_t kMaxJobs = 64;             // worker processes
 constexpr uint64_t kMaxWorkers = 64;          // onceflow real's worker nodes

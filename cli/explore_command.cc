@@ -24,9 +24,6 @@ constexpr uint64_t kUnboundedSeeds = 100'000'000;
 constexpr size_t kListedFailures = 10;
 constexpr size_t kJunitFailures = 50;
 
-// The largest seed the command line takes (--seed, --first-seed): every seed run can be replayed.
-constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
-
 // How many seeds each scenario gets at most: --seeds, or unbounded under a time budget
 // without --seeds; never past the largest seed.
 uint64_t seed_limit(const ExploreOptions& eo) {
@@ -56,11 +53,6 @@ struct Explored {
     return ran() == 0 ? "no seeds" : fmt::format("seeds {}-{}", first, first + ran() - 1);
   }
 };
-
-// The check's detail ends with the replay command, which gets a line of its own here.
-std::string_view without_replay(const std::string& failure) {
-  return std::string_view(failure).substr(0, failure.find(" — replay: "));
-}
 
 // The scenarios named: files as they are, folders by every scenario file in them.
 std::vector<Scenario> scenarios_named(const std::vector<std::string>& paths) {

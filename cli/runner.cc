@@ -77,7 +77,12 @@ std::vector<Scenario> load_library(const std::string& dir) {
   std::sort(paths.begin(), paths.end());
   std::vector<Scenario> out;
   for (const auto& path : paths) {
-    if (!is_pipeline_spec(path)) out.push_back(load_or_fail(path));
+    auto scenario = load_scenario(path);
+    if (scenario) {
+      out.push_back(std::move(*scenario));
+    } else if (!is_pipeline_spec(path)) {  // a spec is read a second time only when it is not a scenario
+      throw UsageError{scenario.error().message()};
+    }
   }
   return out;
 }
@@ -114,6 +119,10 @@ faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t s
   r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again, replay_command(inv, s, seed, swarm)));
   r.passed = checkers::all_passed(r.verdicts);
   return r;
+}
+
+std::string_view without_replay(const std::string& failure) {
+  return std::string_view(failure).substr(0, failure.find(" — replay: "));
 }
 
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.

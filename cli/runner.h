@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/explore.h"
@@ -16,6 +17,10 @@
 #include "faults/run_outcome.h"
 
 namespace onceflow::cli {
+
+// The largest seed the command line takes (--seed, --first-seed): every seed run anywhere can
+// be replayed with it.
+inline constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
 
 // Bad input or usage: the command line prints the message on one line and exits 2.
 struct UsageError {
@@ -54,6 +59,10 @@ std::vector<Scenario> load_library(const std::string& dir);
 faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines);
 faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
                             bool twice);
+// A seed's first failure (SeedSummary::first_failure) without the replay command its check's
+// detail ends with, for a report that prints the command on a line of its own.
+std::string_view without_replay(const std::string& failure);
+
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed);
 

@@ -1299,7 +1299,7 @@ void Job::deliver_uncommitted(EpochTx& etx) {
   }
   std::vector<AppendRequest::Entry> batch;
   for (const OutboxRow& row : rows) batch.push_back({row.seqno, row.message});
-  (void)append(producer_id(id_, *sink_, env_.bugs), batch);
+  (void)append(producer_id(id_, *sink_, env_.bugs), std::move(batch));
 }
 
 // At-most-once: each queued message is sent once, without a producer id; a failed send is
@@ -1358,12 +1358,12 @@ Job::SendOutcome Job::send_once(const Message& m) {
   return reply.error().is_timeout() ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
 }
 
-Result<AppendReply> Job::append(const std::string& producer, const std::vector<AppendRequest::Entry>& batch) {
+Result<AppendReply> Job::append(const std::string& producer, std::vector<AppendRequest::Entry> batch) {
   AppendRequest req;
   req.producer = producer;
   req.lease = lease_;
   req.tablet = static_cast<uint64_t>(id_.partition);
-  req.entries = batch;
+  req.entries = std::move(batch);
   auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, encode_append(req),
                                  env_.options.rpc_timeout_us);
   if (!reply) return reply.error();

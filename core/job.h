@@ -115,7 +115,7 @@ std::string with_new_producer(std::string_view meta_row);
   Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
   // One request of kSinkAppendService (core/engine.h) from this sink partition: `batch` under
   // `producer` ("": an at-most-once send), and the target's answer.
-  Result<AppendReply> append(const std::string& producer, const std::vector<AppendRequest::Entry>& batch);
+  Result<AppendReply> append(const std::string& producer, std::vector<AppendRequest::Entry> batch);
   BatchLimits batch_limits() const;
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).

@@ -68,14 +68,11 @@ Status OutboxSender::deliver(const std::vector<OutboxRow>& rows, const BatchLimi
     }
     auto held = send(batch);
     if (!held) return held.error();
-    const uint64_t before = delivered_;
     const uint64_t last = rows[next - 1].seqno;
     const uint64_t taken = bugs_.new_seqno_on_resend ? (*held & 0xffffffffULL) : *held;
     delivered_ = std::max(delivered_, bugs_.batch_ack_whole ? last : taken);
     if (bugs_.new_seqno_on_resend) continue;  // `next` is past the batch already
-    if (delivered_ < rows[first].seqno && delivered_ == before) {
-      return Status::unavailable("the target took none of the batch");
-    }
+    if (delivered_ < rows[first].seqno) return Status::unavailable("the target took none of the batch");
     next = first;  // on from the first row the target does not hold
   }
 }

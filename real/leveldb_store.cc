@@ -312,7 +312,7 @@ void LevelDbStore::committed(TxId tx, Version version, size_t writes) {
 struct LevelDbStore::Group {
   leveldb::WriteBatch batch;
   std::vector<std::pair<TxId, size_t>> members;  // transaction, rows it writes
-  Version first = 0, last = 0;                   // the members' versions: first..last
+  Version last = 0;  // the last member's version; the members have consecutive versions up to it
   bool done = false;
   Status outcome;  // of the write: OK, or why it is ambiguous
   std::vector<fibers::Scheduler::WakeToken> waiting;
@@ -322,10 +322,7 @@ struct LevelDbStore::Group {
 // under way, else waits for the write of its group.
 Result<Version> LevelDbStore::commit_in_group(const Transaction& tx) {
   const Version version = ++assigned_;
-  if (forming_ == nullptr) {
-    forming_ = std::make_shared<Group>();
-    forming_->first = version;
-  }
+  if (forming_ == nullptr) forming_ = std::make_shared<Group>();
   std::shared_ptr<Group> group = forming_;
   add_writes(group->batch, tx);
   // A later snapshot's writes to these keys conflict, before they are written too.
@@ -367,8 +364,7 @@ void LevelDbStore::wait_until_written(Version version) {
 // bookkeeping runs even if the fiber is unwound meanwhile (the write has finished by then).
 void LevelDbStore::write_group() {
   writing_ = true;
-  std::shared_ptr<Group> group = std::move(forming_);
-  forming_ = nullptr;
+  std::shared_ptr<Group> group = std::move(forming_);  // commits from now on form the next group
   group->batch.Put(kVersionKey, u64_bytes(group->last));
   leveldb::Status written;
   struct Finish {
@@ -381,7 +377,7 @@ void LevelDbStore::write_group() {
       ++store.stats_.synced_writes;
       if (written.ok()) {
         store.version_ = group.last;
-        Version v = group.first;
+        Version v = group.last + 1 - group.members.size();
         for (const auto& [tx, writes] : group.members) store.committed(tx, v++, writes);
       } else {
         // The record may be in the log and come back on reopen: nobody can say it did not

@@ -53,6 +53,13 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
     node.network.serve(kSinkAppendService, [&log, &faults, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
       auto req = decode_append(request);
       if (!req) return Status::invalid_argument("malformed append");
+      // The whole request is checked before any of it is applied.
+      std::vector<Message> messages;
+      for (const auto& e : req->entries) {
+        auto m = decode_message(e.message);
+        if (!m) return Status::invalid_argument("malformed message in an append");
+        messages.push_back(std::move(*m));
+      }
       if (auto failure = faults.injected_failure(random)) return *failure;
       const size_t take = faults.accepted_prefix(random, req->entries.size());
       const int tablet = log.tablets > 0 ? static_cast<int>(req->tablet % static_cast<uint64_t>(log.tablets)) : -1;
@@ -60,10 +67,8 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
       AppendReply reply;
       for (size_t i = 0; i < take; ++i) {
         const auto& e = req->entries[i];
-        auto message = decode_message(e.message);
-        if (!message) return Status::invalid_argument("malformed message in an append");
-        const MessageId id = message->id;
-        if (!log.append(req->producer, e.seqno, req->lease, std::move(*message), world.now(), tablet)) {
+        const MessageId id = messages[i].id;
+        if (!log.append(req->producer, e.seqno, req->lease, std::move(messages[i]), world.now(), tablet)) {
           ++reply.duplicates;
           world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), from, e.seqno));
           continue;

@@ -257,8 +257,8 @@ std::optional<uint64_t> env_number(const char* name, uint64_t min) {
 }  // namespace
 
 SeedRange seeds_from_env(uint64_t default_count) {
-  // The command line replays seeds up to 2^63-1: every seed run here can be replayed there.
-  constexpr uint64_t kMaxSeed = (uint64_t{1} << 63) - 1;
+  // Every seed run here can be replayed by the command line.
+  using cli::kMaxSeed;
   SeedRange r;
   r.first = env_number("ONCEFLOW_SEED", 0).value_or(1);
   r.count = env_number("ONCEFLOW_SEEDS", 1).value_or(std::max<uint64_t>(1, default_count));
@@ -308,16 +308,15 @@ std::string rerun_command(const std::string& settings) {
   } catch (const cli::UsageError& e) {
     return ::testing::AssertionFailure() << e.message;
   }
+  // As explore runs them, in this process.
   const cli::Invocation inv{registry, {}, "", {}};
-  std::vector<faults::RunOutcome> failing;
+  std::vector<cli::SeedSummary> failing;
   uint64_t failed = 0;
-  for (uint64_t i = 0; i < seeds.count; ++i) {
-    const uint64_t seed = seeds.first + i;
-    faults::RunOutcome r = cli::run_seed(inv, s, seed, s.swarm, 0, cli::determinism_sampled(seed));
-    if (r.passed) continue;
+  cli::explore_seeds(inv, s, seeds.first, seeds.count, 1, s.swarm, [&](const cli::SeedSummary& r) {
+    if (r.passed) return;
     ++failed;
-    if (failing.size() < 10) failing.push_back(std::move(r));
-  }
+    if (failing.size() < 10) failing.push_back(r);
+  });
   const std::string range = fmt::format("seeds {}-{}", seeds.first, seeds.first + seeds.count - 1);
   // One line in the test's output says which seeds ran (a CI log then shows them).
   const auto passed = [&](const std::string& what) {
@@ -334,12 +333,9 @@ std::string rerun_command(const std::string& settings) {
   std::string out = fmt::format("{}: {} of {} seeds failed ({})\n", path, failed, seeds.count, range);
   const std::string note = s.kind == "pipeline" ? replay_note(s.pipeline.spec) : "";
   for (const auto& r : failing) {
-    std::string check;
-    for (const auto& v : r.verdicts) {
-      if (!v.passed && check.empty()) check = v.check + ": " + v.detail.substr(0, v.detail.find(" — replay: "));
-    }
     out += fmt::format("  seed {}: {}\n    faults: {}\n    rerun in this test: {}\n    replay its trace: {}{}\n", r.seed,
-                       check, r.fault_mix, rerun_command(fmt::format("ONCEFLOW_SEED={} ONCEFLOW_SEEDS=1", r.seed)),
+                       cli::without_replay(r.first_failure), r.mix,
+                       rerun_command(fmt::format("ONCEFLOW_SEED={} ONCEFLOW_SEEDS=1", r.seed)),
                        cli::replay_command(inv, s, r.seed, s.swarm), note);
   }
   if (failed > failing.size()) out += fmt::format("  ... and {} more\n", failed - failing.size());
