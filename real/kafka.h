@@ -12,7 +12,8 @@
 //   broker). Each Kafka transaction carries a batch of outbox rows and a progress marker
 //   (the batch's last seqNo) written to "<topic>.onceflow-progress", partition = the sink
 //   job's partition, keyed by the deployment's instance id and the job (a compacted topic
-//   when onceflow creates it). A restarted sink reads its marker and skips what it covers. When the
+//   when onceflow creates it), produced once the batch's rows are acknowledged by their
+//   partitions. A restarted sink reads its marker and skips what it covers. When the
 //   marker is missing although the outbox shows earlier deliveries, the sink stops (the job
 //   fails) rather than write duplicates.
 // - at_least_once: the idempotent producer without transactions: rows are produced and
