@@ -223,10 +223,13 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
   leveldb::ReadOptions ro = checked_reads();
   ro.snapshot = open->snapshot;
+  const std::string& start = empty_.start(table, from, tx.id());
+  if (&start != &from) ++stats_.scans_past_empty;
+  std::vector<Row> out;
+  if (!to.empty() && start >= to) return out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(ro));
   const std::string prefix = table_prefix(table);
-  std::vector<Row> out;
-  for (it->Seek(prefix + from); it->Valid() && out.size() < limit; it->Next()) {
+  for (it->Seek(prefix + start); it->Valid() && out.size() < limit; it->Next()) {
     const leveldb::Slice k = it->key();
     if (!k.starts_with(prefix)) break;
     std::string key(k.data() + prefix.size(), k.size() - prefix.size());
@@ -234,6 +237,9 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
     out.push_back({std::move(key), it->value().ToString()});
   }
   if (Status bad = check(it->status()); !bad.is_ok()) return bad;
+  if (limit > 0 && (!out.empty() || !to.empty())) {
+    empty_.learn(table, from, out.empty() ? to : out.front().key, tx.id(), open->version);
+  }
   return out;
 }
 
@@ -278,6 +284,8 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     return Status::unavailable("a group commit is being written: commit from a fiber of the loop");
   }
   const Version version = version_ + 1;
+  assigned_ = version;
+  validated(tx, version);
   leveldb::WriteBatch batch;
   add_writes(batch, tx);
   batch.Put(kVersionKey, u64_bytes(version));
@@ -289,10 +297,9 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     release(tx.id());
     return Status::ambiguous(check(written).message());
   }
-  version_ = assigned_ = version;
+  version_ = version;
   ++stats_.synced_writes;
   stats_.bytes += batch.ApproximateSize();
-  for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
   committed(tx.id(), version, tx.writes().size());
   release(tx.id());
   return version;
@@ -325,8 +332,7 @@ Result<Version> LevelDbStore::commit_in_group(const Transaction& tx) {
   if (forming_ == nullptr) forming_ = std::make_shared<Group>();
   std::shared_ptr<Group> group = forming_;
   add_writes(group->batch, tx);
-  // A later snapshot's writes to these keys conflict, before they are written too.
-  for (const auto& [where, value] : tx.writes()) last_write_[where] = version;
+  validated(tx, version);
   group->members.emplace_back(tx.id(), tx.writes().size());
   group->last = version;
   pending_[tx.id()] = version;
@@ -404,12 +410,21 @@ void LevelDbStore::write_group() {
   loop_->run_blocking([&written, wo, batch, db] { written = db->Write(wo, batch); });
 }
 
+void LevelDbStore::validated(const Transaction& tx, Version version) {
+  for (const auto& [where, value] : tx.writes()) {
+    // A later snapshot's writes to these keys conflict, before they are written too.
+    last_write_[where] = version;
+    if (value) empty_.put(where.first, where.second, version);
+  }
+}
+
 // Entries no open snapshot predates can never conflict again.
 void LevelDbStore::prune_conflict_index() {
   commits_since_prune_ = 0;
   Version oldest = version_;
   for (const auto& [id, tx] : open_) oldest = std::min(oldest, tx.version);
   std::erase_if(last_write_, [oldest](const auto& entry) { return entry.second <= oldest; });
+  empty_.forget_puts(oldest);
 }
 
 void LevelDbStore::abort(const Transaction& tx) { release(tx.id()); }

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "core/env/store.h"
+#include "real/empty_ranges.h"
 #include "fibers/scheduler.h"
 
 namespace leveldb {
@@ -98,6 +99,7 @@ class LevelDbStore final : public Store {
     uint64_t writes = 0;  // rows put or erased by those commits
     uint64_t bytes = 0;   // keys and values written by them
     uint64_t synced_writes = 0;  // LevelDB writes (one per group of commits)
+    uint64_t scans_past_empty = 0;  // scans that sought past a range known to be empty
   };
   const Stats& stats() const { return stats_; }
 
@@ -136,6 +138,9 @@ class LevelDbStore final : public Store {
   const OpenTx* find_open(const Transaction& tx) const;
   void release(TxId tx);
   void prune_conflict_index();
+  // A commit passed validation at `version`: the conflict index and the empty ranges learn
+  // its writes before anyone can see them.
+  void validated(const Transaction& tx, Version version);
   void end_stale_transactions();
   // Bookkeeping of a commit that is written: its version, its outcome for resolve().
   void committed(TxId tx, Version version, size_t writes);
@@ -158,6 +163,7 @@ class LevelDbStore final : public Store {
   TxId forgotten_below_ = 0;           // outcomes of older transactions were dropped
   Status failed_;                      // set by the first LevelDB error: all is refused then
   std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
+  EmptyRanges empty_;  // where scans need not walk tombstones
   uint64_t commits_since_prune_ = 0;
   Stats stats_;
   RealLoop* loop_ = nullptr;

@@ -354,13 +354,13 @@ RC_GTEST_PROP(LevelDbStoreProps, MatchesAModelAcrossReopenings, ()) {
     std::map<std::string, std::string> snapshot;
   };
   std::vector<Open> open;
-  const int steps = *rc::gen::inRange(1, 60);
+  const int steps = *rc::gen::inRange(1, 80);
   for (int i = 0; i < steps; ++i) {
-    const int what = *rc::gen::inRange(0, 10);
-    const std::string key(1, static_cast<char>('a' + *rc::gen::inRange(0, 4)));
+    const int what = *rc::gen::inRange(0, 16);
+    const std::string key(1, static_cast<char>('a' + *rc::gen::inRange(0, 6)));
     if (what < 2 || open.empty()) {
       open.push_back({*store->begin(), model});
-    } else if (what < 5) {
+    } else if (what < 4) {
       open.back().tx.put("t", key, std::to_string(i));
     } else if (what < 6) {
       open.back().tx.erase("t", key);
@@ -371,7 +371,7 @@ RC_GTEST_PROP(LevelDbStoreProps, MatchesAModelAcrossReopenings, ()) {
       const std::optional<std::string> expected =
           buffered != nullptr ? *buffered : (it == o.snapshot.end() ? std::nullopt : std::optional(it->second));
       RC_ASSERT(get(*store, o.tx, key) == expected);
-    } else if (what < 9) {
+    } else if (what < 10) {
       const size_t pick = *rc::gen::inRange<size_t>(0, open.size());
       const Open o = open[pick];
       open.erase(open.begin() + static_cast<long>(pick));
@@ -392,6 +392,28 @@ RC_GTEST_PROP(LevelDbStoreProps, MatchesAModelAcrossReopenings, ()) {
           }
         }
       }
+    } else if (what < 15) {
+      // A scan (which may seek past ranges earlier scans found empty) sees exactly the
+      // snapshot and the transaction's own writes.
+      const auto& o = open[static_cast<size_t>(*rc::gen::inRange<size_t>(0, open.size()))];
+      const std::string from = *rc::gen::element<std::string>("", "", "", "a", "b", "c", "d");
+      const std::string to = *rc::gen::element<std::string>("", "c", "e", "f", "z");
+      const size_t limit = *rc::gen::inRange<size_t>(1, 5);
+      std::map<std::string, std::string> view = o.snapshot;
+      for (const auto& [where, value] : o.tx.writes()) {
+        if (value) {
+          view[where.second] = *value;
+        } else {
+          view.erase(where.second);
+        }
+      }
+      std::vector<Row> expected;
+      for (auto it = view.lower_bound(from); it != view.end() && (to.empty() || it->first < to) && expected.size() < limit; ++it) {
+        expected.push_back({it->first, it->second});
+      }
+      auto rows = store->scan(o.tx, "t", from, to, limit);
+      RC_ASSERT(rows.has_value());
+      RC_ASSERT(*rows == expected);
     } else {
       open.clear();  // a restart loses the open transactions, never a commit
       store.reset();
@@ -482,6 +504,97 @@ TEST(LevelDbStoreTest, GroupCommitSharesSyncedWritesAndLosesNothing) {
     EXPECT_EQ(get(*store, *tx, fmt::format("a{}", f)), std::to_string(kCommits));
     EXPECT_EQ(get(*store, *tx, fmt::format("b{}", f)), std::to_string(kCommits));
   }
+}
+
+// Consumed rows leave tombstones: a scan from the table's first key seeks past the range an
+// earlier scan found empty, and still returns exactly what its snapshot holds: a transaction
+// that began before the rows were erased sees them, a put into the range is seen at once.
+TEST(LevelDbStoreTest, ScansSeekPastRangesFoundEmptyAndSeeExactlyTheirSnapshot) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto fill = store->begin();
+  for (int i = 0; i < 1000; ++i) fill->put("t", fmt::format("p/{:04}", i), "v");
+  ASSERT_TRUE(store->commit(*fill, {}).has_value());
+  auto before = store->begin();  // a snapshot with every row
+  auto consume = store->begin();
+  for (int i = 0; i < 990; ++i) consume->erase("t", fmt::format("p/{:04}", i));
+  ASSERT_TRUE(store->commit(*consume, {}).has_value());
+
+  auto first = store->begin();
+  auto rows = store->scan(*first, "t", "p/", "p/~", 5);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 5u);
+  EXPECT_EQ(rows->front().key, "p/0990");
+  EXPECT_EQ(store->stats().scans_past_empty, 0u);
+  auto second = store->begin();
+  rows = store->scan(*second, "t", "p/", "p/~", 5);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->front().key, "p/0990");
+  EXPECT_EQ(store->stats().scans_past_empty, 1u);
+
+  // The older snapshot still holds the erased rows.
+  rows = store->scan(*before, "t", "p/", "p/~", 3);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ(rows->front().key, "p/0000");
+
+  // A put below the first row cuts the range: the next scan sees it.
+  auto late = store->begin();
+  late->put("t", "p/0500", "late");
+  ASSERT_TRUE(store->commit(*late, {}).has_value());
+  auto third = store->begin();
+  rows = store->scan(*third, "t", "p/", "p/~", 2);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ(rows->front().key, "p/0500");
+  EXPECT_EQ(rows->back().key, "p/0990");
+  // A transaction that began before that put was validated, scanning now, learns no range
+  // that hides it.
+  auto old = store->begin();
+  auto racing = store->begin();
+  racing->put("t", "p/0100", "racing");
+  ASSERT_TRUE(store->commit(*racing, {}).has_value());
+  rows = store->scan(*old, "t", "p/", "p/~", 1);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->front().key, "p/0500");  // its snapshot lacks the racing put
+  auto fourth = store->begin();
+  rows = store->scan(*fourth, "t", "p/", "p/~", 1);
+  ASSERT_TRUE(rows.has_value());
+  EXPECT_EQ(rows->front().key, "p/0100");
+}
+
+TEST(EmptyRangesTest, ARangeServesOnlyLaterTransactionsAndPutsCutIt) {
+  EmptyRanges ranges;
+  ranges.learn("t", "a", "m", /*tx=*/10, /*snapshot=*/5);
+  EXPECT_EQ(ranges.start("t", "a", 9), "a");   // began before the scan that learned it
+  EXPECT_EQ(ranges.start("t", "a", 10), "m");
+  EXPECT_EQ(ranges.start("t", "b", 11), "b");  // only from the key it was learned from
+  EXPECT_EQ(ranges.start("u", "a", 11), "a");  // another table
+  ranges.put("t", "f", 6);
+  EXPECT_EQ(ranges.start("t", "a", 11), "f");  // [a, f) is still empty
+  ranges.put("t", "a", 7);
+  EXPECT_EQ(ranges.start("t", "a", 11), "a");
+  EXPECT_EQ(ranges.size(), 0u);
+  // A scan at snapshot 6 cannot vouch for a put validated at 7 (it may not see it).
+  ranges.learn("t", "a", "z", 12, 6);
+  EXPECT_EQ(ranges.size(), 0u);  // the put at "a" itself
+  ranges.learn("t", "b", "z", 12, 6);
+  EXPECT_EQ(ranges.start("t", "b", 12), "z");  // "f", put at 6, is in that snapshot: erased since
+  ranges.put("t", "k", 8);
+  ranges.learn("t", "b", "z", 13, 7);
+  EXPECT_EQ(ranges.start("t", "b", 13), "k");
+  ranges.forget_puts(8);
+  ranges.learn("t", "b", "z", 14, 8);
+  EXPECT_EQ(ranges.start("t", "b", 14), "z");
+  // Overlapping ranges give way: one inside the new one goes, the one before is cut.
+  ranges.learn("t", "a0", "c", 15, 8);
+  EXPECT_EQ(ranges.start("t", "a0", 15), "c");
+  EXPECT_EQ(ranges.start("t", "b", 15), "b");
+  ranges.learn("t", "b0", "d", 16, 8);
+  EXPECT_EQ(ranges.start("t", "a0", 16), "b0");
+  EXPECT_EQ(ranges.start("t", "b0", 16), "d");
+  EXPECT_EQ(ranges.size(), 2u);
 }
 
 }  // namespace
