@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 
@@ -41,10 +42,11 @@ class EmptyRanges {
     std::string until;
     TxId learned_by = 0;
   };
-  // By table, then by the range's first key; a table's ranges never overlap.
-  std::map<std::string, std::map<std::string, Range>, std::less<>> ranges_;
-  // By table, then key: the version of the latest put not yet forgotten.
-  std::map<std::string, std::map<std::string, Version>, std::less<>> puts_;
+  struct Table {
+    std::map<std::string, Range> ranges;  // by first key; they never overlap
+    std::deque<std::pair<Version, std::string>> puts;  // not yet forgotten, in version order
+  };
+  std::map<std::string, Table, std::less<>> tables_;
 };
 
 }  // namespace onceflow::real

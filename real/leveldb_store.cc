@@ -84,6 +84,12 @@ Status refuse_headless_store(const std::string& dir) {
 
 uint64_t lease_generation(LeaseId lease) { return lease >> 32; }
 
+uint64_t conflict_hash(const std::pair<std::string, std::string>& where) {
+  const uint64_t table = std::hash<std::string_view>{}(where.first);
+  const uint64_t key = std::hash<std::string_view>{}(where.second);
+  return table ^ (key + 0x9e3779b97f4a7c15ULL + (table << 6) + (table >> 2));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir, const Clock& clock, Options options) {
@@ -267,7 +273,7 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     }
   }
   for (const auto& [where, value] : tx.writes()) {
-    auto it = last_write_.find(where);
+    auto it = last_write_.find(conflict_hash(where));
     if (it != last_write_.end() && it->second > open->version) {
       release(tx.id());
       // A conflict with a commit still being written is told once that commit is written, so
@@ -413,7 +419,7 @@ void LevelDbStore::write_group() {
 void LevelDbStore::validated(const Transaction& tx, Version version) {
   for (const auto& [where, value] : tx.writes()) {
     // A later snapshot's writes to these keys conflict, before they are written too.
-    last_write_[where] = version;
+    last_write_[conflict_hash(where)] = version;
     if (value) empty_.put(where.first, where.second, version);
   }
 }

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "core/env/store.h"
@@ -162,7 +163,10 @@ class LevelDbStore final : public Store {
   std::map<TxId, Version> committed_;  // outcomes of this life, for resolve()
   TxId forgotten_below_ = 0;           // outcomes of older transactions were dropped
   Status failed_;                      // set by the first LevelDB error: all is refused then
-  std::map<std::pair<std::string, std::string>, Version> last_write_;  // conflict index
+  // The conflict index: by a 64-bit hash of (table, key), the version of the last write. A
+  // collision can only refuse a commit that would not conflict (it is retried), never the
+  // other way round.
+  std::unordered_map<uint64_t, Version> last_write_;
   EmptyRanges empty_;  // where scans need not walk tombstones
   uint64_t commits_since_prune_ = 0;
   Stats stats_;
