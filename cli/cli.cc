@@ -657,6 +657,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--workers", real_options.workers, "Worker nodes in the process")->check(whole(1, kMaxWorkers));
   real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)")
       ->check(whole(0, kMaxMessages));
+  real->add_option("--rate", real_options.rate, "Inputs the producer writes per second at most; 0: as fast as it can [0]")
+      ->check(whole(0, kMaxMessages));
   real->add_option("--keys", real_options.keys, "Distinct keys in the input")->check(whole(1, kMaxMessages));
   real->add_option("--seed", real_options.seed, "Seed of the input workload")->check(whole(0, kMaxSeed));
   real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");

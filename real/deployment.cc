@@ -170,6 +170,7 @@ Status RealDeployment::connect_kafka(const KafkaConfig& kafka, KafkaMockCluster*
     auto writer = KafkaSink::open(loop_, kafka_, sink, instance());
     if (!writer) return writer.error();
     connectors_.sinks[sink.name] = writer->get();
+    (*writer)->set_latency(&latency_);
     kafka_sinks_[sink.name] = std::move(*writer);
   }
   return check_kafka_holds_what_was_done();
@@ -449,6 +450,8 @@ RealDeployment::Counts RealDeployment::counts() {
 // the input log in the same transaction; resumes where the last life stopped.
 void RealDeployment::produce() {
   Runtime& rt = loop_.runtime("producer");
+  const Micros started = rt.clock().now();
+  std::optional<uint64_t> first;  // the next input when this life began
   for (;;) {
     auto tx = store_.begin();
     if (!tx) {
@@ -456,9 +459,19 @@ void RealDeployment::produce() {
       continue;
     }
     const uint64_t next = read_u64(store_, *tx, kProducer, "next");
+    if (!first) first = next;
     const bool all = next >= inputs_.size();
     const Micros now = rt.clock().now();
-    const uint64_t end = std::min<uint64_t>(inputs_.size(), next + kProducerBatch);
+    uint64_t end = std::min<uint64_t>(inputs_.size(), next + kProducerBatch);
+    if (o_.rate > 0) {  // no more than `rate` a second since this life began
+      const auto allowed = *first + static_cast<uint64_t>(static_cast<double>(o_.rate) * static_cast<double>(now - started) / 1e6);
+      end = std::min(end, std::max(next, allowed));
+      if (end == next && !all) {
+        store_.abort(*tx);
+        rt.sleep_for(kProducerPause);
+        continue;
+      }
+    }
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_[k];
       const std::string counter = source_key(in.source, in.partition);
@@ -511,11 +524,13 @@ void RealDeployment::serve_target(const std::string& sink) {
     uint64_t n = u64_of(*count);
     // The whole batch in one transaction: the rows above the producer's last seqNo, in order.
     AppendReply reply;
+    std::vector<Micros> event_times;
     for (const auto& e : req->entries) {
       if (!req->producer.empty() && e.seqno <= last) {
         ++reply.duplicates;
         continue;
       }
+      if (auto m = decode_message(e.message)) event_times.push_back(m->event_ts);
       Encoder entry;
       entry.bytes(req->producer).u64(e.seqno).u64(req->lease).bytes(e.message);
       tx->put(target_table(sink), tables::hex16(n++), entry.take());
@@ -529,6 +544,8 @@ void RealDeployment::serve_target(const std::string& sink) {
       tx->put(state, "count", u64_bytes(n));
       auto committed = store_.commit(*tx, {});
       if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
+      const Micros now = loop_.clock().now();
+      for (const Micros t : event_times) latency_.add(now - t);
     }
     reply.held = last;
     return encode_append_reply(reply);
@@ -607,11 +624,16 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(), [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue; })) {
     outputs = fmt::format(", outputs {} in all", c.outputs);
   }
+  std::string latency;
+  if (latency_.count() > 0) {
+    latency = fmt::format(", latency p50 {:.1f} ms p99 {:.1f} ms", static_cast<double>(latency_.quantile(0.5)) / 1e3,
+                          static_cast<double>(latency_.quantile(0.99)) / 1e3);
+  }
   // A run that ends by draining says what it still waits for.
   const std::string waiting = !last && !waiting_for_.empty() ? "; waiting for " + waiting_for_ : "";
-  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets), epochs {}, {:.0f}s{}{}{}",
-             tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, progress_->epochs, seconds, kafka,
-             waiting, tty && !last ? "\x1b[K" : "\n");
+  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}, {:.0f}s{}{}{}",
+             tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, latency, progress_->epochs, seconds,
+             kafka, waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;
 }

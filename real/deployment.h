@@ -41,6 +41,7 @@ struct RealOptions {
   std::string data_dir;
   int workers = 2;
   uint64_t messages = 10'000;  // input messages the producer writes in all (across restarts)
+  uint64_t rate = 0;  // inputs the producer writes per second at most; 0: as fast as it can
   int keys = 16;
   uint64_t seed = 1;  // of the workload and of the processes' generators
   bool verify = false;
@@ -91,6 +92,8 @@ class RealDeployment {
   }
   const Status& failure() const { return failure_; }
   const std::vector<SourceInput>& inputs() const { return inputs_; }
+  // From inputs' times to their outputs being visible at the sinks, in this life.
+  const LatencyHistogram& latency() const { return latency_; }
 
  private:
   class Progress;
@@ -137,6 +140,7 @@ class RealDeployment {
   EngineOptions options_;
   BugSwitches bugs_;
   std::unique_ptr<Progress> progress_;
+  LatencyHistogram latency_;  // of outputs made visible at their sinks in this life
   std::string waiting_for_;  // the last waiting_for() while the run may end by draining
   std::unique_ptr<SharedConnectors> shared_connectors_;
   DeploymentLayout layout_;

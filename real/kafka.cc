@@ -491,6 +491,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   }
   if (batch.empty()) return p.marker;
   const uint64_t last = batch.back()->seqno;
+  std::vector<Micros> event_times;
   Status status;
   const std::string topic = kafka_topic(spec_);
   const std::string progress = progress_topic(topic);
@@ -502,6 +503,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     for (const OutboxRow* row : batch) {
       auto m = decode_message(row->message);
       if (!m) continue;
+      event_times.push_back(m->event_ts);
       status = produce_message(p.rk, topic, *m);
       if (!status.is_ok()) break;
     }
@@ -536,8 +538,15 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
     return status;
   }
   acknowledged_ += batch.size();
+  visible(event_times);
   p.marker = last;
   return last;
+}
+
+void KafkaSink::visible(const std::vector<Micros>& event_times) {
+  if (latency_ == nullptr) return;
+  const Micros now = loop_.clock().now();
+  for (const Micros t : event_times) latency_->add(now - t);
 }
 
 Status KafkaSink::produce_and_flush(Producer& p, const std::vector<Message>& messages) {
@@ -553,7 +562,12 @@ Status KafkaSink::produce_and_flush(Producer& p, const std::vector<Message>& mes
     }
   });
   if (status.is_ok() && p.context.failed.exchange(0) > 0) status = Status::unavailable("some messages were not delivered");
-  if (status.is_ok()) acknowledged_ += messages.size();
+  if (status.is_ok()) {
+    acknowledged_ += messages.size();
+    std::vector<Micros> event_times;
+    for (const Message& m : messages) event_times.push_back(m.event_ts);
+    visible(event_times);
+  }
   if (!status.is_ok() && rd_kafka_fatal_error(p.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
     p.fatal = true;  // the idempotent producer cannot go on: the next delivery makes a new one
   }

@@ -35,6 +35,7 @@
 
 #include "core/connectors.h"
 #include "core/spec.h"
+#include "real/latency.h"
 #include "real/loop.h"
 
 typedef struct rd_kafka_s rd_kafka_t;
@@ -129,6 +130,8 @@ class KafkaSink final : public ExternalSink {
   const Status& failed() const { return failed_; }
   // Records handed over and acknowledged by the cluster so far.
   uint64_t acknowledged() const { return acknowledged_; }
+  // Where to count each record's latency once it is visible (committed, or acknowledged).
+  void set_latency(LatencyHistogram* latency) { latency_ = latency; }
 
  private:
   struct Producer;
@@ -145,6 +148,8 @@ class KafkaSink final : public ExternalSink {
   SinkSpec spec_;
   Status failed_;
   uint64_t acknowledged_ = 0;
+  LatencyHistogram* latency_ = nullptr;
+  void visible(const std::vector<Micros>& event_times);
   std::string instance_;
   // By sink job. A producer in use by a fiber (inside run_blocking) is kept alive by it.
   std::map<std::string, std::shared_ptr<Producer>> producers_;

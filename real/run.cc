@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -109,6 +110,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   if (!store) return bad(store.error().message());
   RealDeployment::Ending ending = RealDeployment::Ending::kInterrupted;
   const Micros started = clock.now();
+  LatencyHistogram latency;
   {
     RealDeployment deployment(spec, registry, o, **store);
     if (kafka_used) {
@@ -118,13 +120,19 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     }
     StopOnSignals signals(deployment);
     ending = deployment.run();
+    latency = deployment.latency();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
   if (o.stats) {
     const auto& st = (*store)->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
-    fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s}, {"commits", st.commits},
+    const auto ms = [&](double q) { return static_cast<double>(latency.quantile(q)) / 1e3; };
+    fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s},
+                            {"msgs_per_s", std::round(static_cast<double>(o.messages) / std::max(wall_s, 1e-6))},
+                            {"latency_samples", latency.count()}, {"latency_p50_ms", ms(0.5)}, {"latency_p99_ms", ms(0.99)},
+                            {"commits", st.commits},
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
+                            {"scans_past_empty", st.scans_past_empty},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
                            .dump());
   }

@@ -121,6 +121,20 @@ grep -q '"inputs": 500' "$tmp/real.json" || fail "onceflow real did not read bac
 "$bin" real "$real_spec" --data "$tmp/real" --messages 500 --no-progress --verify > "$tmp/real2.json" \
   || fail "a rerun on the same --data failed"
 grep -q '"outputs": 500' "$tmp/real2.json" || fail "a rerun changed the outputs: $(cat "$tmp/real2.json")"
+# --rate paces the producer; --stats gives the rate and the latency of every output.
+start=$(date +%s%N)
+"$bin" real "$real_spec" --data "$tmp/rated" --messages 600 --rate 400 --no-progress --stats > "$tmp/rated.json" \
+  || fail "onceflow real --rate failed: $(cat "$tmp/rated.json")"
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$elapsed_ms" -ge 1400 ] || fail "--rate 400 wrote 600 inputs in $elapsed_ms ms"
+python3 - "$tmp/rated.json" <<'PY' || fail "--stats: $(cat "$tmp/rated.json")"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["latency_samples"] == 600, v
+assert 0 < v["latency_p50_ms"] <= v["latency_p99_ms"] < 10000, v
+assert 0 < v["msgs_per_s"] <= 450, v
+PY
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
 expect_rc 2 "$bin" real "$real_spec"                      # --data is required
 expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
