@@ -56,11 +56,28 @@ sed -i "s|pipeline: ../../scenarios/|pipeline: $PWD/scenarios/|" "$tmp/dedup_lon
 "$onceflow" run "$tmp/dedup_long.yaml" --seed 1 --json >"$tmp/dedup_long.json"
 
 say "engine on LevelDB"
-messages=$(size 30000 3000)
+messages=$(size 200000 3000)
 for mode in exactly_once at_least_once at_most_once_sink; do
   "$onceflow" real "bench/pipelines/two_stage_$mode.yaml" --data "$tmp/data-$mode" --messages "$messages" \
     --no-progress --stats >"$tmp/real-$mode.json"
+  rm -rf "$tmp/data-$mode"
 done
+say "the same computation by hand on LevelDB"
+build/bench/handwritten_bench "$tmp/handwritten" "$messages" 16 2000 >"$tmp/handwritten.json"
+rm -rf "$tmp/handwritten"
+say "latency at half the exactly-once rate"
+half=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(max(1, round(r["msgs_per_s"] / 2)))' \
+  "$tmp/real-exactly_once.json")
+"$onceflow" real bench/pipelines/two_stage_exactly_once.yaml --data "$tmp/data-half" --messages "$(size 100000 2000)" \
+  --rate "$half" --no-progress --stats >"$tmp/real-half.json"
+rm -rf "$tmp/data-half"
+say "peak memory: $(size 1000000 30000) messages against $(size 100000 3000)"
+for n in $(size 100000 3000) $(size 1000000 30000); do
+  /usr/bin/time -f '%M' -o "$tmp/rss-$n" "$onceflow" real bench/pipelines/two_stage_exactly_once.yaml \
+    --data "$tmp/data-rss" --messages "$n" --no-progress >/dev/null
+  rm -rf "$tmp/data-rss"
+done
+echo "$(size 100000 3000) $(size 1000000 30000)" >"$tmp/rss-sizes"
 # Raw synced WriteBatch writes of the exactly-once run's average commit.
 read -r batches entries value_bytes < <(python3 -c '
 import json, sys
@@ -131,8 +148,26 @@ real = {mode: load(f"real-{mode}.json") for mode in ("exactly_once", "at_least_o
 rate = {mode: r["messages"] / r["wall_s"] for mode, r in real.items()}
 lv = load("leveldb.json")
 eo = real["exactly_once"]
+hw = load("handwritten.json")
+half = load("real-half.json")
+small, large = open(os.path.join(tmp, "rss-sizes")).read().split()
+rss = {n: int(open(os.path.join(tmp, f"rss-{n}")).read().split()[-1]) for n in (small, large)}
 out.update({
-    "eos_msgs_per_s": round(rate["exactly_once"]),
+    "real_eos_messages": eo["messages"],
+    "real_eos_msgs_per_s": round(rate["exactly_once"]),
+    "handwritten_msgs_per_s": round(hw["msgs_per_s"]),
+    "eos_over_handwritten": round(rate["exactly_once"] / hw["msgs_per_s"], 3),
+    "latency_at_msgs_per_s": round(half["messages"] / half["wall_s"]),
+    "latency_p50_ms": half["latency_p50_ms"],
+    "latency_p99_ms": half["latency_p99_ms"],
+    "peak_rss_mb": {small: round(rss[small] / 1024, 1), large: round(rss[large] / 1024, 1)},
+    "peak_rss_large_over_small": round(rss[large] / rss[small], 2),
+})
+for mode, r in real.items():
+    out[f"{mode}_writes_per_message"] = round(r["writes"] / r["messages"], 1)
+    out[f"{mode}_bytes_per_message"] = round(r["bytes"] / r["messages"])
+out["handwritten_bytes_per_message"] = hw["bytes_per_message"]
+out.update({
     "alo_msgs_per_s": round(rate["at_least_once"]),
     "amo_sink_msgs_per_s": round(rate["at_most_once_sink"]),
     "eos_over_alo_throughput": round(rate["exactly_once"] / rate["at_least_once"], 3),
