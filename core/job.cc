@@ -6,6 +6,7 @@
 #include <cassert>
 #include <utility>
 
+#include "core/delivery.h"
 #include "core/env/codec.h"
 
 namespace onceflow {
@@ -332,14 +333,16 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     : env_(env),
       id_(std::move(id)),
       lease_(lease),
-      sender_(OutboxSender::Bugs{env.bugs.new_seqno_on_resend, env.bugs.batch_ack_whole}) {
+      sink_(id_.kind == JobKind::kSink ? env_.spec.sink(id_.name) : nullptr) {
   switch (id_.kind) {
     case JobKind::kSource:
       source_ = env_.spec.source(id_.name);
       if (source_ != nullptr) origin_ = source_origin(*source_);
       break;
     case JobKind::kComputation: computation_ = env_.spec.computation(id_.name); break;
-    case JobKind::kSink: sink_ = env_.spec.sink(id_.name); break;
+    case JobKind::kSink:
+      if (sink_ != nullptr) delivery_ = std::make_unique<Delivery>(env_, id_, lease_, *sink_, [this] { request_stop(); });
+      break;
   }
   assert(source_ != nullptr || computation_ != nullptr || sink_ != nullptr);
   // Where this job's input dedup lives, worked out once rather than per message.
@@ -397,7 +400,7 @@ void Job::run() {
     }
     bool outbox_empty = true;
     if (sink_ != nullptr && !sink_->at_most_once_strategy.enabled && !writes_before_commit(*sink_)) {
-      outbox_empty = deliver_outbox();
+      outbox_empty = delivery_->deliver_outbox();
     }
     // Idle means no work and nothing waiting to be delivered; an idle job slows down step by
     // step (1, 2, 4... periods, up to idle_epoch_periods), and any work brings it back.
@@ -408,6 +411,7 @@ void Job::run() {
     env_.runtime.sleep_for(periods * period);
   }
   finished_ = true;
+  if (delivery_ != nullptr) delivery_->job_ended();
 }
 
 Job::Outcome Job::run_epoch() {
@@ -450,7 +454,14 @@ Job::Outcome Job::run_epoch() {
 Job::Outcome Job::commit(EpochTx& etx) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
-  if (env_.bugs.deliver_before_commit && sink_ != nullptr) deliver_uncommitted(etx);
+  if (env_.bugs.deliver_before_commit && sink_ != nullptr) {
+    std::vector<OutboxRow> rows;
+    for (const auto& [where, value] : etx.tx.writes()) {
+      if (where.first != outbox_table_ || !value) continue;
+      rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix_.size())), *value});
+    }
+    delivery_->deliver_uncommitted(rows);
+  }
   etx.record.job = id_;
   etx.record.node = env_.network.self();
   etx.record.lease = lease_;
@@ -484,16 +495,7 @@ Job::Outcome Job::commit(EpochTx& etx) {
 Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
   if (env_.bugs.ambiguous_as_success) return Outcome::kCommitted;
   if (env_.bugs.ambiguous_as_failure) return Outcome::kRetry;
-  return resolve_until_answered(etx.tx.id(), &etx.record.version) ? Outcome::kCommitted : Outcome::kRetry;
-}
-
-// Asks until the store answers; resolve() also fences the transaction if it did not apply.
-bool Job::resolve_until_answered(TxId tx, Version* version) {
-  while (true) {
-    auto outcome = env_.store.resolve(tx, version);
-    if (outcome) return *outcome == TxOutcome::kCommitted;
-    env_.runtime.sleep_for(env_.spec.epoch_period_us);
-  }
+  return resolve_until_answered(env_, etx.tx.id(), &etx.record.version) ? Outcome::kCommitted : Outcome::kRetry;
 }
 
 void Job::after_commit(EpochTx& etx) {
@@ -508,28 +510,13 @@ void Job::after_commit(EpochTx& etx) {
     tx->erase(table, key);
     (void)env_.store.commit(*tx, {lease_});
   }
-  for (Message& m : etx.amo_outputs) {
-    const uint64_t bytes = m.payload.size() + 64;
-    if (amo_queue_bytes_ + bytes > sink_->at_most_once_strategy.total_queue_bytes_limit) {
-      probe(env_, Probe::kAmoQueueFull);
-      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "queue full");
-      continue;
-    }
-    if (env_.observer != nullptr) env_.observer->amo_queued(sink_->name, m);
-    amo_queue_bytes_ += bytes;
-    amo_queue_.push_back(std::move(m));
-  }
+  if (delivery_ == nullptr) return;
   if (!etx.confirmed.empty()) {
     // The delivery callback: the target holds them, and this commit acknowledged them.
     if (env_.observer != nullptr) env_.observer->delivery_confirmed(id_, etx.confirmed, etx.record.version);
-    for (auto it = delivered_ids_.begin(); it != delivered_ids_.end() && it->first <= etx.meta.acked_seqno;) {
-      it = delivered_ids_.erase(it);
-    }
+    delivery_->confirmed_up_to(etx.meta.acked_seqno);
   }
-  if (!amo_queue_.empty() && !amo_sender_running_) {
-    amo_sender_running_ = true;
-    env_.runtime.spawn("amo-sender:" + id_.str(), [this] { send_at_most_once(); });
-  }
+  if (!etx.amo_outputs.empty()) delivery_->queue_at_most_once(std::move(etx.amo_outputs));
 }
 
 // --- Sources ---------------------------------------------------------------------------
@@ -1088,12 +1075,12 @@ void Job::step_sink(EpochTx& etx) {
   const bool write_now = writes_before_commit(spec);
   std::vector<Message> written_now;
   if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
-    const uint64_t acked = std::max(etx.meta.acked_seqno, std::min(sender_.delivered(), etx.meta.next_seqno - 1));
+    const uint64_t acked = std::max(etx.meta.acked_seqno, std::min(delivery_->delivered(), etx.meta.next_seqno - 1));
     for (uint64_t s = etx.meta.acked_seqno + 1; s <= acked; ++s) {
       etx.tx.erase(outbox_table_, prefix + tables::hex16(s));
-      if (auto it = delivered_ids_.find(s); it != delivered_ids_.end()) etx.confirmed.push_back(it->second);
+      if (auto id = delivery_->delivered_id(s)) etx.confirmed.push_back(*id);
     }
-    if (batching() && acked > etx.meta.acked_seqno) {
+    if (batched_outbox(spec) && acked > etx.meta.acked_seqno) {
       const std::string batches = tables::outbox_batches(spec.name);
       for (const Row& row : etx.scan(batches, prefix, prefix + tables::hex16(acked) + "~", SIZE_MAX)) {
         etx.tx.erase(batches, row.key);
@@ -1103,7 +1090,7 @@ void Job::step_sink(EpochTx& etx) {
     etx.meta.acked_seqno = acked;
   }
   const uint64_t first_seqno = etx.meta.next_seqno;
-  if (own_from_seqno_ == 0) own_from_seqno_ = first_seqno;  // earlier seqNos are an earlier incarnation's
+  delivery_->incarnation_starts_at(first_seqno);  // earlier seqNos are an earlier incarnation's
   std::vector<std::pair<std::string, Message>> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
@@ -1138,9 +1125,9 @@ void Job::step_sink(EpochTx& etx) {
   }
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits
-    etx.meta.progress.amo_pending = amo_queue_.size() + (amo_sending_ ? 1 : 0) + etx.amo_outputs.size();
+    etx.meta.progress.amo_pending = delivery_->at_most_once_pending() + etx.amo_outputs.size();
   }
-  if (batching() && etx.meta.next_seqno > first_seqno) {
+  if (batched_outbox(spec) && etx.meta.next_seqno > first_seqno) {
     // The epoch's rows end a batch: batches never change once committed, so a replay of one
     // carries the same rows and the same dedup token.
     etx.tx.put(tables::outbox_batches(spec.name), prefix + tables::hex16(etx.meta.next_seqno - 1), "");
@@ -1157,223 +1144,6 @@ void Job::step_sink(EpochTx& etx) {
     }
     fault_point(env_, "sink.after_external_write");
   }
-}
-
-// Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
-// one fails; the rest wait for the next round. The target drops seqNos it has seen.
-bool Job::deliver_outbox() {
-  const std::string& prefix = prefix_;
-  auto tx = env_.store.begin();
-  if (!tx) return false;
-  // A Kafka transaction or a ClickHouse batch may hold more than that.
-  const size_t limit = sink_->type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_->transaction_messages))
-                       : batching() ? std::max<size_t>(256, static_cast<size_t>(sink_->max_batch_messages))
-                                    : 256;
-  auto rows = env_.store.scan(*tx, outbox_table_, prefix, prefix + "~", limit);
-  std::set<std::string> batch_ends;
-  if (rows && !rows->empty() && batching()) {
-    auto ends = env_.store.scan(*tx, tables::outbox_batches(sink_->name), rows->front().key, rows->back().key + "~",
-                                rows->size());
-    if (!ends) rows = ends.error();
-    for (const Row& row : ends ? *ends : std::vector<Row>{}) batch_ends.insert(row.key);
-  }
-  env_.store.abort(*tx);
-  if (!rows) return false;
-  if (rows->empty()) return true;
-  const std::string producer = producer_id(id_, *sink_, env_.bugs);
-  // Rows an earlier incarnation committed (and may have delivered) go again.
-  if (!resend_probed_ && own_from_seqno_ != 0 &&
-      tables::parse_hex16(std::string_view(rows->front().key).substr(prefix.size())) < own_from_seqno_) {
-    resend_probed_ = true;
-    probe(env_, Probe::kOutboxResend);
-  }
-  std::vector<OutboxRow> outbox;
-  for (const Row& row : *rows) {
-    outbox.push_back({tables::parse_hex16(std::string_view(row.key).substr(prefix.size())), row.value, batch_ends.count(row.key) > 0});
-  }
-  ExternalSink* external = external_sink();
-  if (external != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kAtMostOnce) {
-    deliver_outbox_at_most_once(*external, outbox);
-    return false;
-  }
-  const uint64_t delivered_before = sender_.delivered();
-  const Status sent =
-      external != nullptr
-          ? sender_.deliver_all(outbox,
-                                [&](const std::vector<OutboxRow>& pending) {
-                                  return external->deliver(producer, lease_, pending);
-                                })
-          : sender_.deliver(outbox, batch_limits(), [&](const std::vector<AppendRequest::Entry>& batch) -> Result<uint64_t> {
-              auto reply = append(producer, batch);
-              if (!reply) return reply.error();
-              if (reply->duplicates > 0) probe(env_, Probe::kOutboxTargetDuplicate);
-              fault_point(env_, "sink.after_delivery");
-              return reply->held;
-            });
-  if (env_.observer != nullptr && sender_.delivered() > delivered_before) {
-    // For the delivery callback, which fires once an epoch acknowledged them.
-    std::vector<MessageId> now_held;
-    for (const OutboxRow& row : outbox) {
-      if (row.seqno <= delivered_before || row.seqno > sender_.delivered()) continue;
-      if (auto m = decode_message(row.message)) {
-        delivered_ids_[row.seqno] = m->id;
-        now_held.push_back(m->id);
-      }
-    }
-    // The bug: the callback fires as soon as the target answered, before any commit.
-    if (env_.bugs.callback_before_commit) env_.observer->delivery_confirmed(id_, now_held, 0);
-  }
-  // A permanent error must not be skipped (that would lose the message), nor may a sink go on
-  // that cannot do so safely: the job fails, and its replacement delivers from the same outbox.
-  if (sent.is_invalid_argument()) {
-    probe(env_, Probe::kOutboxPermanentError);
-    request_stop();
-  } else if (!sent.is_ok()) {
-    probe(env_, Probe::kOutboxDeliveryFailed);
-  }
-  return false;  // rows were there: the next epoch acknowledges or resends them
-}
-
-// At-most-once with the outbox (ClickHouse's default strategy): messages go one INSERT each,
-// in order. A row is acknowledged (erased, under the Lease) just before its INSERT starts:
-// a failure before that is retried later, one after it leaves the message in doubt, and a
-// crash in between loses the message rather than repeat it.
-void Job::deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox) {
-  for (const OutboxRow& row : outbox) {
-    if (row.seqno <= sender_.delivered()) continue;
-    auto m = decode_message(row.message);
-    if (!m) return;
-    const auto outcome =
-        external.send_once(id_.str(), lease_, *m, [&] { return acknowledge_before_send(row.seqno, *m); });
-    if (outcome == ExternalSink::Once::kRefused) {
-      request_stop();  // the target refuses for good: the job fails, as other sinks do
-      return;
-    }
-    if (outcome == ExternalSink::Once::kNotStarted) return;  // retried next round
-    sender_.skip_to(row.seqno);
-    if (env_.observer == nullptr) continue;
-    if (outcome == ExternalSink::Once::kSent) {
-      env_.observer->amo_sent(sink_->name, m->id);
-    } else {
-      probe(env_, Probe::kAmoInDoubt);
-      env_.observer->amo_in_doubt(sink_->name, m->id, "the INSERT failed after it started");
-    }
-  }
-}
-
-// Acknowledges (erases) outbox row `seqno` under the Lease just before `m`'s one send; true
-// once that is known to have applied (an ambiguous commit is resolved first).
-bool Job::acknowledge_before_send(uint64_t seqno, const Message& m) {
-  auto tx = env_.store.begin();
-  if (!tx) return false;
-  tx->erase(outbox_table_, prefix_ + tables::hex16(seqno));
-  if (env_.observer != nullptr) env_.observer->amo_acknowledging(id_, lease_, m.id, tx->id());
-  auto committed = env_.store.commit(*tx, {lease_});
-  if (!committed && committed.error().is_prerequisite_failed()) request_stop();  // a zombie
-  bool applied = committed.has_value();
-  if (!committed && committed.error().is_ambiguous()) {
-    probe(env_, Probe::kAmoAckAmbiguous);
-    applied = resolve_until_answered(tx->id());
-  }
-  if (applied && env_.observer != nullptr) {
-    // From here on the message is in this process only: a crash before the send loses it.
-    env_.observer->amo_queued(sink_->name, m);
-    env_.observer->amo_sending(sink_->name, m.id);
-  }
-  return applied;
-}
-
-// The deliver-before-commit bug: this epoch's outbox rows go out before the epoch commits.
-void Job::deliver_uncommitted(EpochTx& etx) {
-  const std::string& prefix = prefix_;
-  ExternalSink* external = external_sink();
-  std::vector<OutboxRow> rows;
-  for (const auto& [where, value] : etx.tx.writes()) {
-    if (where.first != outbox_table_ || !value) continue;
-    rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix.size())), *value});
-  }
-  if (rows.empty()) return;
-  if (external != nullptr) {
-    (void)external->deliver(id_.str(), lease_, rows);
-    return;
-  }
-  std::vector<AppendRequest::Entry> batch;
-  for (const OutboxRow& row : rows) batch.push_back({row.seqno, row.message});
-  (void)append(producer_id(id_, *sink_, env_.bugs), std::move(batch));
-}
-
-// At-most-once: each queued message is sent once, without a producer id; a failed send is
-// a counted drop, never a retry, and a send that got no answer is in doubt.
-void Job::send_at_most_once() {
-  const auto& strategy = sink_->at_most_once_strategy;
-  Micros give_up_at = INT64_MAX;
-  bool discard_next = false;  // the amo-silent-loss bug
-  while (!amo_queue_.empty()) {
-    if (finished_ && give_up_at == INT64_MAX) {
-      give_up_at = env_.runtime.clock().now() + strategy.suspend_destruction_duration_us;
-    }
-    Message m = std::move(amo_queue_.front());
-    amo_queue_.pop_front();
-    amo_queue_bytes_ -= m.payload.size() + 64;
-    if (std::exchange(discard_next, false)) continue;  // the bug: gone without a word
-    if (env_.runtime.clock().now() > give_up_at) {
-      probe(env_, Probe::kAmoSinkDestroyed);
-      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_->name, m.id, "sink destroyed");
-      continue;
-    }
-    amo_sending_ = true;
-    const SendOutcome outcome = send_once(m);
-    amo_sending_ = false;
-    if (outcome != SendOutcome::kSent) probe(env_, outcome == SendOutcome::kInDoubt ? Probe::kAmoInDoubt : Probe::kAmoNotSent);
-    discard_next = env_.bugs.amo_silent_loss && outcome == SendOutcome::kInDoubt;
-    if (env_.observer == nullptr || env_.bugs.uncounted_send_failure) {  // the bug: failures go uncounted
-      if (env_.observer != nullptr && outcome == SendOutcome::kSent) env_.observer->amo_sent(sink_->name, m.id);
-      continue;
-    }
-    switch (outcome) {
-      case SendOutcome::kSent: env_.observer->amo_sent(sink_->name, m.id); break;
-      case SendOutcome::kNotSent: env_.observer->amo_dropped(sink_->name, m.id, "send failed"); break;
-      case SendOutcome::kInDoubt: env_.observer->amo_in_doubt(sink_->name, m.id, "no answer to the send"); break;
-    }
-  }
-  amo_sender_running_ = false;
-}
-
-// One at-most-once send of `m`, through the sink's connector or to its queue target.
-Job::SendOutcome Job::send_once(const Message& m) {
-  if (env_.observer != nullptr) env_.observer->amo_sending(sink_->name, m.id);
-  if (ExternalSink* external = external_sink()) {
-    // A failure before the request starts may be retried; after, its outcome is unknown.
-    auto outcome = ExternalSink::Once::kNotStarted;
-    for (int attempt = 0; attempt < 3 && outcome == ExternalSink::Once::kNotStarted; ++attempt) {
-      outcome = external->send_once(id_.str(), lease_, m, [] { return true; });
-    }
-    if (outcome == ExternalSink::Once::kSent) return SendOutcome::kSent;
-    return outcome == ExternalSink::Once::kFailedAfterStart ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
-  }
-  const std::string encoded = encode_message(m);
-  auto reply = append("", {{0, encoded}});
-  if (reply) return SendOutcome::kSent;
-  // A request that timed out may have arrived; one that could not leave did not.
-  return reply.error().is_timeout() ? SendOutcome::kInDoubt : SendOutcome::kNotSent;
-}
-
-Result<AppendReply> Job::append(const std::string& producer, std::vector<AppendRequest::Entry> batch) {
-  AppendRequest req;
-  req.producer = producer;
-  req.lease = lease_;
-  req.tablet = static_cast<uint64_t>(id_.partition);
-  req.entries = std::move(batch);
-  auto reply = env_.network.call(sink_target_node(sink_->name), kSinkAppendService, encode_append(req),
-                                 env_.options.rpc_timeout_us);
-  if (!reply) return reply.error();
-  auto decoded = decode_append_reply(*reply);
-  if (!decoded) return Status::corruption("the target's answer to an append does not decode");
-  return *decoded;
-}
-
-BatchLimits Job::batch_limits() const {
-  return {static_cast<size_t>(sink_->delivery_batch_messages), static_cast<size_t>(sink_->delivery_batch_bytes)};
 }
 
 }  // namespace onceflow

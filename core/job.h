@@ -10,7 +10,6 @@
 // kAmbiguous is resolved with Store::resolve before anything else happens.
 #pragma once
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -18,7 +17,7 @@
 
 #include "core/dedup.h"
 #include "core/engine.h"
-#include "core/outbox.h"
+#include "core/delivery.h"
 
 namespace onceflow {
 
@@ -68,7 +67,7 @@ class Job {
   bool finished() const { return finished_; }
   bool fenced() const { return fenced_; }
   // False once the job and its at-most-once sender have both ended: it may be destroyed.
-  bool busy() const { return !finished_ || amo_sender_running_; }
+  bool busy() const { return !finished_ || (delivery_ != nullptr && delivery_->sender_running()); }
   const JobId& id() const { return id_; }
   LeaseId lease() const { return lease_; }
 
@@ -91,8 +90,6 @@ std::string with_new_producer(std::string_view meta_row);
   Outcome run_epoch();
   Outcome commit(EpochTx& etx);
   Outcome resolve_ambiguous(EpochTx& etx);
-  // Whether transaction `tx`, whose commit was ambiguous, applied; asks until the store answers.
-  bool resolve_until_answered(TxId tx, Version* version = nullptr);
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
   void step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key, uint64_t offset);
@@ -113,10 +110,6 @@ std::string with_new_producer(std::string_view meta_row);
   // `take_below`, when given, gets the bound of what the job may take now (the same, except
   // while draining: see the definition).
   Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
-  // One request of kSinkAppendService (core/engine.h) from this sink partition: `batch` under
-  // `producer` ("": an at-most-once send), and the target's answer.
-  Result<AppendReply> append(const std::string& producer, std::vector<AppendRequest::Entry> batch);
-  BatchLimits batch_limits() const;
   void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
@@ -125,18 +118,6 @@ std::string with_new_producer(std::string_view meta_row);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);
-  // Hands the outbox over; true when it was empty.
-  bool deliver_outbox();
-  void deliver_outbox_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
-  bool acknowledge_before_send(uint64_t seqno, const Message& m);
-  // A ClickHouse exactly-once sink: its outbox is cut into batches at epoch boundaries.
-  bool batching() const {
-    return sink_ != nullptr && sink_->type == SinkType::kClickHouse && sink_->delivery_guarantee == SinkDelivery::kExactlyOnce;
-  }
-  void deliver_uncommitted(EpochTx& etx);
-  void send_at_most_once();
-  enum class SendOutcome : uint8_t { kSent, kNotSent, kInDoubt };
-  SendOutcome send_once(const Message& m);
 
   const EngineEnv& env_;
   JobId id_;
@@ -172,23 +153,15 @@ std::string with_new_producer(std::string_view meta_row);
   bool fenced_ = false;
   bool idle_ = false;    // the last epoch had no work
   uint64_t committed_epochs_ = 0;  // by this incarnation
-  uint64_t own_from_seqno_ = 0;    // async sinks: outbox seqNos below it are earlier incarnations'
-  bool resend_probed_ = false;
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
   std::set<std::string> pending_ack_;
-  // Async sinks: the outbox as delivered so far (volatile; resends start from the store).
-  OutboxSender sender_;
-  std::map<uint64_t, MessageId> delivered_ids_;  // seqNo -> id, delivered and not yet confirmed
+  // Sinks: what happens after the epochs (core/delivery.h).
+  std::unique_ptr<Delivery> delivery_;
   // Computations and sinks: their input dedup table and its layout.
   std::string dedup_table_;
   DedupTable dedup_{DedupLayout::kFull, 0};
   uint64_t dedup_recorded_ = 0;  // entries recorded since the last cleanup (sets its budget)
-  // At-most-once sinks: the in-memory queue.
-  std::deque<Message> amo_queue_;
-  uint64_t amo_queue_bytes_ = 0;
-  bool amo_sender_running_ = false;
-  bool amo_sending_ = false;  // a message taken from the queue is being sent
 };
 
 }  // namespace onceflow
