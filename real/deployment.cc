@@ -139,8 +139,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
   PipelineWorkload w;
   w.messages = static_cast<int>(o.messages);
   w.keys = o.keys;
-  inputs_ = make_workload(spec, w, o.seed);
-  std::erase_if(inputs_, [&](const SourceInput& in) { return spec.source(in.source)->type != "queue"; });
+  inputs_ = std::make_unique<WorkloadStream>(spec_, w, o.seed, [](const SourceSpec& s) { return s.type == "queue"; });
 }
 
 RealDeployment::~RealDeployment() = default;
@@ -255,7 +254,7 @@ RealDeployment::Ending RealDeployment::run() {
   };
   for (const std::string& name : layout_.controllers) start(name, EngineProcess::Role::kController);
   for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
-  if (!inputs_.empty()) loop_.runtime("producer").spawn("produce", [this] { produce(); });
+  if (inputs_->size() > 0) loop_.runtime("producer").spawn("produce", [this] { produce(); });
   // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
   // this run's spec: a repartition when they differ from those in force.
   const auto state = stored_state();
@@ -460,9 +459,9 @@ void RealDeployment::produce() {
     }
     const uint64_t next = read_u64(store_, *tx, kProducer, "next");
     if (!first) first = next;
-    const bool all = next >= inputs_.size();
+    const bool all = next >= inputs_->size();
     const Micros now = rt.clock().now();
-    uint64_t end = std::min<uint64_t>(inputs_.size(), next + kProducerBatch);
+    uint64_t end = std::min<uint64_t>(inputs_->size(), next + kProducerBatch);
     if (o_.rate > 0) {  // no more than `rate` a second since this life began
       const auto allowed = *first + static_cast<uint64_t>(static_cast<double>(o_.rate) * static_cast<double>(now - started) / 1e6);
       end = std::min(end, std::max(next, allowed));
@@ -473,7 +472,7 @@ void RealDeployment::produce() {
       }
     }
     for (uint64_t k = next; k < end; ++k) {
-      const SourceInput& in = inputs_[k];
+      const SourceInput& in = inputs_->at(k);
       const std::string counter = source_key(in.source, in.partition);
       const uint64_t offset = read_u64(store_, *tx, kProducer, counter);
       const Micros event_ts = now - (in.write_ts - in.event_ts);
@@ -490,7 +489,7 @@ void RealDeployment::produce() {
     for (const auto& source : spec_.sources) {
       for (int p = 0; p < source.partitions; ++p) {
         Encoder head;
-        head.i64(end >= inputs_.size() ? kHeadsDone : now);
+        head.i64(end >= inputs_->size() ? kHeadsDone : now);
         tx->put(tables::kQueueHeads, source_key(table_of(source), p), head.take());
       }
     }
@@ -564,8 +563,8 @@ std::string RealDeployment::waiting_for() {
   auto tx = store_.begin();
   if (!tx) return "the store (" + tx.error().message() + ")";
   std::string missing;
-  if (const uint64_t next = read_u64(store_, *tx, kProducer, "next"); next < inputs_.size()) {
-    missing = fmt::format("the producer: {} of {} inputs written", next, inputs_.size());
+  if (const uint64_t next = read_u64(store_, *tx, kProducer, "next"); next < inputs_->size()) {
+    missing = fmt::format("the producer: {} of {} inputs written", next, inputs_->size());
   }
   for (const auto& source : spec_.sources) {
     auto kafka = kafka_sources_.find(source.name);
@@ -632,7 +631,7 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   // A run that ends by draining says what it still waits for.
   const std::string waiting = !last && !waiting_for_.empty() ? "; waiting for " + waiting_for_ : "";
   fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}, {:.0f}s{}{}{}",
-             tty ? "\r" : "", c.produced, inputs_.size(), outputs, delivered, rate, latency, progress_->epochs, seconds,
+             tty ? "\r" : "", c.produced, inputs_->size(), outputs, delivered, rate, latency, progress_->epochs, seconds,
              kafka, waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;

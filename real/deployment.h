@@ -31,6 +31,7 @@
 #include "core/layout.h"
 #include "core/reference.h"
 #include "core/spec.h"
+#include "core/workload.h"
 #include "real/kafka.h"
 #include "real/leveldb_store.h"
 #include "real/loop.h"
@@ -91,7 +92,6 @@ class RealDeployment {
     if (stop_signals_.fetch_add(1) >= 1) loop_.request_stop();
   }
   const Status& failure() const { return failure_; }
-  const std::vector<SourceInput>& inputs() const { return inputs_; }
   // From inputs' times to their outputs being visible at the sinks, in this life.
   const LatencyHistogram& latency() const { return latency_; }
 
@@ -147,7 +147,7 @@ class RealDeployment {
   std::unique_ptr<DeploymentConfig> config_;
   RealLoop loop_;
   std::vector<std::unique_ptr<EngineProcess>> processes_;
-  std::vector<SourceInput> inputs_;
+  std::unique_ptr<WorkloadStream> inputs_;  // of the queue sources, generated as written
   Micros kafka_unreachable_since_ = -1;  // -1: a broker answered the last health check
   uint64_t delivered_at_last_progress_ = 0;
   Counts last_counts_;
