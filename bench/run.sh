@@ -181,6 +181,8 @@ out.update({
     "kafka_eos_sink_msgs_per_s": k["kafka_eos_sink_msgs_per_s"],
     "kafka_raw_txn_producer_msgs_per_s": k["raw_txn_producer_msgs_per_s"],
     "kafka_eos_over_raw_txn_producer": k["eos_over_raw_txn_median"],
+    "kafka_eos_sink_mock_path_msgs_per_s": k["kafka_eos_sink_mock_path_msgs_per_s"],
+    "kafka_eos_mock_path_over_raw_txn_producer": k["eos_mock_path_over_raw_txn_median"],
     "kafka_alo_sink_msgs_per_s": k["kafka_alo_sink_msgs_per_s"],
     "kafka_raw_idempotent_producer_msgs_per_s": k["raw_idempotent_producer_msgs_per_s"],
     "kafka_alo_over_raw_idempotent_producer": k["alo_over_raw_idempotent_median"],

@@ -407,6 +407,15 @@ Result<std::shared_ptr<KafkaSink::Producer>> KafkaSink::producer_for(const std::
     // Fences every older producer with this transactional.id (on a real broker).
     loop_.run_blocking([&] { init = from_error(rd_kafka_init_transactions(p->rk, kBlockingTimeoutMs), "init_transactions"); });
     if (!init.is_ok()) return init;
+    if (!hides_aborted_) hides_aborted_ = kafka_.hides_aborted;
+    if (!hides_aborted_) {
+      loop_.run_blocking([&] {
+        char* id = rd_kafka_clusterid(p->rk, kBlockingTimeoutMs);
+        if (id == nullptr) return;  // not known yet: treated as a cluster that serves them
+        hides_aborted_ = !std::string_view(id).starts_with("mockCluster");
+        rd_kafka_mem_free(p->rk, id);
+      });
+    }
   }
   producers_[job] = p;
   return p;
@@ -496,6 +505,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
   const std::string topic = kafka_topic(spec_);
   const std::string progress = progress_topic(topic);
   const std::string marker_key_text = marker_key(job);
+  const bool hides_aborted = hides_aborted_.value_or(false);
   loop_.run_blocking([&] {
     status = from_error(rd_kafka_begin_transaction(p.rk), "begin_transaction");
     if (!status.is_ok()) return;
@@ -507,12 +517,12 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
       status = produce_message(p.rk, topic, *m);
       if (!status.is_ok()) break;
     }
-    // The rows are in their partitions' logs before the marker is produced. A broker hides an
-    // aborted transaction from read_committed readers, so this changes nothing there; but
-    // librdkafka's mock cluster serves aborted records, and a marker that reached its log while
-    // the rows did not (brokers lost between the two) would make a restarted sink skip rows
-    // nobody can read: a loss. With this order a marker in the log always has its rows there.
-    if (status.is_ok() && rd_kafka_flush(p.rk, kBlockingTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // On a cluster that serves aborted records to read_committed readers (librdkafka's mock
+    // does), the rows are in their partitions' logs before the marker is produced: a marker that
+    // reached its log while the rows did not (brokers lost between the two) would make a
+    // restarted sink skip rows nobody can read, a loss. A broker hides an aborted transaction's
+    // records, the marker's with them, so it is spared this round trip.
+    if (status.is_ok() && !hides_aborted && rd_kafka_flush(p.rk, kBlockingTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
       status = Status::unavailable("flush timed out");
     }
     if (status.is_ok() && p.context.failed.exchange(0) > 0) status = Status::unavailable("some rows were not delivered");

@@ -12,8 +12,8 @@
 //   broker). Each Kafka transaction carries a batch of outbox rows and a progress marker
 //   (the batch's last seqNo) written to "<topic>.onceflow-progress", partition = the sink
 //   job's partition, keyed by the deployment's instance id and the job (a compacted topic
-//   when onceflow creates it), produced once the batch's rows are acknowledged by their
-//   partitions. A restarted sink reads its marker and skips what it covers. When the
+//   when onceflow creates it); on a cluster that serves aborted records (the mock), only
+//   once the batch's rows are acknowledged by their partitions. A restarted sink reads its marker and skips what it covers. When the
 //   marker is missing although the outbox shows earlier deliveries, the sink stops (the job
 //   fails) rather than write duplicates.
 // - at_least_once: the idempotent producer without transactions: rows are produced and
@@ -30,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,11 @@ struct KafkaConfig {
   KafkaConfig(std::string bootstrap) : brokers(std::move(bootstrap)) {}  // NOLINT: implicit on purpose
   std::string brokers;
   Settings settings;
+  // Whether the cluster hides an aborted transaction's records from read_committed readers,
+  // as brokers do. Unset: asked of the cluster (librdkafka's mock cluster serves them, and its
+  // cluster id starts with "mockCluster"). kafka_bench sets it to time a broker's path on the
+  // mock.
+  std::optional<bool> hides_aborted;
 
   std::string describe() const;
   std::string redact(std::string_view text) const;
@@ -130,6 +136,9 @@ class KafkaSink final : public ExternalSink {
   const Status& failed() const { return failed_; }
   // Records handed over and acknowledged by the cluster so far.
   uint64_t acknowledged() const { return acknowledged_; }
+  // Whether the cluster hides aborted transactions' records (then a transaction's marker goes
+  // with its rows; else after them): unknown until an exactly-once producer has connected.
+  std::optional<bool> cluster_hides_aborted() const { return hides_aborted_; }
   // Where to count each record's latency once it is visible (committed, or acknowledged).
   void set_latency(LatencyHistogram* latency) { latency_ = latency; }
 
@@ -154,6 +163,7 @@ class KafkaSink final : public ExternalSink {
   // By sink job. A producer in use by a fiber (inside run_blocking) is kept alive by it.
   std::map<std::string, std::shared_ptr<Producer>> producers_;
   std::map<std::string, LeaseId> newest_lease_;  // by sink job: older incarnations are refused
+  std::optional<bool> hides_aborted_;  // kafka_.hides_aborted, or the cluster's answer once known
 };
 
 // Every record of `topic` up to its end now, partition by partition (read_committed).
