@@ -78,6 +78,17 @@ for n in $(size 100000 3000) $(size 1000000 30000); do
   rm -rf "$tmp/data-rss"
 done
 echo "$(size 100000 3000) $(size 1000000 30000)" >"$tmp/rss-sizes"
+say "recovery: kill -9, $(size 1024 16) MB of state added, restart to the first committed epoch"
+pipeline=bench/pipelines/two_stage_exactly_once.yaml
+"$onceflow" real "$pipeline" --data "$tmp/data-recovery" --messages "$(size 200000 20000)" --no-progress &
+killed=$!
+sleep "$(size 4 1)"
+kill -9 "$killed"
+{ wait "$killed" || true; } 2>/dev/null  # the shell's "Killed" notice is expected
+build/bench/state_fill "$tmp/data-recovery" "$pipeline" "$(size 1024 16)" >"$tmp/state-fill.json"
+"$onceflow" real "$pipeline" --data "$tmp/data-recovery" --messages "$(size 200000 20000)" --no-progress --stats \
+  >"$tmp/recovery.json"
+rm -rf "$tmp/data-recovery"
 # Raw synced WriteBatch writes of the exactly-once run's average commit.
 read -r batches entries value_bytes < <(python3 -c '
 import json, sys
@@ -162,6 +173,8 @@ out.update({
     "latency_p99_ms": half["latency_p99_ms"],
     "peak_rss_mb": {small: round(rss[small] / 1024, 1), large: round(rss[large] / 1024, 1)},
     "peak_rss_large_over_small": round(rss[large] / rss[small], 2),
+    "recovery_state_mb": round(load("state-fill.json")["bytes"] / 2**20),
+    "recovery_first_epoch_ms": load("recovery.json")["first_epoch_ms"],
 })
 for mode, r in real.items():
     out[f"{mode}_writes_per_message"] = round(r["writes"] / r["messages"], 1)

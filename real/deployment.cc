@@ -12,6 +12,7 @@
 #include "core/env/codec.h"
 #include "core/job.h"
 #include "core/workload.h"
+#include "real/wall_clock.h"
 
 namespace onceflow::real {
 namespace {
@@ -94,7 +95,7 @@ class RealDeployment::Progress final : public EngineObserver {
  public:
   explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
   void epoch_committed(const Epoch& e) override {
-    ++epochs;
+    if (epochs++ == 0) first_epoch_at = clock_.now();
     if (e.job.kind != JobKind::kSink) return;
     const SinkSpec* sink = spec_.sink(e.job.name);
     if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered += e.consumed.size();
@@ -110,10 +111,12 @@ class RealDeployment::Progress final : public EngineObserver {
   void amo_dropped(const std::string&, MessageId id, std::string_view) override { amo_in_queue.erase(id); }
   std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent or dropped
   uint64_t epochs = 0;
+  Micros first_epoch_at = -1;  // when a job first committed an epoch in this life
   uint64_t delivered = 0;  // acknowledged by their targets, in this process's life
 
  private:
   const PipelineSpec& spec_;
+  WallClock clock_;  // the loop's clock: the process's monotonic one
 };
 
 // The real deployment's connectors are its own, shared by every process it runs.
@@ -143,6 +146,8 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
 }
 
 RealDeployment::~RealDeployment() = default;
+
+Micros RealDeployment::first_epoch_at() const { return progress_->first_epoch_at; }
 
 Status RealDeployment::create_topic(const std::string& topic, int partitions, bool compact, bool exact) {
   if (mock_ != nullptr) return mock_->create_topic(topic, partitions);

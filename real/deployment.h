@@ -94,6 +94,8 @@ class RealDeployment {
   const Status& failure() const { return failure_; }
   // From inputs' times to their outputs being visible at the sinks, in this life.
   const LatencyHistogram& latency() const { return latency_; }
+  // When a job first committed an epoch in this life (the loop's clock; -1: none yet).
+  Micros first_epoch_at() const;
 
  private:
   class Progress;

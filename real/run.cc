@@ -106,11 +106,13 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     fmt::print(stderr, "onceflow real: kafka mock cluster at {}\n", kafka.brokers);
   }
   WallClock clock;
+  const Micros opened_at = clock.now();  // recovery is timed from here: opening the store counts
   auto store = open_data_dir(o.data_dir, spec, clock);
   if (!store) return bad(store.error().message());
   RealDeployment::Ending ending = RealDeployment::Ending::kInterrupted;
   const Micros started = clock.now();
   LatencyHistogram latency;
+  Micros first_epoch_at = -1;
   {
     RealDeployment deployment(spec, registry, o, **store);
     if (kafka_used) {
@@ -121,6 +123,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     StopOnSignals signals(deployment);
     ending = deployment.run();
     latency = deployment.latency();
+    first_epoch_at = deployment.first_epoch_at();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
   if (o.stats) {
@@ -133,6 +136,8 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"commits", st.commits},
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"scans_past_empty", st.scans_past_empty},
+                            {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
+                                                                  : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
                            .dump());
   }

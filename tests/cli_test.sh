@@ -133,6 +133,7 @@ v = json.load(open(sys.argv[1]))
 assert v["latency_samples"] == 600, v
 assert 0 < v["latency_p50_ms"] <= v["latency_p99_ms"] < 10000, v
 assert 0 < v["msgs_per_s"] <= 450, v
+assert 0 < v["first_epoch_ms"] < v["wall_s"] * 1000, v
 PY
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
 expect_rc 2 "$bin" real "$real_spec"                      # --data is required
