@@ -1,4 +1,4 @@
-// The LevelDB store: snapshot reads, write-write conflicts, Lease prerequisites by its clock,
+// The LevelDB store beyond the contract every store keeps (tests/store_contract_test.cc):
 // durability across reopening, the generation that fences every Lease of an earlier life,
 // group commit (fibers of a loop sharing synced writes, no update lost); refusing a reset store, a corruption and a full disk. A RapidCheck property runs random
 // transactions and reopenings against a model.
@@ -19,22 +19,14 @@
 
 #include "real/loop.h"
 #include "real/wall_clock.h"
+#include "tests/manual_clock.h"
 #include "tests/temp_dir.h"
 
 namespace onceflow::real {
 namespace {
 
+using testing::ManualClock;
 using testing::TempDir;
-
-class ManualClock final : public Clock {
- public:
-  Micros now() const override { return now_; }
-  void advance(Micros by) { now_ += by; }
-
- private:
-  Micros now_ = 1'000'000;
-};
-
 
 std::unique_ptr<LevelDbStore> open_store(const TempDir& dir, const Clock& clock) {
   auto store = LevelDbStore::open(dir.str(), clock);
@@ -53,93 +45,6 @@ Result<Version> put_and_commit(LevelDbStore& store, const std::string& key, cons
   auto tx = store.begin();
   tx->put("t", key, value);
   return store.commit(*tx, prerequisites);
-}
-
-TEST(LevelDbStoreTest, ReadsSeeTheSnapshotAndTheirOwnWrites) {
-  TempDir dir;
-  ManualClock clock;
-  auto store = open_store(dir, clock);
-  ASSERT_TRUE(put_and_commit(*store, "a", "1").has_value());
-  auto reader = store->begin();
-  ASSERT_TRUE(put_and_commit(*store, "a", "2").has_value());
-  EXPECT_EQ(get(*store, *reader, "a"), "1");  // the snapshot, not the later commit
-  reader->put("t", "b", "mine");
-  EXPECT_EQ(get(*store, *reader, "b"), "mine");
-  reader->erase("t", "a");
-  EXPECT_EQ(get(*store, *reader, "a"), std::nullopt);
-  auto fresh = store->begin();
-  EXPECT_EQ(get(*store, *fresh, "a"), "2");
-  EXPECT_EQ(get(*store, *fresh, "b"), std::nullopt);
-}
-
-TEST(LevelDbStoreTest, ScansStayInsideTheirTableAndBounds) {
-  TempDir dir;
-  ManualClock clock;
-  auto store = open_store(dir, clock);
-  auto tx = store->begin();
-  for (const char* k : {"p1", "p2", "p3", "q1"}) tx->put("t", k, k);
-  tx->put("t2", "p0", "other table");
-  tx->put("t/x", "p0", "a table whose name extends t");
-  ASSERT_TRUE(store->commit(*tx, {}).has_value());
-  auto r = store->begin();
-  auto rows = store->scan(*r, "t", "p", "q", 10);
-  ASSERT_TRUE(rows.has_value());
-  ASSERT_EQ(rows->size(), 3u);
-  EXPECT_EQ((*rows)[0].key, "p1");
-  EXPECT_EQ((*rows)[2].key, "p3");
-  rows = store->scan(*r, "t", "p2", "", 2);
-  ASSERT_EQ(rows->size(), 2u);
-  EXPECT_EQ((*rows)[1].key, "p3");
-}
-
-TEST(LevelDbStoreTest, AWriteAfterOurSnapshotToAKeyWeWriteIsAConflict) {
-  TempDir dir;
-  ManualClock clock;
-  auto store = open_store(dir, clock);
-  auto first = store->begin();
-  auto second = store->begin();
-  first->put("t", "k", "first");
-  second->put("t", "k", "second");
-  second->put("t", "other", "x");
-  ASSERT_TRUE(store->commit(*first, {}).has_value());
-  const auto r = store->commit(*second, {});
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
-  auto check = store->begin();
-  EXPECT_EQ(get(*store, *check, "k"), "first");
-  EXPECT_EQ(get(*store, *check, "other"), std::nullopt);  // nothing of the loser applied
-  // Disjoint writes do not conflict.
-  auto a = store->begin();
-  auto b = store->begin();
-  a->put("t", "x1", "1");
-  b->put("t", "x2", "2");
-  EXPECT_TRUE(store->commit(*a, {}).has_value());
-  EXPECT_TRUE(store->commit(*b, {}).has_value());
-}
-
-TEST(LevelDbStoreTest, LeasesEndByTheClockAndByAbort) {
-  TempDir dir;
-  ManualClock clock;
-  auto store = open_store(dir, clock);
-  const LeaseId lease = *store->start_lease(2 * kSeconds);
-  EXPECT_TRUE(put_and_commit(*store, "a", "1", {lease}).has_value());
-  clock.advance(1500 * kMillis);
-  EXPECT_TRUE(store->ping_lease(lease).is_ok());
-  clock.advance(1500 * kMillis);
-  EXPECT_EQ(*store->lease_state(lease), LeaseState::kActive);  // pinged 1.5 s ago
-  clock.advance(600 * kMillis);
-  EXPECT_EQ(*store->lease_state(lease), LeaseState::kExpired);
-  auto r = put_and_commit(*store, "a", "2", {lease});
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kPrerequisiteFailed);
-  EXPECT_FALSE(store->ping_lease(lease).is_ok());  // an ended Lease stays ended
-
-  const LeaseId other = *store->start_lease(10 * kSeconds);
-  EXPECT_TRUE(store->abort_lease(other).is_ok());
-  EXPECT_EQ(*store->lease_state(other), LeaseState::kAborted);
-  EXPECT_FALSE(put_and_commit(*store, "a", "3", {other}).has_value());
-  auto check = store->begin();
-  EXPECT_EQ(get(*store, *check, "a"), "1");
 }
 
 TEST(LevelDbStoreTest, CommitsSurviveReopeningAndLeasesOfTheLastLifeAreFenced) {

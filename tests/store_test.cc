@@ -1,3 +1,6 @@
+// The simulated store: what only it can show (lost requests and replies on the simulated
+// network, a store node crash, duplicated requests). The contract every store keeps is
+// tests/store_contract_test.cc, run against this store too.
 #include "sim/store.h"
 
 #include <gtest/gtest.h>
@@ -38,65 +41,6 @@ class StoreTest : public ::testing::Test {
   std::unique_ptr<World> world_;
   NodeIndex store_ = 0, client_ = 0;
 };
-
-TEST_F(StoreTest, CommittedWritesAreVisibleToLaterSnapshotsOnly) {
-  run([&](Store& store) {
-    auto before = store.begin();
-    ASSERT_TRUE(before.has_value());
-    auto tx = store.begin();
-    tx->put("t", "k", "v1");
-    auto own = store.get(*tx, "t", "k");  // reads its own write
-    ASSERT_TRUE(own.has_value());
-    EXPECT_EQ(own->value_or(""), "v1");
-    ASSERT_TRUE(store.commit(*tx, {}).has_value());
-    auto old = store.get(*before, "t", "k");
-    ASSERT_TRUE(old.has_value());
-    EXPECT_FALSE(old->has_value());  // snapshot taken before the commit
-    auto after = store.begin();
-    EXPECT_EQ(store.get(*after, "t", "k")->value_or(""), "v1");
-  });
-}
-
-TEST_F(StoreTest, WriteWriteConflictRejectsTheLaterCommit) {
-  run([&](Store& store) {
-    auto a = store.begin();
-    auto b = store.begin();
-    a->put("t", "k", "a");
-    b->put("t", "k", "b");
-    ASSERT_TRUE(store.commit(*a, {}).has_value());
-    auto second = store.commit(*b, {});
-    ASSERT_FALSE(second.has_value());
-    EXPECT_TRUE(second.error().is_conflict());
-  });
-  EXPECT_EQ(data_.latest("t", "k").value_or(""), "a");
-}
-
-TEST_F(StoreTest, DisjointWritesDoNotConflict) {
-  run([&](Store& store) {
-    auto a = store.begin();
-    auto b = store.begin();
-    a->put("t", "x", "a");
-    b->put("t", "y", "b");
-    EXPECT_TRUE(store.commit(*a, {}).has_value());
-    EXPECT_TRUE(store.commit(*b, {}).has_value());
-  });
-}
-
-TEST_F(StoreTest, ScanMergesBufferedWritesInKeyOrder) {
-  run([&](Store& store) {
-    auto setup = store.begin();
-    for (const char* k : {"a", "b", "c", "d", "e"}) setup->put("t", k, std::string("old-") + k);
-    ASSERT_TRUE(store.commit(*setup, {}).has_value());
-    auto tx = store.begin();
-    tx->erase("t", "b");
-    tx->put("t", "c", "new-c");
-    tx->put("t", "bb", "new-bb");
-    auto rows = store.scan(*tx, "t", "a", "", 4);
-    ASSERT_TRUE(rows.has_value());
-    std::vector<Row> expected{{"a", "old-a"}, {"bb", "new-bb"}, {"c", "new-c"}, {"d", "old-d"}};
-    EXPECT_EQ(*rows, expected);
-  });
-}
 
 // What Store::scan and the engine's read-ahead both rely on: buffered writes laid over the
 // committed rows of a range, and, when those rows are only a page, nothing past its end.
@@ -144,41 +88,6 @@ TEST_F(StoreTest, GetManyAnswersLikeGetKeyByKeyInOneRoundTrip) {
     EXPECT_EQ((*many)[0], std::optional<std::string>("new-z"));
     EXPECT_EQ((*many)[1], std::optional<std::string>("old-a"));
     EXPECT_EQ((*many)[2], std::nullopt);
-  });
-}
-
-TEST_F(StoreTest, LeaseExpiresByTheStoreClockAndFencesCommits) {
-  run([&](Store& store) {
-    auto lease = store.start_lease(1'000'000);
-    ASSERT_TRUE(lease.has_value());
-    world_->runtime(client_).sleep_for(600'000);
-    EXPECT_TRUE(store.ping_lease(*lease).is_ok());
-    world_->runtime(client_).sleep_for(900'000);  // within TTL of the last ping
-    auto tx = store.begin();
-    tx->put("t", "k", "live");
-    EXPECT_TRUE(store.commit(*tx, {*lease}).has_value());
-    world_->runtime(client_).sleep_for(1'200'000);  // now past it
-    EXPECT_EQ(*store.lease_state(*lease), LeaseState::kExpired);
-    auto late = store.begin();
-    late->put("t", "k", "zombie");
-    auto result = store.commit(*late, {*lease});
-    ASSERT_FALSE(result.has_value());
-    EXPECT_TRUE(result.error().is_prerequisite_failed());
-    EXPECT_TRUE(store.ping_lease(*lease).is_prerequisite_failed());  // never revived
-  });
-  EXPECT_EQ(data_.latest("t", "k").value_or(""), "live");
-}
-
-TEST_F(StoreTest, AbortedLeaseFencesCommits) {
-  run([&](Store& store) {
-    auto lease = store.start_lease(10'000'000);
-    EXPECT_TRUE(store.abort_lease(*lease).is_ok());
-    auto tx = store.begin();
-    tx->put("t", "k", "v");
-    auto result = store.commit(*tx, {*lease});
-    ASSERT_FALSE(result.has_value());
-    EXPECT_TRUE(result.error().is_prerequisite_failed());
-    EXPECT_EQ(*store.lease_state(*lease), LeaseState::kAborted);
   });
 }
 

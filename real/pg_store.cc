@@ -1,0 +1,446 @@
+#include "real/pg_store.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string_view>
+
+#include "real/loop.h"
+
+namespace onceflow::real {
+namespace {
+
+// Errors onceflow_commit() raises, and what they mean to the Store contract.
+constexpr std::string_view kLeaseNotActive = "OF001";
+constexpr std::string_view kTooOld = "OF002";
+constexpr std::string_view kWrittenSinceSnapshot = "OF003";
+constexpr std::string_view kUniqueViolation = "23505";  // the commit token: resolve() fenced it
+
+constexpr const char* kSchema = R"sql(
+BEGIN;
+SELECT pg_advisory_xact_lock(7155172026);
+CREATE TABLE IF NOT EXISTS onceflow_rows (
+  tbl bytea NOT NULL, key bytea NOT NULL, value bytea, version bigint NOT NULL, erased_at timestamptz,
+  PRIMARY KEY (tbl, key));
+CREATE INDEX IF NOT EXISTS onceflow_rows_tombstones ON onceflow_rows (erased_at) WHERE value IS NULL;
+CREATE TABLE IF NOT EXISTS onceflow_clock (id int PRIMARY KEY, version bigint NOT NULL);
+INSERT INTO onceflow_clock VALUES (1, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS onceflow_commits (tx bigint PRIMARY KEY, version bigint);
+CREATE SEQUENCE IF NOT EXISTS onceflow_tx_ids;
+CREATE SEQUENCE IF NOT EXISTS onceflow_lease_ids;
+CREATE TABLE IF NOT EXISTS onceflow_leases (
+  id bigint PRIMARY KEY, ttl_us bigint NOT NULL, expires_at timestamptz NOT NULL, aborted boolean NOT NULL DEFAULT false);
+CREATE OR REPLACE FUNCTION onceflow_commit(p_tx bigint, p_snapshot bigint, p_begun timestamptz, p_timeout_us bigint,
+    p_leases bigint[], p_tables bytea[], p_keys bytea[], p_values bytea[]) RETURNS bigint LANGUAGE plpgsql AS $f$
+DECLARE
+  v bigint;
+  live int;
+BEGIN
+  -- Commits apply one at a time, in version order.
+  UPDATE onceflow_clock SET version = version + 1 WHERE id = 1 RETURNING version INTO v;
+  IF clock_timestamp() - p_begun > p_timeout_us * interval '1 microsecond' THEN
+    RAISE EXCEPTION 'the transaction was open longer than % us', p_timeout_us USING ERRCODE = 'OF002';
+  END IF;
+  -- Locked until this commit ends: an abort_lease waits for it.
+  PERFORM 1 FROM onceflow_leases WHERE id = ANY(p_leases) FOR SHARE;
+  SELECT count(*) INTO live FROM onceflow_leases
+    WHERE id = ANY(p_leases) AND NOT aborted AND expires_at > clock_timestamp();
+  IF live < (SELECT count(DISTINCT l) FROM unnest(p_leases) AS l) THEN
+    RAISE EXCEPTION 'a prerequisite lease is not active' USING ERRCODE = 'OF001';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(p_tables, p_keys) AS w(t, k)
+             JOIN onceflow_rows r ON r.tbl = w.t AND r.key = w.k WHERE r.version > p_snapshot) THEN
+    RAISE EXCEPTION 'a key was written after the snapshot' USING ERRCODE = 'OF003';
+  END IF;
+  INSERT INTO onceflow_commits (tx, version) VALUES (p_tx, v);
+  INSERT INTO onceflow_rows (tbl, key, value, version, erased_at)
+    SELECT t, k, val, v, CASE WHEN val IS NULL THEN clock_timestamp() END
+    FROM unnest(p_tables, p_keys, p_values) AS w(t, k, val)
+  ON CONFLICT (tbl, key) DO UPDATE
+    SET value = EXCLUDED.value, version = EXCLUDED.version, erased_at = EXCLUDED.erased_at;
+  RETURN v;
+END $f$;
+COMMIT;
+)sql";
+
+using Param = std::optional<std::string>;  // text format; nullopt is NULL
+
+std::string hex_bytea(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + bytes.size() * 2);
+  for (const unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+// A bytea[] literal of text-format elements; nullopt elements are NULL.
+std::string bytea_array(const std::vector<const std::string*>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    if (items[i] == nullptr) {
+      out += "NULL";
+    } else {
+      out += "\"\\";  // the element's own backslash, escaped inside the array literal
+      out += hex_bytea(*items[i]);
+      out += '"';
+    }
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string unescape_bytea(const char* text) {
+  size_t length = 0;
+  unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(text), &length);
+  std::string out(reinterpret_cast<const char*>(raw), length);
+  PQfreemem(raw);
+  return out;
+}
+
+// A statement's result, or why it failed. `broken` is set when the connection is gone:
+// whether the statement ran is then unknown.
+struct Reply {
+  std::unique_ptr<PGresult, decltype(&PQclear)> result{nullptr, &PQclear};
+  Status status;
+  std::string sqlstate;
+  bool broken = false;
+  bool ok() const { return status.is_ok(); }
+  int rows() const { return PQntuples(result.get()); }
+  bool null(int row, int col) const { return PQgetisnull(result.get(), row, col) != 0; }
+  const char* text(int row, int col) const { return PQgetvalue(result.get(), row, col); }
+};
+
+Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params = {}) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
+  Reply reply;
+  reply.result.reset(params.empty() ? PQexec(conn, sql)
+                                    : PQexecParams(conn, sql, static_cast<int>(params.size()), nullptr,
+                                                   values.data(), nullptr, nullptr, 0));
+  const ExecStatusType st = reply.result ? PQresultStatus(reply.result.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return reply;
+  if (const char* code = reply.result ? PQresultErrorField(reply.result.get(), PG_DIAG_SQLSTATE) : nullptr) {
+    reply.sqlstate = code;
+  }
+  std::string message = PQerrorMessage(conn);
+  if (const auto end = message.find_last_not_of("\n "); end != std::string::npos) message.resize(end + 1);
+  reply.broken = PQstatus(conn) == CONNECTION_BAD;
+  reply.status = Status::unavailable("postgresql: " + message);
+  return reply;
+}
+
+}  // namespace
+
+struct PgStore::Connection {
+  PGconn* conn = nullptr;
+  ~Connection() {
+    if (conn != nullptr) PQfinish(conn);
+  }
+};
+
+PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(conninfo)), options_(options) {}
+
+PgStore::~PgStore() = default;
+
+Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Options options) {
+  std::unique_ptr<PgStore> store(new PgStore(conninfo, options));
+  auto c = store->acquire();
+  if (!c) return c.error();
+  if (Reply r = exec((*c)->conn, kSchema); !r.ok()) {
+    return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+  }
+  store->release(std::move(*c));
+  return store;
+}
+
+Result<std::unique_ptr<PgStore::Connection>> PgStore::acquire() {
+  {
+    std::lock_guard lock(mu_);
+    while (!idle_.empty()) {
+      std::unique_ptr<Connection> c = std::move(idle_.back());
+      idle_.pop_back();
+      if (PQstatus(c->conn) == CONNECTION_OK) return c;
+    }
+    if (open_.size() >= options_.max_connections) {
+      return Status::unavailable(fmt::format("postgresql store: {} transactions open at once", open_.size()));
+    }
+  }
+  auto c = std::make_unique<Connection>();
+  c->conn = PQconnectdb(conninfo_.c_str());
+  if (PQstatus(c->conn) != CONNECTION_OK) {
+    std::string message = PQerrorMessage(c->conn);
+    if (const auto end = message.find_last_not_of("\n "); end != std::string::npos) message.resize(end + 1);
+    return Status::unavailable("postgresql store: cannot connect: " + message);
+  }
+  // Quiet: NOTICEs of CREATE ... IF NOT EXISTS would go to stderr.
+  PQsetNoticeProcessor(c->conn, [](void*, const char*) {}, nullptr);
+  return c;
+}
+
+void PgStore::release(std::unique_ptr<Connection> c) {
+  if (PQstatus(c->conn) != CONNECTION_OK || PQtransactionStatus(c->conn) != PQTRANS_IDLE) return;  // dropped
+  std::lock_guard lock(mu_);
+  idle_.push_back(std::move(c));
+}
+
+size_t PgStore::open_transactions() const {
+  std::lock_guard lock(mu_);
+  return open_.size();
+}
+
+void PgStore::break_connection_of(TxId tx) {
+  std::lock_guard lock(mu_);
+  auto it = open_.find(tx);
+  if (it != open_.end()) shutdown(PQsocket(it->second.connection->conn), SHUT_RDWR);
+}
+
+// --- Leases ---------------------------------------------------------------------------------
+
+Result<LeaseId> PgStore::start_lease(Micros ttl_us) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn,
+                 "INSERT INTO onceflow_leases (id, ttl_us, expires_at) VALUES (nextval('onceflow_lease_ids'), $1, "
+                 "clock_timestamp() + $1::bigint * interval '1 microsecond') RETURNING id",
+                 {std::to_string(ttl_us)});
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  return std::stoull(r.text(0, 0));
+}
+
+Status PgStore::ping_lease(LeaseId lease) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn,
+                 "UPDATE onceflow_leases SET expires_at = clock_timestamp() + ttl_us * interval '1 microsecond' "
+                 "WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp() RETURNING id",
+                 {std::to_string(lease)});
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  if (r.rows() == 0) return Status::prerequisite_failed(fmt::format("lease {} has ended", lease));
+  return Status::ok();
+}
+
+Status PgStore::abort_lease(LeaseId lease) {
+  auto c = acquire();
+  if (!c) return c.error();
+  // Only an active Lease becomes aborted; an expired one stays expired. Waits for commits
+  // that hold the Lease's row FOR SHARE.
+  Reply r = exec((*c)->conn,
+                 "UPDATE onceflow_leases SET aborted = true WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp()",
+                 {std::to_string(lease)});
+  release(std::move(*c));
+  return r.status;
+}
+
+Result<LeaseState> PgStore::lease_state(LeaseId lease) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn, "SELECT aborted, expires_at > clock_timestamp() FROM onceflow_leases WHERE id = $1",
+                 {std::to_string(lease)});
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  if (r.rows() == 0) return LeaseState::kUnknown;
+  if (r.text(0, 0)[0] == 't') return LeaseState::kAborted;
+  return r.text(0, 1)[0] == 't' ? LeaseState::kActive : LeaseState::kExpired;
+}
+
+// --- Transactions ---------------------------------------------------------------------------
+
+void PgStore::expire_old_transactions() {
+  const Micros now =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::vector<std::unique_ptr<Connection>> ended;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = open_.begin(); it != open_.end();) {
+      if (now - it->second.begun_local <= options_.tx_timeout_us) {
+        ++it;
+        continue;
+      }
+      ended.push_back(std::move(it->second.connection));
+      it = open_.erase(it);
+    }
+  }
+  for (auto& c : ended) {
+    exec(c->conn, "ROLLBACK");
+    release(std::move(c));
+  }
+}
+
+Result<Transaction> PgStore::begin() {
+  expire_old_transactions();
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn,
+                 "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+                 "SELECT version, clock_timestamp(), nextval('onceflow_tx_ids') FROM onceflow_clock WHERE id = 1");
+  if (!r.ok()) return r.status;
+  const Version snapshot = std::stoull(r.text(0, 0));
+  const TxId id = std::stoull(r.text(0, 2));
+  Open open;
+  open.connection = std::move(*c);
+  open.begun_local =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  open.begun_db = r.text(0, 1);
+  std::lock_guard lock(mu_);
+  open_.emplace(id, std::move(open));
+  return Transaction(id, snapshot);
+}
+
+Result<PgStore::Connection*> PgStore::connection_of(const Transaction& tx) {
+  std::lock_guard lock(mu_);
+  auto it = open_.find(tx.id());
+  if (it == open_.end()) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
+  return it->second.connection.get();
+}
+
+Result<std::optional<std::string>> PgStore::read(const Transaction& tx, const std::string& table,
+                                                 const std::string& key) {
+  auto c = connection_of(tx);
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn, "SELECT value FROM onceflow_rows WHERE tbl = $1 AND key = $2 AND value IS NOT NULL",
+                 {hex_bytea(table), hex_bytea(key)});
+  if (!r.ok()) return r.status;
+  if (r.rows() == 0) return std::optional<std::string>();
+  return std::optional<std::string>(unescape_bytea(r.text(0, 0)));
+}
+
+Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transaction& tx, const std::string& table,
+                                                                   const std::vector<std::string>& keys) {
+  auto c = connection_of(tx);
+  if (!c) return c.error();
+  std::vector<const std::string*> items;
+  for (const std::string& k : keys) items.push_back(&k);
+  Reply r = exec((*c)->conn,
+                 "SELECT w.i, r.value FROM unnest($2::bytea[]) WITH ORDINALITY AS w(k, i) "
+                 "JOIN onceflow_rows r ON r.tbl = $1 AND r.key = w.k AND r.value IS NOT NULL",
+                 {hex_bytea(table), bytea_array(items)});
+  if (!r.ok()) return r.status;
+  std::vector<std::optional<std::string>> out(keys.size());
+  for (int row = 0; row < r.rows(); ++row) {
+    out[std::stoull(r.text(row, 0)) - 1] = unescape_bytea(r.text(row, 1));
+  }
+  return out;
+}
+
+Result<std::vector<Row>> PgStore::read_range(const Transaction& tx, const std::string& table,
+                                             const std::string& from, const std::string& to, size_t limit) {
+  auto c = connection_of(tx);
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn,
+                 "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND key >= $2 AND ($3::bytea IS NULL OR key < $3) "
+                 "AND value IS NOT NULL ORDER BY key LIMIT $4",
+                 {hex_bytea(table), hex_bytea(from), to.empty() ? Param() : Param(hex_bytea(to)), std::to_string(limit)});
+  if (!r.ok()) return r.status;
+  std::vector<Row> rows;
+  rows.reserve(static_cast<size_t>(r.rows()));
+  for (int row = 0; row < r.rows(); ++row) rows.push_back({unescape_bytea(r.text(row, 0)), unescape_bytea(r.text(row, 1))});
+  return rows;
+}
+
+void PgStore::abort(const Transaction& tx) {
+  std::unique_ptr<Connection> c;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(tx.id());
+    if (it == open_.end()) return;
+    c = std::move(it->second.connection);
+    open_.erase(it);
+  }
+  exec(c->conn, "ROLLBACK");
+  release(std::move(c));
+}
+
+Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) {
+  Open open;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(tx.id());
+    if (it == open_.end()) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
+    open = std::move(it->second);
+    open_.erase(it);
+  }
+  std::vector<const std::string*> tables, keys, values;
+  for (const auto& [where, value] : tx.writes()) {
+    tables.push_back(&where.first);
+    keys.push_back(&where.second);
+    values.push_back(value ? &*value : nullptr);
+  }
+  std::string leases = "{";
+  for (size_t i = 0; i < prerequisites.size(); ++i) {
+    if (i > 0) leases.push_back(',');
+    leases.append(std::to_string(prerequisites[i]));
+  }
+  leases += "}";
+  const std::vector<Param> params{std::to_string(tx.id()),      std::to_string(tx.snapshot()),
+                                  open.begun_db,                std::to_string(options_.tx_timeout_us),
+                                  leases,                       bytea_array(tables),
+                                  bytea_array(keys),            bytea_array(values)};
+  Reply ended, r;
+  const auto run = [&] {
+    ended = exec(open.connection->conn, "ROLLBACK");  // the snapshot is over; the commit is its own statement
+    if (ended.ok()) {
+      r = exec(open.connection->conn, "SELECT onceflow_commit($1, $2, $3, $4, $5, $6, $7, $8)", params);
+    }
+  };
+  if (loop_ != nullptr && loop_->scheduler().in_fiber()) {
+    loop_->run_blocking(run);
+  } else {
+    run();
+  }
+  release(std::move(open.connection));
+  if (!ended.ok()) return ended.status;  // the commit was never sent
+  if (r.broken) return Status::ambiguous("postgresql store: the connection broke during the commit: " + r.status.message());
+  if (!r.ok()) {
+    if (r.sqlstate == kLeaseNotActive) return Status::prerequisite_failed(r.status.message());
+    if (r.sqlstate == kWrittenSinceSnapshot || r.sqlstate == "40001" || r.sqlstate == "40P01") {
+      return Status::conflict(r.status.message());
+    }
+    if (r.sqlstate == kUniqueViolation) return Status::conflict(fmt::format("transaction {} was resolved as not committed", tx.id()));
+    if (r.sqlstate == kTooOld) return Status::aborted(r.status.message());
+    return r.status;
+  }
+  const Version version = std::stoull(r.text(0, 0));
+  if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) {  // tombstones no transaction may still need
+    if (auto c = acquire()) {
+      exec((*c)->conn,
+           "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
+           {std::to_string(2 * options_.tx_timeout_us)});
+      release(std::move(*c));
+    }
+  }
+  return version;
+}
+
+Result<TxOutcome> PgStore::resolve(TxId tx, Version* version) {
+  auto c = acquire();
+  if (!c) return c.error();
+  // The fence goes in unless the commit's token is there; a commit still under way holds its
+  // token's index entry, and the insert waits for it to end. Then a fresh statement reads the
+  // token (one snapshot for both would miss a commit that ended during the wait).
+  Reply fence = exec((*c)->conn,
+                     "INSERT INTO onceflow_commits (tx, version) VALUES ($1, NULL) ON CONFLICT (tx) DO NOTHING RETURNING tx",
+                     {std::to_string(tx)});
+  if (!fence.ok() || fence.rows() == 1) {
+    release(std::move(*c));
+    if (!fence.ok()) return fence.status;
+    return TxOutcome::kNotCommitted;
+  }
+  Reply r = exec((*c)->conn, "SELECT version FROM onceflow_commits WHERE tx = $1", {std::to_string(tx)});
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  if (r.rows() == 0 || r.null(0, 0)) return TxOutcome::kNotCommitted;
+  if (version != nullptr) *version = std::stoull(r.text(0, 0));
+  return TxOutcome::kCommitted;
+}
+
+}  // namespace onceflow::real

@@ -1,0 +1,103 @@
+// PgStore: the Store interface on PostgreSQL, for engines in several processes or on several
+// hosts sharing one store (issue 22). Same contract as the simulated and the LevelDB store
+// (core/env/store.h); tests/store_contract_test.cc runs one suite against all three.
+//
+// Data: one table of rows (table, key) -> value with the version of the commit that wrote
+// them; an erase leaves a tombstone (NULL value) so that a later commit whose snapshot is
+// older still sees the write and conflicts. Versions are commit-ordered: every commit takes
+// the one clock row's lock, adds one, and holds it until it ends, so commits apply one after
+// another and a snapshot (a REPEATABLE READ transaction that first reads the clock) holds
+// exactly the commits up to the version it read.
+//
+// A Transaction holds a connection with its snapshot open until it commits or aborts. commit
+// ends that snapshot and calls onceflow_commit(), one statement, one round trip: it checks the
+// prerequisite Leases (locked FOR SHARE, so that an abort_lease cannot slip between the check
+// and the commit), the transaction's age, and for every written key that no commit after the
+// snapshot wrote it; then writes the rows and the transaction's commit token. Leases are timed
+// by the database's clock (clock_timestamp()), as YTsaurus times them by its own.
+//
+// A commit whose reply is lost (the connection broke) is kAmbiguous; resolve(tx) writes a
+// fence token for tx unless the commit's token is there: the commit either got in first (its
+// token has a version: committed) or can no longer (its token insert fails).
+//
+// Tombstones older than the transaction timeout are deleted now and then: a transaction old
+// enough to need them is refused at commit. Blocking libpq calls run on the calling thread,
+// except a commit from a fiber of a RealLoop given with set_loop, which runs on a helper
+// thread so that the loop goes on during the database's synced write.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/env/store.h"
+
+typedef struct pg_conn PGconn;
+
+namespace onceflow::real {
+
+class RealLoop;
+
+class PgStore final : public Store {
+ public:
+  struct Options {
+    // A transaction open longer than this is over: commit refuses it (by the database's
+    // clock) and begin() gives its connection back (by the local one).
+    Micros tx_timeout_us = 60 * kSeconds;
+    size_t max_connections = 64;  // open transactions at once, and a few for the rest
+  };
+  // Connects to `conninfo` (a libpq connection string or URI) and creates the schema when
+  // missing. One line naming the server when it cannot.
+  static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo, Options options);
+  static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo) { return open(conninfo, Options{}); }
+  ~PgStore() override;
+
+  Result<LeaseId> start_lease(Micros ttl_us) override;
+  Status ping_lease(LeaseId lease) override;
+  Status abort_lease(LeaseId lease) override;
+  Result<LeaseState> lease_state(LeaseId lease) override;
+
+  Result<Transaction> begin() override;
+  Result<Version> commit(const Transaction& tx, const std::vector<LeaseId>& prerequisites) override;
+  void abort(const Transaction& tx) override;
+  Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
+
+  void set_loop(RealLoop* loop) { loop_ = loop; }
+  size_t open_transactions() const;
+  // Breaks the connection of an open transaction, as a network failure would (tests).
+  void break_connection_of(TxId tx);
+
+ protected:
+  Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,
+                                          const std::string& key) override;
+  Result<std::vector<Row>> read_range(const Transaction& tx, const std::string& table, const std::string& from,
+                                      const std::string& to, size_t limit) override;
+  Result<std::vector<std::optional<std::string>>> read_many(const Transaction& tx, const std::string& table,
+                                                            const std::vector<std::string>& keys) override;
+
+ private:
+  struct Connection;
+  struct Open {  // an open transaction
+    std::unique_ptr<Connection> connection;
+    Micros begun_local = 0;
+    std::string begun_db;  // the database's clock_timestamp() at begin, as text
+  };
+  PgStore(std::string conninfo, Options options);
+  Result<std::unique_ptr<Connection>> acquire();
+  void release(std::unique_ptr<Connection> c);
+  Result<Connection*> connection_of(const Transaction& tx);
+  void expire_old_transactions();
+
+  std::string conninfo_;
+  Options options_;
+  RealLoop* loop_ = nullptr;
+  mutable std::mutex mu_;  // idle_ and open_: a commit may run on a helper thread
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::map<TxId, Open> open_;
+  std::atomic<uint64_t> commits_since_cleanup_ = 0;
+};
+
+}  // namespace onceflow::real
