@@ -99,6 +99,9 @@ int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, 
   auto spec = load_pipeline_spec(spec_path);
   if (!spec) throw UsageError{spec.error().message()};
   check_functions(registry, spec_path, *spec);
+  if (options.data_dir.empty() == options.store.empty()) {
+    throw UsageError{"onceflow real needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
+  }
   if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
   if (!kafka_timeout.empty()) options.kafka_timeout_us = duration_option("--kafka-timeout", kafka_timeout, kSeconds, 86'400 * kSeconds);
@@ -653,7 +656,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   std::string kafka_timeout, progress_every, drain_timeout;
   CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
   real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
-  real->add_option("--data", real_options.data_dir, "Directory of the run's data; a rerun resumes from it")->required();
+  real->add_option("--data", real_options.data_dir, "Directory of the run's data (LevelDB); a rerun resumes from it");
+  real->add_option("--store", real_options.store,
+                   "A PostgreSQL store instead of --data: a libpq connection string or postgresql:// URI");
   real->add_option("--workers", real_options.workers, "Worker nodes in the process")->check(whole(1, kMaxWorkers));
   real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)")
       ->check(whole(0, kMaxMessages));

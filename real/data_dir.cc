@@ -56,7 +56,7 @@ Status write_marker(const fs::path& file, const DataIdentity& id) {
   return Status::ok();
 }
 
-Result<std::optional<DataIdentity>> read_identity(LevelDbStore& store) {
+Result<std::optional<DataIdentity>> read_identity(RealStore& store) {
   auto rows = store.dump(kMetaTable);
   if (!rows) return rows.error();
   if (rows->empty()) return std::optional<DataIdentity>();
@@ -70,7 +70,7 @@ Result<std::optional<DataIdentity>> read_identity(LevelDbStore& store) {
   return std::optional<DataIdentity>(id);
 }
 
-Status write_identity(LevelDbStore& store, const DataIdentity& id) {
+Status write_identity(RealStore& store, const DataIdentity& id) {
   auto tx = store.begin();
   if (!tx) return tx.error();
   tx->put(kMetaTable, "format", std::to_string(id.format));
@@ -80,17 +80,19 @@ Status write_identity(LevelDbStore& store, const DataIdentity& id) {
   return committed ? Status::ok() : committed.error();
 }
 
-Status mismatch(const std::string& dir, const DataIdentity& stored, const DataIdentity& wanted) {
+// `another`: what to give instead ("another --data").
+Status mismatch(const std::string& dir, const DataIdentity& stored, const DataIdentity& wanted,
+                const std::string& another = "another --data") {
   if (stored.format != wanted.format) {
     return Status::invalid_argument(fmt::format(
         "{} holds data of format {}, this build reads format {}: it cannot be resumed by this build (start afresh "
-        "with another --data)",
-        dir, stored.format, wanted.format));
+        "with {})",
+        dir, stored.format, wanted.format, another));
   }
   return Status::invalid_argument(
       fmt::format("{} was made for pipeline '{}' (shape {}), not for this spec's '{}' (shape {}): use the spec it was "
-                  "made with, or another --data",
-                  dir, stored.pipeline, stored.shape, wanted.pipeline, wanted.shape));
+                  "made with, or {}",
+                  dir, stored.pipeline, stored.shape, wanted.pipeline, wanted.shape, another));
 }
 
 Status reset_store(const std::string& dir, const fs::path& marker_file, const DataIdentity& held) {
@@ -146,6 +148,27 @@ Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, cons
   if (!*marker || **marker != wanted) {
     if (Status s = write_marker(marker_file, wanted); !s.is_ok()) return s;
   }
+  return std::move(*store);
+}
+
+Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec) {
+  auto store = PgStore::open(conninfo);
+  if (!store) return store.error();
+  const DataIdentity wanted = identity_of(spec);
+  auto stored = read_identity(**store);
+  if (!stored) return stored.error();
+  const std::string where = (*store)->where();
+  if (*stored) {
+    if (**stored != wanted) return mismatch(where, **stored, wanted, "another database");
+    return std::move(*store);
+  }
+  auto any = (*store)->any_rows("");
+  if (!any) return any.error();
+  if (*any) {  // rows, but not ours
+    return Status::invalid_argument(fmt::format(
+        "{} holds onceflow rows of no recorded pipeline: use another database", where));
+  }
+  if (Status s = write_identity(**store, wanted); !s.is_ok()) return s;
   return std::move(*store);
 }
 

@@ -15,6 +15,7 @@
 #include "core/env/clock.h"
 #include "core/spec.h"
 #include "real/leveldb_store.h"
+#include "real/pg_store.h"
 
 namespace onceflow::real {
 
@@ -45,5 +46,9 @@ DataIdentity identity_of(const PipelineSpec& spec);
 // pipeline (naming both).
 Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, const PipelineSpec& spec,
                                                      const Clock& clock, LevelDbStore::Options options = {});
+
+// Connects to the PostgreSQL store at `conninfo` for `spec`: a database without onceflow rows
+// is made this pipeline's; one of another format or pipeline is refused (naming both).
+Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec);
 
 }  // namespace onceflow::real

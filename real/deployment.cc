@@ -51,7 +51,7 @@ std::string target_state(const std::string& sink) { return "target_state/" + sin
 
 }  // namespace
 
-Result<std::vector<SourceInput>> produced_inputs(LevelDbStore& store) {
+Result<std::vector<SourceInput>> produced_inputs(RealStore& store) {
   auto rows = store.dump(kInputLog);
   if (!rows) return rows.error();
   std::vector<SourceInput> inputs;
@@ -64,13 +64,13 @@ Result<std::vector<SourceInput>> produced_inputs(LevelDbStore& store) {
     in.payload = d.string();
     in.event_ts = d.i64();
     in.write_ts = d.i64();
-    if (!d.done()) return Status::corruption(fmt::format("{}: input log row {} does not decode", store.dir(), row.key));
+    if (!d.done()) return Status::corruption(fmt::format("{}: input log row {} does not decode", store.where(), row.key));
     inputs.push_back(std::move(in));
   }
   return inputs;
 }
 
-Result<std::vector<TargetEntry>> target_entries(LevelDbStore& store, const std::string& sink) {
+Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::string& sink) {
   auto rows = store.dump(target_table(sink));
   if (!rows) return rows.error();
   std::vector<TargetEntry> out;
@@ -81,7 +81,7 @@ Result<std::vector<TargetEntry>> target_entries(LevelDbStore& store, const std::
     e.seqno = d.u64();
     e.lease = d.u64();
     auto m = decode_message(d.bytes());
-    if (!m || !d.done()) return Status::corruption(fmt::format("{}: target row {} of sink {} does not decode", store.dir(), row.key, sink));
+    if (!m || !d.done()) return Status::corruption(fmt::format("{}: target row {} of sink {} does not decode", store.where(), row.key, sink));
     e.message = std::move(*m);
     out.push_back(std::move(e));
   }
@@ -130,7 +130,7 @@ class RealDeployment::SharedConnectors final : public ConnectorFactory {
 };
 
 RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegistry& registry, const RealOptions& o,
-                               LevelDbStore& store)
+                               RealStore& store)
     : spec_(spec),
       o_(o),
       store_(store),
@@ -199,8 +199,8 @@ Status RealDeployment::check_kafka_holds_what_was_done() {
       if (read <= end) continue;
       result = Status::invalid_argument(fmt::format(
           "kafka topic {} partition {} ends at offset {}, but {} has read it up to offset {}: this is not the cluster "
-          "(or the topic) the data directory was made with",
-          kafka_topic(source), p, end, o_.data_dir, read));
+          "(or the topic) that store was made with",
+          kafka_topic(source), p, end, store_.where(), read));
     }
   }
   for (const auto& sink : spec_.sinks) {
@@ -219,8 +219,8 @@ Status RealDeployment::check_kafka_holds_what_was_done() {
     if (held >= acknowledged) continue;
     result = Status::invalid_argument(fmt::format(
         "kafka topic {} holds {} records, but {} says {} were delivered to it: this is not the cluster (or the topic) "
-        "the data directory was made with",
-        kafka_topic(sink), held, o_.data_dir, acknowledged));
+        "that store was made with",
+        kafka_topic(sink), held, store_.where(), acknowledged));
   }
   store_.abort(*tx);
   return result;
@@ -292,7 +292,7 @@ RealDeployment::Ending RealDeployment::run() {
   // Commits of the fibers are grouped into shared synced writes while the loop runs.
   store_.set_loop(&loop_);
   struct Ungroup {
-    LevelDbStore& store;
+    RealStore& store;
     ~Ungroup() { store.set_loop(nullptr); }
   } ungroup{store_};
   loop_.run([&] {
@@ -413,9 +413,9 @@ Status RealDeployment::failing() const {
   }
   if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {
     return Status::unavailable(fmt::format(
-        "kafka at {}: no broker answered for {:.0f} s ({}); the data directory is consistent: run again with --data {} "
+        "kafka at {}: no broker answered for {:.0f} s ({}); the store is consistent: run again with {} "
         "once the cluster is back",
-        kafka_.describe(), static_cast<double>(o_.kafka_timeout_us) / 1e6, kafka_.redact(kafka_error_), o_.data_dir));
+        kafka_.describe(), static_cast<double>(o_.kafka_timeout_us) / 1e6, kafka_.redact(kafka_error_), o_.resume_hint()));
   }
   return Status::ok();
 }

@@ -33,13 +33,17 @@
 #include "core/spec.h"
 #include "core/workload.h"
 #include "real/kafka.h"
-#include "real/leveldb_store.h"
+#include "real/real_store.h"
 #include "real/loop.h"
 
 namespace onceflow::real {
 
 struct RealOptions {
-  std::string data_dir;
+  std::string data_dir;  // the LevelDB store's directory, or
+  std::string store;     // a PostgreSQL store's libpq connection string
+  // How a rerun names the store: "--data DIR", or the --store given (never printed: it may
+  // hold a password).
+  std::string resume_hint() const { return store.empty() ? "--data " + data_dir : "the same --store"; }
   int workers = 2;
   uint64_t messages = 10'000;  // input messages the producer writes in all (across restarts)
   uint64_t rate = 0;  // inputs the producer writes per second at most; 0: as fast as it can
@@ -61,19 +65,19 @@ struct RealOptions {
 
 // What a deployment recorded in its store, for --verify: the inputs it produced (in order),
 // and what an async queue sink's target holds (in append order).
-Result<std::vector<SourceInput>> produced_inputs(LevelDbStore& store);
+Result<std::vector<SourceInput>> produced_inputs(RealStore& store);
 struct TargetEntry {
   std::string producer;  // the sink job, empty for at-most-once sends
   uint64_t seqno = 0;
   LeaseId lease = 0;
   Message message;
 };
-Result<std::vector<TargetEntry>> target_entries(LevelDbStore& store, const std::string& sink);
+Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::string& sink);
 
 class RealDeployment {
  public:
   RealDeployment(const PipelineSpec& spec, const ComputationRegistry& registry, const RealOptions& options,
-                 LevelDbStore& store);
+                 RealStore& store);
   ~RealDeployment();
 
   // Connects the Kafka sources and sinks: creates missing topics, refuses a source topic whose
@@ -133,7 +137,7 @@ class RealDeployment {
 
   const PipelineSpec& spec_;
   const RealOptions& o_;
-  LevelDbStore& store_;
+  RealStore& store_;
   KafkaConfig kafka_;
   KafkaMockCluster* mock_ = nullptr;
   Connectors connectors_;

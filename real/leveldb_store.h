@@ -42,6 +42,7 @@
 
 #include "core/env/store.h"
 #include "real/empty_ranges.h"
+#include "real/real_store.h"
 #include "fibers/scheduler.h"
 
 namespace leveldb {
@@ -53,9 +54,7 @@ class Status;
 
 namespace onceflow::real {
 
-class RealLoop;
-
-class LevelDbStore final : public Store {
+class LevelDbStore final : public RealStore {
  public:
   struct Options {
     bool sync = true;  // fsync each commit (off only for benchmarks of the difference)
@@ -85,31 +84,22 @@ class LevelDbStore final : public Store {
 
   // Commits from fibers of `loop` are grouped (see above). `loop` must outlive the store's
   // use from it; nullptr turns grouping off.
-  void set_loop(RealLoop* loop) { loop_ = loop; }
+  void set_loop(RealLoop* loop) override { loop_ = loop; }
 
   uint64_t generation() const { return generation_; }
   // Whether this open made a new, empty store.
   bool created() const { return generation_ == 1; }
   // OK, or the corruption or I/O error that failed the store (it names the directory).
-  const Status& failed() const { return failed_; }
+  const Status& failed() const override { return failed_; }
   const std::string& dir() const { return dir_; }
+  std::string where() const override { return dir_; }
   Version last_version() const { return version_; }
   size_t open_transactions() const { return open_.size(); }
-  struct Stats {
-    uint64_t commits = 0;
-    uint64_t writes = 0;  // rows put or erased by those commits
-    uint64_t bytes = 0;   // keys and values written by them
-    uint64_t synced_writes = 0;  // LevelDB writes (one per group of commits)
-    uint64_t scans_past_empty = 0;  // scans that sought past a range known to be empty
-  };
-  const Stats& stats() const { return stats_; }
+  Stats stats() const override { return stats_; }
 
-  // Every committed row of `table` (tests, --verify and tools; not for the engine).
-  Result<std::vector<Row>> dump(const std::string& table);
-  // Whether any table whose name starts with `table_prefix` has a committed row.
-  Result<bool> any_rows(const std::string& table_prefix);
-  // The tables with committed rows whose names start with `table_prefix`, sorted.
-  Result<std::vector<std::string>> table_names(const std::string& table_prefix);
+  Result<std::vector<Row>> dump(const std::string& table) override;
+  Result<bool> any_rows(const std::string& table_prefix) override;
+  Result<std::vector<std::string>> table_names(const std::string& table_prefix) override;
 
  protected:
   Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,

@@ -146,7 +146,18 @@ struct PgStore::Connection {
   }
 };
 
-PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(conninfo)), options_(options) {}
+PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(conninfo)), options_(options) {
+  std::string database = "postgres", host = "localhost";
+  if (PQconninfoOption* parsed = PQconninfoParse(conninfo_.c_str(), nullptr)) {
+    for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+      if (o->val == nullptr || *o->val == '\0') continue;
+      if (std::string_view(o->keyword) == "dbname") database = o->val;
+      if (std::string_view(o->keyword) == "host") host = o->val;
+    }
+    PQconninfoFree(parsed);
+  }
+  where_ = fmt::format("postgresql database {} on {}", database, host);
+}
 
 PgStore::~PgStore() = default;
 
@@ -410,6 +421,13 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
     return r.status;
   }
   const Version version = std::stoull(r.text(0, 0));
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.commits;
+    ++stats_.synced_writes;
+    stats_.writes += tx.write_count();
+    for (const auto& [where, value] : tx.writes()) stats_.bytes += where.second.size() + (value ? value->size() : 0);
+  }
   if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) {  // tombstones no transaction may still need
     if (auto c = acquire()) {
       exec((*c)->conn,
@@ -419,6 +437,61 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
     }
   }
   return version;
+}
+
+PgStore::Stats PgStore::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+// Outside any transaction: the latest committed rows.
+Result<std::vector<Row>> PgStore::dump(const std::string& table) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn, "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND value IS NOT NULL ORDER BY key",
+                 {hex_bytea(table)});
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  std::vector<Row> rows;
+  rows.reserve(static_cast<size_t>(r.rows()));
+  for (int row = 0; row < r.rows(); ++row) rows.push_back({unescape_bytea(r.text(row, 0)), unescape_bytea(r.text(row, 1))});
+  return rows;
+}
+
+namespace {
+// Rows of the tables whose names start with $1: the range [$1, $2) of the primary key, $2 the
+// first name past the prefix (NULL: none).
+constexpr const char* kTablesWithPrefix = "tbl >= $1 AND ($2::bytea IS NULL OR tbl < $2) AND value IS NOT NULL";
+std::vector<Param> prefix_range(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return {hex_bytea(prefix), Param()};
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return {hex_bytea(prefix), hex_bytea(end)};
+}
+}  // namespace
+
+Result<bool> PgStore::any_rows(const std::string& table_prefix) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn, fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
+                 prefix_range(table_prefix));
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  return r.rows() > 0;
+}
+
+Result<std::vector<std::string>> PgStore::table_names(const std::string& table_prefix) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = exec((*c)->conn,
+                 fmt::format("SELECT DISTINCT tbl FROM onceflow_rows WHERE {} ORDER BY tbl", kTablesWithPrefix).c_str(),
+                 prefix_range(table_prefix));
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  std::vector<std::string> names;
+  for (int row = 0; row < r.rows(); ++row) names.push_back(unescape_bytea(r.text(row, 0)));
+  return names;
 }
 
 Result<TxOutcome> PgStore::resolve(TxId tx, Version* version) {

@@ -34,14 +34,13 @@
 #include <vector>
 
 #include "core/env/store.h"
+#include "real/real_store.h"
 
 typedef struct pg_conn PGconn;
 
 namespace onceflow::real {
 
-class RealLoop;
-
-class PgStore final : public Store {
+class PgStore final : public RealStore {
  public:
   struct Options {
     // A transaction open longer than this is over: commit refuses it (by the database's
@@ -65,7 +64,14 @@ class PgStore final : public Store {
   void abort(const Transaction& tx) override;
   Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
 
-  void set_loop(RealLoop* loop) { loop_ = loop; }
+  void set_loop(RealLoop* loop) override { loop_ = loop; }
+  const Status& failed() const override { return failed_; }
+  std::string where() const override { return where_; }
+  Stats stats() const override;
+  Result<std::vector<Row>> dump(const std::string& table) override;
+  Result<bool> any_rows(const std::string& table_prefix) override;
+  Result<std::vector<std::string>> table_names(const std::string& table_prefix) override;
+
   size_t open_transactions() const;
   // Breaks the connection of an open transaction, as a network failure would (tests).
   void break_connection_of(TxId tx);
@@ -92,7 +98,10 @@ class PgStore final : public Store {
   void expire_old_transactions();
 
   std::string conninfo_;
+  std::string where_;  // "postgresql database D on H", without the password
   Options options_;
+  Status failed_;  // never set: a database that fails is unavailable, and may come back
+  Stats stats_;    // under mu_
   RealLoop* loop_ = nullptr;
   mutable std::mutex mu_;  // idle_ and open_: a commit may run on a helper thread
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -107,14 +107,22 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   }
   WallClock clock;
   const Micros opened_at = clock.now();  // recovery is timed from here: opening the store counts
-  auto store = open_data_dir(o.data_dir, spec, clock);
-  if (!store) return bad(store.error().message());
+  std::unique_ptr<RealStore> store;
+  if (o.store.empty()) {
+    auto opened = open_data_dir(o.data_dir, spec, clock);
+    if (!opened) return bad(opened.error().message());
+    store = std::move(*opened);
+  } else {
+    auto opened = open_pg_store(o.store, spec);
+    if (!opened) return bad(opened.error().message());
+    store = std::move(*opened);
+  }
   RealDeployment::Ending ending = RealDeployment::Ending::kInterrupted;
   const Micros started = clock.now();
   LatencyHistogram latency;
   Micros first_epoch_at = -1;
   {
-    RealDeployment deployment(spec, registry, o, **store);
+    RealDeployment deployment(spec, registry, o, *store);
     if (kafka_used) {
       if (Status connected = deployment.connect_kafka(kafka, mock.get()); !connected.is_ok()) {
         return bad(fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
@@ -127,7 +135,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
   if (o.stats) {
-    const auto& st = (*store)->stats();
+    const RealStore::Stats st = store->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
     const auto ms = [&](double q) { return static_cast<double>(latency.quantile(q)) / 1e3; };
     fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s},
@@ -142,17 +150,17 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                            .dump());
   }
   if (ending == RealDeployment::Ending::kStopped) {
-    fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with --data {} to resume\n",
-               g_signal.load(), o.data_dir);
+    fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with {} to resume\n",
+               g_signal.load(), o.resume_hint());
     return 0;
   }
   if (ending != RealDeployment::Ending::kDrained) {
-    fmt::print(stderr, "onceflow real: interrupted on signal {} before the pipeline was stopped; run again with --data {} "
-               "to resume\n", g_signal.load(), o.data_dir);
+    fmt::print(stderr, "onceflow real: interrupted on signal {} before the pipeline was stopped; run again with {} "
+               "to resume\n", g_signal.load(), o.resume_hint());
     return 0;
   }
   if (!o.verify) return 0;
-  auto verdict = verify_run(spec, registry, **store, kafka);
+  auto verdict = verify_run(spec, registry, *store, kafka);
   if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
   return *verdict;
 }

@@ -28,7 +28,7 @@ checkers::Guarantee guarantee_of(const SinkSpec& sink) {
 checkers::MessageRecord record_of(const Message& m) { return {m.id, m.key, m.stream, m.alignment_ts, m.payload}; }
 
 // What `sink` delivered, as its target holds it; each delivery also goes into `h`.
-Result<std::vector<Message>> delivered_by(const SinkSpec& sink, LevelDbStore& store, const KafkaConfig& kafka,
+Result<std::vector<Message>> delivered_by(const SinkSpec& sink, RealStore& store, const KafkaConfig& kafka,
                                           checkers::PipelineHistory& h) {
   std::vector<Message> delivered;
   if (sink.type == SinkType::kSyncQueue) {
@@ -36,7 +36,7 @@ Result<std::vector<Message>> delivered_by(const SinkSpec& sink, LevelDbStore& st
     if (!rows) return rows.error();
     for (const Row& row : *rows) {
       auto m = decode_message(row.value);
-      if (!m) return Status::corruption(fmt::format("{}: sink row {} does not decode", store.dir(), row.key));
+      if (!m) return Status::corruption(fmt::format("{}: sink row {} does not decode", store.where(), row.key));
       delivered.push_back(std::move(*m));
     }
   } else if (sink.type == SinkType::kKafka) {
@@ -63,7 +63,7 @@ Result<std::vector<Message>> delivered_by(const SinkSpec& sink, LevelDbStore& st
 
 }  // namespace
 
-Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, LevelDbStore& store,
+Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
                        const KafkaConfig& kafka) {
   auto logged = produced_inputs(store);
   if (!logged) return logged.error();

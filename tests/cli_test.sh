@@ -136,7 +136,9 @@ assert 0 < v["msgs_per_s"] <= 450, v
 assert 0 < v["first_epoch_ms"] < v["wall_s"] * 1000, v
 PY
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
-expect_rc 2 "$bin" real "$real_spec"                      # --data is required
+expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both
+expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x connect_timeout=2"  # no server there
 expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --drain-timeout 2h

@@ -6,22 +6,34 @@
 # outputs are in, repartitioned back), then stopped with SIGTERM, which drains the pipeline;
 # each time it is restarted on the same --data. A last run with --verify
 # must find no loss, no duplicate and state equal to the reference.
-# Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS]
-# (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.)
+# Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS] [leveldb|postgresql]
+# (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.) With
+# postgresql, the store is a PostgreSQL server of the test's own (tests/pg_server.sh), and
+# the server itself is restarted once mid-run (commits under way become ambiguous).
 set -euo pipefail
 onceflow=$1
 src=$2
 spec="$src/$3"
 messages=${4:-30000}
 random_kills=${5:-4}
+backend=${6:-leveldb}
 work=$(mktemp -d)
-data="$work/data"
 pid=
 cleanup() {
   [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
+  [[ $backend == postgresql ]] && pg_stop "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
+if [[ $backend == postgresql ]]; then
+  source "$src/tests/pg_server.sh"
+  pg_start "$work"
+  store=(--store "$PG_CONNINFO password=secret123")  # trust ignores it; no output may show it
+  resume="the same --store"
+else
+  store=(--data "$work/data")
+  resume="--data"
+fi
 fail() { echo "FAIL: $*"; exit 1; }
 RANDOM=$((42 + ${#spec}))  # random kill moments, but the same on every run of the test
 life=0
@@ -30,7 +42,7 @@ life=0
 # to $work/life-N.log every 50 ms.
 start() {
   life=$((life + 1))
-  "$onceflow" real "${1:-$spec}" --data "$data" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
+  "$onceflow" real "${1:-$spec}" "${store[@]}" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
     2>"$work/life-$life.log" &
   pid=$!
 }
@@ -70,6 +82,17 @@ for ((i = 1; i <= random_kills; i++)); do
   kill_now KILL
 done
 
+# The database restarted under a running life (postgresql only): its commits under way fail or
+# become ambiguous, its transactions are lost; it goes on once the server is back.
+if [[ $backend == postgresql ]]; then
+  start
+  wait_for_outputs $(( $(outputs) + messages / 20 ))
+  pg_restart "$work"
+  echo "life $life: the database restarted at $(outputs) outputs"
+  wait_for_outputs $(( $(outputs) + messages / 20 ))
+  kill_now KILL
+fi
+
 # Two signals: the second ends the run at once, before the drain the first began is done;
 # exit 0, resumable.
 start
@@ -78,7 +101,7 @@ kill -TERM "$pid"
 sleep 0.05
 kill_now INT
 [[ $last_rc -eq 0 ]] || fail "a second signal did not end the run gracefully (exit $last_rc)"
-grep -q "interrupted on signal 2 before the pipeline was stopped; run again with --data" "$work/life-$life.log" ||
+grep -q "interrupted on signal 2 before the pipeline was stopped; run again with $resume" "$work/life-$life.log" ||
   fail "two signals: $(tail -2 "$work/life-$life.log")"
 
 # Repartitioned: a life whose spec gives every computation 2N+1 partitions and every queue
@@ -112,10 +135,10 @@ start
 wait_for_outputs 1
 kill_now TERM
 [[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
-grep -q "stopped on signal 15, nothing in flight; run again with --data" "$work/life-$life.log" ||
+grep -q "stopped on signal 15, nothing in flight; run again with $resume" "$work/life-$life.log" ||
   fail "SIGTERM: the pipeline was not drained and stopped: $(tail -2 "$work/life-$life.log")"
 
-"$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$work/verify.json" \
+"$onceflow" real "$spec" "${store[@]}" --messages "$messages" --no-progress --verify >"$work/verify.json" \
   2>"$work/verify.log" || fail "the final run failed: $(cat "$work/verify.json" "$work/verify.log")"
 python3 - "$work/verify.json" "$messages" <<'PY'
 import json, sys
@@ -129,3 +152,14 @@ for check in v["checks"]:
     assert check["verdict"] == "pass", check
 print(f"ok: {want} inputs, {v['outputs']} outputs, no duplicates, no loss, state equal to the reference")
 PY
+# A store made for one pipeline refuses another (postgresql: the same database).
+if [[ $backend == postgresql ]]; then
+  other="$src/scenarios/real/keyed_aggregation.yaml"
+  [[ $other -ef $spec ]] && other="$src/scenarios/real/retryable_request.yaml"
+  rc=0
+  "$onceflow" real "$other" "${store[@]}" --messages 10 --no-progress >"$work/other.out" 2>"$work/other.err" || rc=$?
+  [[ $rc -eq 2 && $(wc -l <"$work/other.err") -eq 1 ]] && grep -q "was made for pipeline" "$work/other.err" ||
+    fail "another pipeline on the same database: exit $rc: $(cat "$work/other.err")"
+  grep -q "secret123" "$work"/life-*.log "$work/other.err" && fail "an output shows the password"
+  echo "ok: another pipeline's spec is refused: $(cat "$work/other.err")"
+fi
