@@ -16,7 +16,9 @@ size() { if ((quick)); then echo "$2"; else echo "$1"; fi; }  # size FULL QUICK
 bash tools/dev.sh build >&2
 onceflow=build/cli/onceflow
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source tests/pg_server.sh
+pg_started=0
+trap '((pg_started)) && pg_stop "$tmp"; rm -rf "$tmp"' EXIT
 say() { echo "bench: $*" >&2; }
 
 say "scheduler micro-benchmarks"
@@ -96,6 +98,18 @@ s = json.load(open(sys.argv[1]))
 writes = max(1, s["writes"])
 print(min(s["commits"], 20000), max(1, round(writes / s["commits"])), max(1, round(s["bytes"] / writes)))' "$tmp/real-exactly_once.json")
 build/bench/leveldb_raw_bench "$tmp/raw-leveldb" "$batches" "$entries" "$value_bytes" >"$tmp/leveldb.json"
+
+say "the two-stage pipeline on PostgreSQL (a server of its own), against raw transactions of its commits' size"
+pg_start "$tmp"
+pg_started=1
+"$onceflow" real bench/pipelines/two_stage_exactly_once.yaml --store "$PG_CONNINFO" --messages "$(size 30000 2000)" \
+  --no-progress --stats >"$tmp/real-postgresql.json"
+read -r transactions entries value_bytes < <(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+writes = max(1, s["writes"])
+print(min(s["commits"], 2000), max(1, round(writes / s["commits"])), max(1, round(s["bytes"] / writes)))' "$tmp/real-postgresql.json")
+build/bench/pg_raw_bench "$PG_CONNINFO" "$transactions" "$entries" "$value_bytes" >"$tmp/pg-raw.json"
 
 say "kafka sinks against raw librdkafka producers (mock cluster)"
 build/bench/kafka_bench "$(size 200000 4000)" 256 256 "$(size 5 1)" >"$tmp/kafka.json"
@@ -188,6 +202,15 @@ out.update({
     "eos_writes_per_commit": round(eo["writes"] / eo["commits"], 1),
     "raw_leveldb_synced_batches_per_s": lv["batches_per_s"],
     "eos_over_raw_leveldb": round(eo["commits"] / eo["wall_s"] / lv["batches_per_s"], 3),
+})
+pg, pg_raw = load("real-postgresql.json"), load("pg-raw.json")
+pg_commits_per_s = pg["commits"] / pg["wall_s"]
+out.update({
+    "postgresql_eos_msgs_per_s": round(pg["messages"] / pg["wall_s"]),
+    "postgresql_commits_per_s": round(pg_commits_per_s, 1),
+    "postgresql_writes_per_commit": round(pg["writes"] / max(1, pg["commits"]), 1),
+    "raw_postgresql_transactions_per_s": pg_raw["transactions_per_s"],
+    "postgresql_eos_over_raw_transactions": round(pg_commits_per_s / pg_raw["transactions_per_s"], 3),
 })
 k = load("kafka.json")
 out.update({

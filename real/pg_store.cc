@@ -19,9 +19,15 @@ constexpr std::string_view kTooOld = "OF002";
 constexpr std::string_view kWrittenSinceSnapshot = "OF003";
 constexpr std::string_view kUniqueViolation = "23505";  // the commit token: resolve() fenced it
 
+// Bump with every change to kSchema: a database of an older schema is upgraded on open.
+constexpr int kSchemaVersion = 1;
+
+// Run only when the database has no schema of this version: its DDL takes locks that a commit
+// of a process killed a moment ago, still running in its backend, may hold.
 constexpr const char* kSchema = R"sql(
 BEGIN;
 SELECT pg_advisory_xact_lock(7155172026);
+CREATE TABLE IF NOT EXISTS onceflow_schema (id int PRIMARY KEY, version int NOT NULL);
 CREATE TABLE IF NOT EXISTS onceflow_rows (
   tbl bytea NOT NULL, key bytea NOT NULL, value bytea, version bigint NOT NULL, erased_at timestamptz,
   PRIMARY KEY (tbl, key));
@@ -63,10 +69,29 @@ BEGIN
     SET value = EXCLUDED.value, version = EXCLUDED.version, erased_at = EXCLUDED.erased_at;
   RETURN v;
 END $f$;
+INSERT INTO onceflow_schema VALUES (1, $SCHEMA_VERSION) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version;
 COMMIT;
 )sql";
 
 using Param = std::optional<std::string>;  // text format; nullopt is NULL
+
+// libpq's message on one line: its lines joined by "; ", no trailing newline.
+std::string one_line(std::string_view message) {
+  std::string out;
+  bool pending = false;  // a line break (and its indentation) to turn into "; "
+  for (const char c : message) {
+    if (c == '\n') {
+      pending = true;
+    } else if (pending && (c == '\t' || c == ' ')) {
+      continue;
+    } else {
+      if (pending && !out.empty()) out += "; ";
+      pending = false;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
 
 std::string hex_bytea(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -117,7 +142,7 @@ struct Reply {
   const char* text(int row, int col) const { return PQgetvalue(result.get(), row, col); }
 };
 
-Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params = {}) {
+Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
@@ -130,10 +155,20 @@ Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params = {})
   if (const char* code = reply.result ? PQresultErrorField(reply.result.get(), PG_DIAG_SQLSTATE) : nullptr) {
     reply.sqlstate = code;
   }
-  std::string message = PQerrorMessage(conn);
-  if (const auto end = message.find_last_not_of("\n "); end != std::string::npos) message.resize(end + 1);
   reply.broken = PQstatus(conn) == CONNECTION_BAD;
-  reply.status = Status::unavailable("postgresql: " + message);
+  reply.status = Status::unavailable("postgresql: " + one_line(PQerrorMessage(conn)));
+  return reply;
+}
+
+// From a fiber of `loop`, the round trip waits on a helper thread: the loop goes on, and the
+// transactions of several jobs wait for the database at once.
+Reply query(RealLoop* loop, PGconn* conn, const char* sql, const std::vector<Param>& params = {}) {
+  Reply reply;
+  if (loop != nullptr && loop->scheduler().in_fiber()) {
+    loop->run_blocking([&] { reply = exec(conn, sql, params); });
+  } else {
+    reply = exec(conn, sql, params);
+  }
   return reply;
 }
 
@@ -161,12 +196,20 @@ PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(co
 
 PgStore::~PgStore() = default;
 
+
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Options options) {
   std::unique_ptr<PgStore> store(new PgStore(conninfo, options));
   auto c = store->acquire();
   if (!c) return c.error();
-  if (Reply r = exec((*c)->conn, kSchema); !r.ok()) {
-    return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+  Reply have = query(nullptr, (*c)->conn,
+                     "SELECT version FROM onceflow_schema WHERE id = 1 AND to_regclass('onceflow_schema') IS NOT NULL");
+  const bool current = have.ok() && have.rows() == 1 && std::stoi(have.text(0, 0)) == kSchemaVersion;
+  if (!current) {
+    std::string schema = kSchema;
+    schema.replace(schema.find("$SCHEMA_VERSION"), std::string_view("$SCHEMA_VERSION").size(), std::to_string(kSchemaVersion));
+    if (Reply r = query(nullptr, (*c)->conn, schema.c_str()); !r.ok()) {
+      return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+    }
   }
   store->release(std::move(*c));
   return store;
@@ -187,9 +230,7 @@ Result<std::unique_ptr<PgStore::Connection>> PgStore::acquire() {
   auto c = std::make_unique<Connection>();
   c->conn = PQconnectdb(conninfo_.c_str());
   if (PQstatus(c->conn) != CONNECTION_OK) {
-    std::string message = PQerrorMessage(c->conn);
-    if (const auto end = message.find_last_not_of("\n "); end != std::string::npos) message.resize(end + 1);
-    return Status::unavailable("postgresql store: cannot connect: " + message);
+    return Status::unavailable("postgresql store: cannot connect: " + one_line(PQerrorMessage(c->conn)));
   }
   // Quiet: NOTICEs of CREATE ... IF NOT EXISTS would go to stderr.
   PQsetNoticeProcessor(c->conn, [](void*, const char*) {}, nullptr);
@@ -218,7 +259,7 @@ void PgStore::break_connection_of(TxId tx) {
 Result<LeaseId> PgStore::start_lease(Micros ttl_us) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "INSERT INTO onceflow_leases (id, ttl_us, expires_at) VALUES (nextval('onceflow_lease_ids'), $1, "
                  "clock_timestamp() + $1::bigint * interval '1 microsecond') RETURNING id",
                  {std::to_string(ttl_us)});
@@ -230,7 +271,7 @@ Result<LeaseId> PgStore::start_lease(Micros ttl_us) {
 Status PgStore::ping_lease(LeaseId lease) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "UPDATE onceflow_leases SET expires_at = clock_timestamp() + ttl_us * interval '1 microsecond' "
                  "WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp() RETURNING id",
                  {std::to_string(lease)});
@@ -245,7 +286,7 @@ Status PgStore::abort_lease(LeaseId lease) {
   if (!c) return c.error();
   // Only an active Lease becomes aborted; an expired one stays expired. Waits for commits
   // that hold the Lease's row FOR SHARE.
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "UPDATE onceflow_leases SET aborted = true WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp()",
                  {std::to_string(lease)});
   release(std::move(*c));
@@ -255,7 +296,7 @@ Status PgStore::abort_lease(LeaseId lease) {
 Result<LeaseState> PgStore::lease_state(LeaseId lease) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn, "SELECT aborted, expires_at > clock_timestamp() FROM onceflow_leases WHERE id = $1",
+  Reply r = query(loop_, (*c)->conn, "SELECT aborted, expires_at > clock_timestamp() FROM onceflow_leases WHERE id = $1",
                  {std::to_string(lease)});
   release(std::move(*c));
   if (!r.ok()) return r.status;
@@ -282,7 +323,7 @@ void PgStore::expire_old_transactions() {
     }
   }
   for (auto& c : ended) {
-    exec(c->conn, "ROLLBACK");
+    query(loop_, c->conn, "ROLLBACK");
     release(std::move(c));
   }
 }
@@ -291,7 +332,7 @@ Result<Transaction> PgStore::begin() {
   expire_old_transactions();
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "BEGIN ISOLATION LEVEL REPEATABLE READ; "
                  "SELECT version, clock_timestamp(), nextval('onceflow_tx_ids') FROM onceflow_clock WHERE id = 1");
   if (!r.ok()) return r.status;
@@ -318,7 +359,7 @@ Result<std::optional<std::string>> PgStore::read(const Transaction& tx, const st
                                                  const std::string& key) {
   auto c = connection_of(tx);
   if (!c) return c.error();
-  Reply r = exec((*c)->conn, "SELECT value FROM onceflow_rows WHERE tbl = $1 AND key = $2 AND value IS NOT NULL",
+  Reply r = query(loop_, (*c)->conn, "SELECT value FROM onceflow_rows WHERE tbl = $1 AND key = $2 AND value IS NOT NULL",
                  {hex_bytea(table), hex_bytea(key)});
   if (!r.ok()) return r.status;
   if (r.rows() == 0) return std::optional<std::string>();
@@ -331,7 +372,7 @@ Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transac
   if (!c) return c.error();
   std::vector<const std::string*> items;
   for (const std::string& k : keys) items.push_back(&k);
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "SELECT w.i, r.value FROM unnest($2::bytea[]) WITH ORDINALITY AS w(k, i) "
                  "JOIN onceflow_rows r ON r.tbl = $1 AND r.key = w.k AND r.value IS NOT NULL",
                  {hex_bytea(table), bytea_array(items)});
@@ -347,7 +388,7 @@ Result<std::vector<Row>> PgStore::read_range(const Transaction& tx, const std::s
                                              const std::string& from, const std::string& to, size_t limit) {
   auto c = connection_of(tx);
   if (!c) return c.error();
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND key >= $2 AND ($3::bytea IS NULL OR key < $3) "
                  "AND value IS NOT NULL ORDER BY key LIMIT $4",
                  {hex_bytea(table), hex_bytea(from), to.empty() ? Param() : Param(hex_bytea(to)), std::to_string(limit)});
@@ -367,7 +408,7 @@ void PgStore::abort(const Transaction& tx) {
     c = std::move(it->second.connection);
     open_.erase(it);
   }
-  exec(c->conn, "ROLLBACK");
+  query(loop_, c->conn, "ROLLBACK");
   release(std::move(c));
 }
 
@@ -398,7 +439,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
                                   bytea_array(keys),            bytea_array(values)};
   Reply ended, r;
   const auto run = [&] {
-    ended = exec(open.connection->conn, "ROLLBACK");  // the snapshot is over; the commit is its own statement
+    ended = exec(open.connection->conn, "ROLLBACK", {});  // the snapshot is over; the commit is its own statement
     if (ended.ok()) {
       r = exec(open.connection->conn, "SELECT onceflow_commit($1, $2, $3, $4, $5, $6, $7, $8)", params);
     }
@@ -430,7 +471,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
   }
   if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) {  // tombstones no transaction may still need
     if (auto c = acquire()) {
-      exec((*c)->conn,
+      query(loop_, (*c)->conn,
            "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
            {std::to_string(2 * options_.tx_timeout_us)});
       release(std::move(*c));
@@ -448,7 +489,7 @@ PgStore::Stats PgStore::stats() const {
 Result<std::vector<Row>> PgStore::dump(const std::string& table) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn, "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND value IS NOT NULL ORDER BY key",
+  Reply r = query(loop_, (*c)->conn, "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND value IS NOT NULL ORDER BY key",
                  {hex_bytea(table)});
   release(std::move(*c));
   if (!r.ok()) return r.status;
@@ -474,7 +515,7 @@ std::vector<Param> prefix_range(const std::string& prefix) {
 Result<bool> PgStore::any_rows(const std::string& table_prefix) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn, fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
+  Reply r = query(loop_, (*c)->conn, fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
                  prefix_range(table_prefix));
   release(std::move(*c));
   if (!r.ok()) return r.status;
@@ -484,7 +525,7 @@ Result<bool> PgStore::any_rows(const std::string& table_prefix) {
 Result<std::vector<std::string>> PgStore::table_names(const std::string& table_prefix) {
   auto c = acquire();
   if (!c) return c.error();
-  Reply r = exec((*c)->conn,
+  Reply r = query(loop_, (*c)->conn,
                  fmt::format("SELECT DISTINCT tbl FROM onceflow_rows WHERE {} ORDER BY tbl", kTablesWithPrefix).c_str(),
                  prefix_range(table_prefix));
   release(std::move(*c));
@@ -500,7 +541,7 @@ Result<TxOutcome> PgStore::resolve(TxId tx, Version* version) {
   // The fence goes in unless the commit's token is there; a commit still under way holds its
   // token's index entry, and the insert waits for it to end. Then a fresh statement reads the
   // token (one snapshot for both would miss a commit that ended during the wait).
-  Reply fence = exec((*c)->conn,
+  Reply fence = query(loop_, (*c)->conn,
                      "INSERT INTO onceflow_commits (tx, version) VALUES ($1, NULL) ON CONFLICT (tx) DO NOTHING RETURNING tx",
                      {std::to_string(tx)});
   if (!fence.ok() || fence.rows() == 1) {
@@ -508,7 +549,7 @@ Result<TxOutcome> PgStore::resolve(TxId tx, Version* version) {
     if (!fence.ok()) return fence.status;
     return TxOutcome::kNotCommitted;
   }
-  Reply r = exec((*c)->conn, "SELECT version FROM onceflow_commits WHERE tx = $1", {std::to_string(tx)});
+  Reply r = query(loop_, (*c)->conn, "SELECT version FROM onceflow_commits WHERE tx = $1", {std::to_string(tx)});
   release(std::move(*c));
   if (!r.ok()) return r.status;
   if (r.rows() == 0 || r.null(0, 0)) return TxOutcome::kNotCommitted;

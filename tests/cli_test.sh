@@ -139,6 +139,8 @@ expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
 expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both
 expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x connect_timeout=2"  # no server there
+lines=$("$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x" 2>&1 >/dev/null | wc -l)
+[ "$lines" -eq 1 ] || fail "an unreachable --store gave $lines lines"
 expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --drain-timeout 2h
