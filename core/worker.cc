@@ -55,36 +55,37 @@ bool Worker::keep_lease() {
 std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
   auto tx = env_.store.begin();
   if (!tx) return std::nullopt;
+  // The assignments and the layout row in one scan: "job/..." sorts just below "layout",
+  // and no other row of the controller's sorts between them.
   const std::string prefix = kJobKeyPrefix;
-  auto rows = env_.store.scan(*tx, tables::kController, prefix, prefix + "~", kMaxJobs);
-  if (!rows) {
-    env_.store.abort(*tx);
-    return std::nullopt;
-  }
-  // An assignment names the layout its job runs with; a new one is read when first named,
-  // in the same snapshot (the controller stores a layout before any assignment that names it).
+  const std::string layout_key = kLayoutKey;
+  static_assert(std::string_view(kJobKeyPrefix) < std::string_view(kLayoutKey));
+  auto rows = env_.store.scan(*tx, tables::kController, prefix, layout_key + '\0', kMaxJobs + 1);
+  env_.store.abort(*tx);
+  if (!rows) return std::nullopt;
+  // An assignment names the layout its job runs with, stored before any assignment names it.
   std::map<std::string, LeaseId> mine;
   uint64_t named = current_->spec.layout_version;
+  std::optional<Layout> layout;
   for (const Row& row : *rows) {
+    if (row.key == layout_key) {
+      layout = decode_layout(row.value).value();
+      continue;
+    }
+    if (!row.key.starts_with(prefix)) continue;
     const auto a = decode_assignment(row.value);
     assert(a.has_value());
     if (a->worker != name_) continue;
     mine[row.key.substr(prefix.size())] = a->lease;
     named = std::max(named, a->layout_version);
   }
-  const bool new_layout = named != current_->spec.layout_version;
-  Layout layout;
-  if (new_layout) {
-    auto layout_row = env_.store.get(*tx, tables::kController, kLayoutKey);
-    if (!layout_row) {
-      env_.store.abort(*tx);
-      return std::nullopt;
-    }
-    if (layout_row->has_value()) layout = decode_layout(**layout_row).value();
-  }
-  env_.store.abort(*tx);
-  if (new_layout) {
-    generations_.push_back(std::make_unique<Generation>(env_, with_layout(env_.spec, layout)));
+  // Jobs route by the layout in force, read on the first look and whenever a new version is
+  // named: this process's spec may have other partition counts (a rerun with a changed
+  // spec, before its repartition is applied). With none stored, the spec is the layout.
+  const bool new_layout = !layout_read_ || named != current_->spec.layout_version;
+  layout_read_ = true;
+  if (new_layout && (layout || named != current_->spec.layout_version)) {
+    generations_.push_back(std::make_unique<Generation>(env_, with_layout(env_.spec, layout.value_or(Layout{}))));
     current_ = generations_.back().get();
   }
   return mine;

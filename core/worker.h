@@ -54,6 +54,7 @@ class Worker {
   std::string name_;
   std::vector<std::unique_ptr<Generation>> generations_;
   Generation* current_ = nullptr;
+  bool layout_read_ = false;  // whether current_ was built from the stored layout yet
   LeaseId lease_ = 0;                  // the worker's own Lease; 0 while it has none
   std::optional<WorkerRow> reported_;  // the row as last stored
   std::map<std::string, std::unique_ptr<Job>> jobs_;  // by JobId::str()

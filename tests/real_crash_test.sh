@@ -108,9 +108,6 @@ grep -q "interrupted on signal 2 before the pipeline was stopped; run again with
 # sink N+1 repartitions the running pipeline (a drain, the rows moved, the new layout
 # stored) and is killed after more outputs; the lives after it, with the test's spec,
 # repartition back.
-# On PostgreSQL this step is left out for now: a repartition back after a killed one stalls
-# there (the drain waits on stream rows in partitions of neither layout; see docs/real.md).
-if [[ $backend == leveldb ]]; then
 respec="$work/repartitioned.yaml"
 python3 - "$spec" "$respec" <<'PY'
 import re, sys
@@ -125,7 +122,6 @@ wait_for_outputs $((messages * (random_kills + 3) / (2 * (random_kills + 3))))
 grep -q "repartitioning .* partitions (a drain first)" "$work/life-$life.log" ||
   fail "the repartitioned spec did not repartition: $(head -3 "$work/life-$life.log")"
 kill_now KILL
-fi
 
 # While finishing.
 start
