@@ -507,6 +507,11 @@ class Loader {
       const std::string where = fmt::format("faults.plan[{}]", i++);
       s.scripted.faults.push_back(load_fault(item, where, s));
     }
+    if (s.swarm) {
+      fail(f["plan"], "faults.plan",
+           "runs only with swarm: false; under swarm faults (the default) it would be ignored: add swarm: false, or "
+           "drop the plan");
+    }
   }
 
   faults::Fault load_fault(const YAML::Node& item, const std::string& where, const Scenario& s) {

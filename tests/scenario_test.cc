@@ -169,6 +169,12 @@ TEST(ScenarioTest, ErrorsNameTheFileLineAndKey) {
                 .find("no node 'nobody'"),
             std::string::npos);
   EXPECT_NE(error_of("name: [oops\n").find("malformed YAML"), std::string::npos);
+  // A plan that swarm faults would silently replace is refused.
+  EXPECT_NE(error_of("name: t\nkind: kernel\nfaults:\n  plan:\n    - {kind: store_unavailable, at: 1s, for: 1s}\n")
+                .find(":5: faults.plan: runs only with swarm: false"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: kernel\nfaults:\n  swarm: true\n  plan: []\n").find("runs only with swarm: false"),
+            std::string::npos);
   auto missing = load_scenario("/nonexistent/x.yaml");
   ASSERT_FALSE(missing.has_value());
   EXPECT_NE(missing.error().message().find("no such file"), std::string::npos);
