@@ -5,10 +5,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <chrono>
+#include <functional>
 #include <string_view>
 
 #include "real/loop.h"
+#include "real/wall_clock.h"
 
 namespace onceflow::real {
 namespace {
@@ -160,15 +161,30 @@ Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params) {
   return reply;
 }
 
-// From a fiber of `loop`, the round trip waits on a helper thread: the loop goes on, and the
+// Rows of the tables whose names start with $1: the range [$1, $2) of the primary key, $2 the
+// first name past the prefix (NULL: none).
+constexpr const char* kTablesWithPrefix = "tbl >= $1 AND ($2::bytea IS NULL OR tbl < $2) AND value IS NOT NULL";
+std::vector<Param> prefix_range(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return {hex_bytea(prefix), Param()};
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return {hex_bytea(prefix), hex_bytea(end)};
+}
+
+// From a fiber of `loop`, round trips wait on a helper thread: the loop goes on, and the
 // transactions of several jobs wait for the database at once.
+void off_loop(RealLoop* loop, const std::function<void()>& fn) {
+  if (loop != nullptr && loop->scheduler().in_fiber()) {
+    loop->run_blocking(fn);
+  } else {
+    fn();
+  }
+}
+
 Reply query(RealLoop* loop, PGconn* conn, const char* sql, const std::vector<Param>& params = {}) {
   Reply reply;
-  if (loop != nullptr && loop->scheduler().in_fiber()) {
-    loop->run_blocking([&] { reply = exec(conn, sql, params); });
-  } else {
-    reply = exec(conn, sql, params);
-  }
+  off_loop(loop, [&] { reply = exec(conn, sql, params); });
   return reply;
 }
 
@@ -195,7 +211,6 @@ PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(co
 }
 
 PgStore::~PgStore() = default;
-
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Options options) {
   std::unique_ptr<PgStore> store(new PgStore(conninfo, options));
@@ -243,6 +258,21 @@ void PgStore::release(std::unique_ptr<Connection> c) {
   idle_.push_back(std::move(c));
 }
 
+Result<PgStore::TextRows> PgStore::query_once(const char* sql, const Params& params) {
+  auto c = acquire();
+  if (!c) return c.error();
+  Reply r = query(loop_, (*c)->conn, sql, params);
+  release(std::move(*c));
+  if (!r.ok()) return r.status;
+  TextRows rows(static_cast<size_t>(r.rows()));
+  for (int row = 0; row < r.rows(); ++row) {
+    for (int col = 0; col < PQnfields(r.result.get()); ++col) {
+      rows[static_cast<size_t>(row)].push_back(r.null(row, col) ? std::nullopt : std::optional<std::string>(r.text(row, col)));
+    }
+  }
+  return rows;
+}
+
 size_t PgStore::open_transactions() const {
   std::lock_guard lock(mu_);
   return open_.size();
@@ -257,59 +287,45 @@ void PgStore::break_connection_of(TxId tx) {
 // --- Leases ---------------------------------------------------------------------------------
 
 Result<LeaseId> PgStore::start_lease(Micros ttl_us) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn,
-                 "INSERT INTO onceflow_leases (id, ttl_us, expires_at) VALUES (nextval('onceflow_lease_ids'), $1, "
-                 "clock_timestamp() + $1::bigint * interval '1 microsecond') RETURNING id",
-                 {std::to_string(ttl_us)});
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  return std::stoull(r.text(0, 0));
+  auto rows = query_once("INSERT INTO onceflow_leases (id, ttl_us, expires_at) VALUES (nextval('onceflow_lease_ids'), $1, "
+                         "clock_timestamp() + $1::bigint * interval '1 microsecond') RETURNING id",
+                         {std::to_string(ttl_us)});
+  if (!rows) return rows.error();
+  return std::stoull(*(*rows)[0][0]);
 }
 
 Status PgStore::ping_lease(LeaseId lease) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn,
-                 "UPDATE onceflow_leases SET expires_at = clock_timestamp() + ttl_us * interval '1 microsecond' "
-                 "WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp() RETURNING id",
-                 {std::to_string(lease)});
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  if (r.rows() == 0) return Status::prerequisite_failed(fmt::format("lease {} has ended", lease));
+  auto rows = query_once("UPDATE onceflow_leases SET expires_at = clock_timestamp() + ttl_us * interval '1 microsecond' "
+                         "WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp() RETURNING id",
+                         {std::to_string(lease)});
+  if (!rows) return rows.error();
+  if (rows->empty()) return Status::prerequisite_failed(fmt::format("lease {} has ended", lease));
   return Status::ok();
 }
 
 Status PgStore::abort_lease(LeaseId lease) {
-  auto c = acquire();
-  if (!c) return c.error();
   // Only an active Lease becomes aborted; an expired one stays expired. Waits for commits
   // that hold the Lease's row FOR SHARE.
-  Reply r = query(loop_, (*c)->conn,
-                 "UPDATE onceflow_leases SET aborted = true WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp()",
-                 {std::to_string(lease)});
-  release(std::move(*c));
-  return r.status;
+  auto rows = query_once(
+      "UPDATE onceflow_leases SET aborted = true WHERE id = $1 AND NOT aborted AND expires_at > clock_timestamp()",
+      {std::to_string(lease)});
+  return rows ? Status::ok() : rows.error();
 }
 
 Result<LeaseState> PgStore::lease_state(LeaseId lease) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn, "SELECT aborted, expires_at > clock_timestamp() FROM onceflow_leases WHERE id = $1",
-                 {std::to_string(lease)});
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  if (r.rows() == 0) return LeaseState::kUnknown;
-  if (r.text(0, 0)[0] == 't') return LeaseState::kAborted;
-  return r.text(0, 1)[0] == 't' ? LeaseState::kActive : LeaseState::kExpired;
+  auto rows = query_once("SELECT aborted, expires_at > clock_timestamp() FROM onceflow_leases WHERE id = $1",
+                         {std::to_string(lease)});
+  if (!rows) return rows.error();
+  if (rows->empty()) return LeaseState::kUnknown;
+  if ((*rows)[0][0] == "t") return LeaseState::kAborted;
+  return (*rows)[0][1] == "t" ? LeaseState::kActive : LeaseState::kExpired;
 }
 
 // --- Transactions ---------------------------------------------------------------------------
 
 void PgStore::expire_old_transactions() {
   const Micros now =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      WallClock().now();
   std::vector<std::unique_ptr<Connection>> ended;
   {
     std::lock_guard lock(mu_);
@@ -341,7 +357,7 @@ Result<Transaction> PgStore::begin() {
   Open open;
   open.connection = std::move(*c);
   open.begun_local =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      WallClock().now();
   open.begun_db = r.text(0, 1);
   std::lock_guard lock(mu_);
   open_.emplace(id, std::move(open));
@@ -444,11 +460,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
       r = exec(open.connection->conn, "SELECT onceflow_commit($1, $2, $3, $4, $5, $6, $7, $8)", params);
     }
   };
-  if (loop_ != nullptr && loop_->scheduler().in_fiber()) {
-    loop_->run_blocking(run);
-  } else {
-    run();
-  }
+  off_loop(loop_, run);
   release(std::move(open.connection));
   if (!ended.ok()) return ended.status;  // the commit was never sent
   if (r.broken) return Status::ambiguous("postgresql store: the connection broke during the commit: " + r.status.message());
@@ -470,12 +482,9 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
     for (const auto& [where, value] : tx.writes()) stats_.bytes += where.second.size() + (value ? value->size() : 0);
   }
   if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) {  // tombstones no transaction may still need
-    if (auto c = acquire()) {
-      query(loop_, (*c)->conn,
-           "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
-           {std::to_string(2 * options_.tx_timeout_us)});
-      release(std::move(*c));
-    }
+    (void)query_once(
+        "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
+        {std::to_string(2 * options_.tx_timeout_us)});
   }
   return version;
 }
@@ -487,73 +496,43 @@ PgStore::Stats PgStore::stats() const {
 
 // Outside any transaction: the latest committed rows.
 Result<std::vector<Row>> PgStore::dump(const std::string& table) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn, "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND value IS NOT NULL ORDER BY key",
-                 {hex_bytea(table)});
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  std::vector<Row> rows;
-  rows.reserve(static_cast<size_t>(r.rows()));
-  for (int row = 0; row < r.rows(); ++row) rows.push_back({unescape_bytea(r.text(row, 0)), unescape_bytea(r.text(row, 1))});
-  return rows;
+  auto rows = query_once("SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND value IS NOT NULL ORDER BY key",
+                         {hex_bytea(table)});
+  if (!rows) return rows.error();
+  std::vector<Row> out;
+  out.reserve(rows->size());
+  for (const auto& row : *rows) out.push_back({unescape_bytea(row[0]->c_str()), unescape_bytea(row[1]->c_str())});
+  return out;
 }
-
-namespace {
-// Rows of the tables whose names start with $1: the range [$1, $2) of the primary key, $2 the
-// first name past the prefix (NULL: none).
-constexpr const char* kTablesWithPrefix = "tbl >= $1 AND ($2::bytea IS NULL OR tbl < $2) AND value IS NOT NULL";
-std::vector<Param> prefix_range(const std::string& prefix) {
-  std::string end = prefix;
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
-  if (end.empty()) return {hex_bytea(prefix), Param()};
-  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
-  return {hex_bytea(prefix), hex_bytea(end)};
-}
-}  // namespace
 
 Result<bool> PgStore::any_rows(const std::string& table_prefix) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn, fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
-                 prefix_range(table_prefix));
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  return r.rows() > 0;
+  auto rows = query_once(fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
+                         prefix_range(table_prefix));
+  if (!rows) return rows.error();
+  return !rows->empty();
 }
 
 Result<std::vector<std::string>> PgStore::table_names(const std::string& table_prefix) {
-  auto c = acquire();
-  if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn,
-                 fmt::format("SELECT DISTINCT tbl FROM onceflow_rows WHERE {} ORDER BY tbl", kTablesWithPrefix).c_str(),
-                 prefix_range(table_prefix));
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
+  auto rows = query_once(fmt::format("SELECT DISTINCT tbl FROM onceflow_rows WHERE {} ORDER BY tbl", kTablesWithPrefix).c_str(),
+                         prefix_range(table_prefix));
+  if (!rows) return rows.error();
   std::vector<std::string> names;
-  for (int row = 0; row < r.rows(); ++row) names.push_back(unescape_bytea(r.text(row, 0)));
+  for (const auto& row : *rows) names.push_back(unescape_bytea(row[0]->c_str()));
   return names;
 }
 
 Result<TxOutcome> PgStore::resolve(TxId tx, Version* version) {
-  auto c = acquire();
-  if (!c) return c.error();
   // The fence goes in unless the commit's token is there; a commit still under way holds its
   // token's index entry, and the insert waits for it to end. Then a fresh statement reads the
   // token (one snapshot for both would miss a commit that ended during the wait).
-  Reply fence = query(loop_, (*c)->conn,
-                     "INSERT INTO onceflow_commits (tx, version) VALUES ($1, NULL) ON CONFLICT (tx) DO NOTHING RETURNING tx",
-                     {std::to_string(tx)});
-  if (!fence.ok() || fence.rows() == 1) {
-    release(std::move(*c));
-    if (!fence.ok()) return fence.status;
-    return TxOutcome::kNotCommitted;
-  }
-  Reply r = query(loop_, (*c)->conn, "SELECT version FROM onceflow_commits WHERE tx = $1", {std::to_string(tx)});
-  release(std::move(*c));
-  if (!r.ok()) return r.status;
-  if (r.rows() == 0 || r.null(0, 0)) return TxOutcome::kNotCommitted;
-  if (version != nullptr) *version = std::stoull(r.text(0, 0));
+  auto fence = query_once("INSERT INTO onceflow_commits (tx, version) VALUES ($1, NULL) ON CONFLICT (tx) DO NOTHING RETURNING tx",
+                          {std::to_string(tx)});
+  if (!fence) return fence.error();
+  if (!fence->empty()) return TxOutcome::kNotCommitted;
+  auto token = query_once("SELECT version FROM onceflow_commits WHERE tx = $1", {std::to_string(tx)});
+  if (!token) return token.error();
+  if (token->empty() || !(*token)[0][0]) return TxOutcome::kNotCommitted;
+  if (version != nullptr) *version = std::stoull(*(*token)[0][0]);
   return TxOutcome::kCommitted;
 }
 

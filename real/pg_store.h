@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,12 @@ class PgStore final : public RealStore {
     Micros begun_local = 0;
     std::string begun_db;  // the database's clock_timestamp() at begin, as text
   };
+  using Params = std::vector<std::optional<std::string>>;  // text format; nullopt is NULL
+  using TextRows = std::vector<std::vector<std::optional<std::string>>>;
   PgStore(std::string conninfo, Options options);
+  // One statement on a pooled connection, outside any transaction: its rows as text (NULL
+  // is nullopt), or why it (or the connection) failed.
+  Result<TextRows> query_once(const char* sql, const Params& params);
   Result<std::unique_ptr<Connection>> acquire();
   void release(std::unique_ptr<Connection> c);
   Result<Connection*> connection_of(const Transaction& tx);
