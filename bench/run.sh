@@ -111,6 +111,19 @@ writes = max(1, s["writes"])
 print(min(s["commits"], 2000), max(1, round(writes / s["commits"])), max(1, round(s["bytes"] / writes)))' "$tmp/real-postgresql.json")
 build/bench/pg_raw_bench "$PG_CONNINFO" "$transactions" "$entries" "$value_bytes" >"$tmp/pg-raw.json"
 
+say "the two-stage pipeline on PostgreSQL in separate processes: a controller and 1, 2, 4 workers"
+for n in 1 2 4; do
+  psql -q "$PG_CONNINFO" -c "CREATE DATABASE processes_$n" >/dev/null
+  conninfo="$PG_CONNINFO dbname=processes_$n"  # the later dbname wins
+  for w in $(seq "$n"); do
+    "$onceflow" real bench/pipelines/two_stage_exactly_once.yaml --store "$conninfo" --role worker --name "worker-$w" \
+      --no-progress --stats >"$tmp/processes-$n-worker-$w.json" &
+  done
+  "$onceflow" real bench/pipelines/two_stage_exactly_once.yaml --store "$conninfo" --role controller --name controller \
+    --messages "$(size 30000 2000)" --no-progress --stats >"$tmp/processes-$n-controller.json"
+  wait  # the workers end once the controller has stopped the drained pipeline
+done
+
 say "kafka sinks against raw librdkafka producers (mock cluster)"
 build/bench/kafka_bench "$(size 200000 4000)" 256 256 "$(size 5 1)" >"$tmp/kafka.json"
 
@@ -212,6 +225,14 @@ out.update({
     "raw_postgresql_transactions_per_s": pg_raw["transactions_per_s"],
     "postgresql_eos_over_raw_transactions": round(pg_commits_per_s / pg_raw["transactions_per_s"], 3),
 })
+for n in (1, 2, 4):
+    # Messages over the controller's wall time (from its start to the pipeline drained and
+    # stopped); commits of every process over that time, against the raw transactions above.
+    c = load(f"processes-{n}-controller.json")
+    commits = c["commits"] + sum(load(f"processes-{n}-worker-{w}.json")["commits"] for w in range(1, n + 1))
+    out[f"postgresql_{n}_worker_processes_msgs_per_s"] = round(c["messages"] / c["wall_s"])
+    out[f"postgresql_{n}_worker_processes_commits_per_s"] = round(commits / c["wall_s"], 1)
+    out[f"postgresql_{n}_worker_processes_over_raw_transactions"] = round(commits / c["wall_s"] / pg_raw["transactions_per_s"], 3)
 k = load("kafka.json")
 out.update({
     "kafka_eos_sink_msgs_per_s": k["kafka_eos_sink_msgs_per_s"],

@@ -93,6 +93,30 @@ Micros duration_option(const std::string& name, const std::string& text, Micros 
   return *us;
 }
 
+// --role: one process of a deployment on a shared store needs that store to be PostgreSQL.
+real::RealOptions::Role real_role_of(const std::string& role, const real::RealOptions& o, bool workers_given) {
+  using Role = real::RealOptions::Role;
+  Role r = Role::kAll;
+  if (role == "controller") {
+    r = Role::kController;
+  } else if (role == "worker") {
+    r = Role::kWorker;
+  } else if (role != "all") {
+    throw UsageError{fmt::format("--role {}: expected all, controller or worker", role.substr(0, 32))};
+  }
+  if (r == Role::kAll && !o.name.empty()) throw UsageError{"--name names the process of --role controller or worker"};
+  if (r == Role::kAll) return r;
+  if (o.store.empty()) {
+    throw UsageError{fmt::format("--role {}: processes share a deployment through a PostgreSQL --store; a LevelDB "
+                                 "--data directory belongs to one process (use --role all)", role)};
+  }
+  if (workers_given) throw UsageError{"--workers counts the worker fibers of --role all; start more worker processes instead"};
+  if (o.name.size() > 100 || o.name.find_first_of(" /\t\n") != std::string::npos) {
+    throw UsageError{"--name: at most 100 characters, no spaces or slashes"};
+  }
+  return r;
+}
+
 // onceflow real: the pipeline on the real backends (real/run.h).
 int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, real::RealOptions options,
              const std::string& kafka_timeout, const std::string& progress_every, const std::string& drain_timeout) {
@@ -659,7 +683,14 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--data", real_options.data_dir, "Directory of the run's data (LevelDB); a rerun resumes from it");
   real->add_option("--store", real_options.store,
                    "A PostgreSQL store instead of --data: a libpq connection string or postgresql:// URI");
-  real->add_option("--workers", real_options.workers, "Worker nodes in the process")->check(whole(1, kMaxWorkers));
+  CLI::Option* real_workers =
+      real->add_option("--workers", real_options.workers, "Worker nodes in the process (--role all)")->check(whole(1, kMaxWorkers));
+  std::string real_role = "all";
+  real->add_option("--role", real_role,
+                   "all: the whole deployment in this process [all]; on a --store shared by several processes: "
+                   "controller (one leads, others stand by; also writes the test input) or worker");
+  real->add_option("--name", real_options.name,
+                   "This process's engine name under --role controller|worker [the role, the host name, the process id]");
   real->add_option("--messages", real_options.messages, "Input messages to produce in all (across restarts)")
       ->check(whole(0, kMaxMessages));
   real->add_option("--rate", real_options.rate, "Inputs the producer writes per second at most; 0: as fast as it can [0]")
@@ -780,6 +811,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;
+      real_options.role = real_role_of(real_role, real_options, real_workers->count() > 0);
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);

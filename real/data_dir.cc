@@ -155,21 +155,27 @@ Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, cons
   auto store = PgStore::open(conninfo);
   if (!store) return store.error();
   const DataIdentity wanted = identity_of(spec);
-  auto stored = read_identity(**store);
-  if (!stored) return stored.error();
   const std::string where = (*store)->where();
-  if (*stored) {
-    if (**stored != wanted) return mismatch(where, **stored, wanted, "another database");
+  // The processes of a deployment may all start at once on a new database: one of them
+  // records the identity, and the others read it on their next look.
+  for (int attempt = 0;; ++attempt) {
+    auto stored = read_identity(**store);
+    if (!stored) return stored.error();
+    if (*stored) {
+      if (**stored != wanted) return mismatch(where, **stored, wanted, "another database");
+      return std::move(*store);
+    }
+    auto any = (*store)->any_rows("");
+    if (!any) return any.error();
+    Status written;
+    if (!*any) written = write_identity(**store, wanted);
+    if (*any || !written.is_ok()) {
+      if (attempt < 3) continue;  // another process may have just written it
+      if (!written.is_ok()) return written;
+      return Status::invalid_argument(fmt::format("{} holds onceflow rows of no recorded pipeline: use another database", where));
+    }
     return std::move(*store);
   }
-  auto any = (*store)->any_rows("");
-  if (!any) return any.error();
-  if (*any) {  // rows, but not ours
-    return Status::invalid_argument(fmt::format(
-        "{} holds onceflow rows of no recorded pipeline: use another database", where));
-  }
-  if (Status s = write_identity(**store, wanted); !s.is_ok()) return s;
-  return std::move(*store);
 }
 
 }  // namespace onceflow::real

@@ -136,7 +136,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
       store_(store),
       progress_(std::make_unique<Progress>(spec)),
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
-      layout_(deployment_layout(options_, o.workers)) {
+      layout_(process_layout(options_, o)) {
   config_ = std::make_unique<DeploymentConfig>(
       DeploymentConfig{spec_, registry, options_, bugs_, o.seed, progress_.get(), shared_connectors_.get()});
   PipelineWorkload w;
@@ -245,50 +245,136 @@ std::string RealDeployment::instance() {
   return "default";
 }
 
+// The engine processes this process runs: every one for --role all, else the one named.
+DeploymentLayout RealDeployment::process_layout(const EngineOptions& options, const RealOptions& o) {
+  using Role = RealOptions::Role;
+  if (o.role == Role::kAll) return deployment_layout(options, o.workers);
+  std::string name = o.name;
+  if (name.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    name = fmt::format("{}-{}-{}", o.role == Role::kWorker ? "worker" : "controller", host, getpid());
+  }
+  DeploymentLayout layout;
+  (o.role == Role::kWorker ? layout.workers : layout.controllers).push_back(name);
+  return layout;
+}
+
+// A worker takes the name of one that may still be alive (a process killed a moment ago, or
+// one running now by mistake) only once that one's Lease has ended: two processes under one
+// name would run the same jobs.
+void RealDeployment::start_worker_when_free(const std::string& name) {
+  Runtime& rt = loop_.runtime(name);
+  bool said = false;
+  while (true) {
+    auto tx = store_.begin();
+    if (tx) {
+      auto row = store_.get(*tx, tables::kWorkers, name);
+      store_.abort(*tx);
+      if (row) {
+        const auto worker = *row ? decode_worker(**row) : std::nullopt;
+        const auto state = worker ? store_.lease_state(worker->lease) : Result<LeaseState>(LeaseState::kUnknown);
+        if (state && *state != LeaseState::kActive) break;
+        if (state && !said) {
+          fmt::print(stderr, "onceflow real: {}: waiting for the Lease of an earlier process of this name to end "
+                     "(one killed a moment ago, or one alive now: then give this one another --name)\n", name);
+          said = true;
+        }
+      }
+    }
+    rt.sleep_for(kSeconds / 2);
+  }
+  processes_.push_back(std::make_unique<EngineProcess>(
+      *config_, name, EngineProcess::Role::kWorker, ProcessBackends{rt, loop_.network(name), store_, nullptr}));
+}
+
+bool RealDeployment::leads() {
+  auto tx = store_.begin();
+  if (!tx) return false;
+  auto row = store_.get(*tx, tables::kController, kLeaderKey);
+  store_.abort(*tx);
+  if (!row || !*row) return false;
+  const auto leader = decode_leader(**row);
+  if (!leader) return false;
+  auto state = store_.lease_state(leader->lease);
+  return state && *state == LeaseState::kActive && !layout_.controllers.empty() &&
+         leader->node == layout_.controllers.front();
+}
+
 RealDeployment::Ending RealDeployment::run() {
+  using Role = RealOptions::Role;
   for (const std::string& name : layout_.controllers) loop_.add_node(name);
   for (const std::string& name : layout_.workers) loop_.add_node(name);
   loop_.add_node("producer");
   loop_.add_node(kOperator);
+  // Every process serves the queue sinks' targets: an append is one transaction in the
+  // store, so any process's copy takes it, and the delivering job asks its own.
   for (const auto& sink : spec_.sinks) {
     if (sink.type == SinkType::kAsyncQueue) serve_target(sink.name);
   }
-  const auto start = [&](const std::string& name, EngineProcess::Role role) {
+  for (const std::string& name : layout_.controllers) {
     processes_.push_back(std::make_unique<EngineProcess>(
-        *config_, name, role, ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
-  };
-  for (const std::string& name : layout_.controllers) start(name, EngineProcess::Role::kController);
-  for (const std::string& name : layout_.workers) start(name, EngineProcess::Role::kWorker);
-  if (inputs_->size() > 0) loop_.runtime("producer").spawn("produce", [this] { produce(); });
-  // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
-  // this run's spec: a repartition when they differ from those in force.
-  const auto state = stored_state();
-  const std::string changes = partition_changes();
-  const bool resume = state && *state != "working" && *state != "completed";
-  // A stop signal ends these requests (a "working" sent after the stop would undo it): the
-  // stop is asked only once they are over.
-  if (resume || !changes.empty()) {
-    starting_ = true;
-    loop_.runtime(kOperator).spawn("resume", [this, resume, changes, paused = state == "paused"] {
-      struct Started {
-        bool& starting;
-        ~Started() { starting = false; }
-      } started{starting_};
-      if (paused && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
-      if (!changes.empty() && stop_signals_.load() == 0) request_repartition(changes);
-      if (resume) request_state("working");
-    });
+        *config_, name, EngineProcess::Role::kController,
+        ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+  }
+  for (const std::string& name : layout_.workers) {
+    if (o_.role == Role::kAll) {
+      processes_.push_back(std::make_unique<EngineProcess>(
+          *config_, name, EngineProcess::Role::kWorker,
+          ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+    } else {
+      loop_.runtime(name).spawn("start", [this, name] { start_worker_when_free(name); });
+    }
+  }
+  // The controllers' processes write the test workload (under several, their batches
+  // conflict in the store, so each input is written once) and ask for a stopped pipeline to
+  // work again.
+  if (controls() && inputs_->size() > 0) loop_.runtime("producer").spawn("produce", [this] { produce(); });
+  if (controls()) {
+    // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
+    // this run's spec: a repartition when they differ from those in force.
+    const auto state = stored_state();
+    const std::string changes = partition_changes();
+    const bool resume = state && *state != "working" && *state != "completed";
+    // A stop signal ends these requests (a "working" sent after the stop would undo it): the
+    // stop is asked only once they are over.
+    if (resume || !changes.empty()) {
+      starting_ = true;
+      loop_.runtime(kOperator).spawn("resume", [this, resume, changes, paused = state == "paused"] {
+        struct Started {
+          bool& starting;
+          ~Started() { starting = false; }
+        } started{starting_};
+        if (paused && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
+        if (!changes.empty() && stop_signals_.load() == 0) request_repartition(changes);
+        if (resume) request_state("working");
+      });
+    }
   }
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
     loop_.add_node("kafka-health");
     loop_.runtime("kafka-health").spawn("watch", [this] { watch_kafka(); });
   }
+  // The store is read for the loop's checks by a fiber of its own: a slow store (a busy
+  // database) must not hold up the engine's fibers, which share the loop's thread.
+  const bool ends_by_draining = controls() && (kafka_sources_.empty() || o_.verify);
+  loop_.add_node("monitor");
+  loop_.runtime("monitor").spawn("observe", [this, ends_by_draining] { observe(ends_by_draining); });
   const Micros started = loop_.clock().now();
   const Micros progress_every =
       o_.progress_every_us > 0 ? o_.progress_every_us : (isatty(STDERR_FILENO) != 0 ? kSeconds : 5 * kSeconds);
   Ending ending = Ending::kInterrupted;
-  Micros next_check = 0, next_progress = started + progress_every;
+  Micros next_progress = started + progress_every;
   Micros drain_deadline = -1;  // set by the first signal
+  bool stopping_drained = false;  // a controller's process found the pipeline drained and stops it
+  bool seen_working = false;      // a worker's process saw the pipeline not stopped
+  uint64_t looked_at = 0;         // the observation the checks last acted on
+  const auto ask_stop = [this] {
+    loop_.runtime(kOperator).spawn("stop", [this] {
+      while (starting_) loop_.runtime(kOperator).sleep_for(10 * kMillis);
+      request_state("stopped");
+    });
+  };
   // Commits of the fibers are grouped into shared synced writes while the loop runs.
   store_.set_loop(&loop_);
   struct Ungroup {
@@ -302,34 +388,57 @@ RealDeployment::Ending RealDeployment::run() {
       ending = Ending::kFailed;
       return true;
     }
-    if (stop_signals_.load() > 0 && drain_deadline < 0) {
-      drain_deadline = now + o_.drain_timeout_us;
-      fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
-      loop_.runtime(kOperator).spawn("stop", [this] {
-        while (starting_) loop_.runtime(kOperator).sleep_for(10 * kMillis);
-        request_state("stopped");
-      });
-    }
-    if (drain_deadline >= 0 && now >= next_check) {
-      next_check = now + kDrainCheckEvery;
-      if (stored_state() == "stopped") {
-        ending = Ending::kStopped;
-        return true;
-      }
-      return now >= drain_deadline;
-    }
-    // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
-    if (now >= next_check && (kafka_sources_.empty() || o_.verify)) {
-      next_check = now + kDrainCheckEvery;
-      waiting_for_ = waiting_for();
-      if (waiting_for_.empty()) ending = Ending::kDrained;
-    }
     if (o_.progress && now >= next_progress) {
       print_progress(now - started, false);
       next_progress = now + progress_every;
     }
-    return ending == Ending::kDrained;
+    const bool fresh = observed_.looks != looked_at;  // a new observation since the last turn
+    looked_at = observed_.looks;
+    const std::optional<std::string>& state = observed_.state;
+    const bool at_rest = state && (*state == "stopped" || *state == "completed") && !observed_.layout_pending;
+    if (o_.role == Role::kWorker) {
+      // A worker's process leaves on a signal (its jobs move on once their Leases end), and
+      // ends once the pipeline it worked for is stopped or completed.
+      if (stop_signals_.load() > 0) {
+        ending = Ending::kLeft;
+        return true;
+      }
+      if (!fresh) return false;
+      if (state && !at_rest) seen_working = true;
+      if (seen_working && at_rest) ending = Ending::kStopped;
+      return ending == Ending::kStopped;
+    }
+    if (stop_signals_.load() > 0 && drain_deadline < 0) {
+      drain_deadline = now + o_.drain_timeout_us;
+      if (o_.role == Role::kController && !observed_.leads) {
+        fmt::print(stderr, "onceflow real: {} stands by: it leaves; to stop the pipeline, signal the leading "
+                   "controller's process\n", layout_.controllers.front());
+        ending = Ending::kLeft;
+        return true;
+      }
+      fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
+      if (!stopping_drained) ask_stop();
+    }
+    if (!fresh) return drain_deadline >= 0 && now >= drain_deadline;
+    if (drain_deadline >= 0 || stopping_drained) {
+      if (state == "stopped") {
+        ending = drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained;
+        return true;
+      }
+      return drain_deadline >= 0 && now >= drain_deadline;
+    }
+    // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
+    if (ends_by_draining && observed_.waiting_for.empty()) {
+      if (o_.role == Role::kAll) return (ending = Ending::kDrained), true;
+      // The workers' processes end once the pipeline is stopped; a run started again
+      // resumes it.
+      stopping_drained = true;
+      ask_stop();
+    }
+    return false;
   });
+  // stop() ends a worker's loop at once.
+  if (o_.role == Role::kWorker && ending == Ending::kInterrupted) ending = Ending::kLeft;
   if (o_.progress) print_progress(loop_.clock().now() - started, true);
   processes_.clear();  // after the loop unwound their fibers
   return ending;
@@ -342,6 +451,33 @@ std::optional<std::string> RealDeployment::stored_state() {
   store_.abort(*tx);
   if (!state) return std::nullopt;
   return *state;
+}
+
+void RealDeployment::observe(bool ends_by_draining) {
+  Runtime& rt = loop_.runtime("monitor");
+  while (true) {
+    Observed o;
+    o.state = stored_state();
+    o.layout_pending = layout_change_pending();
+    o.leads = o_.role == RealOptions::Role::kController && leads();
+    o.counts = counts();
+    // Looked for once the pipeline's state is read: "what is left" is only then true.
+    // Under several controllers' processes, the one that found the pipeline drained stops it:
+    // for the others, stopped with nothing left is drained too.
+    o.waiting_for = ends_by_draining ? waiting_for(o_.role == RealOptions::Role::kController) : "(not looked for)";
+    o.looks = observed_.looks + 1;
+    observed_ = std::move(o);
+    rt.sleep_for(kDrainCheckEvery);
+  }
+}
+
+// A repartition passes through "stopped" on its way back to work.
+bool RealDeployment::layout_change_pending() {
+  auto tx = store_.begin();
+  if (!tx) return true;
+  auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
+  store_.abort(*tx);
+  return !pending || pending->has_value();
 }
 
 std::string RealDeployment::partition_changes() {
@@ -395,8 +531,11 @@ void RealDeployment::request_state(const std::string& state) {
     auto tx = store_.begin();
     if (tx) {
       auto stored = store_.get(*tx, tables::kController, "state_seq");
+      auto now = store_.get(*tx, tables::kController, "state");
       store_.abort(*tx);
       if (stored && stored->has_value()) seq = std::stoull(**stored);
+      // Another controller's process stopped it (under several, the leader's takes the request).
+      if (state == "stopped" && now && *now == "stopped") return;
     }
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
     auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, fmt::format("{} {}", seq + 1, state),
@@ -429,6 +568,13 @@ void RealDeployment::watch_kafka() {
     loop_.run_blocking([&] { reachable = kafka_reachable(kafka_, kKafkaCheckTimeoutMs); });
     if (reachable.is_ok()) {
       kafka_unreachable_since_ = -1;
+      if (o_.role == RealOptions::Role::kController) {  // for waiting_for()
+        for (const auto& [name, reader] : kafka_sources_) {
+          Result<std::vector<uint64_t>> ends = std::vector<uint64_t>{};
+          loop_.run_blocking([&] { ends = kafka_topic_ends(kafka_, kafka_topic(*spec_.source(name))); });
+          if (ends) source_ends_[name] = *ends;
+        }
+      }
     } else {
       if (kafka_unreachable_since_ < 0) kafka_unreachable_since_ = rt.clock().now() - kKafkaCheckTimeoutMs * kMillis;
       kafka_error_ = reachable.message();
@@ -439,14 +585,13 @@ void RealDeployment::watch_kafka() {
 
 RealDeployment::Counts RealDeployment::counts() {
   auto tx = store_.begin();
-  if (!tx) return last_counts_;  // the store failed: the last figures stand
+  if (!tx) return observed_.counts;  // the store failed: the last figures stand
   Counts c;
   c.produced = read_u64(store_, *tx, kProducer, "next");
   for (const auto& sink : spec_.sinks) {
     if (sink.type == SinkType::kAsyncQueue) c.outputs += read_u64(store_, *tx, target_state(sink.name), "count");
   }
   store_.abort(*tx);
-  last_counts_ = c;
   return c;
 }
 
@@ -564,7 +709,7 @@ void RealDeployment::serve_target(const std::string& sink) {
 
 // Everything produced has been consumed by the sources, and no stream row, outbox row or
 // timer is left; else what is not yet.
-std::string RealDeployment::waiting_for() {
+std::string RealDeployment::waiting_for(bool stopped_is_done) {
   auto tx = store_.begin();
   if (!tx) return "the store (" + tx.error().message() + ")";
   std::string missing;
@@ -575,7 +720,19 @@ std::string RealDeployment::waiting_for() {
     auto kafka = kafka_sources_.find(source.name);
     for (int p = 0; missing.empty() && p < source.partitions; ++p) {
       const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, source_key(source_origin(source), p));
-      if (kafka != kafka_sources_.end()) {
+      if (kafka != kafka_sources_.end() && o_.role == RealOptions::Role::kController) {
+        // The workers' consumers are in other processes: caught up with the topic's end as
+        // the cluster last told it (a topic whose last records are a transaction's markers
+        // is never caught up with this way; the test inputs are written without).
+        const auto ends = source_ends_.find(source.name);
+        const uint64_t end = ends != source_ends_.end() && static_cast<size_t>(p) < ends->second.size()
+                                 ? ends->second[static_cast<size_t>(p)] : UINT64_MAX;
+        if (end == UINT64_MAX) {
+          missing = fmt::format("source {} partition {}: the topic's end, from the cluster", source.name, p);
+        } else if (read != end) {
+          missing = fmt::format("source {} partition {}: {} of {} offsets committed", source.name, p, read, end);
+        }
+      } else if (kafka != kafka_sources_.end()) {
         // Caught up with what the topic holds, and that much committed.
         if (!kafka->second->at_end(p)) {
           missing = fmt::format("source {} partition {}: the consumer to reach the end of the topic ({} fetched)",
@@ -595,7 +752,7 @@ std::string RealDeployment::waiting_for() {
   store_.abort(*tx);
   if (!state || !pending) return "the store (a read failed)";
   if (pending->has_value()) return "a layout change under way";
-  if (state->has_value() && **state != "working" && **state != "completed") {
+  if (state->has_value() && **state != "working" && **state != "completed" && !(stopped_is_done && **state == "stopped")) {
     return fmt::format("the controller (state '{}')", **state);
   }
   if (!missing.empty()) return missing;
@@ -623,7 +780,7 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
     kafka = fmt::format(", kafka unreachable for {:.0f} s",
                         static_cast<double>(loop_.clock().now() - kafka_unreachable_since_) / 1e6);
   }
-  const Counts c = counts();
+  const Counts& c = observed_.counts;
   std::string outputs;
   if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(), [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue; })) {
     outputs = fmt::format(", outputs {} in all", c.outputs);
@@ -634,9 +791,17 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
                           static_cast<double>(latency_.quantile(0.99)) / 1e3);
   }
   // A run that ends by draining says what it still waits for.
-  const std::string waiting = !last && !waiting_for_.empty() ? "; waiting for " + waiting_for_ : "";
-  fmt::print(stderr, "{}onceflow real: in {}/{}{}, delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}, {:.0f}s{}{}{}",
-             tty ? "\r" : "", c.produced, inputs_->size(), outputs, delivered, rate, latency, progress_->epochs, seconds,
+  const std::string& left = observed_.waiting_for;
+  const std::string waiting = !last && !left.empty() && left != "(not looked for)" ? "; waiting for " + left : "";
+  // A process of a role names itself, and a controller's says whether it leads.
+  std::string who;
+  if (o_.role == RealOptions::Role::kWorker) who = fmt::format(" ({})", layout_.workers.front());
+  if (o_.role == RealOptions::Role::kController) {
+    who = fmt::format(" ({}, {})", layout_.controllers.front(), observed_.leads ? "leads" : "stands by");
+  }
+  const std::string in = controls() ? fmt::format("{}/{}", c.produced, inputs_->size()) : std::to_string(c.produced);
+  fmt::print(stderr, "{}onceflow real{}: in {}{}, delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}, {:.0f}s{}{}{}",
+             tty ? "\r" : "", who, in, outputs, delivered, rate, latency, progress_->epochs, seconds,
              kafka, waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;

@@ -44,6 +44,16 @@ struct RealOptions {
   // How a rerun names the store: "--data DIR", or the --store given (never printed: it may
   // hold a password).
   std::string resume_hint() const { return store.empty() ? "--data " + data_dir : "the same --store"; }
+  // Which engine processes this process runs. kAll: the controller and --workers workers, as
+  // fibers of one process (the default, and the only role on a LevelDB store). On a shared
+  // PostgreSQL store, processes of the other roles make one deployment together: any number of
+  // workers, and controllers of which one leads by its Lease while the others stand by.
+  enum class Role : uint8_t { kAll, kController, kWorker };
+  Role role = Role::kAll;
+  // The engine process's name for kController and kWorker ("worker-3"); empty: the role, this
+  // host's name and the process id. Two live processes must not share one: a worker whose
+  // name is held by a live Lease waits until that Lease ends (a killed process's does).
+  std::string name;
   int workers = 2;
   uint64_t messages = 10'000;  // input messages the producer writes in all (across restarts)
   uint64_t rate = 0;  // inputs the producer writes per second at most; 0: as fast as it can
@@ -87,13 +97,16 @@ class RealDeployment {
 
   // kStopped: the pipeline was stopped (drained) on a signal; kInterrupted: the run ended on
   // a signal before that (a second signal, or the drain timed out).
-  enum class Ending { kDrained, kStopped, kInterrupted, kFailed };
+  // kLeft: a process of a role (a worker's, a standing-by controller's) left on a signal; the
+  // pipeline goes on in the others.
+  enum class Ending { kDrained, kStopped, kInterrupted, kLeft, kFailed };
   // Runs until drained, stopped, or failed (then failure() says why). A pipeline a previous
   // run stopped or paused is set working again first.
   Ending run();
   // Async-signal-safe: the first call asks for a drain, the second ends the run at once.
+  // A worker's process (--role worker) leaves at the first.
   void stop() {
-    if (stop_signals_.fetch_add(1) >= 1) loop_.request_stop();
+    if (stop_signals_.fetch_add(1) >= 1 || o_.role == RealOptions::Role::kWorker) loop_.request_stop();
   }
   const Status& failure() const { return failure_; }
   // From inputs' times to their outputs being visible at the sinks, in this life.
@@ -104,6 +117,15 @@ class RealDeployment {
  private:
   class Progress;
   class SharedConnectors;
+  static DeploymentLayout process_layout(const EngineOptions& options, const RealOptions& o);
+  // Runs a controller (and the producer, and the operator's requests): not a worker's process.
+  bool controls() const { return o_.role != RealOptions::Role::kWorker; }
+  void start_worker_when_free(const std::string& name);
+  // This process's controller holds the leader row under a live Lease.
+  bool leads();
+  bool layout_change_pending();
+  // Every 100 ms, reads observed_ from the store (waiting_for() when `ends_by_draining`).
+  void observe(bool ends_by_draining);
   Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
   Status check_kafka_holds_what_was_done();
   std::string instance();
@@ -130,7 +152,8 @@ class RealDeployment {
   // consumed by the sources and no stream row, outbox row or timer is left; else the first
   // thing found missing ("the controller (state 'repartitioning')", "source words partition
   // 1: 40 of 50 inputs read and committed", ...), which the progress line shows.
-  std::string waiting_for();
+  // `stopped_is_done`: a stopped pipeline with nothing left waits for nothing.
+  std::string waiting_for(bool stopped_is_done = false);
   // The reason to stop now, or OK.
   Status failing() const;
   void print_progress(Micros elapsed, bool last);
@@ -147,16 +170,25 @@ class RealDeployment {
   BugSwitches bugs_;
   std::unique_ptr<Progress> progress_;
   LatencyHistogram latency_;  // of outputs made visible at their sinks in this life
-  std::string waiting_for_;  // the last waiting_for() while the run may end by draining
+  // What the monitor fiber last read from the store, for the loop's checks and the progress line.
+  struct Observed {
+    uint64_t looks = 0;  // how many times it looked
+    std::optional<std::string> state;  // the pipeline's; nullopt: none yet, or the read failed
+    bool layout_pending = true;
+    bool leads = false;  // this process's controller leads
+    Counts counts;
+    std::string waiting_for = "(not looked for)";  // "": drained (when the run ends by draining)
+  };
+  Observed observed_;
   std::unique_ptr<SharedConnectors> shared_connectors_;
   DeploymentLayout layout_;
   std::unique_ptr<DeploymentConfig> config_;
   RealLoop loop_;
   std::vector<std::unique_ptr<EngineProcess>> processes_;
   std::unique_ptr<WorkloadStream> inputs_;  // of the queue sources, generated as written
+  std::map<std::string, std::vector<uint64_t>> source_ends_;  // a controller's: Kafka sources' topic ends
   Micros kafka_unreachable_since_ = -1;  // -1: a broker answered the last health check
   uint64_t delivered_at_last_progress_ = 0;
-  Counts last_counts_;
   Micros last_progress_at_ = 0;
   std::string kafka_error_;
   Status failure_;

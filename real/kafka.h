@@ -166,7 +166,8 @@ class KafkaSink final : public ExternalSink {
   std::optional<bool> hides_aborted_;  // kafka_.hides_aborted, or the cluster's answer once known
 };
 
-// Every record of `topic` up to its end now, partition by partition (read_committed).
+// Every record of `topic` up to its end now, partition by partition (read_committed); an
+// error for a topic whose oldest records were deleted.
 struct KafkaRecord {
   int partition = 0;
   int64_t offset = 0;

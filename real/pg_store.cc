@@ -21,18 +21,19 @@ constexpr std::string_view kWrittenSinceSnapshot = "OF003";
 constexpr std::string_view kUniqueViolation = "23505";  // the commit token: resolve() fenced it
 
 // Bump with every change to kSchema: a database of an older schema is upgraded on open.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // Run only when the database has no schema of this version: its DDL takes locks that a commit
 // of a process killed a moment ago, still running in its backend, may hold.
+// Runs in a transaction begun under kSchemaLock, after a look under that lock found it needed.
 constexpr const char* kSchema = R"sql(
-BEGIN;
-SELECT pg_advisory_xact_lock(7155172026);
 CREATE TABLE IF NOT EXISTS onceflow_schema (id int PRIMARY KEY, version int NOT NULL);
 CREATE TABLE IF NOT EXISTS onceflow_rows (
   tbl bytea NOT NULL, key bytea NOT NULL, value bytea, version bigint NOT NULL, erased_at timestamptz,
   PRIMARY KEY (tbl, key));
 CREATE INDEX IF NOT EXISTS onceflow_rows_tombstones ON onceflow_rows (erased_at) WHERE value IS NULL;
+-- Version 2: "is any row left in these tables" (a drain's check) skips the tombstones.
+CREATE INDEX IF NOT EXISTS onceflow_rows_live ON onceflow_rows (tbl, key) WHERE value IS NOT NULL;
 CREATE TABLE IF NOT EXISTS onceflow_clock (id int PRIMARY KEY, version bigint NOT NULL);
 INSERT INTO onceflow_clock VALUES (1, 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS onceflow_commits (tx bigint PRIMARY KEY, version bigint);
@@ -71,8 +72,13 @@ BEGIN
   RETURN v;
 END $f$;
 INSERT INTO onceflow_schema VALUES (1, $SCHEMA_VERSION) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version;
-COMMIT;
 )sql";
+// A session lock, taken before the transactions that look and create: a transaction begun
+// before it was granted could answer the look from a stale catalog cache.
+constexpr const char* kSchemaLock = "SELECT pg_advisory_lock(7155172026)";
+constexpr const char* kSchemaUnlock = "SELECT pg_advisory_unlock(7155172026)";
+constexpr const char* kSchemaExists = "SELECT to_regclass('onceflow_schema') IS NOT NULL";
+constexpr const char* kSchemaVersionQuery = "SELECT version FROM onceflow_schema WHERE id = 1";
 
 using Param = std::optional<std::string>;  // text format; nullopt is NULL
 
@@ -216,15 +222,27 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Opti
   std::unique_ptr<PgStore> store(new PgStore(conninfo, options));
   auto c = store->acquire();
   if (!c) return c.error();
-  Reply have = query(nullptr, (*c)->conn,
-                     "SELECT version FROM onceflow_schema WHERE id = 1 AND to_regclass('onceflow_schema') IS NOT NULL");
-  const bool current = have.ok() && have.rows() == 1 && std::stoi(have.text(0, 0)) == kSchemaVersion;
-  if (!current) {
+  const auto current = [&] {
+    Reply exists = query(nullptr, (*c)->conn, kSchemaExists);
+    if (!exists.ok() || exists.rows() != 1 || std::string_view(exists.text(0, 0)) != "t") return false;
+    Reply have = query(nullptr, (*c)->conn, kSchemaVersionQuery);
+    return have.ok() && have.rows() == 1 && std::stoi(have.text(0, 0)) == kSchemaVersion;
+  };
+  // Processes starting together on a new database: the first makes the schema, under a lock,
+  // and the others find it made once they have the lock. A process that found it made before
+  // takes no lock at all: the DDL's locks would wait for commits under way.
+  if (!current()) {
     std::string schema = kSchema;
     schema.replace(schema.find("$SCHEMA_VERSION"), std::string_view("$SCHEMA_VERSION").size(), std::to_string(kSchemaVersion));
-    if (Reply r = query(nullptr, (*c)->conn, schema.c_str()); !r.ok()) {
-      return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+    Reply r = query(nullptr, (*c)->conn, kSchemaLock);
+    if (r.ok() && !current()) {
+      r = query(nullptr, (*c)->conn, "BEGIN");
+      if (r.ok()) r = query(nullptr, (*c)->conn, schema.c_str());
+      if (r.ok()) r = query(nullptr, (*c)->conn, "COMMIT");
     }
+    if (r.ok()) r = query(nullptr, (*c)->conn, kSchemaUnlock);
+    // On failure the connection closes with the store, and the lock with it.
+    if (!r.ok()) return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
   }
   store->release(std::move(*c));
   return store;

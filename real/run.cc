@@ -98,6 +98,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     return bad(spec_path + ": the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)");
   }
   std::unique_ptr<KafkaMockCluster> mock;
+  if (kafka_used && o.kafka == "mock" && o.role != RealOptions::Role::kAll) {
+    return bad("--kafka mock makes a cluster inside this one process; the processes of a deployment need one they "
+               "share: run onceflow kafka-mock and give its address to --kafka");
+  }
   if (kafka_used && o.kafka == "mock") {
     auto started = KafkaMockCluster::start(3);
     if (!started) return bad(started.error().message());
@@ -148,6 +152,15 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
                            .dump());
+  }
+  if (ending == RealDeployment::Ending::kLeft) {
+    fmt::print(stderr, "onceflow real: this process leaves on signal {}; the pipeline goes on in the others (a worker's "
+               "jobs move to other workers once their Leases end)\n", g_signal.load());
+    return 0;
+  }
+  if (ending == RealDeployment::Ending::kStopped && o.role == RealOptions::Role::kWorker) {
+    fmt::print(stderr, "onceflow real: the pipeline was stopped; this worker's process ends\n");
+    return 0;
   }
   if (ending == RealDeployment::Ending::kStopped) {
     fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with {} to resume\n",

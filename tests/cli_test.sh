@@ -141,6 +141,13 @@ expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothi
 expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x connect_timeout=2"  # no server there
 lines=$("$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x" 2>&1 >/dev/null | wc -l)
 [ "$lines" -eq 1 ] || fail "an unreachable --store gave $lines lines"
+# Roles: several processes share a PostgreSQL store; LevelDB and --workers belong to --role all.
+expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing" --role leader              # no such role
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/roles" --role worker                       # LevelDB: one process
+expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing" --role worker --workers 3   # fibers of --role all
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/roles" --name worker-1                     # --name needs a role
+expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing" --role worker --name "a b"  # no spaces
+[ ! -e "$tmp/roles" ] || fail "a refused --role made a data directory"
 expect_rc 2 "$bin" real "$tmp/missing.yaml" --data "$tmp/x"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --workers 0
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --drain-timeout 2h
