@@ -14,14 +14,14 @@
 namespace onceflow::real {
 namespace {
 
-// Errors onceflow_commit() raises, and what they mean to the Store contract.
+// Errors onceflow_commit3() raises, and what they mean to the Store contract.
 constexpr std::string_view kLeaseNotActive = "OF001";
 constexpr std::string_view kTooOld = "OF002";
 constexpr std::string_view kWrittenSinceSnapshot = "OF003";
 constexpr std::string_view kUniqueViolation = "23505";  // the commit token: resolve() fenced it
 
 // Bump with every change to kSchema: a database of an older schema is upgraded on open.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Run only when the database has no schema of this version: its DDL takes locks that a commit
 // of a process killed a moment ago, still running in its backend, may hold.
@@ -34,21 +34,26 @@ CREATE TABLE IF NOT EXISTS onceflow_rows (
 CREATE INDEX IF NOT EXISTS onceflow_rows_tombstones ON onceflow_rows (erased_at) WHERE value IS NULL;
 -- Version 2: "is any row left in these tables" (a drain's check) skips the tombstones.
 CREATE INDEX IF NOT EXISTS onceflow_rows_live ON onceflow_rows (tbl, key) WHERE value IS NOT NULL;
-CREATE TABLE IF NOT EXISTS onceflow_clock (id int PRIMARY KEY, version bigint NOT NULL);
-INSERT INTO onceflow_clock VALUES (1, 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS onceflow_commits (tx bigint PRIMARY KEY, version bigint);
 CREATE SEQUENCE IF NOT EXISTS onceflow_tx_ids;
 CREATE SEQUENCE IF NOT EXISTS onceflow_lease_ids;
 CREATE TABLE IF NOT EXISTS onceflow_leases (
   id bigint PRIMARY KEY, ttl_us bigint NOT NULL, expires_at timestamptz NOT NULL, aborted boolean NOT NULL DEFAULT false);
-CREATE OR REPLACE FUNCTION onceflow_commit(p_tx bigint, p_snapshot bigint, p_begun timestamptz, p_timeout_us bigint,
+-- Version 3: commits run side by side. A row names the transaction that wrote it; a commit
+-- writes a row only if that writer is visible in the committing transaction's snapshot.
+-- Versions number commits (increasing, not necessarily in the order they become visible).
+CREATE SEQUENCE IF NOT EXISTS onceflow_versions;
+ALTER TABLE onceflow_rows ADD COLUMN IF NOT EXISTS writer xid8;
+DROP FUNCTION IF EXISTS onceflow_commit(bigint, bigint, timestamptz, bigint, bigint[], bytea[], bytea[], bytea[]);
+DROP TABLE IF EXISTS onceflow_clock;
+CREATE OR REPLACE FUNCTION onceflow_commit3(p_tx bigint, p_snapshot text, p_begun timestamptz, p_timeout_us bigint,
     p_leases bigint[], p_tables bytea[], p_keys bytea[], p_values bytea[]) RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE
-  v bigint;
+  v bigint := nextval('onceflow_versions');
+  snapshot pg_snapshot := p_snapshot::pg_snapshot;
   live int;
+  written bigint;
 BEGIN
-  -- Commits apply one at a time, in version order.
-  UPDATE onceflow_clock SET version = version + 1 WHERE id = 1 RETURNING version INTO v;
   IF clock_timestamp() - p_begun > p_timeout_us * interval '1 microsecond' THEN
     RAISE EXCEPTION 'the transaction was open longer than % us', p_timeout_us USING ERRCODE = 'OF002';
   END IF;
@@ -59,16 +64,20 @@ BEGIN
   IF live < (SELECT count(DISTINCT l) FROM unnest(p_leases) AS l) THEN
     RAISE EXCEPTION 'a prerequisite lease is not active' USING ERRCODE = 'OF001';
   END IF;
-  IF EXISTS (SELECT 1 FROM unnest(p_tables, p_keys) AS w(t, k)
-             JOIN onceflow_rows r ON r.tbl = w.t AND r.key = w.k WHERE r.version > p_snapshot) THEN
+  INSERT INTO onceflow_commits (tx, version) VALUES (p_tx, v);
+  -- Each row is locked as it is written (in key order, so two commits wait rather than
+  -- deadlock), after its last writer has ended; a row whose last writer the snapshot does
+  -- not see is not written, and the commit fails as a conflict.
+  INSERT INTO onceflow_rows AS r (tbl, key, value, version, erased_at, writer)
+    SELECT t, k, val, v, CASE WHEN val IS NULL THEN clock_timestamp() END, pg_current_xact_id()
+    FROM unnest(p_tables, p_keys, p_values) AS w(t, k, val) ORDER BY t, k
+  ON CONFLICT (tbl, key) DO UPDATE
+    SET value = EXCLUDED.value, version = EXCLUDED.version, erased_at = EXCLUDED.erased_at, writer = EXCLUDED.writer
+    WHERE r.writer IS NULL OR pg_visible_in_snapshot(r.writer, snapshot);
+  GET DIAGNOSTICS written = ROW_COUNT;
+  IF written < cardinality(p_keys) THEN
     RAISE EXCEPTION 'a key was written after the snapshot' USING ERRCODE = 'OF003';
   END IF;
-  INSERT INTO onceflow_commits (tx, version) VALUES (p_tx, v);
-  INSERT INTO onceflow_rows (tbl, key, value, version, erased_at)
-    SELECT t, k, val, v, CASE WHEN val IS NULL THEN clock_timestamp() END
-    FROM unnest(p_tables, p_keys, p_values) AS w(t, k, val)
-  ON CONFLICT (tbl, key) DO UPDATE
-    SET value = EXCLUDED.value, version = EXCLUDED.version, erased_at = EXCLUDED.erased_at;
   RETURN v;
 END $f$;
 INSERT INTO onceflow_schema VALUES (1, $SCHEMA_VERSION) ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version;
@@ -368,15 +377,17 @@ Result<Transaction> PgStore::begin() {
   if (!c) return c.error();
   Reply r = query(loop_, (*c)->conn,
                  "BEGIN ISOLATION LEVEL REPEATABLE READ; "
-                 "SELECT version, clock_timestamp(), nextval('onceflow_tx_ids') FROM onceflow_clock WHERE id = 1");
+                 "SELECT pg_current_snapshot()::text, clock_timestamp(), nextval('onceflow_tx_ids'), "
+                 "(SELECT last_value FROM onceflow_versions)");
   if (!r.ok()) return r.status;
-  const Version snapshot = std::stoull(r.text(0, 0));
+  const Version snapshot = std::stoull(r.text(0, 3));
   const TxId id = std::stoull(r.text(0, 2));
   Open open;
   open.connection = std::move(*c);
   open.begun_local =
       WallClock().now();
   open.begun_db = r.text(0, 1);
+  open.snapshot = r.text(0, 0);
   std::lock_guard lock(mu_);
   open_.emplace(id, std::move(open));
   return Transaction(id, snapshot);
@@ -467,7 +478,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
     leases.append(std::to_string(prerequisites[i]));
   }
   leases += "}";
-  const std::vector<Param> params{std::to_string(tx.id()),      std::to_string(tx.snapshot()),
+  const std::vector<Param> params{std::to_string(tx.id()),      open.snapshot,
                                   open.begun_db,                std::to_string(options_.tx_timeout_us),
                                   leases,                       bytea_array(tables),
                                   bytea_array(keys),            bytea_array(values)};
@@ -475,7 +486,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
   const auto run = [&] {
     ended = exec(open.connection->conn, "ROLLBACK", {});  // the snapshot is over; the commit is its own statement
     if (ended.ok()) {
-      r = exec(open.connection->conn, "SELECT onceflow_commit($1, $2, $3, $4, $5, $6, $7, $8)", params);
+      r = exec(open.connection->conn, "SELECT onceflow_commit3($1, $2, $3, $4, $5, $6, $7, $8)", params);
     }
   };
   off_loop(loop_, run);

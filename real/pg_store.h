@@ -2,18 +2,20 @@
 // hosts sharing one store (issue 22). Same contract as the simulated and the LevelDB store
 // (core/env/store.h); tests/store_contract_test.cc runs one suite against all three.
 //
-// Data: one table of rows (table, key) -> value with the version of the commit that wrote
-// them; an erase leaves a tombstone (NULL value) so that a later commit whose snapshot is
-// older still sees the write and conflicts. Versions are commit-ordered: every commit takes
-// the one clock row's lock, adds one, and holds it until it ends, so commits apply one after
-// another and a snapshot (a REPEATABLE READ transaction that first reads the clock) holds
-// exactly the commits up to the version it read.
+// Data: one table of rows (table, key) -> value, with the transaction that last wrote each
+// (its PostgreSQL transaction id, `writer`); an erase leaves a tombstone (NULL value) so that
+// a later commit whose snapshot is older still sees the write and conflicts.
 //
-// A Transaction holds a connection with its snapshot open until it commits or aborts. commit
-// ends that snapshot and calls onceflow_commit(), one statement, one round trip: it checks the
+// A Transaction holds a connection with its snapshot open (REPEATABLE READ) until it commits
+// or aborts; begin() keeps that snapshot's description (pg_current_snapshot()). commit ends
+// the snapshot and calls onceflow_commit3(), one statement, one round trip: it checks the
 // prerequisite Leases (locked FOR SHARE, so that an abort_lease cannot slip between the check
-// and the commit), the transaction's age, and for every written key that no commit after the
-// snapshot wrote it; then writes the rows and the transaction's commit token. Leases are timed
+// and the commit) and the transaction's age, writes the commit token, and upserts the rows in
+// key order, each only if its last writer is visible in the snapshot: a row written by a
+// commit the snapshot does not hold (or by one still running, which the upsert waits for)
+// makes the commit fail as a conflict. Commits run side by side; two on one key wait for each
+// other at its row. Versions come from a sequence: they increase from one commit to the next
+// one begun after it, and name commits; they do not order concurrent ones. Leases are timed
 // by the database's clock (clock_timestamp()), as YTsaurus times them by its own.
 //
 // A commit whose reply is lost (the connection broke) is kAmbiguous; resolve(tx) writes a
@@ -91,6 +93,7 @@ class PgStore final : public RealStore {
     std::unique_ptr<Connection> connection;
     Micros begun_local = 0;
     std::string begun_db;  // the database's clock_timestamp() at begin, as text
+    std::string snapshot;  // pg_current_snapshot() of its reads, as text
   };
   using Params = std::vector<std::optional<std::string>>;  // text format; nullopt is NULL
   using TextRows = std::vector<std::vector<std::optional<std::string>>>;
