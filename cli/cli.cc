@@ -27,6 +27,7 @@
 #include "checkers/verdict.h"
 #include "cli/explain.h"
 #include "cli/explore.h"
+#include "cli/replay_filter.h"
 #include "cli/runner.h"
 #include "real/run.h"
 #include "cli/scenario.h"
@@ -65,7 +66,8 @@ std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 using cli::kMaxSeed;
 constexpr uint64_t kMaxSeeds = 100'000'000;  // per explore
 constexpr uint64_t kMaxJobs = 64;             // worker processes
-constexpr uint64_t kMaxWorkers = 64;          // onceflow real's worker nodes
+constexpr uint64_t kMaxWorkers = 64;
+constexpr Micros kMaxTraceTimeUs = 365LL * 86'400 * kSeconds;  // replay --from/--to          // onceflow real's worker nodes
 constexpr uint64_t kMaxMessages = 1'000'000'000;
 
 // A whole decimal number in [min, max], checked on the text before CLI11 converts it (which
@@ -271,8 +273,9 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   for (const auto& line : excerpt) fmt::print("    {}\n", line);
 }
 
+// `replay`: print the trace, the lines it lets through (onceflow replay); null for run.
 int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
-            const std::string& trace_file, bool replay) {
+            const std::string& trace_file, const cli::ReplayFilter* replay) {
   const cli::Scenario s = load_or_fail(path);
   check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
@@ -285,10 +288,19 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
     if (!out) throw UsageError{"cannot write trace file " + trace_file};
     for (const auto& line : r.trace) out << line << '\n';
   }
-  if (replay) {
+  if (replay != nullptr) {
     fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
-    fmt::print("trace ({} lines):\n", r.trace.size());
-    for (const auto& line : r.trace) fmt::print("{}\n", line);
+    if (replay->any()) {
+      std::vector<const std::string*> shown;
+      for (const auto& line : r.trace) {
+        if (replay->matches(line)) shown.push_back(&line);
+      }
+      fmt::print("trace ({} of {} lines: {}):\n", shown.size(), r.trace.size(), replay->describe());
+      for (const std::string* line : shown) fmt::print("{}\n", *line);
+    } else {
+      fmt::print("trace ({} lines):\n", r.trace.size());
+      for (const auto& line : r.trace) fmt::print("{}\n", line);
+    }
   }
   if (as_json) {
     fmt::print("{}\n", run_json(inv, s, r, swarm, wall_ms).dump(2));
@@ -656,6 +668,13 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   replay->add_option("--seed", seed, "Seed of the run")->required()->check(whole(0, kMaxSeed));
   add_swarm(replay);
   add_bug(replay);
+  std::string replay_node, replay_job, replay_id, replay_from, replay_to, replay_grep;
+  replay->add_option("--node", replay_node, "Only the lines of this node (worker-1, controller, store, ...)");
+  replay->add_option("--job", replay_job, "Only the lines naming this job (source/events/0, sink/out/1, ...)");
+  replay->add_option("--id", replay_id, "Only the lines naming this MessageId (16 hex digits)");
+  replay->add_option("--from", replay_from, "Only the lines at or after this simulated time (e.g. 350ms, 1.5s)");
+  replay->add_option("--to", replay_to, "Only the lines at or before this simulated time");
+  replay->add_option("--grep", replay_grep, "Only the lines in which this regular expression (ECMAScript) is found");
 
   std::string library_dir;  // default_library_dir() when not given
   uint64_t max_seeds = 200;
@@ -794,7 +813,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   }
   if (!execute) return kExitPass;
   try {
-    if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, false);
+    if (run->parsed()) return cmd_run(inv, path, seed, swarm, as_json, trace_file, nullptr);
     if (explore->parsed()) {
       explore_options.seeds = seeds;
       explore_options.seeds_given = explore->count("--seeds") > 0;
@@ -807,7 +826,29 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       }
       return cli::explore_command(inv, explore_options);
     }
-    if (replay->parsed()) return cmd_run(inv, path, seed, swarm, false, "", true);
+    if (replay->parsed()) {
+      cli::ReplayFilter filter;
+      filter.node = replay_node;
+      filter.job = replay_job;
+      filter.id = replay_id;
+      if (!replay_id.empty() && (replay_id.size() > 16 || replay_id.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+        throw UsageError{fmt::format("--id {}: expected a MessageId, up to 16 lowercase hex digits", replay_id.substr(0, 32))};
+      }
+      if (!replay_from.empty()) filter.from_us = duration_option("--from", replay_from, 0, kMaxTraceTimeUs);
+      if (!replay_to.empty()) filter.to_us = duration_option("--to", replay_to, 0, kMaxTraceTimeUs);
+      if (filter.from_us >= 0 && filter.to_us >= 0 && filter.to_us < filter.from_us) {
+        throw UsageError{"--to comes before --from"};
+      }
+      if (!replay_grep.empty()) {
+        try {
+          filter.grep.emplace(replay_grep, std::regex::ECMAScript | std::regex::optimize);
+        } catch (const std::regex_error& e) {
+          throw UsageError{fmt::format("--grep {}: not a regular expression ({})", replay_grep.substr(0, 64), e.what())};
+        }
+        filter.grep_text = replay_grep;
+      }
+      return cmd_run(inv, path, seed, swarm, false, "", &filter);
+    }
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;

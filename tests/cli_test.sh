@@ -38,6 +38,27 @@ e2=$(grep '"events_total"' "$tmp/two.json")
 [ "$(wc -l < "$tmp/trace.txt")" -gt 100 ] || fail "trace file is nearly empty"
 "$bin" replay "$bank" --seed 3 > "$tmp/replay.txt" || fail "replay failed"
 grep -q "fault plan" "$tmp/replay.txt" || fail "replay printed no fault plan"
+# replay's filters: only the lines that hold every one given; bad ones exit 2.
+"$bin" replay "$bank" --seed 3 --node store --from 100ms --to 2s --grep 'client-[13]$' > "$tmp/filtered.txt" ||
+  fail "a filtered replay failed"
+python3 - "$tmp/replay.txt" "$tmp/filtered.txt" <<'PY' || fail "replay filters: $(grep '^trace' "$tmp/filtered.txt")"
+import re, sys
+def lines(path):
+    text = open(path).read().split("\n")
+    start = next(i for i, l in enumerate(text) if l.startswith("trace ("))
+    return text[start], [l for l in text[start + 1:] if re.match(r"^ *\d+ ", l)]
+_, every = lines(sys.argv[1])
+head, shown = lines(sys.argv[2])
+want = [l for l in every if l.split()[1] == "store" and 100000 <= int(l.split()[0]) <= 2000000
+        and re.search(r"client-[13]$", l)]
+assert want, "the filter should match some lines of this seed"
+assert shown == want, (len(shown), len(want))
+assert head.startswith(f"trace ({len(want)} of {len(every)} lines: --node store --from 100000us --to 2000000us"), head
+PY
+expect_rc 2 "$bin" replay "$bank" --seed 3 --grep '('            # not a regular expression
+expect_rc 2 "$bin" replay "$bank" --seed 3 --id NOTHEX
+expect_rc 2 "$bin" replay "$bank" --seed 3 --from 2s --to 1s
+expect_rc 2 "$bin" replay "$bank" --seed 3 --from 5parsecs
 
 # Bad input: one line on stderr, exit 2.
 expect_rc 2 "$bin" run "$tmp/missing.yaml"

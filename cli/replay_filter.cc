@@ -1,0 +1,57 @@
+#include "cli/replay_filter.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace onceflow::cli {
+namespace {
+
+std::string_view next_field(std::string_view& rest) {
+  const size_t start = rest.find_first_not_of(' ');
+  if (start == std::string_view::npos) {
+    rest = {};
+    return {};
+  }
+  rest.remove_prefix(start);
+  const size_t end = std::min(rest.find(' '), rest.size());
+  std::string_view field = rest.substr(0, end);
+  rest.remove_prefix(end);
+  return field;
+}
+
+}  // namespace
+
+bool ReplayFilter::matches(std::string_view line) const {
+  std::string_view rest = line;
+  const std::string_view time_text = next_field(rest);
+  const std::string_view node_text = next_field(rest);
+  if (!node.empty() && node_text != node) return false;
+  if (from_us >= 0 || to_us >= 0) {
+    Micros time = 0;
+    const auto [ptr, ec] = std::from_chars(time_text.data(), time_text.data() + time_text.size(), time);
+    if (ec != std::errc() || ptr != time_text.data() + time_text.size()) return false;
+    if (from_us >= 0 && time < from_us) return false;
+    if (to_us >= 0 && time > to_us) return false;
+  }
+  if (!job.empty() && rest.find(job) == std::string_view::npos) return false;
+  if (!id.empty() && rest.find(id) == std::string_view::npos) return false;
+  if (grep && !std::regex_search(line.begin(), line.end(), *grep)) return false;
+  return true;
+}
+
+std::string ReplayFilter::describe() const {
+  std::string out;
+  const auto add = [&](std::string_view option, const std::string& value) {
+    out += fmt::format("{}{} {}", out.empty() ? "" : " ", option, value);
+  };
+  if (!node.empty()) add("--node", node);
+  if (!job.empty()) add("--job", job);
+  if (!id.empty()) add("--id", id);
+  if (from_us >= 0) add("--from", fmt::format("{}us", from_us));
+  if (to_us >= 0) add("--to", fmt::format("{}us", to_us));
+  if (grep) add("--grep", grep_text);
+  return out;
+}
+
+}  // namespace onceflow::cli

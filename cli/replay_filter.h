@@ -1,0 +1,36 @@
+// ReplayFilter: which lines of a run's trace `onceflow replay` prints.
+//
+// A trace line is "TIME NODE TEXT" (sim/trace.h: the time in simulated microseconds, right
+// aligned; the node, left aligned). Every filter given must hold for a line to be printed:
+// the node named exactly, a job's id or a MessageId anywhere in the text (as the engine
+// writes them: "source/events/0", "62b90687f78934f9"), the time within [from, to], and the
+// regular expression (ECMAScript) found anywhere in the line.
+//
+// Thread-safety: none needed (immutable once made).
+#pragma once
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+
+#include "core/env/clock.h"
+
+namespace onceflow::cli {
+
+struct ReplayFilter {
+  std::string node;
+  std::string job;
+  std::string id;
+  Micros from_us = -1;  // -1: from the start
+  Micros to_us = -1;    // -1: to the end
+  std::optional<std::regex> grep;
+  std::string grep_text;  // the expression as given
+
+  bool any() const { return !node.empty() || !job.empty() || !id.empty() || from_us >= 0 || to_us >= 0 || grep; }
+  bool matches(std::string_view line) const;
+  // "--node worker-1 --from 1s": the filters given, as on the command line.
+  std::string describe() const;
+};
+
+}  // namespace onceflow::cli
