@@ -19,6 +19,30 @@
 
 namespace onceflow::cli {
 
+// Every key a scenario file may hold, by where (docs/scenarios.md documents each: scenario_test).
+const std::map<std::string, std::set<std::string>>& scenario_keys() {
+  static const std::map<std::string, std::set<std::string>> keys{
+      {"",
+       {"name", "description", "kind", "demonstrates_failure", "workload", "faults", "liveness_bound",
+        "guarantees", "pipeline", "topology", "http_receivers", "clickhouse_targets", "knobs", "regression_seeds",
+        "kafka_broker", "catches", "operations"}},
+      {"topology", {"workers", "spare_workers", "controllers"}},
+      {"workload", {"messages", "keys", "interval"}},
+      {"http_receivers.SINK", {"honours_idempotency_key"}},
+      {"kafka_broker", {"epoch_per_transaction"}},
+      {"clickhouse_targets.SINK",
+       {"database", "engine", "dedup_window", "dedup_window_blocks", "same_table_on_all_hosts"}},
+      {"workload (kernel)",
+       {"clients", "accounts", "initial_balance", "transfers_per_client", "lease_ttl", "ping_interval",
+        "rpc_timeout", "think_time_max", "close_percent"}},
+      {"operations", {"at", "repartition", "respec", "reconfigure", "reshard_target", "set_state"}},
+      {"operations.reshard_target", {"sink", "tablets"}},
+      {"faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points"}},
+      {"faults.plan", {"kind", "at", "for", "node", "peer", "probability", "amount"}},
+  };
+  return keys;
+}
+
 namespace {
 
 // The longest duration a scenario may name, of either sign: simulated runs stay short.
@@ -39,10 +63,11 @@ class Loader {
                                                  : fmt::format("{}: {}: {}", path_, key, what))};
   }
 
-  // Refuses keys other than `allowed`, so a typo does not pass silently.
-  void only_keys(const YAML::Node& map, const std::string& where,
-                 const std::set<std::string>& allowed) const {
+  // Refuses keys other than those scenario_keys() allows at `section`, so a typo does not
+  // pass silently. `where` names the place in messages ("http_receivers.answers").
+  void only_keys(const YAML::Node& map, const std::string& where, const std::string& section) const {
     if (!map.IsMap()) fail(map, where, "expected a mapping");
+    const std::set<std::string>& allowed = scenario_keys().at(section);
     for (const auto& entry : map) {
       const std::string key = entry.first.as<std::string>();
       if (allowed.count(key) == 0) {
@@ -52,6 +77,7 @@ class Loader {
       }
     }
   }
+  void only_keys(const YAML::Node& map, const std::string& where) const { only_keys(map, where, where); }
 
   static std::string join(const std::string& where, const std::string& key) {
     return where.empty() ? key : where + "." + key;
@@ -118,10 +144,7 @@ class Loader {
                                       short_value(twice->first))};
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
-    only_keys(root, "", {"name", "description", "kind", "demonstrates_failure", "workload",
-                         "faults", "liveness_bound", "guarantees", "pipeline", "topology", "http_receivers",
-                         "clickhouse_targets", "knobs", "regression_seeds", "kafka_broker", "catches",
-                         "operations"});
+    only_keys(root, "");
     Scenario s;
     s.path = path_;
     if (!root["name"]) fail(root, "name", "missing");
@@ -192,7 +215,7 @@ class Loader {
     faults::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {
-      only_keys(root["topology"], "topology", {"workers", "spare_workers", "controllers"});
+      only_keys(root["topology"], "topology");
       if (root["topology"]["workers"]) o.workers = static_cast<int>(integer(root["topology"]["workers"], "topology.workers", 1, 64));
       if (root["topology"]["controllers"]) {
         o.controllers = static_cast<int>(integer(root["topology"]["controllers"], "topology.controllers", 1, 8));
@@ -203,7 +226,7 @@ class Loader {
     }
     if (root["workload"]) {
       const YAML::Node& w = root["workload"];
-      only_keys(w, "workload", {"messages", "keys", "interval"});
+      only_keys(w, "workload");
       if (w["messages"]) o.workload.messages = static_cast<int>(integer(w["messages"], "workload.messages", 0, 1'000'000));
       if (w["keys"]) o.workload.keys = static_cast<int>(integer(w["keys"], "workload.keys", 1, 1'000'000'000));
       if (w["interval"]) o.workload.interval_us = duration(w["interval"], "workload.interval");
@@ -220,7 +243,7 @@ class Loader {
         const std::string key = "http_receivers." + sink;
         const SinkSpec* spec = o.spec.sink(sink);
         if (spec == nullptr || spec->type != SinkType::kHttp) fail(entry.first, key, "no http sink '" + sink + "' in the pipeline");
-        only_keys(entry.second, key, {"honours_idempotency_key"});
+        only_keys(entry.second, key, "http_receivers.SINK");
         if (const YAML::Node& h = entry.second["honours_idempotency_key"]) {
           if (!h.IsScalar() || (h.Scalar() != "true" && h.Scalar() != "false")) {
             fail(h, key + ".honours_idempotency_key", "expected true or false");
@@ -231,7 +254,7 @@ class Loader {
     }
     if (const YAML::Node& targets = root["clickhouse_targets"]) load_clickhouse_targets(targets, o);
     if (const YAML::Node& kafka = root["kafka_broker"]) {
-      only_keys(kafka, "kafka_broker", {"epoch_per_transaction"});
+      only_keys(kafka, "kafka_broker");
       if (kafka["epoch_per_transaction"]) {
         o.kafka_epoch_per_transaction = boolean(kafka["epoch_per_transaction"], "kafka_broker.epoch_per_transaction");
       }
@@ -275,7 +298,7 @@ class Loader {
       if (spec == nullptr || spec->type != SinkType::kClickHouse) {
         fail(entry.first, key, "no clickhouse sink '" + sink + "' in the pipeline");
       }
-      only_keys(entry.second, key, {"database", "engine", "dedup_window", "dedup_window_blocks", "same_table_on_all_hosts"});
+      only_keys(entry.second, key, "clickhouse_targets.SINK");
       sim::ClickHouseTargetConfig& c = o.clickhouse_targets[sink];
       const YAML::Node& t = entry.second;
       if (t["database"]) c.database = string(t["database"], key + ".database");
@@ -317,8 +340,7 @@ class Loader {
   }
 
   void load_kernel_workload(const YAML::Node& w, Scenario& s) {
-    only_keys(w, "workload", {"clients", "accounts", "initial_balance", "transfers_per_client",
-                              "lease_ttl", "ping_interval", "rpc_timeout", "think_time_max", "close_percent"});
+    only_keys(w, "workload", "workload (kernel)");
     auto& o = s.kernel.workload;
     if (w["clients"]) o.clients = static_cast<int>(integer(w["clients"], "workload.clients", 1, 64));
     if (w["accounts"]) o.accounts = static_cast<int>(integer(w["accounts"], "workload.accounts", 2, 10'000));
@@ -348,7 +370,7 @@ class Loader {
     if (!ops.IsSequence()) fail(ops, "operations", fmt::format("expected a list of {}", kForm));
     for (const auto& op : ops) {
       if (!op.IsMap()) fail(op, "operations", fmt::format("expected one of {}", kForm));
-      only_keys(op, "operations", {"at", "repartition", "respec", "reconfigure", "reshard_target", "set_state"});
+      only_keys(op, "operations");
       if (!op["at"]) fail(op, "operations.at", "missing");
       const Micros at = duration(op["at"], "operations.at");
       if (static_cast<int>(op["repartition"].IsDefined()) + op["respec"].IsDefined() + op["reconfigure"].IsDefined() +
@@ -398,7 +420,7 @@ class Loader {
   void load_reshard_target(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
     constexpr const char* kWhere = "operations.reshard_target";
     if (!node.IsMap()) fail(node, kWhere, "expected a mapping {sink: NAME, tablets: N}");
-    only_keys(node, kWhere, {"sink", "tablets"});
+    only_keys(node, kWhere, "operations.reshard_target");
     if (!node["sink"]) fail(node, "operations.reshard_target.sink", "missing");
     if (!node["tablets"]) fail(node, "operations.reshard_target.tablets", "missing");
     faults::PipelineRunOptions::TargetReshard r;
@@ -480,7 +502,7 @@ class Loader {
   }
 
   void load_faults(const YAML::Node& f, Scenario& s) {
-    only_keys(f, "faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points"});
+    only_keys(f, "faults");
     if (f["fault_points"]) s.pipeline.fault_points_when_scripted = boolean(f["fault_points"], "faults.fault_points");
     if (f["kinds"]) {
       if (!f["kinds"].IsSequence()) fail(f["kinds"], "faults.kinds", "expected a list of fault kinds");
@@ -515,7 +537,7 @@ class Loader {
   }
 
   faults::Fault load_fault(const YAML::Node& item, const std::string& where, const Scenario& s) {
-    only_keys(item, where, {"kind", "at", "for", "node", "peer", "probability", "amount"});
+    only_keys(item, where, "faults.plan");
     faults::Fault f;
     if (!item["kind"]) fail(item, where + ".kind", "missing");
     const std::string kind = string(item["kind"], where + ".kind");

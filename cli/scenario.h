@@ -4,6 +4,8 @@
 // error naming the file, the line and the key at fault.
 #pragma once
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,13 @@ bool random_knobs(const Scenario& s, bool swarm);
 
 // Loads and validates a scenario file.
 Result<Scenario> load_scenario(const std::string& path);
+
+// Every key load_scenario accepts, by where it may stand: "" (the top level), "topology",
+// "workload" (pipelines), "workload (kernel)", "http_receivers.SINK",
+// "clickhouse_targets.SINK", "kafka_broker", "operations", "operations.reshard_target",
+// "faults", "faults.plan" (an entry). Any other key is refused, naming these; docs/scenarios.md
+// documents each (scenario_test checks).
+const std::map<std::string, std::set<std::string>>& scenario_keys();
 
 // A scenario as YAML that load_scenario reads back: a scripted plan (s.scripted), the
 // pipeline named by its absolute path, so the file can be written anywhere.

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace onceflow::cli {
 namespace {
@@ -252,3 +253,33 @@ TEST(ScenarioTest, ParsesDurations) {
 
 }  // namespace
 }  // namespace onceflow::cli
+
+// docs/scenarios.md documents every key the parser accepts: in prose or a table (`key`), or
+// written as YAML in its examples ("  key: ..." or "{key: ...}").
+TEST(ScenarioTest, TheDocDocumentsEveryKeyTheParserAccepts) {
+  std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/docs/scenarios.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const auto documented = [&](const std::string& key) {
+    if (doc.find("`" + key + "`") != std::string::npos) return true;
+    // As YAML: "key:" opening a line, or after "{" or ", " of a flow mapping.
+    for (size_t at = doc.find(key + ":"); at != std::string::npos; at = doc.find(key + ":", at + 1)) {
+      const size_t line = doc.rfind('\n', at) + 1;
+      if (doc.find_first_not_of(' ', line) == at) return true;
+      if (at > 0 && doc[at - 1] == '{') return true;
+      if (at > 1 && doc.compare(at - 2, 2, ", ") == 0) return true;
+    }
+    return false;
+  };
+  size_t keys = 0;
+  for (const auto& [section, allowed] : onceflow::cli::scenario_keys()) {
+    for (const std::string& key : allowed) {
+      ++keys;
+      EXPECT_TRUE(documented(key)) << "the scenario key " << (section.empty() ? "" : section + ".") << key
+                                   << " is accepted but docs/scenarios.md does not document it";
+    }
+  }
+  EXPECT_GE(keys, 50u);  // the table was read at all
+}
