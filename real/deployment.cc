@@ -569,10 +569,11 @@ void RealDeployment::watch_kafka() {
     if (reachable.is_ok()) {
       kafka_unreachable_since_ = -1;
       if (o_.role == RealOptions::Role::kController) {  // for waiting_for()
-        for (const auto& [name, reader] : kafka_sources_) {
+        for (const auto& source : kafka_sources_) {
+          const std::string topic = kafka_topic(*spec_.source(source.first));
           Result<std::vector<uint64_t>> ends = std::vector<uint64_t>{};
-          loop_.run_blocking([&] { ends = kafka_topic_ends(kafka_, kafka_topic(*spec_.source(name))); });
-          if (ends) source_ends_[name] = *ends;
+          loop_.run_blocking([&] { ends = kafka_topic_ends(kafka_, topic); });
+          if (ends) source_ends_[source.first] = *ends;
         }
       }
     } else {
