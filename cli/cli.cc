@@ -382,9 +382,36 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     return false;
   };
   if (!still_fails(best)) throw UsageError{"the failure does not reproduce from its scripted plan"};
+  // The crashes at fault points, written down: each a scripted point_crash at its point and
+  // time, in place of the random fault points (kept only if the run does not fail without).
+  int runs = 1;
+  std::string points_note;  // what became of the crashes at fault points
+  if (best.kind == "pipeline" && !first.point_hits.empty()) {
+    points_note = fmt::format("\n  {} crashes at fault points: ", first.point_hits.size());
+    cli::Scenario candidate = best;
+    for (const faults::PointHit& hit : first.point_hits) {
+      faults::Fault f;
+      f.kind = faults::FaultKind::kPointCrash;
+      f.node = hit.node;
+      f.point = hit.point;
+      f.at_us = hit.at_us;
+      f.duration_us = faults::PipelineWorldOptions{}.fault_point_restart_us;
+      candidate.scripted.faults.push_back(f);
+    }
+    std::stable_sort(candidate.scripted.faults.begin(), candidate.scripted.faults.end(),
+                     [](const faults::Fault& a, const faults::Fault& b) { return a.at_us < b.at_us; });
+    candidate = scripted_copy(candidate, candidate.scripted, false);
+    candidate.pipeline.fault_points_when_scripted = false;
+    ++runs;
+    if (still_fails(candidate)) {
+      best = std::move(candidate);
+      points_note += "scripted as point_crash faults";
+    } else {
+      points_note += "kept as random fault points (the failure did not reproduce with them scripted)";
+    }
+  }
   const size_t faults_before = best.scripted.faults.size();
   const uint64_t workload_before = workload_size(best);
-  int runs = 1;
   for (size_t i = best.scripted.faults.size(); i-- > 0;) {
     cli::Scenario candidate = best;
     auto& plan = candidate.scripted.faults;
@@ -407,8 +434,8 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     if (still_fails(candidate)) best = std::move(candidate);
   }
   write_shrunk(best, seed, check, out_path, inv.bug_name);
-  fmt::print("shrink {} seed {}: fails {}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: {} run {} --seed {}{}\n",
-             path, seed, check, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
+  fmt::print("shrink {} seed {}: fails {}{}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: {} run {} --seed {}{}\n",
+             path, seed, check, points_note, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
              out_path, program_name(), out_path, seed, inv.bug_name.empty() ? "" : " --bug " + inv.bug_name);
   return kExitViolation;
 }

@@ -16,6 +16,7 @@
 #include "core/engine.h"
 #include "core/input_checks.h"
 #include "core/layout.h"
+#include "faults/points.h"
 
 namespace onceflow::cli {
 
@@ -38,7 +39,7 @@ const std::map<std::string, std::set<std::string>>& scenario_keys() {
       {"operations", {"at", "repartition", "respec", "reconfigure", "reshard_target", "set_state"}},
       {"operations.reshard_target", {"sink", "tablets"}},
       {"faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points"}},
-      {"faults.plan", {"kind", "at", "for", "node", "peer", "probability", "amount"}},
+      {"faults.plan", {"kind", "at", "for", "node", "peer", "probability", "amount", "point"}},
   };
   return keys;
 }
@@ -509,6 +510,9 @@ class Loader {
       for (const auto& k : f["kinds"]) {
         const auto kind = faults::parse_fault_kind(string(k, "faults.kinds"));
         if (!kind) fail(k, "faults.kinds", "unknown fault kind '" + k.as<std::string>() + "'");
+        if (*kind == faults::FaultKind::kPointCrash) {
+          fail(k, "faults.kinds", "point_crash is scripted only (swarm runs crash at fault points by fault_point_probability)");
+        }
         s.pipeline.swarm_kinds.push_back(*kind);
       }
     }
@@ -572,6 +576,22 @@ class Loader {
       if (!item["peer"]) fail(item, where + ".peer", "missing");
       f.peer = string(item["peer"], where + ".peer");
       if (nodes.count(f.peer) == 0) fail(item["peer"], where + ".peer", "no node '" + f.peer + "'");
+    }
+    if (f.kind == faults::FaultKind::kPointCrash) {
+      if (!item["point"]) fail(item, where + ".point", "missing: the fault point to crash at (faults/points.h)");
+      if (f.node.rfind("worker-", 0) != 0 && f.node.rfind("controller", 0) != 0) {
+        fail(item["node"], where + ".node", "fault points are in the engine's processes: a worker or a controller");
+      }
+      f.point = string(item["point"], where + ".point");
+      const bool known = std::any_of(std::begin(faults::kFaultPoints), std::end(faults::kFaultPoints),
+                                     [&](const faults::FaultPointInfo& p) { return p.name == f.point; });
+      if (!known) {
+        std::string names;
+        for (const auto& p : faults::kFaultPoints) names += (names.empty() ? "" : ", ") + std::string(p.name);
+        fail(item["point"], where + ".point", "no fault point '" + f.point + "' (known: " + names + ")");
+      }
+    } else if (item["point"]) {
+      fail(item["point"], where + ".point", "only a point_crash names a fault point");
     }
     if (item["probability"]) f.intensity = probability(item["probability"], where + ".probability");
     if (item["amount"]) {
@@ -756,8 +776,8 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
   }
   y << YAML::Key << "faults" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "swarm" << YAML::Value << false;
-  y << YAML::Key << "start" << YAML::Value << 0;
-  y << YAML::Key << "heal_at" << YAML::Value << s.scripted.heal_at_us;
+  y << YAML::Key << "start" << YAML::Value << "0s";
+  y << YAML::Key << "heal_at" << YAML::Value << format_duration(s.scripted.heal_at_us);
   if (s.kind == "pipeline") {
     y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
     y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
@@ -767,9 +787,13 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     y << YAML::Flow << YAML::BeginMap << YAML::Key << "kind" << YAML::Value << std::string(faults::fault_kind_name(f.kind));
     if (!f.node.empty()) y << YAML::Key << "node" << YAML::Value << f.node;
     if (!f.peer.empty()) y << YAML::Key << "peer" << YAML::Value << f.peer;
-    y << YAML::Key << "at" << YAML::Value << f.at_us << YAML::Key << "for" << YAML::Value << f.duration_us;
+    if (!f.point.empty()) y << YAML::Key << "point" << YAML::Value << f.point;
+    y << YAML::Key << "at" << YAML::Value << format_duration(f.at_us) << YAML::Key << "for" << YAML::Value
+      << format_duration(f.duration_us);
     if (f.intensity > 0) y << YAML::Key << "probability" << YAML::Value << f.intensity;
-    if (f.amount_us != 0) y << YAML::Key << "amount" << YAML::Value << f.amount_us;
+    if (f.amount_us != 0) {
+      y << YAML::Key << "amount" << YAML::Value << (f.amount_us < 0 ? "-" + format_duration(-f.amount_us) : format_duration(f.amount_us));
+    }
     y << YAML::EndMap;
   }
   y << YAML::EndSeq << YAML::EndMap << YAML::EndMap;

@@ -31,6 +31,7 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kPipelineStop, "pipeline_stop"},
     {FaultKind::kSinkRejects, "sink_rejects"},
     {FaultKind::kRebalance, "rebalance"},
+    {FaultKind::kPointCrash, "point_crash"},
 };
 
 std::string seconds(Micros us) { return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6); }
@@ -63,9 +64,10 @@ std::string Fault::describe() const {
   std::string out(fault_kind_name(kind));
   if (!node.empty()) out += " " + node;
   if (!peer.empty()) out += (kind == FaultKind::kOneWayPartition ? " -> " : " <-> ") + peer;
+  if (!point.empty()) out += " at point " + point;
   if (intensity > 0) out += fmt::format(" p={:.2f}", intensity);
   if (amount_us != 0) out += fmt::format(" by {}us", amount_us);
-  out += " at " + seconds(at_us) + " for " + seconds(duration_us);
+  out += (kind == FaultKind::kPointCrash ? " from " : " at ") + seconds(at_us) + " for " + seconds(duration_us);
   return out;
 }
 

@@ -39,6 +39,10 @@ enum class FaultKind {
   kPipelineStop,      // the pipeline is stopped, then started again when the fault ends
   kSinkRejects,       // the sink target `node` rejects requests as permanent errors (p = `intensity`)
   kRebalance,         // spare worker `node` joins the cluster, and leaves when the fault ends
+  // Scripted only: `node` crashes the first time it reaches the named fault point `point`
+  // (faults/points.h) at or after `at_us`, and restarts `duration_us` later (as a swarm run's
+  // fault point crash, written down by onceflow shrink).
+  kPointCrash,
 };
 
 inline constexpr FaultKind kAllKernelFaultKinds[] = {
@@ -78,9 +82,17 @@ struct Fault {
   std::string peer;       // partitions only
   double intensity = 0;   // probabilities
   Micros amount_us = 0;   // delays, skews, jumps
+  std::string point;      // kPointCrash: the fault point
 
   // "crash client-2 at 1.200s for 0.300s" style.
   std::string describe() const;
+};
+
+// A node crashed at a fault point (faults/points.h), as a run saw it.
+struct PointHit {
+  std::string node;
+  std::string point;
+  Micros at_us = 0;
 };
 
 struct FaultPlan {

@@ -38,6 +38,8 @@ void FaultInjector::begin(size_t id) {
     case FaultKind::kCrash:
       if (crashed_[node(f.node)]++ == 0) world_.crash(node(f.node));
       break;
+    case FaultKind::kPointCrash:  // armed: the run's fault point policy fires it (faults/pipeline_run.cc)
+      break;
     case FaultKind::kPause:
       if (paused_[node(f.node)]++ == 0) world_.pause(node(f.node));
       break;
@@ -142,6 +144,8 @@ void FaultInjector::end(size_t id) {
       break;
     case FaultKind::kRebalance:
       world_.crash(node(f.node));  // the spare worker leaves again
+      break;
+    case FaultKind::kPointCrash:  // a node it crashed restarts on the policy's own timer
       break;
     default:
       recompute_links();
@@ -269,6 +273,7 @@ std::map<std::string, FaultEffect> measure_world_effects(const FaultPlan& plan, 
       case FaultKind::kPipelinePause:
       case FaultKind::kPipelineStop:
       case FaultKind::kRebalance: e = {"no such target in this world", 0}; break;
+      case FaultKind::kPointCrash: e = {"crashes at the fault point", 0}; break;  // counted by the run
     }
     out[std::string(fault_kind_name(f.kind))] = std::move(e);
   }

@@ -503,8 +503,31 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   wo.clickhouse_targets = o.clickhouse_targets;
   wo.respecs = o.respecs;
   PointPolicy points(o.seed, o.fault_point_probability, o.heal_at_us);
-  if ((o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0) {
-    wo.fault_point_policy = [&points](const std::string& node, std::string_view point) { return points(node, point); };
+  const bool random_points = (o.swarm || o.fault_points_when_scripted) && o.fault_point_probability > 0;
+  // Scripted point crashes: each fires once, at the first visit of its point by its node
+  // from its time on (unless the kind is made inert).
+  struct Armed {
+    const Fault* fault;
+    bool fired = false;
+  };
+  std::vector<Armed> armed;
+  if (!o.swarm && o.inert_faults.count(FaultKind::kPointCrash) == 0) {
+    for (const Fault& f : o.scripted.faults) {
+      if (f.kind == FaultKind::kPointCrash) armed.push_back({&f});
+    }
+  }
+  const sim::World* clock_of = nullptr;  // set once the world exists
+  if (random_points || !armed.empty()) {
+    wo.fault_point_policy = [&, random_points](const std::string& node, std::string_view point) -> std::optional<PointCrash> {
+      for (Armed& a : armed) {
+        if (!a.fired && a.fault->node == node && a.fault->point == point && clock_of->now() >= a.fault->at_us) {
+          a.fired = true;
+          return PointCrash{a.fault->duration_us > 0 ? a.fault->duration_us : wo.fault_point_restart_us};
+        }
+      }
+      if (random_points && points(node, point)) return PointCrash{wo.fault_point_restart_us};
+      return std::nullopt;
+    };
   }
   // Knobs: drawn from the seed when random, explicit ones as given.
   PipelineSpec spec = o.spec;
@@ -515,6 +538,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   (void)applied;
   PipelineWorld world(spec, registry, wo);
   points.watch(&world.world());
+  clock_of = &world.world();
   recorder.watch(&world.world());
   world.start();
 
@@ -597,7 +621,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.observed["rejected commits"] = world.store_data().rejections().size();
   out.warnings = recorder.warnings;
   out.effects = measure_effects(out.plan, world, recorder);
-  if (wo.fault_point_policy) {
+  for (const Armed& a : armed) out.effects["point_crash"].count += a.fired ? 1 : 0;
+  out.point_hits = world.point_hits();
+  if (random_points) {
     uint64_t fired = 0;
     for (const auto& [point, n] : points.fired()) fired += n;
     FaultEffect e{"crashes at enabled fault points", fired, {}};

@@ -26,10 +26,13 @@ class PipelineWorld::NodeFaultPoints final : public FaultPointHook {
   bool crash_here(std::string_view point) override {
     const auto& policy = w_.options_.fault_point_policy;
     World& world = *w_.world_;
-    if (!policy || !policy(world.name(node_), point)) return false;
+    if (!policy) return false;
+    const std::optional<PointCrash> crash = policy(world.name(node_), point);
+    if (!crash) return false;
     world.record(node_, fmt::format("fault point {} fires: crash", point));
+    w_.point_hits_.push_back({world.name(node_), std::string(point), world.now()});
     const NodeIndex node = node_;
-    const Micros restart_at = world.now() + w_.options_.fault_point_restart_us;
+    const Micros restart_at = world.now() + crash->restart_after_us;
     world.scheduler().at(world.now(), kWorldNode, [&world, node, restart_at] {
       world.crash(node);
       world.scheduler().at(restart_at, kWorldNode, [&world, node] {

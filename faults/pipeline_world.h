@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "core/engine.h"
 #include "core/reference.h"
 #include "core/spec.h"
+#include "faults/fault.h"
 #include "core/workload.h"
 #include "sim/clickhouse.h"
 #include "sim/kafka.h"
@@ -29,6 +31,12 @@
 #include "sim/world.h"
 
 namespace onceflow::faults {
+
+// A crash at a fault point: the node restarts this long after (a type of its own, so that a
+// policy answering bool does not convert to one).
+struct PointCrash {
+  Micros restart_after_us = 0;
+};
 
 using sim::BootFn;
 using sim::NodeContext;
@@ -47,9 +55,10 @@ struct PipelineWorldOptions {
   BugSwitches bugs;
   size_t trace_keep_lines = 0;
   EngineObserver* observer = nullptr;
-  // Decides, for a node reaching a fault point (faults/points.h), whether it crashes there.
-  std::function<bool(const std::string& node, std::string_view point)> fault_point_policy;
-  Micros fault_point_restart_us = 300 * kMillis;  // a node crashed at a point restarts after
+  // Decides, for a node reaching a fault point (faults/points.h), whether it crashes there
+  // (and when it restarts), or nullopt.
+  std::function<std::optional<PointCrash>(const std::string& node, std::string_view point)> fault_point_policy;
+  Micros fault_point_restart_us = 300 * kMillis;  // a swarm run's node crashed at a point restarts after
   // http sinks: whether the receiver honours Idempotency-Key (default: it does).
   std::map<std::string, bool> http_honours_idempotency_key;
   bool kafka_epoch_per_transaction = true;
@@ -143,8 +152,12 @@ class PipelineWorld {
   const std::map<std::string, sim::ClickHouseData>& clickhouse() const { return clickhouse_; }
   const std::map<std::string, sim::StaticTableProgress>& static_tables() const { return static_tables_; }
 
+  // The fault point crashes of this run, in order.
+  const std::vector<PointHit>& point_hits() const { return point_hits_; }
+
  private:
   struct Process;
+  std::vector<PointHit> point_hits_;
   class NodeFaultPoints;
   class SimConnectors;
   void heartbeat_queue_heads();

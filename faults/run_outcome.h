@@ -40,6 +40,7 @@ struct RunOutcome {
   std::map<std::string, int64_t> knobs;        // faults/knobs.h: the values this run used
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
+  std::vector<PointHit> point_hits;          // crashes at fault points, in order
 };
 
 }  // namespace onceflow::faults

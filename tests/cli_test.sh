@@ -203,6 +203,26 @@ read -r fb fa wb wa < <(sed -n 's/.*faults \([0-9]*\) -> \([0-9]*\), workload \(
 [ $? -eq 1 ] || fail "the shrunk scenario does not fail"
 grep -Eq "^  $check +FAIL" "$tmp/shrunk_run.txt" || fail "the shrunk scenario does not fail $check"
 expect_rc 2 "$bin" shrink "$rr" --seed 1 --out "$tmp/nothing.yaml"   # a passing seed: nothing to shrink
+# A crash at a fault point that the failure needs is written down as a scripted point_crash
+# (keyed_aggregation seed 8: an isolated controller and worker-1 crashing before a commit),
+# the random fault points are off, and durations carry their units.
+"$bin" shrink "$src/scenarios/keyed_aggregation.yaml" --seed 8 --bug new-seqno-on-resend --out "$tmp/points.yaml" \
+  > "$tmp/points.txt"
+grep -q "crashes at fault points: scripted as point_crash faults" "$tmp/points.txt" || fail "shrink: $(cat "$tmp/points.txt")"
+grep -Eq "kind: point_crash, node: worker-[0-9]+, point: epoch\.[a-z_]+, at: [0-9]+(us|ms|s), for: 300ms" "$tmp/points.yaml" ||
+  fail "the shrunk plan names no point_crash: $(grep -A5 'plan:' "$tmp/points.yaml")"
+grep -q "fault_points: false" "$tmp/points.yaml" || fail "the shrunk scenario keeps random fault points"
+grep -q "heal_at: [0-9]*s$" "$tmp/points.yaml" || fail "heal_at without its unit: $(grep heal_at "$tmp/points.yaml")"
+grep -Eq "(at|for): [0-9]+," "$tmp/points.yaml" && fail "a duration without its unit: $(grep -A5 'plan:' "$tmp/points.yaml")"
+"$bin" run "$tmp/points.yaml" --seed 8 --bug new-seqno-on-resend > "$tmp/points_run.txt"
+[ $? -eq 1 ] && grep -q "effect: point_crash 1 crashes at the fault point" "$tmp/points_run.txt" ||
+  fail "the shrunk point_crash scenario: $(head -12 "$tmp/points_run.txt")"
+# A point_crash needs a known point and an engine process.
+printf 'name: p\nkind: pipeline\npipeline: %s\nfaults:\n  swarm: false\n  plan:\n    - {kind: point_crash, node: worker-1, point: nowhere, at: 1s}\n' \
+  "$src/scenarios/pipelines/keyed_aggregation.yaml" > "$tmp/badpoint.yaml"
+expect_rc 2 "$bin" run "$tmp/badpoint.yaml" --seed 1
+sed 's/node: worker-1, point: nowhere/node: store, point: epoch.before_commit/' "$tmp/badpoint.yaml" > "$tmp/badnode.yaml"
+expect_rc 2 "$bin" run "$tmp/badnode.yaml" --seed 1
 
 # list --json names every scenario with its guarantees and fault kinds.
 "$bin" list --scenarios "$src/scenarios" --json > "$tmp/list.json" || fail "list failed"

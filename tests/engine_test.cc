@@ -160,8 +160,9 @@ TEST(EngineTest, SwiftRecomputationIsDeduplicatedDownstreamAndDedupRowsAreCleane
   options.observer = &rec;
   // Crash worker-1 (which runs Normalize/1 while both Annotate jobs run elsewhere) right
   // after commits: a swift job's outputs are durable then, its acknowledgement is not.
-  options.fault_point_policy = [&](const std::string& node, std::string_view point) {
-    return point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6;
+  options.fault_point_policy = [&](const std::string& node, std::string_view point) -> std::optional<PointCrash> {
+    if (point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6) return PointCrash{options.fault_point_restart_us};
+    return std::nullopt;
   };
   PipelineWorld w(load("three_stage"), reg, options);
   w.start();
@@ -645,8 +646,9 @@ sinks:
   Recorder rec;
   PipelineWorldOptions options;
   options.observer = &rec;
-  options.fault_point_policy = [&](const std::string& node, std::string_view point) {
-    return point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6;
+  options.fault_point_policy = [&](const std::string& node, std::string_view point) -> std::optional<PointCrash> {
+    if (point == "epoch.after_commit" && node == "worker-1" && crashes++ < 6) return PointCrash{options.fault_point_restart_us};
+    return std::nullopt;
   };
   PipelineWorld w(spec, reg, options);
   w.start();

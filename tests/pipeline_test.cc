@@ -72,15 +72,16 @@ TEST_P(PipelineFaultTest, CrashedWorkersAndAZombieStillGiveTheReference) {
   if (const char* bug = std::getenv("ONCEFLOW_TEST_BUG")) options.bugs.enable(bug);  // for checking the test
   // Each worker crashes twice: once with its epoch built but not committed, once right
   // after a commit returned (before outbox delivery and before a swift job acknowledges).
-  options.fault_point_policy = [&](const std::string& node, std::string_view point) {
-    if (node.rfind("worker-", 0) != 0 || world->world().now() < 150 * kMillis) return false;
+  options.fault_point_policy = [&](const std::string& node, std::string_view point) -> std::optional<PointCrash> {
+    if (node.rfind("worker-", 0) != 0 || world->world().now() < 150 * kMillis) return std::nullopt;
     int& n = crashes[node];
     const bool fire = (n == 0 && point == "epoch.before_commit") || (n == 1 && point == "epoch.after_commit");
     if (fire) {
       ++n;
       crashed.insert(node);
     }
-    return fire;
+    if (!fire) return std::nullopt;
+    return PointCrash{options.fault_point_restart_us};
   };
   PipelineWorld w(load(GetParam()), reg, options);
   world = &w;
