@@ -181,19 +181,37 @@ std::string default_library_dir() {
 }
 
 // The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
-// failing checks name, else the last lines.
+// failing checks name, with the faults that began, ended or fired from a second before the
+// first of them to the last; else the last lines.
 std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   if (r.passed || r.trace.empty()) return {};
   const std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
+  const auto names_an_id = [&](const std::string& line) {
+    return std::any_of(ids.begin(), ids.end(), [&](const std::string& id) { return line.find(id) != std::string::npos; });
+  };
+  const auto time_of = [](const std::string& line) {
+    Micros t = 0;
+    const size_t start = line.find_first_not_of(' ');
+    if (start != std::string::npos) std::from_chars(line.data() + start, line.data() + line.size(), t);
+    return t;
+  };
+  Micros first = -1, last = -1;
+  for (const auto& line : r.trace) {
+    if (!names_an_id(line)) continue;
+    if (first < 0) first = time_of(line);
+    last = time_of(line);
+  }
+  const auto is_fault = [](const std::string& line) {
+    return line.find(" fault begins: ") != std::string::npos || line.find(" fault ends: ") != std::string::npos ||
+           line.find(" heal: ") != std::string::npos || line.find(" fires: crash") != std::string::npos;
+  };
   std::vector<std::string> out;
   for (const auto& line : r.trace) {
-    for (const auto& id : ids) {
-      if (line.find(id) != std::string::npos) {
-        out.push_back(line);
-        break;
-      }
+    if (names_an_id(line) || (first >= 0 && is_fault(line) && time_of(line) >= first - kSeconds && time_of(line) <= last)) {
+      out.push_back(line);
     }
   }
+  if (first < 0) out.clear();
   if (out.empty()) out.assign(r.trace.end() - static_cast<long>(std::min(r.trace.size(), kTraceTailLines)), r.trace.end());
   if (out.size() > kTraceTailLines) out.erase(out.begin(), out.end() - static_cast<long>(kTraceTailLines));
   return out;

@@ -26,7 +26,10 @@ checkers::MessageRecord record_of(const Message& m) {
 class Recorder final : public EngineObserver {
  public:
   explicit Recorder(const PipelineSpec& spec) : spec_(spec) {}
-  void watch(sim::World* world) { world_ = world; }
+  void watch(sim::World* world, const sim::StoreData* store) {
+    world_ = world;
+    store_ = store;
+  }
 
   // A readable trace line (kept only when the run keeps its trace) naming the messages.
   void note(const std::string& node, const std::string& text) {
@@ -58,18 +61,25 @@ class Recorder final : public EngineObserver {
     r.timers_created = e.timer_rows_created;
     attempts.push_back(std::move(r));
     if (!e.consumed.empty() || !e.produced.empty()) {
-      note(e.node, fmt::format("{} lease {:x} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
+      note(e.node, fmt::format("{} lease {} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
                                ids(e.consumed), ids(e.produced)));
     }
   }
   void epoch_committed(const Epoch& e) override {
     ++counters["epochs"];
     counters["processed"] += e.consumed.size();
-    if (!e.consumed.empty()) note(e.node, fmt::format("{} lease {:x} committed version {}", e.job.str(), e.lease, e.version));
+    if (!e.consumed.empty()) note(e.node, fmt::format("{} lease {} committed version {}", e.job.str(), e.lease, e.version));
   }
   void job_fenced(const JobId& job, LeaseId lease) override {
     ++counters["fenced"];
-    note("", fmt::format("{} fenced: lease {:x} ended", job.str(), lease));
+    // Which Lease, and why it ended (expired: not pinged in time; aborted: by a controller),
+    // as the store recorded it when it refused the commit (read only: no clock of ours).
+    std::string_view why = "ended";
+    if (store_ != nullptr) {
+      const auto record = store_->leases().find(lease);
+      why = record == store_->leases().end() ? "unknown to the store" : lease_state_name(record->second.state);
+    }
+    note("", fmt::format("{} fenced: its commit under lease {} was refused (the Lease is {})", job.str(), lease, why));
   }
   void duplicate_dropped(const JobId& job, MessageId id) override {
     ++counters["duplicates dropped"];
@@ -102,10 +112,10 @@ class Recorder final : public EngineObserver {
   }
   void controller_leads(const std::string& node, LeaseId lease) override {
     ++counters["controller takeovers"];
-    note(node, fmt::format("leads under lease {:x}", lease));
+    note(node, fmt::format("leads under lease {}", lease));
   }
   void controller_steps_down(const std::string& node, LeaseId lease, std::string_view why) override {
-    note(node, fmt::format("steps down from lease {:x}: {}", lease, why));
+    note(node, fmt::format("steps down from lease {}: {}", lease, why));
   }
   void amo_dropped(const std::string& sink, MessageId id, std::string_view why) override {
     note(world_->name(world_->scheduler().current_node()), fmt::format("sink {} dropped {}: {}", sink, format_id(id), why));
@@ -174,6 +184,7 @@ class Recorder final : public EngineObserver {
  private:
   const PipelineSpec& spec_;
   sim::World* world_ = nullptr;
+  const sim::StoreData* store_ = nullptr;  // says why a fenced job's Lease ended
 };
 
 // Each named point is enabled for the run with probability 1/2; an enabled point fires at a
@@ -539,7 +550,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   PipelineWorld world(spec, registry, wo);
   points.watch(&world.world());
   clock_of = &world.world();
-  recorder.watch(&world.world());
+  recorder.watch(&world.world(), &world.store_data());
   world.start();
 
   PipelineRun run;
@@ -639,7 +650,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   for (const auto& r : world.store_data().rejections()) {
     auto it = tx_node.find(r.tx);
     run.node_events.push_back({it == tx_node.end() ? "store" : it->second, r.store_time, "rejected commit",
-                               fmt::format("tx {} refused: Lease {:x} had ended", r.tx, r.lease)});
+                               fmt::format("tx {} refused: Lease {} had ended", r.tx, r.lease)});
   }
   std::stable_sort(run.node_events.begin(), run.node_events.end(),
                    [](const NodeEvent& a, const NodeEvent& b) { return a.at_us < b.at_us; });

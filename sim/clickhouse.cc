@@ -8,7 +8,19 @@
 
 namespace onceflow::sim {
 
+
 namespace {
+
+// The MessageIds of a block's rows, for its trace line (at most 256 named).
+std::string block_ids(const std::vector<Message>& rows) {
+  std::string out;
+  for (size_t i = 0; i < rows.size() && i < 256; ++i) {
+    if (i > 0) out.push_back(' ');
+    out.append(format_id(rows[i].id));
+  }
+  if (rows.size() > 256) out += fmt::format(" and {} more", rows.size() - 256);
+  return out;
+}
 
 constexpr const char* kDescribeService = "clickhouse.describe";
 constexpr const char* kInsertService = "clickhouse.insert";
@@ -64,7 +76,7 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
         const bool seen = std::any_of(window.begin(), window.end(), [&](const auto& t) { return t.first == token; });
         if (seen) {
           ++data.deduplicated_blocks;
-          world.detail(self, fmt::format("block with token {} already inserted: deduplicated", token));
+          world.detail(self, fmt::format("block with token {} already inserted: deduplicated [{}]", token, block_ids(rows)));
           return std::string("deduplicated");
         }
         window.emplace_back(token, world.now());
@@ -74,7 +86,8 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
         }
       }
       ++data.inserted_blocks;
-      world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}')", rows.size(), shard, token));
+      world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}'): [{}]", rows.size(), shard, token,
+                                     block_ids(rows)));
       for (Message& m : rows) table.appended.push_back({std::move(m), job, lease, world.now()});
       return std::string("inserted");
     });

@@ -427,7 +427,7 @@ Result<std::shared_ptr<SimKafkaSink::JobProducer>> SimKafkaSink::producer_for(co
                                                                               const std::string& transactional_id) {
   LeaseId& newest = newest_lease_[job];
   if (lease < newest) {
-    return Status::invalid_argument(fmt::format("{}: lease {:x} was replaced by {:x}", job, lease, newest));
+    return Status::invalid_argument(fmt::format("{}: lease {} was replaced by {}", job, lease, newest));
   }
   newest = lease;
   auto it = producers_.find(job);
@@ -436,7 +436,7 @@ Result<std::shared_ptr<SimKafkaSink::JobProducer>> SimKafkaSink::producer_for(co
   auto producer = client_.init_producer(transactional_id);
   if (!producer) return producer.error();
   if (newest_lease_[job] > lease) {  // a newer incarnation came while this one waited
-    return Status::invalid_argument(fmt::format("{}: lease {:x} was replaced by {:x}", job, lease, newest_lease_[job]));
+    return Status::invalid_argument(fmt::format("{}: lease {} was replaced by {}", job, lease, newest_lease_[job]));
   }
   auto p = std::make_shared<JobProducer>();
   p->lease = lease;

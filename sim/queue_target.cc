@@ -74,7 +74,7 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
           continue;
         }
         ++reply.appended;
-        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {:x}{}", format_id(id), from, e.seqno,
+        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {}{}", format_id(id), from, e.seqno,
                                        req->lease, tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
       }
       if (take < req->entries.size()) {
@@ -112,7 +112,7 @@ BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idem
         world.detail(self, fmt::format("replays the answer to Idempotency-Key {}", key));
         return std::string("200 (replayed)");
       }
-      world.detail(self, fmt::format("appends {} POSTed by {} lease {:x}", format_id(message->id), producer, lease));
+      world.detail(self, fmt::format("appends {} POSTed by {} lease {}", format_id(message->id), producer, lease));
       log.appended.push_back({std::move(*message), producer, lease, world.now()});
       return std::string("200");
     });

@@ -217,6 +217,18 @@ grep -Eq "(at|for): [0-9]+," "$tmp/points.yaml" && fail "a duration without its 
 "$bin" run "$tmp/points.yaml" --seed 8 --bug new-seqno-on-resend > "$tmp/points_run.txt"
 [ $? -eq 1 ] && grep -q "effect: point_crash 1 crashes at the fault point" "$tmp/points_run.txt" ||
   fail "the shrunk point_crash scenario: $(head -12 "$tmp/points_run.txt")"
+# The excerpt printed with a failure: the lines naming the failing ids, and the faults around
+# them (here the crash at the fault point).
+sed -n '/trace excerpt/,$p' "$tmp/points_run.txt" > "$tmp/points_excerpt.txt"
+grep -q "fault point epoch\.[a-z_]* fires: crash" "$tmp/points_excerpt.txt" ||
+  fail "the excerpt shows no crash at the fault point: $(head -5 "$tmp/points_excerpt.txt")"
+# A ClickHouse duplicate: the excerpt has the blocks that carried the duplicated id.
+"$bin" run "$src/scenarios/clickhouse_short_window.yaml" --seed 20 > "$tmp/ch.txt"
+dup=$(grep -o 'message ids [0-9a-f]\{16\}' "$tmp/ch.txt" | head -1 | awk '{ print $3 }')
+[ -n "$dup" ] || fail "clickhouse_short_window seed 20 names no duplicated id: $(grep FAIL "$tmp/ch.txt" | head -2)"
+sed -n '/trace excerpt/,$p' "$tmp/ch.txt" > "$tmp/ch_excerpt.txt"
+grep -q "inserts a block of .*\[.*$dup" "$tmp/ch_excerpt.txt" ||
+  fail "the excerpt shows no ClickHouse block with $dup"
 # A point_crash needs a known point and an engine process.
 printf 'name: p\nkind: pipeline\npipeline: %s\nfaults:\n  swarm: false\n  plan:\n    - {kind: point_crash, node: worker-1, point: nowhere, at: 1s}\n' \
   "$src/scenarios/pipelines/keyed_aggregation.yaml" > "$tmp/badpoint.yaml"
