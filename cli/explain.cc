@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "checkers/verdict.h"
@@ -25,22 +26,29 @@ constexpr const char* kPage = R"PAGE(<!DOCTYPE html>
   h1 { font-size: 18px; margin: 0 0 4px; }
   .pass { color: #17702a; } .fail { color: #b00020; font-weight: bold; }
   #checks td { padding: 1px 8px 1px 0; vertical-align: top; }
-  #scroll { overflow-x: auto; border: 1px solid #ccc; margin: 8px 0; }
+  #timeline-box { display: flex; border: 1px solid #ccc; margin: 8px 0; }
+  #scroll { overflow-x: auto; flex: 1; }
+  #labels { flex: none; border-right: 1px solid #ccc; }
   svg text { font: 11px system-ui, sans-serif; }
   .row-label { fill: #333; }
+  .row-label.job { fill: #555; font-size: 10px; }
   .row-band { fill: #f6f6f6; }
+  .node-band { fill: #e8eaf6; }
   .lease { fill-opacity: 0.35; stroke-width: 1; }
   .epoch { stroke: #333; stroke-width: 1; }
-  .epoch.violating { stroke: #b00020; stroke-width: 2.5; }
-  .fault { fill: #ff9800; fill-opacity: 0.25; stroke: #e65100; stroke-dasharray: 3 2; }
+  .epoch.violating { stroke: #ff6d00; stroke-width: 3; }
+  .fault { fill-opacity: 0.28; stroke-dasharray: 3 2; }
+  .fault-label { font-size: 10px; }
   .crash { stroke: #b00020; stroke-width: 2; }
   .rejected { fill: #6a1b9a; }
   .delivery { fill: #1565c0; fill-opacity: 0.6; }
   .delivery.violating { fill: #d50000; fill-opacity: 1; stroke: #000; stroke-width: 1; }
+  .decided { stroke: #90a4ae; stroke-width: 1; }
+  .decided.early { stroke: #d50000; stroke-width: 2; stroke-dasharray: 4 2; }
   .heal { stroke: #2e7d32; stroke-dasharray: 4 3; }
   .axis { stroke: #999; }
-  #legend span { display: inline-block; margin-right: 14px; }
-  #legend i { display: inline-block; width: 12px; height: 12px; vertical-align: -2px; margin-right: 4px; }
+  #legend span { display: inline-block; margin-right: 14px; white-space: nowrap; }
+  #legend svg { vertical-align: -2px; margin-right: 4px; }
   #violating td, #violating th { padding: 1px 10px 1px 0; text-align: left; font-family: monospace; }
 </style>
 </head>
@@ -48,25 +56,28 @@ constexpr const char* kPage = R"PAGE(<!DOCTYPE html>
 <h1>onceflow explain</h1>
 <div id="summary"></div>
 <table id="checks"></table>
-<div>zoom <input id="zoom" type="range" min="1" max="40" value="1"> <span id="zoom-label">1×</span></div>
-<div id="legend">
-  <span><i style="background:#7986cb;opacity:.5"></i>Lease held by a job</span>
-  <span><i style="background:#333;width:2px"></i>epoch committed</span>
-  <span><i style="background:#ff9800;opacity:.4"></i>fault</span>
-  <span><i style="background:#b00020;width:3px"></i>crash</span>
-  <span><i style="background:#6a1b9a"></i>commit refused (fenced)</span>
-  <span><i style="background:#1565c0;border-radius:6px"></i>delivery</span>
-  <span><i style="background:#d50000;border-radius:6px"></i>message named by a failing check</span>
-</div>
-<div id="scroll"><svg id="timeline" xmlns="http://www.w3.org/2000/svg"></svg></div>
+<div>zoom <input id="zoom" type="range" min="1" max="400" value="1"> <span id="zoom-label">1×</span>
+  <span id="focus"></span></div>
+<div id="legend"></div>
+<div id="timeline-box"><svg id="labels" xmlns="http://www.w3.org/2000/svg"></svg>
+<div id="scroll"><svg id="timeline" xmlns="http://www.w3.org/2000/svg"></svg></div></div>
+<div id="named" hidden>
 <h2 style="font-size:15px">Messages named by failing checks</h2>
 <table id="violating"><thead><tr><th>time</th><th>where</th><th>what</th><th>id</th><th>key</th><th>payload</th></tr></thead><tbody></tbody></table>
+</div>
 <script id="run-data" type="application/json">@DATA@</script>
 <script>
 "use strict";
 const run = JSON.parse(document.getElementById("run-data").textContent);
 const NS = "http://www.w3.org/2000/svg";
-const ROW = 30, LEFT = 170, TOP = 24;
+const ROW = 26, JOB_ROW = 18, LABELS = 210, TOP = 24, MARGIN = 10;
+// Fault kinds, each its own colour.
+const FAULT_COLOURS = {
+  crash: "#e53935", pause: "#8e24aa", partition: "#fb8c00", one_way_partition: "#f57c00", isolate: "#f4511e",
+  drop: "#fbc02d", duplicate: "#afb42b", delay: "#00acc1", reorder: "#26a69a", lost_replies: "#5e35b1",
+  store_unavailable: "#6d4c41", clock_skew: "#546e7a", clock_jump: "#37474f", lease_ping_loss: "#ec407a",
+  lease_expiry: "#d81b60", sink_errors: "#ff7043", dedup_eviction: "#795548", pipeline_pause: "#9e9e9e",
+  pipeline_stop: "#616161", sink_rejects: "#bf360c", rebalance: "#43a047", point_crash: "#880e4f"};
 
 function el(name, attrs, parent, title) {
   const e = document.createElementNS(NS, name);
@@ -75,13 +86,22 @@ function el(name, attrs, parent, title) {
   parent.appendChild(e);
   return e;
 }
-function secs(us) { return (us / 1e6).toFixed(6).replace(/0+$/, "").replace(/\.$/, "") + "s"; }
+// One unit throughout: milliseconds of simulated time.
+function ms(us) { return (us / 1000).toFixed(3).replace(/0+$/, "").replace(/\.$/, "") + " ms"; }
 function colour(s) {
   let h = 0;
   for (const c of s) h = (h * 31 + c.charCodeAt(0)) >>> 0;
   return "hsl(" + (h % 360) + ",55%,50%)";
 }
+function faultColour(kind) { return FAULT_COLOURS[kind] || colour(kind); }
 function cell(tr, text, cls) { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; tr.appendChild(td); }
+// Check details and fault descriptions name times in microseconds or seconds ("at 359193us",
+// "at 0.132s"): shown in milliseconds.
+function inMs(text) {
+  return text.replace(/\b(\d+)us\b/g, (_, us) => ms(+us)).replace(/\b(\d+\.\d+)s\b/g, (_, sec) => ms(Math.round(sec * 1e6)));
+}
+// A delivery made visible before the commit that decided it (or with none): a fencing violation.
+function early(d) { return d.producer !== "" && (d.commit === null || d.commit.t > d.t); }
 
 function header() {
   const s = document.getElementById("summary");
@@ -90,107 +110,214 @@ function header() {
   verdict.className = run.verdict === "pass" ? "pass" : "fail";
   verdict.textContent = run.verdict.toUpperCase();
   s.append("scenario " + run.scenario + ", seed " + run.seed + ": ", verdict,
-           " — simulated " + secs(run.sim_time_us) + ", faults: " + run.fault_mix + ", replay: ");
+           " — simulated " + ms(run.sim_time_us) + ", faults: " + run.fault_mix + ", replay: ");
   const code = document.createElement("code"); code.textContent = run.replay; s.append(code);
   const checks = document.getElementById("checks");
   for (const c of run.checks) {
     const tr = document.createElement("tr");
-    cell(tr, c.name); cell(tr, c.verdict === "fail" ? "FAIL" : c.verdict, c.verdict === "fail" ? "fail" : "pass"); cell(tr, c.detail);
+    cell(tr, c.name); cell(tr, c.verdict === "fail" ? "FAIL" : c.verdict, c.verdict === "fail" ? "fail" : "pass");
+    cell(tr, inMs(c.detail));
     checks.appendChild(tr);
   }
 }
 
-function draw(zoom) {
+// The rows: each node, then one row per job that held a Lease or committed on it.
+const rows = [];
+for (const n of run.nodes) {
+  rows.push({key: n, label: n, job: false});
+  const jobs = new Set();
+  for (const l of run.leases) if (l.node === n) jobs.add(l.job);
+  for (const e of run.epochs) if (e.node === n) jobs.add(e.job);
+  for (const j of [...jobs].sort()) rows.push({key: n + "|" + j, label: j, job: true});
+}
+let nextY = TOP;
+for (const r of rows) { r.y = nextY; r.h = r.job ? JOB_ROW : ROW; nextY += r.h; }
+const rowOf = new Map(rows.map(r => [r.key, r]));
+const BOTTOM = nextY;
+const rowY = key => (rowOf.get(key) || {y: BOTTOM}).y;
+const rowH = key => (rowOf.get(key) || {h: ROW}).h;
+
+// The first violation: where the page opens.
+// In order: a delivery before the commit that decided it, a delivery of a named message, an
+// epoch that consumed or produced one (the context of a violation rather than the violation).
+function firstViolation() {
+  if (run.verdict !== "fail") return null;
+  const earliest = (items, when, what) => {
+    let best = null;
+    for (const i of items) if (best === null || when(i) < when(best)) best = i;
+    return best === null ? null : {t: when(best), what: what(best)};
+  };
+  return earliest(run.deliveries.filter(d => d.violating && early(d)), d => d.t,
+                  d => d.sink + " made " + d.id + " visible before the commit that decided it") ||
+         earliest(run.deliveries.filter(d => d.violating), d => d.t, d => d.sink + " made " + d.id + " visible") ||
+         earliest(run.epochs.filter(e => e.violating), e => e.t, e => e.job + " committed a named message");
+}
+
+function legend(present) {
+  const box = document.getElementById("legend");
+  box.innerHTML = "";
+  const item = (draw, text) => {
+    const span = document.createElement("span");
+    const sw = document.createElementNS(NS, "svg");
+    sw.setAttribute("width", 16); sw.setAttribute("height", 12);
+    draw(sw);
+    span.appendChild(sw); span.append(text); box.appendChild(span);
+  };
+  item(g => el("rect", {x: 0, y: 2, width: 16, height: 8, fill: "#7986cb", "fill-opacity": 0.5}, g), "Lease held by a job (row per job)");
+  item(g => el("line", {class: "epoch", x1: 8, x2: 8, y1: 0, y2: 12}, g), "epoch committed");
+  if (present.violatingEpoch) item(g => el("line", {class: "epoch violating", x1: 8, x2: 8, y1: 0, y2: 12}, g), "epoch that consumed or produced a message a failing check names");
+  for (const kind of [...present.faults].sort()) {
+    item(g => el("rect", {class: "fault", x: 0, y: 1, width: 16, height: 10, fill: faultColour(kind), stroke: faultColour(kind)}, g), "fault: " + kind);
+  }
+  if (present.crash) item(g => el("path", {class: "crash", d: "M3,1L13,11M3,11L13,1"}, g), "node crashed");
+  if (present.rejected) item(g => el("rect", {class: "rejected", x: 5, y: 3, width: 6, height: 6}, g), "commit refused (fenced)");
+  item(g => el("circle", {class: "delivery", cx: 8, cy: 6, r: 3}, g), "delivery (made visible by the target)");
+  if (present.violating) item(g => el("circle", {class: "delivery violating", cx: 8, cy: 6, r: 5}, g), "delivery of a message a failing check names");
+  item(g => el("line", {class: "decided", x1: 0, x2: 16, y1: 6, y2: 6}, g), "delivery — the commit that decided it");
+  if (present.early) item(g => el("line", {class: "decided early", x1: 0, x2: 16, y1: 6, y2: 6}, g), "delivered before that commit");
+}
+
+function draw(zoom, focusAt) {
   const svg = document.getElementById("timeline");
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   const end = Math.max(run.sim_time_us, 1);
-  const width = Math.max(900, document.getElementById("scroll").clientWidth - 4) * zoom;
-  const plot = width - LEFT - 10;
-  const x = us => LEFT + plot * Math.min(Math.max(us, 0), end) / end;
-  const rowOf = new Map(run.nodes.map((n, i) => [n, i]));
-  const y = node => TOP + ROW * (rowOf.has(node) ? rowOf.get(node) : run.nodes.length);
-  const height = TOP + ROW * (run.nodes.length + 1) + 10;
+  const scroll = document.getElementById("scroll");
+  const width = Math.max(700, scroll.clientWidth - 4) * zoom;
+  const plot = width - 2 * MARGIN;
+  const x = us => MARGIN + plot * Math.min(Math.max(us, 0), end) / end;
+  const height = BOTTOM + 10;
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
+  // The row labels stay in view while the timeline scrolls.
+  const labels = document.getElementById("labels");
+  while (labels.firstChild) labels.removeChild(labels.firstChild);
+  labels.setAttribute("width", LABELS);
+  labels.setAttribute("height", height);
   const counts = {};
   const count = k => { counts[k] = (counts[k] || 0) + 1; };
+  const present = {faults: new Set()};
 
-  run.nodes.forEach((n, i) => {
-    if (i % 2 === 0) el("rect", {class: "row-band", x: 0, y: TOP + ROW * i, width: width, height: ROW}, svg);
-    el("text", {class: "row-label", x: 4, y: TOP + ROW * i + 19}, svg).textContent = n;
+  rows.forEach((r, i) => {
+    for (const [g, w] of [[svg, width], [labels, LABELS]]) {
+      if (!r.job) el("rect", {class: "node-band", x: 0, y: r.y, width: w, height: r.h}, g);
+      else if (i % 2 === 0) el("rect", {class: "row-band", x: 0, y: r.y, width: w, height: r.h}, g);
+    }
+    el("text", {class: "row-label" + (r.job ? " job" : ""), x: r.job ? 16 : 4, y: r.y + r.h - (r.job ? 5 : 8)}, labels).textContent = r.label;
   });
-  const ticks = 10;
-  for (let i = 0; i <= ticks * zoom; ++i) {
-    const t = end * i / (ticks * zoom);
+  const ticks = 10 * zoom;
+  for (let i = 0; i <= ticks; ++i) {
+    const t = end * i / ticks;
     el("line", {class: "axis", x1: x(t), x2: x(t), y1: TOP - 4, y2: TOP}, svg);
-    el("text", {x: x(t) + 2, y: TOP - 8}, svg).textContent = secs(Math.round(t));
+    const label = el("text", {x: x(t) + (i === ticks ? -2 : 2), y: TOP - 8}, svg);
+    if (i === ticks) label.setAttribute("text-anchor", "end");  // the last label inside the picture
+    label.textContent = ms(Math.round(t));
   }
   if (run.heal_at_us > 0) {
     el("line", {class: "heal", x1: x(run.heal_at_us), x2: x(run.heal_at_us), y1: TOP, y2: height - 10}, svg,
-       "heal: every fault lifted at " + secs(run.heal_at_us));
+       "heal: every fault lifted at " + ms(run.heal_at_us));
   }
   for (const f of run.faults) {
-    const rows = f.node ? [f.node] : run.nodes.filter(n => n === "store");
-    if (f.peer) rows.push(f.peer);
-    for (const node of rows) {
-      el("rect", {class: "fault", x: x(f.at), y: y(node) + 2, width: Math.max(2, x(f.at + f.dur) - x(f.at)), height: ROW - 4},
-         svg, f.text);
+    const targets = f.node ? [f.node] : run.nodes.filter(n => n === "store");
+    if (f.peer) targets.push(f.peer);
+    const c = faultColour(f.kind);
+    for (const node of targets) {
+      const w = Math.max(2, x(f.at + f.dur) - x(f.at));
+      el("rect", {class: "fault", x: x(f.at), y: rowY(node) + 2, width: w, height: rowH(node) - 4, fill: c, stroke: c}, svg,
+         inMs(f.text));
+      el("text", {class: "fault-label", x: x(f.at) + 2, y: rowY(node) + rowH(node) - 5, fill: c}, svg).textContent = f.kind;
       count("fault");
+      present.faults.add(f.kind);
     }
   }
   for (const l of run.leases) {
-    const c = colour(l.job);
-    el("rect", {class: "lease", x: x(l.start), y: y(l.node) + 6, width: Math.max(1, x(l.end) - x(l.start)), height: ROW - 12,
+    const c = colour(l.job), key = l.node + "|" + l.job;
+    el("rect", {class: "lease", x: x(l.start), y: rowY(key) + 3, width: Math.max(1, x(l.end) - x(l.start)), height: rowH(key) - 6,
                 fill: c, stroke: c}, svg,
-       "Lease " + l.id + " of " + l.job + " on " + l.node + ": " + secs(l.start) + " to " + (l.open ? "the end" : secs(l.end)));
+       "Lease " + l.id + " of " + l.job + " on " + l.node + ": " + ms(l.start) + " to " + (l.open ? "the end" : ms(l.end)));
     count("lease");
   }
   for (const e of run.epochs) {
-    const cls = "epoch" + (e.violating ? " violating" : "");
-    el("line", {class: cls, x1: x(e.t), x2: x(e.t), y1: y(e.node) + 4, y2: y(e.node) + ROW - 4}, svg,
-       e.job + " committed version " + e.version + " at " + secs(e.t) + " under Lease " + e.lease + ": consumed " +
+    const key = e.node + "|" + e.job;
+    el("line", {class: "epoch" + (e.violating ? " violating" : ""), x1: x(e.t), x2: x(e.t), y1: rowY(key) + 2, y2: rowY(key) + rowH(key) - 2}, svg,
+       e.job + " committed version " + e.version + " at " + ms(e.t) + " under Lease " + e.lease + ": consumed " +
        e.consumed + ", produced " + e.produced + (e.ids.length ? " [" + e.ids.join(" ") + "]" : ""));
     count("epoch");
+    if (e.violating) present.violatingEpoch = true;
   }
   for (const ev of run.events) {
+    const cy = rowY(ev.node) + rowH(ev.node) / 2;
     if (ev.what === "crash") {
-      const cx = x(ev.at), cy = y(ev.node) + ROW / 2;
+      const cx = x(ev.at);
       el("path", {class: "crash", d: `M${cx - 5},${cy - 5}L${cx + 5},${cy + 5}M${cx - 5},${cy + 5}L${cx + 5},${cy - 5}`}, svg,
-         ev.node + " crashed at " + secs(ev.at));
+         ev.node + " crashed at " + ms(ev.at));
       count("crash");
+      present.crash = true;
     } else {
-      el("rect", {class: "rejected", x: x(ev.at) - 3, y: y(ev.node) + ROW / 2 - 3, width: 6, height: 6}, svg,
-         ev.node + ": " + ev.what + " at " + secs(ev.at) + " — " + ev.detail);
+      el("rect", {class: "rejected", x: x(ev.at) - 3, y: cy - 3, width: 6, height: 6}, svg,
+         ev.node + ": " + ev.what + " at " + ms(ev.at) + " — " + inMs(ev.detail));
       count("rejected");
+      present.rejected = true;
     }
   }
   const tbody = document.querySelector("#violating tbody");
   tbody.innerHTML = "";
   for (const d of run.deliveries) {
-    el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: y(d.node) + ROW / 2,
+    const cy = rowY(d.node) + rowH(d.node) / 2;
+    // Linked to the commit that decided it, on its job's row; dashed red when it came first.
+    if (d.commit !== null) {
+      const key = d.commit.node + "|" + d.commit.job;
+      const isEarly = early(d);
+      el("line", {class: "decided" + (isEarly ? " early" : ""), x1: x(d.t), y1: cy, x2: x(d.commit.t), y2: rowY(key) + rowH(key) / 2}, svg,
+         d.id + " delivered at " + ms(d.t) + "; decided by " + d.commit.job + " version " + d.commit.version + " committed at " +
+         ms(d.commit.t) + (isEarly ? " — AFTER the delivery" : ""));
+      if (isEarly) { count("early"); present.early = true; }
+    }
+  }
+  for (const d of run.deliveries) {
+    el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: rowY(d.node) + rowH(d.node) / 2,
                   r: d.violating ? 5 : 3}, svg,
-       d.sink + " made " + d.id + " visible at " + secs(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
-       (d.producer || "at-most-once send") + ")");
+       d.sink + " made " + d.id + " visible at " + ms(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
+       (d.producer || "at-most-once send") + (d.commit ? ", decided by the commit at " + ms(d.commit.t) : "") + ")");
     count(d.violating ? "violating" : "delivery");
     if (d.violating) {
+      present.violating = true;
       const tr = document.createElement("tr");
-      cell(tr, secs(d.t)); cell(tr, d.node); cell(tr, "delivered"); cell(tr, d.id); cell(tr, d.key); cell(tr, d.payload);
+      cell(tr, ms(d.t)); cell(tr, d.node);
+      cell(tr, "delivered" + (d.commit ? "; its commit at " + ms(d.commit.t) : "; no commit decided it"));
+      cell(tr, d.id); cell(tr, d.key); cell(tr, d.payload);
       tbody.appendChild(tr);
     }
   }
   for (const e of run.epochs) {
     if (!e.violating) continue;
     const tr = document.createElement("tr");
-    cell(tr, secs(e.t)); cell(tr, e.node); cell(tr, e.job + " epoch v" + e.version); cell(tr, e.ids.join(" ")); cell(tr, ""); cell(tr, "");
+    cell(tr, ms(e.t)); cell(tr, e.node); cell(tr, e.job + " epoch v" + e.version); cell(tr, e.ids.join(" ")); cell(tr, ""); cell(tr, "");
     tbody.appendChild(tr);
   }
+  // No table of named messages when no check failed.
+  document.getElementById("named").hidden = tbody.children.length === 0;
+  legend(present);
+  if (focusAt !== undefined) scroll.scrollLeft = Math.max(0, x(focusAt) - scroll.clientWidth / 2);
   document.body.dataset.rendered = Object.entries(counts).map(([k, v]) => k + ":" + v).sort().join(" ");
 }
 
 header();
 const zoom = document.getElementById("zoom");
-zoom.addEventListener("input", () => { document.getElementById("zoom-label").textContent = zoom.value + "×"; draw(+zoom.value); });
-draw(1);
+const first = firstViolation();
+let initial = 1;
+if (first !== null) {
+  // Opened on the first violation: 50 ms of simulated time across the view.
+  initial = Math.min(400, Math.max(1, Math.round(Math.max(run.sim_time_us, 1) / 50000)));
+  zoom.value = initial;
+  document.getElementById("focus").textContent = "— opened at the first violation: " + first.what + " at " + ms(first.t);
+}
+document.getElementById("zoom-label").textContent = initial + "×";
+zoom.addEventListener("input", () => {
+  document.getElementById("zoom-label").textContent = zoom.value + "×";
+  draw(+zoom.value, first !== null ? first.t : undefined);
+});
+draw(initial, first !== null ? first.t : undefined);
+if (first !== null) document.body.dataset.focus = String(first.t);
 </script>
 </body>
 </html>
@@ -214,7 +341,7 @@ std::string render_explain_html(const ExplainInput& input) {
     if (owner == run.lease_owners.end()) continue;  // a Lease no job ever tried to commit under
     // Leases alive at the end of the run are drawn to the end.
     const bool open = span.ended_at < 0 || span.ended_at > r.sim_time_us;
-    leases.push_back({{"id", fmt::format("{:x}", id)},
+    leases.push_back({{"id", std::to_string(id)},
                       {"node", owner->second.first},
                       {"job", owner->second.second},
                       {"start", span.started_at},
@@ -234,7 +361,7 @@ std::string render_explain_html(const ExplainInput& input) {
     }
     epochs.push_back({{"job", e.job},
                       {"node", e.node},
-                      {"lease", fmt::format("{:x}", e.lease)},
+                      {"lease", std::to_string(e.lease)},
                       {"version", e.version},
                       {"t", e.commit_time},
                       {"consumed", e.consumed.size()},
@@ -255,9 +382,25 @@ std::string render_explain_html(const ExplainInput& input) {
   for (const auto& e : run.node_events) {
     events.push_back({{"node", e.node}, {"at", e.at_us}, {"what", e.what}, {"detail", e.detail}});
   }
+  // The commit that decided each delivery: the first committed epoch of the delivering job
+  // that consumed the message (its outbox row, or its synchronous write, was made there).
+  std::map<std::pair<std::string, uint64_t>, const checkers::EpochRecord*> decided_by;
+  for (const auto& e : h.epochs) {
+    for (const auto& m : e.consumed) {
+      auto [it, fresh] = decided_by.try_emplace({e.job, m.id}, &e);
+      if (!fresh && e.commit_time < it->second->commit_time) it->second = &e;
+    }
+  }
   json deliveries = json::array();
   for (const auto& d : h.deliveries) {
+    const auto decided = decided_by.find({d.producer_job, d.message.id});
+    json commit = nullptr;
+    if (decided != decided_by.end()) {
+      const checkers::EpochRecord& e = *decided->second;
+      commit = {{"t", e.commit_time}, {"node", e.node}, {"job", e.job}, {"version", e.version}};
+    }
     deliveries.push_back({{"sink", d.sink},
+                          {"commit", commit},
                           {"node", sink_target_node(d.sink)},
                           {"t", d.time},
                           {"id", format_id(d.message.id)},

@@ -1,9 +1,11 @@
 // onceflow explain: one simulated run as a self-contained HTML page.
 //
-// The page draws every node against simulated time: the Leases its jobs held, the epochs
-// they committed, the faults that hit it, its crashes and refused commits, and the messages
-// each sink target made visible. Messages named by a failing check are drawn in red and
-// listed. Everything (data, style, script) is inline, so the file opens with no network.
+// The page draws every node, and under it every job that ran there, against simulated time
+// (in milliseconds): the Leases the jobs held, the epochs they committed, the faults that hit
+// the node (by kind), its crashes and refused commits, and the messages each sink target made
+// visible, each linked to the commit that decided it. Messages named by a failing check are
+// drawn in red and listed; a failing run's page opens zoomed on its first violation.
+// Everything (data, style, script) is inline, so the file opens with no network.
 #pragma once
 
 #include <string>
