@@ -147,11 +147,8 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
   }
   check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
-  faults::PipelineRunOptions options = s.pipeline;
-  options.seed = seed;
-  options.swarm = swarm;
-  options.bugs = inv.bugs;
-  options.replay_command = replay_command(inv, s, seed, swarm);
+  // The very run that `run` and `replay` report for this seed (the same knobs, bugs, inert faults).
+  const faults::PipelineRunOptions options = cli::pipeline_run_options(inv, s, seed, swarm, 0);
   const faults::PipelineRun run = faults::run_pipeline(options, inv.registry);
   std::ofstream out(html_path);
   if (!out) throw UsageError{"cannot write " + html_path};

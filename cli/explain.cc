@@ -138,7 +138,8 @@ const rowY = key => (rowOf.get(key) || {y: BOTTOM}).y;
 const rowH = key => (rowOf.get(key) || {h: ROW}).h;
 
 // The first violation: where the page opens.
-// In order: a delivery before the commit that decided it, a delivery of a named message, an
+// In order: a delivery before the commit that decided it, a named message delivered again, a
+// delivery of a named message, an
 // epoch that consumed or produced one (the context of a violation rather than the violation).
 function firstViolation() {
   if (run.verdict !== "fail") return null;
@@ -149,6 +150,8 @@ function firstViolation() {
   };
   return earliest(run.deliveries.filter(d => d.violating && early(d)), d => d.t,
                   d => d.sink + " made " + d.id + " visible before the commit that decided it") ||
+         earliest(run.deliveries.filter(d => d.violating && d.again), d => d.t,
+                  d => d.sink + " made " + d.id + " visible again") ||
          earliest(run.deliveries.filter(d => d.violating), d => d.t, d => d.sink + " made " + d.id + " visible") ||
          earliest(run.epochs.filter(e => e.violating), e => e.t, e => e.job + " committed a named message");
 }
@@ -273,7 +276,8 @@ function draw(zoom, focusAt) {
       if (isEarly) { count("early"); present.early = true; }
     }
   }
-  for (const d of run.deliveries) {
+  // Named messages drawn last, on top of the others.
+  for (const d of [...run.deliveries.filter(d => !d.violating), ...run.deliveries.filter(d => d.violating)]) {
     el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: rowY(d.node) + rowH(d.node) / 2,
                   r: d.violating ? 5 : 3}, svg,
        d.sink + " made " + d.id + " visible at " + ms(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
@@ -283,7 +287,7 @@ function draw(zoom, focusAt) {
       present.violating = true;
       const tr = document.createElement("tr");
       cell(tr, ms(d.t)); cell(tr, d.node);
-      cell(tr, "delivered" + (d.commit ? "; its commit at " + ms(d.commit.t) : "; no commit decided it"));
+      cell(tr, (d.again ? "delivered again" : "delivered") + (d.commit ? "; its commit at " + ms(d.commit.t) : "; no commit decided it"));
       cell(tr, d.id); cell(tr, d.key); cell(tr, d.payload);
       tbody.appendChild(tr);
     }
@@ -330,8 +334,15 @@ std::string render_explain_html(const ExplainInput& input) {
   const faults::PipelineRun& run = *input.run;
   const checkers::PipelineHistory& h = run.history;
   const faults::RunOutcome& r = run.outcome;
+  // The hex numbers failing checks name are MessageIds or keys; when some are ids of messages
+  // this run delivered, those are what the checks are about (a key names every message of it).
   const std::set<std::string> named = checkers::ids_named_by_failures(r.verdicts);
+  bool names_ids = false;
+  for (const auto& d : h.deliveries) names_ids = names_ids || named.count(format_id(d.message.id)) > 0;
   const auto is_named = [&](uint64_t v) { return named.count(format_id(v)) > 0; };
+  const auto is_named_message = [&](const checkers::MessageRecord& m) {
+    return is_named(m.id) || (!names_ids && is_named(m.key));
+  };
 
   json nodes = json::array();
   for (const auto& n : run.nodes) nodes.push_back(n);
@@ -355,7 +366,7 @@ std::string render_explain_html(const ExplainInput& input) {
     json ids = json::array();
     for (const auto* list : {&e.consumed, &e.produced}) {
       for (const auto& m : *list) {
-        violating = violating || is_named(m.id) || is_named(m.key);
+        violating = violating || is_named_message(m);
         if (ids.size() < 20) ids.push_back(format_id(m.id));
       }
     }
@@ -392,7 +403,9 @@ std::string render_explain_html(const ExplainInput& input) {
     }
   }
   json deliveries = json::array();
+  std::set<std::pair<std::string, uint64_t>> delivered;  // (sink, id) seen so far
   for (const auto& d : h.deliveries) {
+    const bool again = !delivered.insert({d.sink, d.message.id}).second;
     const auto decided = decided_by.find({d.producer_job, d.message.id});
     json commit = nullptr;
     if (decided != decided_by.end()) {
@@ -407,7 +420,8 @@ std::string render_explain_html(const ExplainInput& input) {
                           {"key", format_id(d.message.key)},
                           {"payload", d.message.payload.substr(0, 80)},
                           {"producer", d.producer_job},
-                          {"violating", is_named(d.message.id) || is_named(d.message.key)}});
+                          {"again", again},
+                          {"violating", is_named_message(d.message)}});
   }
   json checks = json::array();
   for (const auto& v : r.verdicts) {

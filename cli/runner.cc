@@ -87,19 +87,22 @@ std::vector<Scenario> load_library(const std::string& dir) {
   return out;
 }
 
+faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+                                                size_t keep_lines) {
+  faults::PipelineRunOptions options = s.pipeline;
+  options.seed = seed;
+  options.swarm = swarm;
+  options.random_knobs = random_knobs(s, swarm);
+  options.trace_keep_lines = keep_lines;
+  options.bugs = inv.bugs;
+  options.inert_faults = inv.inert_faults;
+  options.replay_command = replay_command(inv, s, seed, swarm);
+  return options;
+}
+
 faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                                  size_t keep_lines) {
-  if (s.kind == "pipeline") {
-    faults::PipelineRunOptions options = s.pipeline;
-    options.seed = seed;
-    options.swarm = swarm;
-    options.random_knobs = random_knobs(s, swarm);
-    options.trace_keep_lines = keep_lines;
-    options.bugs = inv.bugs;
-    options.inert_faults = inv.inert_faults;
-    options.replay_command = replay_command(inv, s, seed, swarm);
-    return faults::run_pipeline(options, inv.registry).outcome;
-  }
+  if (s.kind == "pipeline") return faults::run_pipeline(pipeline_run_options(inv, s, seed, swarm, keep_lines), inv.registry).outcome;
   faults::SelftestOptions options = s.kernel;
   options.seed = seed;
   options.swarm = swarm;

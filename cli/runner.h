@@ -57,6 +57,9 @@ std::vector<Scenario> load_library(const std::string& dir);
 // One seed, checked; `keep_lines` of the trace are kept (SIZE_MAX: all). With `twice`, the
 // seed runs again and a determinism check compares the two traces.
 faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines);
+// The options run_seed_once runs a pipeline scenario's seed with (explain draws the same run).
+faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+                                                size_t keep_lines);
 faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
                             bool twice);
 // A seed's first failure (SeedSummary::first_failure) without the replay command its check's

@@ -61,17 +61,38 @@ other = re.findall(r".{30}\b\d+(?:\.\d+)?(?:us|s)\b", page)
 assert not other, other[:3]
 PY
 # Pixels: the violation's red mark is on screen, inside the timeline (whose node rows are drawn
-# in #e8eaf6), at the zoom the page opens with. The screenshots are kept for docs/debugging.md.
+# in #e8eaf6), at the zoom the page opens with. The screenshots are kept for docs/debugging.md
+# (ONCEFLOW_SCREENSHOTS=docs/images).
 shots=${ONCEFLOW_SCREENSHOTS:-$work}
 mkdir -p "$shots"
-timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$work/profile" \
-  --proxy-server=127.0.0.1:9 --virtual-time-budget=10000 --window-size=1400,1100 \
-  --screenshot="$shots/explain-fencing.png" "file://$work/fail.html" 2>>"$work/chromium.log"
-red=$(python3 "$src/tests/png_count.py" "$shots/explain-fencing.png" d50000 e8eaf6)
-echo "red pixels of the violation inside the timeline: $red"
-[[ $red -ge 20 ]] || fail "the violation's mark is not on screen at the default zoom ($red red pixels in the timeline)"
+# red_on_screen PAGE SHOT: screenshots PAGE to SHOT and fails unless the red mark is in view.
+red_on_screen() {
+  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$work/profile" \
+    --proxy-server=127.0.0.1:9 --virtual-time-budget=10000 --window-size=1400,1100 \
+    --screenshot="$2" "file://$1" 2>>"$work/chromium.log"
+  local red
+  red=$(python3 "$src/tests/png_count.py" "$2" d50000 e8eaf6)
+  echo "${1##*/}: red pixels of the violation inside the timeline: $red"
+  [[ $red -ge 20 ]] || fail "${1##*/}: the violation's mark is not on screen at the default zoom ($red red pixels)"
+}
+red_on_screen "$work/fail.html" "$shots/explain-fencing.png"
 grep -q '<td class="fail">FAIL</td>' "$work/fail.dom" || fail "the page does not list the failed check"
 grep -q '<span class="fail">FAIL</span>' "$work/fail.dom" || fail "the page's summary does not say FAIL"
+
+# A duplicate (a ClickHouse dedup window shorter than the replays): explain draws the very run
+# that `run` reports for the seed, and opens where the message is made visible again.
+"$onceflow" run "$src/scenarios/clickhouse_short_window.yaml" --seed 20 >"$work/dup.txt" || true
+dup=$(grep -o 'message ids [0-9a-f]\{16\}' "$work/dup.txt" | head -1 | awk '{ print $3 }')
+[[ -n $dup ]] || fail "clickhouse_short_window seed 20 reports no duplicate: $(grep FAIL "$work/dup.txt" | head -2)"
+set +e
+"$onceflow" explain "$src/scenarios/clickhouse_short_window.yaml" --seed 20 --html "$work/dup.html" >/dev/null
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "explain of the duplicate exited $rc"
+render "$work/dup.html" >"$work/dup.dom"
+grep -q "opened at the first violation: counts_ch made $dup visible again" "$work/dup.dom" ||
+  fail "the duplicate's page did not open on $dup delivered again: $(grep -o 'id="focus">[^<]*' "$work/dup.dom")"
+red_on_screen "$work/dup.html" "$shots/explain-duplicate.png"
 
 # A run that passes: nothing is highlighted.
 "$onceflow" explain "$src/scenarios/keyed_aggregation.yaml" --seed 1 --html "$work/pass.html" >/dev/null \
