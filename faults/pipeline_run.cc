@@ -70,6 +70,12 @@ class Recorder final : public EngineObserver {
     counters["processed"] += e.consumed.size();
     if (!e.consumed.empty()) note(e.node, fmt::format("{} lease {} committed version {}", e.job.str(), e.lease, e.version));
   }
+  void job_lease_started(const std::string& job, LeaseId lease, const std::string& worker) override {
+    note(world_->name(world_->scheduler().current_node()), fmt::format("starts lease {} for {} on {}", lease, job, worker));
+  }
+  void job_lease_ended(const std::string& job, LeaseId lease, std::string_view why) override {
+    note(world_->name(world_->scheduler().current_node()), fmt::format("lease {} of {} ended: {}", lease, job, why));
+  }
   void job_fenced(const JobId& job, LeaseId lease) override {
     ++counters["fenced"];
     // Which Lease, and why it ended (expired: not pinged in time; aborted: by a controller),

@@ -55,6 +55,13 @@ assert want, "the filter should match some lines of this seed"
 assert shown == want, (len(shown), len(want))
 assert head.startswith(f"trace ({len(want)} of {len(every)} lines: --node store --from 100000us --to 2000000us"), head
 PY
+# Leases in the trace: started for a job on a worker, ended with why, a fenced commit with its Lease.
+"$bin" replay "$src/scenarios/retryable_request.yaml" --seed 1 --grep 'lease [0-9]+' > "$tmp/leases.txt"
+for pattern in 'controller +starts lease [0-9]+ for computation/RequestProcessor/[0-9] on worker-[0-9]' \
+  'lease [0-9]+ of [a-z]+/[A-Za-z_]+/[0-9] ended: aborted' \
+  'fenced: its commit under lease [0-9]+ was refused \(the Lease is (expired|aborted)\)'; do
+  grep -Eq "$pattern" "$tmp/leases.txt" || fail "no trace line like '$pattern'"
+done
 expect_rc 2 "$bin" replay "$bank" --seed 3 --grep '('            # not a regular expression
 expect_rc 2 "$bin" replay "$bank" --seed 3 --id NOTHEX
 expect_rc 2 "$bin" replay "$bank" --seed 3 --from 2s --to 1s
