@@ -500,7 +500,7 @@ std::set<std::string> Controller::ping_job_leases() {
   for (const auto& [job, a] : assignments_) {
     if (!a.retiring && env_.store.ping_lease(a.row.lease).is_prerequisite_failed()) {
       ended.insert(job);
-      if (env_.observer != nullptr) env_.observer->job_lease_ended(job, a.row.lease, "found ended at a ping (expired or aborted)");
+      if (env_.observer != nullptr) env_.observer->job_lease_ended(job, a.row.lease, "found ended at a ping");
     }
   }
   return ended;

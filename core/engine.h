@@ -216,8 +216,9 @@ class EngineObserver {
   virtual void timer_moving(const std::string& /*from*/, const std::string& /*to*/, TxId /*tx*/) {}
   // A controller started Lease `lease` for job `job` (JobId::str()), to assign it to `worker`.
   virtual void job_lease_started(const std::string& /*job*/, LeaseId /*lease*/, const std::string& /*worker*/) {}
-  // A controller found a job's Lease ended ("expired" at a ping) or ended it (aborted, `why`
-  // the reason: "rebalance", "layout changed", "pipeline not working", ...).
+  // A controller found a job's Lease ended ("found ended at a ping": expired, or aborted by
+  // another controller) or ended it ("aborted: " and the reason: rebalance, layout changed,
+  // pipeline not working, ...).
   virtual void job_lease_ended(const std::string& /*job*/, LeaseId /*lease*/, std::string_view /*why*/) {}
   // The engine took the recovery path `probe` marks (core/probes.h).
   virtual void probe(Probe /*probe*/) {}

@@ -74,7 +74,16 @@ class Recorder final : public EngineObserver {
     note(world_->name(world_->scheduler().current_node()), fmt::format("starts lease {} for {} on {}", lease, job, worker));
   }
   void job_lease_ended(const std::string& job, LeaseId lease, std::string_view why) override {
-    note(world_->name(world_->scheduler().current_node()), fmt::format("lease {} of {} ended: {}", lease, job, why));
+    // A Lease the controller found ended: how, as the store recorded it (read only).
+    std::string how(why);
+    if (how.rfind("found", 0) == 0 && store_ != nullptr) {
+      const auto record = store_->leases().find(lease);
+      if (record != store_->leases().end()) {
+        how = fmt::format("{} at {}us (store time), found at a ping", lease_state_name(record->second.state),
+                          record->second.ended_at);
+      }
+    }
+    note(world_->name(world_->scheduler().current_node()), fmt::format("lease {} of {} ended: {}", lease, job, how));
   }
   void job_fenced(const JobId& job, LeaseId lease) override {
     ++counters["fenced"];
