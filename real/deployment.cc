@@ -801,9 +801,13 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
     who = fmt::format(" ({}, {})", layout_.controllers.front(), observed_.leads ? "leads" : "stands by");
   }
   const std::string in = controls() ? fmt::format("{}/{}", c.produced, inputs_->size()) : std::to_string(c.produced);
-  fmt::print(stderr, "{}onceflow real{}: in {}{}, delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}, {:.0f}s{}{}{}",
-             tty ? "\r" : "", who, in, outputs, delivered, rate, latency, progress_->epochs, seconds,
-             kafka, waiting, tty && !last ? "\x1b[K" : "\n");
+  // A controller's process delivers nothing and commits no epoch itself: the workers' do.
+  const std::string work = o_.role == RealOptions::Role::kController
+                               ? std::string()
+                               : fmt::format(", delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}",
+                                             delivered, rate, latency, progress_->epochs);
+  fmt::print(stderr, "{}onceflow real{}: in {}{}{}, {:.0f}s{}{}{}", tty ? "\r" : "", who, in, outputs, work, seconds, kafka,
+             waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;
   last_progress_at_ = elapsed;
 }

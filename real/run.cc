@@ -142,8 +142,12 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     const RealStore::Stats st = store->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
     const auto ms = [&](double q) { return static_cast<double>(latency.quantile(q)) / 1e3; };
-    fmt::print("{}\n", json{{"messages", o.messages}, {"wall_s", wall_s},
-                            {"msgs_per_s", std::round(static_cast<double>(o.messages) / std::max(wall_s, 1e-6))},
+    // A worker's process writes no input: its figures are its commits and latency.
+    const json messages = o.role == RealOptions::Role::kWorker ? json(nullptr) : json(o.messages);
+    fmt::print("{}\n", json{{"messages", messages}, {"wall_s", wall_s},
+                            {"msgs_per_s", o.role == RealOptions::Role::kWorker
+                                               ? json(nullptr)
+                                               : json(std::round(static_cast<double>(o.messages) / std::max(wall_s, 1e-6)))},
                             {"latency_samples", latency.count()}, {"latency_p50_ms", ms(0.5)}, {"latency_p99_ms", ms(0.99)},
                             {"commits", st.commits},
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
