@@ -186,12 +186,7 @@ std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   const auto names_an_id = [&](const std::string& line) {
     return std::any_of(ids.begin(), ids.end(), [&](const std::string& id) { return line.find(id) != std::string::npos; });
   };
-  const auto time_of = [](const std::string& line) {
-    Micros t = 0;
-    const size_t start = line.find_first_not_of(' ');
-    if (start != std::string::npos) std::from_chars(line.data() + start, line.data() + line.size(), t);
-    return t;
-  };
+  const auto time_of = [](const std::string& line) { return cli::trace_line_time(line).value_or(0); };
   Micros first = -1, last = -1;
   for (const auto& line : r.trace) {
     if (!names_an_id(line)) continue;

@@ -22,17 +22,24 @@ std::string_view next_field(std::string_view& rest) {
 
 }  // namespace
 
+std::optional<Micros> trace_line_time(std::string_view line) {
+  const std::string_view text = next_field(line);
+  Micros time = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), time);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return time;
+}
+
 bool ReplayFilter::matches(std::string_view line) const {
   std::string_view rest = line;
-  const std::string_view time_text = next_field(rest);
+  next_field(rest);  // the time
   const std::string_view node_text = next_field(rest);
   if (!node.empty() && node_text != node) return false;
   if (from_us >= 0 || to_us >= 0) {
-    Micros time = 0;
-    const auto [ptr, ec] = std::from_chars(time_text.data(), time_text.data() + time_text.size(), time);
-    if (ec != std::errc() || ptr != time_text.data() + time_text.size()) return false;
-    if (from_us >= 0 && time < from_us) return false;
-    if (to_us >= 0 && time > to_us) return false;
+    const std::optional<Micros> time = trace_line_time(line);
+    if (!time) return false;
+    if (from_us >= 0 && *time < from_us) return false;
+    if (to_us >= 0 && *time > to_us) return false;
   }
   if (!job.empty() && rest.find(job) == std::string_view::npos) return false;
   if (!id.empty() && rest.find(id) == std::string_view::npos) return false;

@@ -18,6 +18,9 @@
 
 namespace onceflow::cli {
 
+// A trace line's time (its first field), or nullopt when it has none.
+std::optional<Micros> trace_line_time(std::string_view line);
+
 struct ReplayFilter {
   std::string node;
   std::string job;

@@ -428,7 +428,7 @@ RealDeployment::Ending RealDeployment::run() {
       return drain_deadline >= 0 && now >= drain_deadline;
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
-    if (ends_by_draining && observed_.waiting_for.empty()) {
+    if (ends_by_draining && observed_.waiting_for == "") {
       if (o_.role == Role::kAll) return (ending = Ending::kDrained), true;
       // The workers' processes end once the pipeline is stopped; a run started again
       // resumes it.
@@ -457,27 +457,25 @@ void RealDeployment::observe(bool ends_by_draining) {
   Runtime& rt = loop_.runtime("monitor");
   while (true) {
     Observed o;
-    o.state = stored_state();
-    o.layout_pending = layout_change_pending();
+    // The state and the layout change under way in one snapshot (a repartition passes
+    // through "stopped" on its way back to work).
+    if (auto tx = store_.begin()) {
+      auto state = store_.get(*tx, tables::kController, "state");
+      auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
+      store_.abort(*tx);
+      if (state) o.state = *state;
+      o.layout_pending = !pending || pending->has_value();
+    }
     o.leads = o_.role == RealOptions::Role::kController && leads();
     o.counts = counts();
     // Looked for once the pipeline's state is read: "what is left" is only then true.
     // Under several controllers' processes, the one that found the pipeline drained stops it:
     // for the others, stopped with nothing left is drained too.
-    o.waiting_for = ends_by_draining ? waiting_for(o_.role == RealOptions::Role::kController) : "(not looked for)";
+    if (ends_by_draining) o.waiting_for = waiting_for(o_.role == RealOptions::Role::kController);
     o.looks = observed_.looks + 1;
     observed_ = std::move(o);
     rt.sleep_for(kDrainCheckEvery);
   }
-}
-
-// A repartition passes through "stopped" on its way back to work.
-bool RealDeployment::layout_change_pending() {
-  auto tx = store_.begin();
-  if (!tx) return true;
-  auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
-  store_.abort(*tx);
-  return !pending || pending->has_value();
 }
 
 std::string RealDeployment::partition_changes() {
@@ -792,8 +790,8 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
                           static_cast<double>(latency_.quantile(0.99)) / 1e3);
   }
   // A run that ends by draining says what it still waits for.
-  const std::string& left = observed_.waiting_for;
-  const std::string waiting = !last && !left.empty() && left != "(not looked for)" ? "; waiting for " + left : "";
+  const std::optional<std::string>& left = observed_.waiting_for;
+  const std::string waiting = !last && left && !left->empty() ? "; waiting for " + *left : "";
   // A process of a role names itself, and a controller's says whether it leads.
   std::string who;
   if (o_.role == RealOptions::Role::kWorker) who = fmt::format(" ({})", layout_.workers.front());

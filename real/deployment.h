@@ -123,7 +123,6 @@ class RealDeployment {
   void start_worker_when_free(const std::string& name);
   // This process's controller holds the leader row under a live Lease.
   bool leads();
-  bool layout_change_pending();
   // Every 100 ms, reads observed_ from the store (waiting_for() when `ends_by_draining`).
   void observe(bool ends_by_draining);
   Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
@@ -177,7 +176,7 @@ class RealDeployment {
     bool layout_pending = true;
     bool leads = false;  // this process's controller leads
     Counts counts;
-    std::string waiting_for = "(not looked for)";  // "": drained (when the run ends by draining)
+    std::optional<std::string> waiting_for;  // nullopt: not looked for; "": drained
   };
   Observed observed_;
   std::unique_ptr<SharedConnectors> shared_connectors_;
