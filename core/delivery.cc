@@ -70,10 +70,14 @@ void Delivery::queue_at_most_once(std::vector<Message> messages) {
 bool Delivery::deliver_outbox() {
   auto tx = env_.store.begin();
   if (!tx) return false;
-  // A Kafka transaction or a ClickHouse batch may hold more than that.
-  const size_t limit = sink_.type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_.transaction_messages))
-                       : batched_outbox(sink_) ? std::max<size_t>(256, static_cast<size_t>(sink_.max_batch_messages))
-                                    : 256;
+  // A Kafka transaction or a ClickHouse batch may hold more than 256 rows. A queue target
+  // takes batches of the sink's size, and a round looks at twice what one epoch may add, so
+  // that delivery keeps up with the epochs and a backlog shrinks.
+  const size_t limit =
+      sink_.type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_.transaction_messages))
+      : batched_outbox(sink_)        ? std::max<size_t>(256, static_cast<size_t>(sink_.max_batch_messages))
+                                     : std::max<size_t>(static_cast<size_t>(sink_.delivery_batch_messages),
+                                                        2 * static_cast<size_t>(env_.spec.epoch_batch_limit));
   auto rows = env_.store.scan(*tx, outbox_table_, prefix_, prefix_ + "~", limit);
   std::set<std::string> batch_ends;
   if (rows && !rows->empty() && batched_outbox(sink_)) {

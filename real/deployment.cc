@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -20,7 +21,7 @@ namespace {
 // What the real deployment keeps besides the engine's own tables.
 constexpr const char* kProducer = "real/producer";  // "next" -> u64; "<source>/<p>" -> next offset
 constexpr const char* kInputLog = "real/inputs";    // hex16(index) -> the input as written
-constexpr size_t kProducerBatch = 500;
+constexpr size_t kProducerBatch = 2000;
 constexpr Micros kProducerPause = 2 * kMillis;
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
@@ -620,19 +621,22 @@ void RealDeployment::produce() {
         continue;
       }
     }
+    std::map<std::string, uint64_t> offsets;  // source partition -> its next offset, read once
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_->at(k);
-      const std::string counter = source_key(in.source, in.partition);
-      const uint64_t offset = read_u64(store_, *tx, kProducer, counter);
+      std::string counter = source_key(in.source, in.partition);
+      auto at = offsets.find(counter);
+      if (at == offsets.end()) at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
+      const uint64_t offset = at->second++;
       const Micros event_ts = now - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
       tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
-      tx->put(kProducer, counter, u64_bytes(offset + 1));
       Encoder logged;
       logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
       tx->put(kInputLog, tables::hex16(k), logged.take());
     }
+    for (const auto& [counter, offset] : offsets) tx->put(kProducer, counter, u64_bytes(offset));
     tx->put(kProducer, "next", u64_bytes(end));
     // The queue heads: nothing older than now will be appended; past the end, nothing at all.
     for (const auto& source : spec_.sources) {

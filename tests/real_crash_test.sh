@@ -9,7 +9,9 @@
 # Usage: real_crash_test.sh ONCEFLOW SOURCE_DIR SPEC [MESSAGES] [RANDOM_KILLS] [leveldb|postgresql]
 # (SPEC relative to SOURCE_DIR; every input must give one output, as in the library's.) With
 # postgresql, the store is a PostgreSQL server of the test's own (tests/pg_server.sh), and
-# the server itself is restarted once mid-run (commits under way become ambiguous).
+# the server itself is restarted once mid-run (commits under way become ambiguous). The
+# producer is paced (--rate 8000 a second) so that the kill moments fall inside a life however
+# fast the engine has become.
 set -euo pipefail
 onceflow=$1
 src=$2
@@ -42,7 +44,7 @@ life=0
 # to $work/life-N.log every 50 ms.
 start() {
   life=$((life + 1))
-  "$onceflow" real "${1:-$spec}" "${store[@]}" --messages "$messages" --progress-every 50ms >"$work/life-$life.out" \
+  "$onceflow" real "${1:-$spec}" "${store[@]}" --messages "$messages" --rate 8000 --progress-every 50ms >"$work/life-$life.out" \
     2>"$work/life-$life.log" &
   pid=$!
 }
