@@ -348,7 +348,9 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   // Where this job's input dedup lives, worked out once rather than per message.
   if (source_ == nullptr) {
     const std::string owner = computation_ != nullptr ? computation_->name : "sink:" + sink_->name;
-    const bool compact = computation_ != nullptr && computation_->compact_input_messages();
+    // A sink's input keys are the uint64 hashes of the stream, so it always takes the
+    // compact layout (one row per key rather than a row put and erased per message).
+    const bool compact = computation_ == nullptr || computation_->compact_input_messages();
     dedup_table_ = compact ? tables::compact_input_messages(owner) : tables::input_messages(owner);
     dedup_ = DedupTable(compact ? DedupLayout::kCompact : DedupLayout::kFull, id_.partition);
   }

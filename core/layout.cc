@@ -309,7 +309,7 @@ Result<size_t> move_partition_rows(Store& store, Transaction& tx, const Pipeline
     timers = true;
   } else if (const SinkSpec* s = spec.sink(owner)) {
     streams = {s->input_stream};
-    dedup = {tables::input_messages("sink:" + owner)};
+    dedup = {tables::compact_input_messages("sink:" + owner)};
   }
   size_t moved = 0;
   const auto message_key = [](const Row& row) -> std::optional<uint64_t> {

@@ -28,8 +28,9 @@ namespace onceflow::real {
 //    (the shape no longer does), a source's offsets are kept under its origin;
 // 5: rows keyed by partition (streams, timers, input dedup) are in the partition whose hash
 //    range holds their key (key_partition), not key % partitions; the layout row may end
-//    with sink targets' tablet counts and producer generations.
-inline constexpr uint32_t kDataFormatVersion = 5;
+//    with sink targets' tablet counts and producer generations;
+// 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key).
+inline constexpr uint32_t kDataFormatVersion = 6;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;
