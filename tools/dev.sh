@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
   libboost-context-dev librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev libleveldb-dev libsnappy-dev librdkafka-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  libfmt-dev libjemalloc-dev libleveldb-dev libsnappy-dev librdkafka-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   postgresql libpq-dev
   chromium fonts-dejavu-core kcat
   clang libclang-rt-14-dev
