@@ -127,6 +127,27 @@ done
 say "kafka sinks against raw librdkafka producers (mock cluster)"
 build/bench/kafka_bench "$(size 200000 4000)" 256 256 "$(size 5 1)" >"$tmp/kafka.json"
 
+say "Kafka -> Counter -> Kafka against a hand-written consume-transform-produce loop (mock cluster)"
+# Per mode, a fresh mock cluster whose input topic is written first (neither side is timed
+# writing it); the pipeline (its wall time, start-up included) and the loop (from its first
+# record) each read all of it, with transactions (or flushed batches) of 256.
+for mode in eos alo; do
+  pipeline=scenarios/real/kafka_aggregation.yaml
+  [[ $mode == alo ]] && pipeline=scenarios/real/kafka_aggregation_alo.yaml
+  "$onceflow" kafka-mock --brokers 1 --topic events:2 --topic counts:2 --topic counts_alo:2 --topic loop_out:2 \
+    >"$tmp/mock.out" 2>/dev/null &
+  mock=$!
+  for _ in $(seq 100); do [[ -s $tmp/mock.out ]] && break; sleep 0.1; done
+  brokers=$(head -1 "$tmp/mock.out")
+  build/bench/kafka_loop_bench preload "$brokers" events "$(size 100000 3000)" 64
+  "$onceflow" real "$pipeline" --kafka "$brokers" --data "$tmp/data-kafka-$mode" --verify --stats --no-progress \
+    2>/dev/null | sed -n 1p >"$tmp/kafka-e2e-$mode.json"
+  rm -rf "$tmp/data-kafka-$mode"
+  build/bench/kafka_loop_bench "$mode" "$brokers" events loop_out "$(size 100000 3000)" 256 >"$tmp/kafka-loop-$mode.json"
+  kill "$mock"
+  wait "$mock" 2>/dev/null || true
+done
+
 python3 - "$tmp" "$quick" <<'PY'
 import json, os, sys
 tmp, quick = sys.argv[1], sys.argv[2] == "1"
@@ -245,5 +266,11 @@ out.update({
     "kafka_alo_over_raw_idempotent_producer": k["alo_over_raw_idempotent_median"],
     "kafka_transaction_messages": k["transaction_messages"],
 })
+for mode in ("eos", "alo"):
+    e2e, loop = load(f"kafka-e2e-{mode}.json"), load(f"kafka-loop-{mode}.json")
+    assert e2e["delivered"] == loop["messages"], (e2e, loop)
+    out[f"kafka_e2e_{mode}_msgs_per_s"] = round(e2e["delivered"] / e2e["wall_s"])
+    out[f"kafka_loop_{mode}_msgs_per_s"] = round(loop["msgs_per_s"])
+    out[f"kafka_e2e_{mode}_over_loop"] = round(e2e["delivered"] / e2e["wall_s"] / loop["msgs_per_s"], 3)
 print(json.dumps(out, indent=2))
 PY

@@ -276,6 +276,7 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     auto it = last_write_.find(conflict_hash(where));
     if (it != last_write_.end() && it->second > open->version) {
       release(tx.id());
+      ++stats_.conflicts;
       // A conflict with a commit still being written is told once that commit is written, so
       // that a retry reads it (a caller that retries at once would otherwise spin while the
       // write it waits for cannot finish).

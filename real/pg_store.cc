@@ -496,6 +496,8 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
   if (!r.ok()) {
     if (r.sqlstate == kLeaseNotActive) return Status::prerequisite_failed(r.status.message());
     if (r.sqlstate == kWrittenSinceSnapshot || r.sqlstate == "40001" || r.sqlstate == "40P01") {
+      std::lock_guard lock(mu_);
+      ++stats_.conflicts;
       return Status::conflict(r.status.message());
     }
     if (r.sqlstate == kUniqueViolation) return Status::conflict(fmt::format("transaction {} was resolved as not committed", tx.id()));

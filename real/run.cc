@@ -142,16 +142,19 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     const RealStore::Stats st = store->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
     const auto ms = [&](double q) { return static_cast<double>(latency.quantile(q)) / 1e3; };
-    // A worker's process writes no input: its figures are its commits and latency.
-    const json messages = o.role == RealOptions::Role::kWorker ? json(nullptr) : json(o.messages);
-    fmt::print("{}\n", json{{"messages", messages}, {"wall_s", wall_s},
-                            {"msgs_per_s", o.role == RealOptions::Role::kWorker
-                                               ? json(nullptr)
-                                               : json(std::round(static_cast<double>(o.messages) / std::max(wall_s, 1e-6)))},
+    // A worker's process writes no input: its figures are its commits and latency. The rate
+    // is of the outputs this run delivered (each has a latency sample), so a resumed run or
+    // input from Kafka is counted as what went through.
+    const bool worker = o.role == RealOptions::Role::kWorker;
+    fmt::print("{}\n", json{{"messages", worker ? json(nullptr) : json(o.messages)}, {"wall_s", wall_s},
+                            {"delivered", latency.count()},
+                            {"msgs_per_s", worker ? json(nullptr)
+                                                  : json(std::round(static_cast<double>(latency.count()) / std::max(wall_s, 1e-6)))},
                             {"latency_samples", latency.count()}, {"latency_p50_ms", ms(0.5)}, {"latency_p99_ms", ms(0.99)},
                             {"commits", st.commits},
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"scans_past_empty", st.scans_past_empty},
+                            {"conflicts", st.conflicts},
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
