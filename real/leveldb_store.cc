@@ -84,10 +84,22 @@ Status refuse_headless_store(const std::string& dir) {
 
 uint64_t lease_generation(LeaseId lease) { return lease >> 32; }
 
-uint64_t conflict_hash(const std::pair<std::string, std::string>& where) {
-  const uint64_t table = std::hash<std::string_view>{}(where.first);
-  const uint64_t key = std::hash<std::string_view>{}(where.second);
-  return table ^ (key + 0x9e3779b97f4a7c15ULL + (table << 6) + (table >> 2));
+// The conflict index's hashes of a transaction's writes, in the write set's order (sorted by
+// table, so a table's name is hashed once per run of its keys).
+std::vector<uint64_t> conflict_hashes(const Transaction& tx) {
+  std::vector<uint64_t> out;
+  out.reserve(tx.writes().size());
+  const std::string* table = nullptr;
+  uint64_t table_hash = 0;
+  for (const auto& [where, value] : tx.writes()) {
+    if (table == nullptr || *table != where.first) {
+      table = &where.first;
+      table_hash = std::hash<std::string_view>{}(where.first);
+    }
+    const uint64_t key = std::hash<std::string_view>{}(where.second);
+    out.push_back(table_hash ^ (key + 0x9e3779b97f4a7c15ULL + (table_hash << 6) + (table_hash >> 2)));
+  }
+  return out;
 }
 
 }  // namespace
@@ -97,6 +109,7 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   leveldb::Options db_options;
   db_options.create_if_missing = true;
   db_options.paranoid_checks = true;
+  if (!options.compress) db_options.compression = leveldb::kNoCompression;
   if (options.env != nullptr) db_options.env = options.env;
   leveldb::DB* raw = nullptr;
   const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
@@ -272,8 +285,10 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
       return Status::prerequisite_failed(fmt::format("Lease {:x} is {}", lease, lease_state_name(state)));
     }
   }
+  const std::vector<uint64_t> hashes = conflict_hashes(tx);
+  auto hash = hashes.begin();
   for (const auto& [where, value] : tx.writes()) {
-    auto it = last_write_.find(conflict_hash(where));
+    auto it = last_write_.find(*hash++);
     if (it != last_write_.end() && it->second > open->version) {
       release(tx.id());
       ++stats_.conflicts;
@@ -285,14 +300,14 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
                                           where.second, it->second, tx.snapshot()));
     }
   }
-  if (loop_ != nullptr && loop_->scheduler().in_fiber()) return commit_in_group(tx);
+  if (loop_ != nullptr && loop_->scheduler().in_fiber()) return commit_in_group(tx, hashes);
   if (writing_ || forming_ != nullptr) {
     release(tx.id());
     return Status::unavailable("a group commit is being written: commit from a fiber of the loop");
   }
   const Version version = version_ + 1;
   assigned_ = version;
-  validated(tx, version);
+  validated(tx, version, hashes);
   leveldb::WriteBatch batch;
   add_writes(batch, tx);
   batch.Put(kVersionKey, u64_bytes(version));
@@ -334,12 +349,12 @@ struct LevelDbStore::Group {
 
 // A validated commit joins the forming group; its fiber writes that group when no write is
 // under way, else waits for the write of its group.
-Result<Version> LevelDbStore::commit_in_group(const Transaction& tx) {
+Result<Version> LevelDbStore::commit_in_group(const Transaction& tx, const std::vector<uint64_t>& hashes) {
   const Version version = ++assigned_;
   if (forming_ == nullptr) forming_ = std::make_shared<Group>();
   std::shared_ptr<Group> group = forming_;
   add_writes(group->batch, tx);
-  validated(tx, version);
+  validated(tx, version, hashes);
   group->members.emplace_back(tx.id(), tx.writes().size());
   group->last = version;
   pending_[tx.id()] = version;
@@ -417,10 +432,11 @@ void LevelDbStore::write_group() {
   loop_->run_blocking([&written, wo, batch, db] { written = db->Write(wo, batch); });
 }
 
-void LevelDbStore::validated(const Transaction& tx, Version version) {
+void LevelDbStore::validated(const Transaction& tx, Version version, const std::vector<uint64_t>& hashes) {
+  auto hash = hashes.begin();
   for (const auto& [where, value] : tx.writes()) {
     // A later snapshot's writes to these keys conflict, before they are written too.
-    last_write_[conflict_hash(where)] = version;
+    last_write_[*hash++] = version;
     if (value) empty_.put(where.first, where.second, version);
   }
 }

@@ -17,12 +17,12 @@ std::string_view lease_state_name(LeaseState state) {
 
 namespace {
 void set(Transaction::WriteSet& writes, std::string table, std::string key, std::optional<std::string> value) {
-  const Transaction::TableKey where{table, key};
+  Transaction::TableKey where{std::move(table), std::move(key)};
   auto it = writes.lower_bound(where);
   if (it != writes.end() && !writes.key_comp()(where, it->first)) {
     it->second = std::move(value);
   } else {
-    writes.emplace_hint(it, std::pair<std::string, std::string>(std::move(table), std::move(key)), std::move(value));
+    writes.emplace_hint(it, std::move(where), std::move(value));
   }
 }
 }  // namespace
