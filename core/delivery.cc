@@ -204,6 +204,30 @@ void Delivery::deliver_uncommitted(const std::vector<OutboxRow>& rows) {
   (void)append(producer_id(job_, sink_, env_.bugs), std::move(batch));
 }
 
+Status Delivery::write_now(const std::vector<Message>& messages) {
+  std::vector<std::string> encoded;
+  encoded.reserve(messages.size());
+  for (const Message& m : messages) encoded.push_back(encode_message(m));
+  const BatchLimits limits = batch_limits();
+  for (size_t at = 0; at < encoded.size();) {
+    std::vector<AppendRequest::Entry> batch;
+    size_t bytes = 0;
+    while (at < encoded.size() && batch.size() < limits.messages &&
+           (batch.empty() || bytes + encoded[at].size() <= limits.bytes)) {
+      bytes += encoded[at].size();
+      batch.push_back({0, encoded[at++]});
+    }
+    // A target may take the first part of a batch only: the rest goes again.
+    while (!batch.empty()) {
+      auto reply = append("", batch);
+      if (!reply) return reply.error();
+      if (reply->appended == 0) return Status::unavailable("the target took none of a batch");
+      batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(std::min<uint64_t>(reply->appended, batch.size())));
+    }
+  }
+  return Status::ok();
+}
+
 // At-most-once: each queued message is sent once, without a producer id; a failed send is
 // a counted drop, never a retry, and a send that got no answer is in doubt.
 void Delivery::send_at_most_once() {

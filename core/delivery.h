@@ -44,6 +44,9 @@ class Delivery {
   bool deliver_outbox();
   // The deliver-before-commit bug: an epoch's outbox rows go out before it commits.
   void deliver_uncommitted(const std::vector<OutboxRow>& rows);
+  // An at-least-once queue sink: appends `messages` to the target in batches, without a
+  // producer id (never deduplicated), before the epoch commits; OK once all are appended.
+  Status write_now(const std::vector<Message>& messages);
 
   // The highest seqNo the target is known to hold (this incarnation's knowledge).
   uint64_t delivered() const { return sender_.delivered(); }

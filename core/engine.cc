@@ -135,6 +135,7 @@ constexpr BugName kBugNames[] = {
     {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
     {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},
     {"kafka-init-keeps-epoch", &BugSwitches::kafka_init_keeps_epoch},
+    {"alo-write-after-commit", &BugSwitches::alo_write_after_commit},
 };
 }  // namespace
 

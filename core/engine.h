@@ -148,6 +148,9 @@ struct BugSwitches {
   bool store_forgets_ended_leases = false;
   // A bug of the simulated Kafka broker (sim::KafkaData::init_keeps_epoch).
   bool kafka_init_keeps_epoch = false;
+  // an at-least-once queue sink writes an epoch's messages after the epoch commits (its
+  // inputs erased), so a crash in between loses them
+  bool alo_write_after_commit = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);

@@ -292,6 +292,7 @@ class Job::EpochTx final : public StateBackend {
   EngineObserver::Epoch record;
   std::vector<std::string> consumed_rows;    // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
+  std::vector<Message> written_late;         // bug switch alo-write-after-commit
   std::vector<MessageId> confirmed;          // async sinks: delivery callbacks after commit
   std::vector<std::pair<std::string, std::string>> timer_deletes_apart;  // bug switch
 };
@@ -519,6 +520,7 @@ void Job::after_commit(EpochTx& etx) {
     delivery_->confirmed_up_to(etx.meta.acked_seqno);
   }
   if (!etx.amo_outputs.empty()) delivery_->queue_at_most_once(std::move(etx.amo_outputs));
+  if (!etx.written_late.empty()) (void)delivery_->write_now(etx.written_late);
 }
 
 // --- Sources ---------------------------------------------------------------------------
@@ -1071,7 +1073,9 @@ void Job::fire_timers(EpochTx& etx) {
 void Job::step_sink(EpochTx& etx) {
   const SinkSpec& spec = *sink_;
   const bool amo = spec.at_most_once_strategy.enabled;
-  const bool dedup = !amo && !env_.bugs.no_input_dedup;
+  // An at-least-once queue sink keeps no input dedup: a repeat is delivered again.
+  const bool alo_queue = spec.type == SinkType::kAsyncQueue && spec.delivery_guarantee == SinkDelivery::kAtLeastOnce;
+  const bool dedup = !amo && !alo_queue && !env_.bugs.no_input_dedup;
   const std::string& prefix = prefix_;
   // Outbox rows delivered since the last epoch are acknowledged now.
   const bool write_now = writes_before_commit(spec);
@@ -1136,8 +1140,13 @@ void Job::step_sink(EpochTx& etx) {
   }
   if (!written_now.empty()) {
     // Acknowledged before the epoch commits; if the commit then fails, they go again.
+    if (alo_queue && env_.bugs.alo_write_after_commit) {
+      etx.written_late = std::move(written_now);  // the bug: written once the inputs are gone
+      return;
+    }
     ExternalSink* external = external_sink();
     const Status written = external != nullptr ? external->write_now(id_.str(), lease_, written_now)
+                           : alo_queue         ? delivery_->write_now(written_now)
                                                : Status::invalid_argument("no connector for sink " + spec.name);
     if (!written.is_ok()) {
       probe(env_, Probe::kSyncWriteFailed);

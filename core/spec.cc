@@ -232,6 +232,14 @@ void check_sink(const SinkSpec& s) {
   if (s.type == SinkType::kKafka && s.delivery_guarantee == SinkDelivery::kAtMostOnce) {
     violate(at(owner, "delivery_guarantee"), "kafka sinks are exactly_once or at_least_once");
   }
+  if (s.type == SinkType::kAsyncQueue && s.delivery_guarantee == SinkDelivery::kAtMostOnce) {
+    violate(at(owner, "delivery_guarantee"),
+            "async queue sinks are exactly_once or at_least_once (at most once is at_most_once_strategy)");
+  }
+  if (s.type == SinkType::kAsyncQueue && s.delivery_guarantee == SinkDelivery::kAtLeastOnce &&
+      s.at_most_once_strategy.enabled) {
+    violate(at(strategy, "enabled"), "an at_least_once sink cannot have an at_most_once_strategy");
+  }
   check_range(s.transaction_messages, 1, 1'000'000, at(owner, "transaction_messages"));
   check_range(s.delivery_batch_messages, 1, 100'000, at(owner, "delivery_batch_messages"));
   if (s.synchronous && (s.type != SinkType::kKafka || s.delivery_guarantee != SinkDelivery::kAtLeastOnce)) {

@@ -149,7 +149,8 @@ inline const std::string& table_of(const SinkSpec& s) { return s.table.empty() ?
 // write that is followed by a failed commit is repeated.
 inline bool writes_before_commit(const SinkSpec& s) {
   return (s.type == SinkType::kKafka && s.synchronous) || s.type == SinkType::kArkflowKafka ||
-         (s.type == SinkType::kClickHouse && s.delivery_guarantee == SinkDelivery::kAtLeastOnce);
+         ((s.type == SinkType::kClickHouse || s.type == SinkType::kAsyncQueue) &&
+          s.delivery_guarantee == SinkDelivery::kAtLeastOnce);
 }
 
 struct PipelineSpec {

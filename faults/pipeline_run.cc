@@ -311,8 +311,9 @@ checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHous
         return G::kAtLeastOnce;  // accepted with a warning: no block deduplication
       }
       return G::kExactlyOnce;
-    case SinkType::kSyncQueue:
     case SinkType::kAsyncQueue:
+      return sink.delivery_guarantee == SinkDelivery::kAtLeastOnce ? G::kAtLeastOnce : G::kExactlyOnce;
+    case SinkType::kSyncQueue:
     case SinkType::kStaticTable: return G::kExactlyOnce;
   }
   return G::kExactlyOnce;

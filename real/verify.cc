@@ -17,9 +17,10 @@ namespace {
 using json = nlohmann::json;
 
 // The guarantee a sink of `onceflow real` promises: at least once for an at-least-once Kafka
-// sink, exactly once otherwise (queue sinks, exactly-once Kafka sinks).
+// or queue sink, exactly once otherwise.
 checkers::Guarantee guarantee_of(const SinkSpec& sink) {
-  if (sink.type == SinkType::kKafka && sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) {
+  if ((sink.type == SinkType::kKafka || sink.type == SinkType::kAsyncQueue) &&
+      sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) {
     return checkers::Guarantee::kAtLeastOnce;
   }
   return checkers::Guarantee::kExactlyOnce;

@@ -391,6 +391,19 @@ TEST(SpecTest, AtMostOnceOnlyOnAsyncSinks) {
              "type: sync_queue, input_stream: result, at_most_once_strategy: {enabled: false}}"));
 }
 
+TEST(SpecTest, AsyncQueueSinksAreExactlyOnceOrAtLeastOnce) {
+  expect_error(edited("input_stream: result}", "input_stream: result, delivery_guarantee: at_most_once}"),
+               "spec.yaml:11: sinks.out.delivery_guarantee: async queue sinks are exactly_once or at_least_once (at "
+               "most once is at_most_once_strategy)");
+  expect_error(edited("input_stream: result}",
+                      "input_stream: result, delivery_guarantee: at_least_once, at_most_once_strategy: {enabled: true}}"),
+               "sinks.out.at_most_once_strategy.enabled: an at_least_once sink cannot have an at_most_once_strategy");
+  const auto ok = parse_pipeline_spec(
+      YAML::Load(edited("input_stream: result}", "input_stream: result, delivery_guarantee: at_least_once}")), "spec.yaml");
+  ASSERT_TRUE(ok.has_value()) << ok.error().message();
+  EXPECT_TRUE(writes_before_commit(ok->sinks[0]));  // appended before the epoch commits, no outbox
+}
+
 TEST(SpecTest, TotalQueueBytesLimitAtLeastOne) {
   expect_error(
       edited("input_stream: result}",
