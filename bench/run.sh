@@ -231,7 +231,7 @@ out["handwritten_bytes_per_message"] = hw["bytes_per_message"]
 out.update({
     "alo_msgs_per_s": round(rate["at_least_once"]),
     "amo_sink_msgs_per_s": round(rate["at_most_once_sink"]),
-    "eos_over_alo_throughput": round(rate["exactly_once"] / rate["at_least_once"], 3),
+    "eos_over_alo": round(rate["exactly_once"] / rate["at_least_once"], 3),
     "eos_commits_per_s": round(eo["commits"] / eo["wall_s"], 1),
     "eos_writes_per_commit": round(eo["writes"] / eo["commits"], 1),
     "raw_leveldb_synced_batches_per_s": lv["batches_per_s"],
