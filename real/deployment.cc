@@ -628,7 +628,8 @@ void RealDeployment::produce() {
       auto at = offsets.find(counter);
       if (at == offsets.end()) at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
       const uint64_t offset = at->second++;
-      const Micros event_ts = now - (in.write_ts - in.event_ts);
+      // Event times are calendar times, as a Kafka record's are (the latency is taken from them).
+      const Micros event_ts = calendar_now() - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
       tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
@@ -696,8 +697,8 @@ void RealDeployment::serve_target(const std::string& sink) {
       tx->put(state, "count", u64_bytes(n));
       auto committed = store_.commit(*tx, {});
       if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
-      const Micros now = loop_.clock().now();
-      for (const Micros t : event_times) latency_.add(now - t);
+      const Micros visible_at = calendar_now();
+      for (const Micros t : event_times) latency_.add(visible_at - t);
     }
     reply.held = last;
     return encode_append_reply(reply);

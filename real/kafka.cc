@@ -14,6 +14,7 @@
 
 #include "core/env/random.h"
 #include "core/message.h"
+#include "real/wall_clock.h"
 
 namespace onceflow::real {
 namespace {
@@ -555,7 +556,7 @@ Result<uint64_t> KafkaSink::deliver_transactional(Producer& p, const std::string
 
 void KafkaSink::visible(const std::vector<Micros>& event_times) {
   if (latency_ == nullptr) return;
-  const Micros now = loop_.clock().now();
+  const Micros now = calendar_now();  // event times are calendar times (a record's timestamp)
   for (const Micros t : event_times) latency_->add(now - t);
 }
 

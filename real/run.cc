@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -146,7 +147,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     // is of the outputs this run delivered (each has a latency sample), so a resumed run or
     // input from Kafka is counted as what went through.
     const bool worker = o.role == RealOptions::Role::kWorker;
-    fmt::print("{}\n", json{{"messages", worker ? json(nullptr) : json(o.messages)}, {"wall_s", wall_s},
+    // The producer writes --messages into the queue sources; Kafka sources read what is there.
+    const bool produces = std::any_of(spec.sources.begin(), spec.sources.end(),
+                                      [](const SourceSpec& s) { return s.type == "queue"; });
+    fmt::print("{}\n", json{{"messages", worker || !produces ? json(nullptr) : json(o.messages)}, {"wall_s", wall_s},
                             {"delivered", latency.count()},
                             {"msgs_per_s", worker ? json(nullptr)
                                                   : json(std::round(static_cast<double>(latency.count()) / std::max(wall_s, 1e-6)))},

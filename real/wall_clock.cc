@@ -9,4 +9,9 @@ Micros WallClock::now() const {
       .count();
 }
 
+Micros calendar_now() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace onceflow::real

@@ -14,4 +14,9 @@ class WallClock final : public Clock {
   Micros now() const override;
 };
 
+// Microseconds since the Unix epoch, by the OS's calendar clock: the time base of event times
+// (a Kafka record's timestamp, and the producer's inputs), against which the end-to-end
+// latency is measured. Not monotonic; not for the engine's timing.
+Micros calendar_now();
+
 }  // namespace onceflow::real
