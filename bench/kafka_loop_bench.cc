@@ -59,6 +59,15 @@ int partitions_of(rd_kafka_t* rk, const std::string& topic) {
   return n;
 }
 
+// Queues one record, waiting while the producer's queue is full.
+void produce(rd_kafka_t* rk, const std::string& topic, std::string& key, std::string& value) {
+  while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
+                           RD_KAFKA_V_VALUE(value.data(), value.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                           RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    rd_kafka_poll(rk, 10);
+  }
+}
+
 void preload(const std::string& brokers, const std::string& topic, long messages, long keys) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   set(conf, "bootstrap.servers", brokers);
@@ -66,13 +75,9 @@ void preload(const std::string& brokers, const std::string& topic, long messages
   set(conf, "linger.ms", "5");
   rd_kafka_t* rk = make(RD_KAFKA_PRODUCER, conf);
   for (long i = 0; i < messages; ++i) {
-    const std::string key = std::to_string(i % keys);
+    std::string key = std::to_string(i % keys);
     std::string value = fmt::format("w{}", i);
-    while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
-                             RD_KAFKA_V_VALUE(value.data(), value.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                             RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-      rd_kafka_poll(rk, 10);
-    }
+    produce(rk, topic, key, value);
   }
   if (rd_kafka_flush(rk, 120'000) != RD_KAFKA_RESP_ERR_NO_ERROR) die("the preload did not finish");
   rd_kafka_destroy(rk);
@@ -118,14 +123,10 @@ void loop(bool exactly_once, const std::string& brokers, const std::string& topi
         continue;
       }
       if (!first) first = std::chrono::steady_clock::now();
-      const std::string key(static_cast<const char*>(m->key), m->key_len);
+      std::string key(static_cast<const char*>(m->key), m->key_len);
       std::string value = fmt::format("{}", ++counts[key]);
       rd_kafka_message_destroy(m);
-      while (rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(out_topic.c_str()), RD_KAFKA_V_KEY(key.data(), key.size()),
-                               RD_KAFKA_V_VALUE(value.data(), value.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                               RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-        rd_kafka_poll(producer, 10);
-      }
+      produce(producer, out_topic, key, value);
       ++in_batch;
       ++done;
     }

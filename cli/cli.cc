@@ -66,8 +66,8 @@ std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 using cli::kMaxSeed;
 constexpr uint64_t kMaxSeeds = 100'000'000;  // per explore
 constexpr uint64_t kMaxJobs = 64;             // worker processes
-constexpr uint64_t kMaxWorkers = 64;
-constexpr Micros kMaxTraceTimeUs = 365LL * 86'400 * kSeconds;  // replay --from/--to          // onceflow real's worker nodes
+constexpr uint64_t kMaxWorkers = 64;                          // onceflow real's worker nodes
+constexpr Micros kMaxTraceTimeUs = 365LL * 86'400 * kSeconds;  // replay --from/--to
 constexpr uint64_t kMaxMessages = 1'000'000'000;
 
 // A whole decimal number in [min, max], checked on the text before CLI11 converts it (which
@@ -300,17 +300,16 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   }
   if (replay != nullptr) {
     fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
+    std::vector<const std::string*> shown;
+    for (const auto& line : r.trace) {
+      if (replay->matches(line)) shown.push_back(&line);
+    }
     if (replay->any()) {
-      std::vector<const std::string*> shown;
-      for (const auto& line : r.trace) {
-        if (replay->matches(line)) shown.push_back(&line);
-      }
       fmt::print("trace ({} of {} lines: {}):\n", shown.size(), r.trace.size(), replay->describe());
-      for (const std::string* line : shown) fmt::print("{}\n", *line);
     } else {
       fmt::print("trace ({} lines):\n", r.trace.size());
-      for (const auto& line : r.trace) fmt::print("{}\n", line);
     }
+    for (const std::string* line : shown) fmt::print("{}\n", *line);
   }
   if (as_json) {
     fmt::print("{}\n", run_json(inv, s, r, swarm, wall_ms).dump(2));

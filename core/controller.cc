@@ -500,7 +500,7 @@ std::set<std::string> Controller::ping_job_leases() {
   for (const auto& [job, a] : assignments_) {
     if (!a.retiring && env_.store.ping_lease(a.row.lease).is_prerequisite_failed()) {
       ended.insert(job);
-      if (env_.observer != nullptr) env_.observer->job_lease_ended(job, a.row.lease, "found ended at a ping");
+      if (env_.observer != nullptr) env_.observer->job_lease_found_ended(job, a.row.lease);
     }
   }
   return ended;
@@ -600,7 +600,7 @@ bool Controller::boot() {
     assert(a.has_value());
     const Status aborted = env_.store.abort_lease(a->lease);
     if (!aborted.is_ok() && !aborted.is_prerequisite_failed()) return false;
-    if (env_.observer != nullptr) env_.observer->job_lease_ended(row.key.substr(kJobPrefix.size()), a->lease, "aborted by a controller taking over");
+    if (env_.observer != nullptr) env_.observer->job_lease_aborted(row.key.substr(kJobPrefix.size()), a->lease, "aborted by a controller taking over");
   }
   assignments_.clear();
   if (!persist(assignments_)) return false;
@@ -637,7 +637,7 @@ bool Controller::remove(const std::string& job, const char* why) {
   if (!skip_abort) {
     const Status aborted = env_.store.abort_lease(it->second.row.lease);
     const bool ended = aborted.is_ok() || aborted.is_prerequisite_failed();
-    if (ended && env_.observer != nullptr) env_.observer->job_lease_ended(job, it->second.row.lease, fmt::format("aborted: {}", why));
+    if (ended && env_.observer != nullptr) env_.observer->job_lease_aborted(job, it->second.row.lease, fmt::format("aborted: {}", why));
     if (!ended && !env_.bugs.lease_abort_not_retried) {  // the bug: whatever the abort answered
       probe(env_, Probe::kControllerRetiring);
       it->second.retiring = true;  // try again next cycle; the Lease may still be live
@@ -680,7 +680,7 @@ bool Controller::end_unstored_leases() {
   for (auto it = unstored_.begin(); it != unstored_.end();) {
     const Status aborted = env_.store.abort_lease(it->second);
     if (aborted.is_ok() || aborted.is_prerequisite_failed()) {
-      if (env_.observer != nullptr) env_.observer->job_lease_ended(it->first, it->second, "aborted: its assignment was never stored");
+      if (env_.observer != nullptr) env_.observer->job_lease_aborted(it->first, it->second, "aborted: its assignment was never stored");
       it = unstored_.erase(it);
     } else {
       ++it;

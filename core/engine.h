@@ -219,10 +219,12 @@ class EngineObserver {
   virtual void timer_moving(const std::string& /*from*/, const std::string& /*to*/, TxId /*tx*/) {}
   // A controller started Lease `lease` for job `job` (JobId::str()), to assign it to `worker`.
   virtual void job_lease_started(const std::string& /*job*/, LeaseId /*lease*/, const std::string& /*worker*/) {}
-  // A controller found a job's Lease ended ("found ended at a ping": expired, or aborted by
-  // another controller) or ended it ("aborted: " and the reason: rebalance, layout changed,
-  // pipeline not working, ...).
-  virtual void job_lease_ended(const std::string& /*job*/, LeaseId /*lease*/, std::string_view /*why*/) {}
+  // A controller ended a job's Lease; `why` says how ("aborted: " and the reason: rebalance,
+  // layout changed, pipeline not working, ...; or aborted by a controller taking over).
+  virtual void job_lease_aborted(const std::string& /*job*/, LeaseId /*lease*/, std::string_view /*why*/) {}
+  // A controller found a job's Lease ended at a ping (it expired, or another controller
+  // aborted it).
+  virtual void job_lease_found_ended(const std::string& /*job*/, LeaseId /*lease*/) {}
   // The engine took the recovery path `probe` marks (core/probes.h).
   virtual void probe(Probe /*probe*/) {}
   // A structured warning (a connector's, e.g. ClickHouse's dedup window shorter than

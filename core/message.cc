@@ -58,6 +58,16 @@ std::string format_id(uint64_t id) {
   return out;
 }
 
+std::string format_ids(const std::vector<Message>& messages, size_t at_most) {
+  std::string out;
+  for (size_t i = 0; i < messages.size() && i < at_most; ++i) {
+    if (i > 0) out.push_back(' ');
+    append_id(out, messages[i].id);
+  }
+  if (messages.size() > at_most) out += fmt::format(" +{}", messages.size() - at_most);
+  return out;
+}
+
 std::string encode_message(const Message& m) {
   Encoder out;
   out.u64(m.id).u64(m.key).bytes(m.stream).i64(m.system_ts).i64(m.event_ts).i64(m.alignment_ts);

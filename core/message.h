@@ -48,6 +48,8 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
 std::string format_id(uint64_t id);  // 16 hex digits
 void append_id(std::string& out, uint64_t id);  // appends format_id(id) without a temporary
 void append_hex(std::string& out, uint64_t v, int digits);  // the low `digits` hex digits of v
+// The ids of the first `at_most` messages, space-separated, then " +N" for the rest (trace lines).
+std::string format_ids(const std::vector<Message>& messages, size_t at_most);
 
 std::string encode_message(const Message& m);
 Result<Message> decode_message(std::string_view bytes);

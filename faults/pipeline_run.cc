@@ -31,16 +31,22 @@ class Recorder final : public EngineObserver {
     store_ = store;
   }
 
-  // A readable trace line (kept only when the run keeps its trace) naming the messages.
-  void note(const std::string& node, const std::string& text) {
-    if (world_ == nullptr || !world_->trace().keeping()) return;
-    world_->detail(world_->has_node(node) ? world_->find(node) : sim::kWorldNode, text);
+  // Whether readable trace lines are kept: a run that keeps none (explore) formats none.
+  bool noting() const { return world_ != nullptr && world_->trace().keeping(); }
+  // A readable trace line naming the messages, formatted only when it is kept.
+  template <typename... Args>
+  void note(const std::string& node, fmt::format_string<Args...> format, Args&&... args) {
+    if (!noting()) return;
+    world_->detail(world_->has_node(node) ? world_->find(node) : sim::kWorldNode,
+                   fmt::format(format, std::forward<Args>(args)...));
   }
-  static std::string ids(const std::vector<Message>& messages) {
-    std::string out;
-    for (size_t i = 0; i < messages.size() && i < 8; ++i) out += (i ? " " : "") + format_id(messages[i].id);
-    if (messages.size() > 8) out += fmt::format(" +{}", messages.size() - 8);
-    return out;
+  // The node whose fiber runs now, by name.
+  const std::string& current() const { return world_->name(world_->scheduler().current_node()); }
+  // The store's record of a Lease (read only: no clock of ours), or null.
+  const sim::StoreData::LeaseRecord* lease_record(LeaseId lease) const {
+    if (store_ == nullptr) return nullptr;
+    const auto it = store_->leases().find(lease);
+    return it == store_->leases().end() ? nullptr : &it->second;
   }
 
   // Every attempt is kept; the store's outcomes decide later which ones applied.
@@ -60,45 +66,46 @@ class Recorder final : public EngineObserver {
     r.timers_fired = e.timer_rows_fired;
     r.timers_created = e.timer_rows_created;
     attempts.push_back(std::move(r));
-    if (!e.consumed.empty() || !e.produced.empty()) {
-      note(e.node, fmt::format("{} lease {} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
-                               ids(e.consumed), ids(e.produced)));
+    if (noting() && (!e.consumed.empty() || !e.produced.empty())) {
+      note(e.node, "{} lease {} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
+           format_ids(e.consumed, 8), format_ids(e.produced, 8));
     }
   }
   void epoch_committed(const Epoch& e) override {
     ++counters["epochs"];
     counters["processed"] += e.consumed.size();
-    if (!e.consumed.empty()) note(e.node, fmt::format("{} lease {} committed version {}", e.job.str(), e.lease, e.version));
+    if (!e.consumed.empty()) note(e.node, "{} lease {} committed version {}", e.job.str(), e.lease, e.version);
   }
   void job_lease_started(const std::string& job, LeaseId lease, const std::string& worker) override {
-    note(world_->name(world_->scheduler().current_node()), fmt::format("starts lease {} for {} on {}", lease, job, worker));
+    note(current(), "starts lease {} for {} on {}", lease, job, worker);
   }
-  void job_lease_ended(const std::string& job, LeaseId lease, std::string_view why) override {
-    // A Lease the controller found ended: how, as the store recorded it (read only).
-    std::string how(why);
-    if (how.rfind("found", 0) == 0 && store_ != nullptr) {
-      const auto record = store_->leases().find(lease);
-      if (record != store_->leases().end()) {
-        how = fmt::format("{} at {}us (store time), found at a ping", lease_state_name(record->second.state),
-                          record->second.ended_at);
-      }
+  void job_lease_aborted(const std::string& job, LeaseId lease, std::string_view why) override {
+    note(current(), "lease {} of {} ended: {}", lease, job, why);
+  }
+  void job_lease_found_ended(const std::string& job, LeaseId lease) override {
+    if (!noting()) return;
+    // How, as the store recorded it.
+    if (const sim::StoreData::LeaseRecord* record = lease_record(lease)) {
+      note(current(), "lease {} of {} ended: {} at {}us (store time), found at a ping", lease, job,
+           lease_state_name(record->state), record->ended_at);
+    } else {
+      note(current(), "lease {} of {} ended: found ended at a ping", lease, job);
     }
-    note(world_->name(world_->scheduler().current_node()), fmt::format("lease {} of {} ended: {}", lease, job, how));
   }
   void job_fenced(const JobId& job, LeaseId lease) override {
     ++counters["fenced"];
+    if (!noting()) return;
     // Which Lease, and why it ended (expired: not pinged in time; aborted: by a controller),
-    // as the store recorded it when it refused the commit (read only: no clock of ours).
-    std::string_view why = "ended";
-    if (store_ != nullptr) {
-      const auto record = store_->leases().find(lease);
-      why = record == store_->leases().end() ? "unknown to the store" : lease_state_name(record->second.state);
-    }
-    note("", fmt::format("{} fenced: its commit under lease {} was refused (the Lease is {})", job.str(), lease, why));
+    // as the store recorded it when it refused the commit.
+    const sim::StoreData::LeaseRecord* record = lease_record(lease);
+    const std::string_view why = store_ == nullptr ? "ended"
+                                 : record == nullptr ? "unknown to the store"
+                                                     : lease_state_name(record->state);
+    note("", "{} fenced: its commit under lease {} was refused (the Lease is {})", job.str(), lease, why);
   }
   void duplicate_dropped(const JobId& job, MessageId id) override {
     ++counters["duplicates dropped"];
-    note("", fmt::format("{} dropped duplicate {}", job.str(), format_id(id)));
+    note("", "{} dropped duplicate {}", job.str(), format_id(id));
   }
   void amo_queued(const std::string& sink, const Message& m) override {
     const sim::NodeIndex node = world_->scheduler().current_node();
@@ -106,7 +113,7 @@ class Recorder final : public EngineObserver {
     amo_seen.insert(m.id);
   }
   void amo_acknowledging(const JobId& job, LeaseId lease, MessageId id, TxId tx) override {
-    acks.push_back({job.name, job.str(), lease, id, tx, world_->name(world_->scheduler().current_node()), world_->now()});
+    acks.push_back({job.name, job.str(), lease, id, tx, current(), world_->now()});
   }
   void amo_sent(const std::string& sink, MessageId id) override {
     in_queue[sink].erase(id);
@@ -119,7 +126,7 @@ class Recorder final : public EngineObserver {
     std::string text = name;
     for (const auto& [k, v] : attrs) text += fmt::format(" {}={}", k, v);
     if (std::find(warnings.begin(), warnings.end(), text) == warnings.end()) warnings.push_back(text);
-    note("", "warning: " + text);
+    note("", "warning: {}", text);
   }
   void controller_committing(const std::string& node, LeaseId lease, TxId tx,
                              const std::optional<std::map<std::string, LeaseId>>& job_leases) override {
@@ -127,13 +134,13 @@ class Recorder final : public EngineObserver {
   }
   void controller_leads(const std::string& node, LeaseId lease) override {
     ++counters["controller takeovers"];
-    note(node, fmt::format("leads under lease {}", lease));
+    note(node, "leads under lease {}", lease);
   }
   void controller_steps_down(const std::string& node, LeaseId lease, std::string_view why) override {
-    note(node, fmt::format("steps down from lease {}: {}", lease, why));
+    note(node, "steps down from lease {}: {}", lease, why);
   }
   void amo_dropped(const std::string& sink, MessageId id, std::string_view why) override {
-    note(world_->name(world_->scheduler().current_node()), fmt::format("sink {} dropped {}: {}", sink, format_id(id), why));
+    note(current(), "sink {} dropped {}: {}", sink, format_id(id), why);
     in_queue[sink].erase(id);
     amo_seen.insert(id);
     drops[sink].insert(id);
@@ -150,11 +157,11 @@ class Recorder final : public EngineObserver {
   std::vector<TimerMove> timer_moves;  // every attempt; the store says which applied
   void amo_sending(const std::string& sink, MessageId id) override {
     auto& held = in_queue[sink][id];
-    held.node = world_->name(world_->scheduler().current_node());
+    held.node = current();
     held.sending = true;
   }
   void amo_in_doubt(const std::string& sink, MessageId id, std::string_view why) override {
-    note(world_->name(world_->scheduler().current_node()), fmt::format("sink {}: {} in doubt: {}", sink, format_id(id), why));
+    note(current(), "sink {}: {} in doubt: {}", sink, format_id(id), why);
     in_queue[sink].erase(id);
     amo_seen.insert(id);
     in_doubt[sink].insert(id);

@@ -611,6 +611,8 @@ void RealDeployment::produce() {
     if (!first) first = next;
     const bool all = next >= inputs_->size();
     const Micros now = rt.clock().now();
+    // Event times are calendar times, as a Kafka record's are (the latency is taken from them).
+    const Micros calendar = calendar_now();
     uint64_t end = std::min<uint64_t>(inputs_->size(), next + kProducerBatch);
     if (o_.rate > 0) {  // no more than `rate` a second since this life began
       const auto allowed = *first + static_cast<uint64_t>(static_cast<double>(o_.rate) * static_cast<double>(now - started) / 1e6);
@@ -628,8 +630,7 @@ void RealDeployment::produce() {
       auto at = offsets.find(counter);
       if (at == offsets.end()) at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
       const uint64_t offset = at->second++;
-      // Event times are calendar times, as a Kafka record's are (the latency is taken from them).
-      const Micros event_ts = calendar_now() - (in.write_ts - in.event_ts);
+      const Micros event_ts = calendar - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
       tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());

@@ -8,20 +8,9 @@
 
 namespace onceflow::sim {
 
-
 namespace {
 
-// The MessageIds of a block's rows, for its trace line (at most 256 named).
-std::string block_ids(const std::vector<Message>& rows) {
-  std::string out;
-  for (size_t i = 0; i < rows.size() && i < 256; ++i) {
-    if (i > 0) out.push_back(' ');
-    out.append(format_id(rows[i].id));
-  }
-  if (rows.size() > 256) out += fmt::format(" and {} more", rows.size() - 256);
-  return out;
-}
-
+constexpr size_t kIdsPerLine = 256;  // a block's MessageIds named in its trace line
 constexpr const char* kDescribeService = "clickhouse.describe";
 constexpr const char* kInsertService = "clickhouse.insert";
 constexpr Micros kTransientRetryUs = 50 * kMillis;
@@ -76,7 +65,10 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
         const bool seen = std::any_of(window.begin(), window.end(), [&](const auto& t) { return t.first == token; });
         if (seen) {
           ++data.deduplicated_blocks;
-          world.detail(self, fmt::format("block with token {} already inserted: deduplicated [{}]", token, block_ids(rows)));
+          if (world.trace().keeping()) {
+            world.detail(self, fmt::format("block with token {} already inserted: deduplicated [{}]", token,
+                                           format_ids(rows, kIdsPerLine)));
+          }
           return std::string("deduplicated");
         }
         window.emplace_back(token, world.now());
@@ -86,8 +78,10 @@ BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& fau
         }
       }
       ++data.inserted_blocks;
-      world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}'): [{}]", rows.size(), shard, token,
-                                     block_ids(rows)));
+      if (world.trace().keeping()) {
+        world.detail(self, fmt::format("inserts a block of {} rows into shard '{}' (token '{}'): [{}]", rows.size(), shard,
+                                       token, format_ids(rows, kIdsPerLine)));
+      }
       for (Message& m : rows) table.appended.push_back({std::move(m), job, lease, world.now()});
       return std::string("inserted");
     });

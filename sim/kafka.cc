@@ -203,18 +203,21 @@ Result<std::string> produce(KafkaData& data, World& world, NodeIndex self, std::
   }
   next->second += static_cast<int64_t>(count);
   if (transactional && p.transaction_started_at < 0) p.transaction_started_at = world.now();
-  // The MessageIds of the records a onceflow sink wrote (their values are encoded messages).
-  std::string ids;
-  for (const KafkaRecord& r : records) {
-    if (r.writer.empty()) continue;
-    if (auto m = decode_message(r.value)) {
-      if (!ids.empty()) ids.push_back(' ');
-      ids.append(format_id(m->id));
+  // The MessageIds of the records a onceflow sink wrote (their values are encoded messages),
+  // decoded only for a trace that keeps its lines.
+  if (world.trace().keeping()) {
+    std::string ids;
+    for (const KafkaRecord& r : records) {
+      if (r.writer.empty()) continue;
+      if (auto m = decode_message(r.value)) {
+        if (!ids.empty()) ids.push_back(' ');
+        append_id(ids, m->id);
+      }
     }
-  }
-  if (!ids.empty()) {
-    world.detail(self, fmt::format("appends to {}/{} from producer {} epoch {}{}: [{}]", topic, partition, id, epoch,
-                                   transactional ? " (in its open transaction)" : "", ids));
+    if (!ids.empty()) {
+      world.detail(self, fmt::format("appends to {}/{} from producer {} epoch {}{}: [{}]", topic, partition, id, epoch,
+                                     transactional ? " (in its open transaction)" : "", ids));
+    }
   }
   for (KafkaRecord& r : records) {
     r.producer_id = id;
