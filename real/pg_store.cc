@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string_view>
 
 #include "real/loop.h"
@@ -156,16 +157,32 @@ struct Reply {
   int rows() const { return PQntuples(result.get()); }
   bool null(int row, int col) const { return PQgetisnull(result.get(), row, col) != 0; }
   const char* text(int row, int col) const { return PQgetvalue(result.get(), row, col); }
+  std::string bytes(int row, int col) const {  // of a binary result
+    return std::string(PQgetvalue(result.get(), row, col), static_cast<size_t>(PQgetlength(result.get(), row, col)));
+  }
+  uint64_t int8(int row, int col) const {  // a bigint of a binary result
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(PQgetvalue(result.get(), row, col)[i]);
+    return v;
+  }
 };
 
-Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params) {
-  std::vector<const char*> values;
-  values.reserve(params.size());
-  for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
-  Reply reply;
-  reply.result.reset(params.empty() ? PQexec(conn, sql)
-                                    : PQexecParams(conn, sql, static_cast<int>(params.size()), nullptr,
-                                                   values.data(), nullptr, nullptr, 0));
+// A connection and the statements prepared on it (a statement is parsed and planned once
+// per connection, not once per call).
+struct Session {
+  PGconn* conn = nullptr;
+  std::set<std::string_view> prepared;  // Statement::name
+};
+
+// A statement run often: prepared on first use on each connection. `binary` results come
+// back as bytes (bytea as is, bigint as 8 big-endian bytes) rather than escaped text.
+struct Statement {
+  const char* name;
+  const char* sql;
+  bool binary = false;
+};
+
+Reply finish(PGconn* conn, Reply reply) {
   const ExecStatusType st = reply.result ? PQresultStatus(reply.result.get()) : PGRES_FATAL_ERROR;
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return reply;
   if (const char* code = reply.result ? PQresultErrorField(reply.result.get(), PG_DIAG_SQLSTATE) : nullptr) {
@@ -174,6 +191,38 @@ Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params) {
   reply.broken = PQstatus(conn) == CONNECTION_BAD;
   reply.status = Status::unavailable("postgresql: " + one_line(PQerrorMessage(conn)));
   return reply;
+}
+
+std::vector<const char*> param_values(const std::vector<Param>& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const Param& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+
+Reply exec(PGconn* conn, const char* sql, const std::vector<Param>& params) {
+  Reply reply;
+  const std::vector<const char*> values = param_values(params);
+  reply.result.reset(params.empty() ? PQexec(conn, sql)
+                                    : PQexecParams(conn, sql, static_cast<int>(params.size()), nullptr,
+                                                   values.data(), nullptr, nullptr, 0));
+  return finish(conn, std::move(reply));
+}
+
+Reply exec(Session& session, const Statement& statement, const std::vector<Param>& params) {
+  const int n = static_cast<int>(params.size());
+  if (!session.prepared.contains(statement.name)) {
+    Reply prepared;
+    prepared.result.reset(PQprepare(session.conn, statement.name, statement.sql, n, nullptr));
+    prepared = finish(session.conn, std::move(prepared));
+    if (!prepared.ok()) return prepared;
+    session.prepared.insert(statement.name);
+  }
+  Reply reply;
+  const std::vector<const char*> values = param_values(params);
+  reply.result.reset(
+      PQexecPrepared(session.conn, statement.name, n, values.data(), nullptr, nullptr, statement.binary ? 1 : 0));
+  return finish(session.conn, std::move(reply));
 }
 
 // Rows of the tables whose names start with $1: the range [$1, $2) of the primary key, $2 the
@@ -203,10 +252,32 @@ Reply query(RealLoop* loop, PGconn* conn, const char* sql, const std::vector<Par
   return reply;
 }
 
+Reply query(RealLoop* loop, Session& session, const Statement& statement, const std::vector<Param>& params) {
+  Reply reply;
+  off_loop(loop, [&] { reply = exec(session, statement, params); });
+  return reply;
+}
+
+// The statements run most, prepared on each connection.
+constexpr Statement kRead{"onceflow_read",
+                          "SELECT value FROM onceflow_rows WHERE tbl = $1 AND key = $2 AND value IS NOT NULL", true};
+constexpr Statement kReadMany{"onceflow_read_many",
+                              "SELECT w.i, r.value FROM unnest($2::bytea[]) WITH ORDINALITY AS w(k, i) "
+                              "JOIN onceflow_rows r ON r.tbl = $1 AND r.key = w.k AND r.value IS NOT NULL",
+                              true};
+// Two statements, so that each plan (prepared, possibly generic) bounds the index scan.
+constexpr Statement kReadRange{"onceflow_read_range",
+                               "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND key >= $2 AND key < $3 "
+                               "AND value IS NOT NULL ORDER BY key LIMIT $4",
+                               true};
+constexpr Statement kReadRangeToEnd{"onceflow_read_range_to_end",
+                                    "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND key >= $2 "
+                                    "AND value IS NOT NULL ORDER BY key LIMIT $3",
+                                    true};
+constexpr Statement kCommit{"onceflow_commit", "SELECT onceflow_commit3($1, $2, $3, $4, $5, $6, $7, $8)"};
 }  // namespace
 
-struct PgStore::Connection {
-  PGconn* conn = nullptr;
+struct PgStore::Connection : Session {
   ~Connection() {
     if (conn != nullptr) PQfinish(conn);
   }
@@ -404,11 +475,10 @@ Result<std::optional<std::string>> PgStore::read(const Transaction& tx, const st
                                                  const std::string& key) {
   auto c = connection_of(tx);
   if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn, "SELECT value FROM onceflow_rows WHERE tbl = $1 AND key = $2 AND value IS NOT NULL",
-                 {hex_bytea(table), hex_bytea(key)});
+  Reply r = query(loop_, **c, kRead, {hex_bytea(table), hex_bytea(key)});
   if (!r.ok()) return r.status;
   if (r.rows() == 0) return std::optional<std::string>();
-  return std::optional<std::string>(unescape_bytea(r.text(0, 0)));
+  return std::optional<std::string>(r.bytes(0, 0));
 }
 
 Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transaction& tx, const std::string& table,
@@ -417,15 +487,10 @@ Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transac
   if (!c) return c.error();
   std::vector<const std::string*> items;
   for (const std::string& k : keys) items.push_back(&k);
-  Reply r = query(loop_, (*c)->conn,
-                 "SELECT w.i, r.value FROM unnest($2::bytea[]) WITH ORDINALITY AS w(k, i) "
-                 "JOIN onceflow_rows r ON r.tbl = $1 AND r.key = w.k AND r.value IS NOT NULL",
-                 {hex_bytea(table), bytea_array(items)});
+  Reply r = query(loop_, **c, kReadMany, {hex_bytea(table), bytea_array(items)});
   if (!r.ok()) return r.status;
   std::vector<std::optional<std::string>> out(keys.size());
-  for (int row = 0; row < r.rows(); ++row) {
-    out[std::stoull(r.text(row, 0)) - 1] = unescape_bytea(r.text(row, 1));
-  }
+  for (int row = 0; row < r.rows(); ++row) out[r.int8(row, 0) - 1] = r.bytes(row, 1);
   return out;
 }
 
@@ -433,14 +498,13 @@ Result<std::vector<Row>> PgStore::read_range(const Transaction& tx, const std::s
                                              const std::string& from, const std::string& to, size_t limit) {
   auto c = connection_of(tx);
   if (!c) return c.error();
-  Reply r = query(loop_, (*c)->conn,
-                 "SELECT key, value FROM onceflow_rows WHERE tbl = $1 AND key >= $2 AND ($3::bytea IS NULL OR key < $3) "
-                 "AND value IS NOT NULL ORDER BY key LIMIT $4",
-                 {hex_bytea(table), hex_bytea(from), to.empty() ? Param() : Param(hex_bytea(to)), std::to_string(limit)});
+  Reply r = to.empty()
+                ? query(loop_, **c, kReadRangeToEnd, {hex_bytea(table), hex_bytea(from), std::to_string(limit)})
+                : query(loop_, **c, kReadRange, {hex_bytea(table), hex_bytea(from), hex_bytea(to), std::to_string(limit)});
   if (!r.ok()) return r.status;
   std::vector<Row> rows;
   rows.reserve(static_cast<size_t>(r.rows()));
-  for (int row = 0; row < r.rows(); ++row) rows.push_back({unescape_bytea(r.text(row, 0)), unescape_bytea(r.text(row, 1))});
+  for (int row = 0; row < r.rows(); ++row) rows.push_back({r.bytes(row, 0), r.bytes(row, 1)});
   return rows;
 }
 
@@ -486,7 +550,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
   const auto run = [&] {
     ended = exec(open.connection->conn, "ROLLBACK", {});  // the snapshot is over; the commit is its own statement
     if (ended.ok()) {
-      r = exec(open.connection->conn, "SELECT onceflow_commit3($1, $2, $3, $4, $5, $6, $7, $8)", params);
+      r = exec(*open.connection, kCommit, params);
     }
   };
   off_loop(loop_, run);
@@ -537,7 +601,8 @@ Result<std::vector<Row>> PgStore::dump(const std::string& table) {
 }
 
 Result<bool> PgStore::any_rows(const std::string& table_prefix) {
-  auto rows = query_once(fmt::format("SELECT 1 FROM onceflow_rows WHERE {} LIMIT 1", kTablesWithPrefix).c_str(),
+  // In key order: else, with no such row, the planner may scan the whole table for one.
+  auto rows = query_once(fmt::format("SELECT 1 FROM onceflow_rows WHERE {} ORDER BY tbl, key LIMIT 1", kTablesWithPrefix).c_str(),
                          prefix_range(table_prefix));
   if (!rows) return rows.error();
   return !rows->empty();
