@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 #include "core/engine.h"
 #include "core/env/codec.h"
@@ -75,6 +76,36 @@ bool DedupTable::record_if_new(TableRows& rows, const Message& m) const {
   append_entry(row, m.id, m.system_ts);
   rows.put(key, std::move(row));
   return true;
+}
+
+bool DedupTable::Batch::record_if_new(const Message& m) {
+  if (table_.layout_ == DedupLayout::kFull) {
+    const bool fresh = table_.record_if_new(rows_, m);
+    recorded_ += fresh ? 1 : 0;
+    return fresh;
+  }
+  std::string key = table_.row_key(m.key);
+  auto it = compact_.find(key);
+  if (it == compact_.end()) {
+    CompactRow row;
+    row.value = rows_.read(key).value_or("");
+    for (size_t at = 0; at + kEntryBytes <= row.value.size(); at += kEntryBytes) row.ids.insert(load64(row.value.data() + at));
+    it = compact_.emplace(std::move(key), std::move(row)).first;
+  }
+  CompactRow& row = it->second;
+  if (!row.ids.insert(m.id).second) return false;
+  append_entry(row.value, m.id, m.system_ts);
+  row.changed = true;
+  ++recorded_;
+  return true;
+}
+
+size_t DedupTable::Batch::flush() {
+  for (auto& [key, row] : compact_) {
+    if (row.changed) rows_.put(key, std::move(row.value));
+  }
+  compact_.clear();
+  return std::exchange(recorded_, 0);
 }
 
 std::string DedupTable::cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor,

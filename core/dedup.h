@@ -10,7 +10,9 @@
 // the partition's end.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,29 @@ class DedupTable {
   // `forgotten`, when given, counts the entries dropped.
   std::string cleanup(TableRows& rows, Micros watermark, size_t max_rows, const std::string& cursor = "",
                       size_t* forgotten = nullptr) const;
+
+  // Records the messages of one epoch, in order, as record_if_new() one by one would, but a
+  // compact row (one per key, its entries growing through the epoch) is read and searched
+  // once, not once per message, and written once by flush(). Nothing else may read or write
+  // the table between the first record_if_new() and flush().
+  class Batch {
+   public:
+    Batch(const DedupTable& table, TableRows& rows) : table_(table), rows_(rows) {}
+    bool record_if_new(const Message& m);
+    // Writes the rows that changed; returns how many messages were new.
+    size_t flush();
+
+   private:
+    struct CompactRow {
+      std::string value;
+      std::set<MessageId> ids;
+      bool changed = false;
+    };
+    const DedupTable& table_;
+    TableRows& rows_;
+    std::map<std::string, CompactRow> compact_;
+    size_t recorded_ = 0;
+  };
 
  private:
   std::string row_key(uint64_t v) const;

@@ -760,13 +760,6 @@ void Job::prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, 
   etx.prefetch(dedup_table_, keys);
 }
 
-bool Job::first_seen(EpochTx& etx, const Message& m) {
-  DedupRows rows(etx, dedup_table_);
-  const bool fresh = dedup_.record_if_new(rows, m);
-  dedup_recorded_ += fresh ? 1 : 0;
-  return fresh;
-}
-
 Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
   etx.prefetch(tables::kJobMeta, producer_metas_);
   Micros low = kNoWatermark;
@@ -869,6 +862,8 @@ void Job::step_computation(EpochTx& etx) {
     auto operator<=>(const BatchKey&) const = default;
   };
   std::map<BatchKey, std::vector<std::pair<Message, std::string>>> batches;  // parent, payload
+  DedupRows dedup_rows(etx, dedup_table_);
+  DedupTable::Batch seen(dedup_, dedup_rows);
 
   for (auto& [row, m] : rows) {
     if (pending_ack_.count(row) != 0) continue;
@@ -880,7 +875,7 @@ void Job::step_computation(EpochTx& etx) {
     }
     etx.has_work = true;
     const auto sep = row.find('\x1f');
-    if (dedup && !first_seen(etx, m)) {
+    if (dedup && !seen.record_if_new(m)) {
       etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
       probe(env_, Probe::kInputDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
@@ -915,6 +910,7 @@ void Job::step_computation(EpochTx& etx) {
     for (const Timer& t : out.timers) add_timer(etx, t, derived_message_id(m.id, static_cast<uint32_t>(&t - out.timers.data())));
     etx.record.consumed.push_back(std::move(m));
   }
+  dedup_recorded_ += seen.flush();
   // Batching: one message per (stream, key) group of up to batch_size inputs.
   for (auto& [where, items] : batches) {
     for (size_t at = 0; at < items.size(); at += static_cast<size_t>(spec.batch_size)) {
@@ -1104,6 +1100,8 @@ void Job::step_sink(EpochTx& etx) {
   (void)producers_watermark(etx, false, &take_below);
   if (dedup) prefetch_dedup(etx, rows, take_below);
   Micros backlog_from = unseen_from;  // the oldest input left for later
+  DedupRows dedup_rows(etx, dedup_table_);
+  DedupTable::Batch seen(dedup_, dedup_rows);
   for (auto& [row, m] : rows) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
@@ -1113,7 +1111,7 @@ void Job::step_sink(EpochTx& etx) {
     etx.has_work = true;
     const auto sep = row.find('\x1f');
     etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
-    if (dedup && !first_seen(etx, m)) {
+    if (dedup && !seen.record_if_new(m)) {
       probe(env_, Probe::kSinkDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
@@ -1129,6 +1127,7 @@ void Job::step_sink(EpochTx& etx) {
       etx.tx.put(outbox_table_, prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
     }
   }
+  dedup_recorded_ += seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits
     etx.meta.progress.amo_pending = delivery_->at_most_once_pending() + etx.amo_outputs.size();

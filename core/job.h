@@ -103,8 +103,6 @@ std::string with_new_producer(std::string_view meta_row);
   bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
                    std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from);
   void prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
-  // Records `m` in the input dedup table; false when it was there already (a duplicate).
-  bool first_seen(EpochTx& etx, const Message& m);
   void clean_dedup(EpochTx& etx, Micros backlog_from);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs;
   // `take_below`, when given, gets the bound of what the job may take now (the same, except

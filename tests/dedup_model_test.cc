@@ -184,5 +184,30 @@ RC_GTEST_PROP(DedupModelTest, CleanupsFromACursorForgetEveryOldEntryInTurn, ()) 
   for (const uint64_t id : ids) RC_ASSERT(table.contains(rows, message(id)) == (message(id).system_ts >= watermark));
 }
 
+// An epoch's batch (each row read once, written at flush) answers every message as recording
+// them one by one does, duplicates within the batch included, and leaves the same rows.
+RC_GTEST_PROP(DedupModelTest, ABatchAnswersAndWritesAsOneByOne, ()) {
+  const DedupLayout layout = *rc::gen::element(DedupLayout::kFull, DedupLayout::kCompact);
+  const auto before = *rc::gen::container<std::vector<uint64_t>>(rc::gen::inRange<uint64_t>(0, kIds));
+  const auto epoch = *rc::gen::container<std::vector<uint64_t>>(rc::gen::inRange<uint64_t>(0, kIds));
+  MemoryRows one_by_one, batched;
+  const DedupTable table(layout, 0);
+  for (const uint64_t id : before) {
+    table.record_if_new(one_by_one, message(id));
+    table.record_if_new(batched, message(id));
+  }
+  DedupTable::Batch batch(table, batched);
+  size_t fresh = 0;
+  for (const uint64_t id : epoch) {
+    const bool expected = table.record_if_new(one_by_one, message(id));
+    RC_ASSERT(batch.record_if_new(message(id)) == expected);
+    fresh += expected ? 1 : 0;
+  }
+  RC_ASSERT(batch.flush() == fresh);
+  const std::vector<Row> a = one_by_one.scan("", "~~", SIZE_MAX), b = batched.scan("", "~~", SIZE_MAX);
+  RC_ASSERT(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) RC_ASSERT(a[i].key == b[i].key && a[i].value == b[i].value);
+}
+
 }  // namespace
 }  // namespace onceflow
