@@ -7,6 +7,8 @@
 #include <map>
 #include <random>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/controller.h"
 #include "core/outbox.h"
@@ -660,10 +662,30 @@ void RealDeployment::serve_target(const std::string& sink) {
   const std::string node = sink_target_node(sink);
   const std::string state = target_state(sink);
   loop_.add_node(node);
-  loop_.network(node).serve(kSinkAppendService, [this, sink, state](const std::string&,
-                                                                     std::string_view request) -> Result<std::string> {
+  // Appends run one at a time, as a queue's do: two at once would read the same count, write
+  // the same rows, and all but one would fail as a conflict and be sent again.
+  struct Turn {
+    bool busy = false;
+    std::vector<fibers::Scheduler::WakeToken> waiting;
+  };
+  loop_.network(node).serve(kSinkAppendService, [this, sink, state, turn = std::make_shared<Turn>()](
+                                                    const std::string&, std::string_view request) -> Result<std::string> {
     auto req = decode_append(request);  // the queue table here is not sharded: the tablet is unused
     if (!req) return Status::invalid_argument("malformed append");
+    fibers::Scheduler& scheduler = loop_.scheduler();
+    while (turn->busy) {
+      turn->waiting.push_back(scheduler.wake_token());
+      (void)scheduler.park(fibers::kNever);
+    }
+    turn->busy = true;
+    struct Release {  // also when the fiber is unwound; every waiter looks again
+      Turn& turn;
+      fibers::Scheduler& scheduler;
+      ~Release() {
+        turn.busy = false;
+        for (const auto& token : std::exchange(turn.waiting, {})) scheduler.wake(token);
+      }
+    } release{*turn, scheduler};
     auto tx = store_.begin();
     if (!tx) return tx.error();
     const std::string last_key = "p/" + req->producer;
