@@ -289,6 +289,7 @@ class Job::EpochTx final : public StateBackend {
   Meta meta;
   Status failed;       // the first read error; the epoch is abandoned when set
   bool has_work = false;
+  bool page_full = false;  // an input read returned a whole page: more may be waiting
   EngineObserver::Epoch record;
   std::vector<std::string> consumed_rows;    // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
@@ -395,6 +396,7 @@ Random& Job::function_random() { return env_.bugs.random_per_process ? env_.rand
 void Job::run() {
   const Micros period = env_.spec.epoch_period_us;
   while (!stop_requested_) {
+    const Micros started = env_.runtime.clock().now();
     const Outcome outcome = run_epoch();
     if (outcome == Outcome::kFenced) {
       fenced_ = true;
@@ -411,7 +413,16 @@ void Job::run() {
     const int64_t periods =
         idle_epochs_ == 0 ? 1 : std::min<int64_t>(int64_t{1} << std::min(idle_epochs_ - 1, 20), env_.options.idle_epoch_periods);
     if (periods > 1) probe(env_, Probe::kIdleSlowdown);
-    env_.runtime.sleep_for(periods * period);
+    if (behind_) {
+      // Behind its input: the next epoch at once (other fibers run first), not a period on.
+      probe(env_, Probe::kEpochCatchUp);
+      env_.runtime.sleep_for(0);
+      continue;
+    }
+    // Epochs start a period apart (the epoch's own time counted in), so a busy job keeps its
+    // cadence; bounded, so that a clock that jumps neither stalls nor races the job.
+    const Micros wait = periods * period;
+    env_.runtime.sleep_for(std::clamp<Micros>(started + wait - env_.runtime.clock().now(), 0, wait));
   }
   finished_ = true;
   if (delivery_ != nullptr) delivery_->job_ended();
@@ -451,6 +462,7 @@ Job::Outcome Job::run_epoch() {
   etx.tx.put(tables::kJobMeta, meta_key_, etx.meta.encode());
   const Outcome outcome = commit(etx);
   if (outcome == Outcome::kCommitted) after_commit(etx);
+  behind_ = outcome == Outcome::kCommitted && etx.has_work && etx.page_full;
   return outcome;
 }
 
@@ -563,6 +575,7 @@ void Job::step_source(EpochTx& etx) {
   messages.reserve(rows.size());
   for (const Row& row : rows) messages.push_back(decode_source_row(row.value));
   size_t take = std::min(rows.size(), limit);
+  etx.page_full = rows.size() >= limit;
   while (cut && take > 0 && messages[take - 1].system_ts >= *cut) --take;  // the rows come in time order
   // A row's time (system and alignment) is its write time, but never below the watermark
   // already published, nor as old as the row before: rows read after a drain (which raised the
@@ -721,7 +734,10 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
         return false;
       }
       // A full page may hide more rows, none older than its last one.
-      if (page.size() == limit && &row == &page.back()) *unseen_from = std::min(*unseen_from, m->alignment_ts);
+      if (page.size() == limit && &row == &page.back()) {
+        *unseen_from = std::min(*unseen_from, m->alignment_ts);
+        etx.page_full = true;
+      }
       rows->emplace_back(table + "\x1f" + row.key, std::move(*m));
     }
   }

@@ -150,6 +150,7 @@ std::string with_new_producer(std::string_view meta_row);
   bool finished_ = false;
   bool fenced_ = false;
   bool idle_ = false;    // the last epoch had no work
+  bool behind_ = false;  // the last epoch committed a whole page of some input: more waits
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
