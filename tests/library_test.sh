@@ -42,7 +42,14 @@ import json, sys
 for s in json.load(open(sys.argv[1]))["scenarios"]:
     for seed in s["regression_seeds"]:
         print(s["path"], seed)' "$tmp/list.json")
-# Every probe reached somewhere in the library.
+# Every probe reached somewhere in the library, with the release run's 20 seeds a scenario and
+# mode; fewer (as under the sanitizers) explore too little to ask it of them.
+if ((seeds < 20)); then
+  echo "library_test: probe coverage not checked with $seeds seeds (the release run checks it)"
+  echo "library_test: $failures failures"
+  [[ $failures -eq 0 ]]
+  exit
+fi
 "$onceflow" list --probes --json >"$tmp/probes.json"
 missing=$(python3 - "$tmp" <<'PY'
 import json, os, sys
