@@ -80,16 +80,6 @@ std::string partition_prefix(int partition) {
   prefix += '/';
   return prefix;
 }
-std::string stream_row_key(int partition, const Message& m) {
-  // Offset so negative timestamps (clock skew) still sort before positive ones.
-  const uint64_t ts = static_cast<uint64_t>(m.alignment_ts) ^ (1ULL << 63);
-  std::string key = partition_prefix(partition);
-  key.reserve(key.size() + 33);
-  append_id(key, ts);
-  key += '/';
-  append_id(key, m.id);
-  return key;
-}
 }  // namespace tables
 
 namespace {

@@ -61,7 +61,7 @@ inline constexpr const char* kSourceOffsets = "source_offsets";  // key: source_
 // queue's producer side); key: table/partition (the queue's table, table_of()), value: i64.
 inline constexpr const char* kQueueHeads = "queue_heads";
 std::string queue(std::string_view table);  // a queue source's table_of(); rows "<p>/<offset>"
-std::string stream(std::string_view stream);  // rows "<p>/<alignment_ts>/<id>"
+std::string stream(std::string_view stream);  // rows "<p>/<ts>/<producer>/<epoch>" (core/stream_rows.h)
 std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
 std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
@@ -74,7 +74,6 @@ std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
 std::string hex16(uint64_t v);
 uint64_t parse_hex16(std::string_view digits);  // the inverse of hex16 (0 when malformed)
 std::string partition_prefix(int partition);  // "0003/"
-std::string stream_row_key(int partition, const Message& m);
 }  // namespace tables
 
 // --- Bug switches ---------------------------------------------------------------------------

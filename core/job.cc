@@ -291,7 +291,9 @@ class Job::EpochTx final : public StateBackend {
   bool has_work = false;
   bool page_full = false;  // an input read returned a whole page: more may be waiting
   EngineObserver::Epoch record;
-  std::vector<std::string> consumed_rows;    // swift: acknowledged after the next commit
+  StreamWrites stream_out;                   // what the epoch emits into streams
+  InputTakes inputs;                         // what it takes from its input rows
+  std::vector<InputRef> consumed_rows;       // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
   std::vector<Message> written_late;         // bug switch alo-write-after-commit
   std::vector<MessageId> confirmed;          // async sinks: delivery callbacks after commit
@@ -448,6 +450,11 @@ Job::Outcome Job::run_epoch() {
     case JobKind::kSource: step_source(etx); break;
     case JobKind::kComputation: step_computation(etx); break;
     case JobKind::kSink: step_sink(etx); break;
+  }
+  if (etx.failed.is_ok()) {
+    etx.stream_out.write(etx.tx, meta_key_, etx.meta.epoch);
+    (void)etx.inputs.settle(
+        etx.tx, [&etx](const std::string& table, const std::string& key) { return etx.read(table, key); }, &etx.failed);
   }
   if (!etx.failed.is_ok()) {
     probe(env_, Probe::kEpochReadFailed);
@@ -719,32 +726,85 @@ void Job::step_service_log(EpochTx& etx, const std::string& cursor_key) {
 
 // --- Shared input handling ---------------------------------------------------------------
 
-bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
-                      std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from) {
+bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std::vector<Input>* rows,
+                      Micros* unseen_from) {
   const std::string& prefix = prefix_;
   const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
   *unseen_from = kNoWatermark;
   for (const auto& stream : streams) {
     const std::string table = tables::stream(stream);
-    const std::vector<Row> page = etx.scan(table, prefix, prefix + "~", limit);
-    for (const Row& row : page) {
-      auto m = decode_message(row.value);
-      if (!m) {
-        etx.failed = m.error();
+    std::vector<Row> page = etx.scan(table, prefix, prefix + "~", limit);
+    size_t used = 0;              // rows of the page taken in
+    size_t fresh = 0;             // their messages, those a swift job processed already left out
+    Micros least = kNoWatermark;  // the oldest of those
+    const auto use = [&](Row& row) {
+      auto messages = stream_rows::decode(row.value);
+      if (!messages) {
+        etx.failed = Status::corruption(fmt::format("{}: row {}: {}", table, row.key, messages.error().message()));
         return false;
       }
-      // A full page may hide more rows, none older than its last one.
-      if (page.size() == limit && &row == &page.back()) {
-        *unseen_from = std::min(*unseen_from, m->alignment_ts);
-        etx.page_full = true;
+      std::string where = table + "\x1f" + row.key;
+      for (Message& m : *messages) {
+        InputRef ref{where, m.id};
+        if (pending_ack_.count(ref) == 0) {
+          ++fresh;
+          least = std::min(least, m.alignment_ts);
+        }
+        rows->push_back({std::move(ref), std::move(m)});
       }
-      rows->emplace_back(table + "\x1f" + row.key, std::move(*m));
+      etx.inputs.read(std::move(where), std::move(row.value));
+      return true;
+    };
+    // Rows are taken in key order until they hold a page of messages. A row left unread holds
+    // nothing older than its key says (core/stream_rows.h), which may be older than what it
+    // holds now: rows are taken on while their keys say no more than the oldest message
+    // taken in, so that what comes first is known. Messages from the first unread row's time
+    // on wait.
+    for (; used < page.size() && fresh < limit; ++used) {
+      if (!use(page[used])) return false;
+    }
+    bool rows_past_page = page.size() == limit;
+    Micros unread_from = kNoWatermark;
+    while (true) {
+      if (used == page.size()) {
+        if (!rows_past_page) break;
+        const std::string after = page.back().key + '\0';
+        page = etx.scan(table, after, prefix + "~", limit);
+        used = 0;
+        rows_past_page = page.size() == limit;
+        if (page.empty()) break;
+      }
+      const Micros next = stream_rows::least_ts(page[used].key);
+      if (next > least) {
+        unread_from = next;
+        break;
+      }
+      if (!use(page[used++])) return false;
+    }
+    if (unread_from != kNoWatermark) {
+      *unseen_from = std::min(*unseen_from, unread_from);
+      etx.page_full = true;
     }
   }
-  std::stable_sort(rows->begin(), rows->end(), [](const auto& a, const auto& b) {
-    return a.second.alignment_ts != b.second.alignment_ts ? a.second.alignment_ts < b.second.alignment_ts
-                                                          : a.second.id < b.second.id;
+  std::stable_sort(rows->begin(), rows->end(), [](const Input& a, const Input& b) {
+    return a.m.alignment_ts != b.m.alignment_ts ? a.m.alignment_ts < b.m.alignment_ts : a.m.id < b.m.id;
   });
+  // Only messages older than any unread one are taken, in order; and at most a page of them
+  // per input stream an epoch, rows holding many: the rest waits.
+  const size_t most = limit * streams.size();
+  const Micros unread_from = *unseen_from;
+  size_t fresh = 0;
+  size_t kept = 0;
+  for (Input& in : *rows) {
+    if (pending_ack_.count(in.ref) == 0 && (in.m.alignment_ts >= unread_from || fresh++ >= most)) {
+      if (fresh == most + 1) *unseen_from = std::min(*unseen_from, in.m.alignment_ts);
+      etx.page_full = true;
+      continue;
+    }
+    if (&in != &(*rows)[kept]) (*rows)[kept] = std::move(in);
+    ++kept;
+  }
+  rows->resize(kept);
   return etx.failed.is_ok();
 }
 
@@ -765,9 +825,9 @@ class Job::DedupRows final : public TableRows {
 };
 
 // The dedup rows the epoch will look at (those of the inputs it may take), in one read.
-void Job::prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
+void Job::prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark) {
   std::vector<std::string> keys;
-  for (const auto& [row, m] : rows) {
+  for (const auto& [ref, m] : rows) {
     if (m.alignment_ts >= watermark) break;
     keys.push_back(dedup_.row_key_of(m));
   }
@@ -837,7 +897,7 @@ void Job::emit(EpochTx& etx, Message m) {
   const Consumer& consumer = consumers_.at(m.stream);
   if (consumer.partitions != 0) {  // else nothing reads this stream
     const int partition = key_partition(m.key, consumer.partitions);
-    etx.tx.put(consumer.table, tables::stream_row_key(partition, m), encode_message(m));
+    etx.stream_out.add(consumer.table, partition, m);
   }
   etx.record.produced.push_back(std::move(m));
 }
@@ -848,16 +908,13 @@ void Job::step_computation(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
   const bool swift = spec.type == ComputationType::kSwiftMap;
   const bool dedup = spec.processing_mode == ProcessingMode::kExactlyOnce && !swift && !env_.bugs.no_input_dedup;
-  std::vector<std::pair<std::string, Message>> rows;
+  std::vector<Input> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, spec.input_streams, &rows, &unseen_from)) return;
 
   // Swift: acknowledge what the previous committed epoch processed.
   if (!pending_ack_.empty()) probe(env_, Probe::kSwiftAcknowledge);
-  for (const std::string& row : pending_ack_) {
-    const auto sep = row.find('\x1f');
-    etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
-  }
+  for (const InputRef& ref : pending_ack_) etx.inputs.take(ref);
   Context context(etx.now, function_random());
   // Alignment: only messages older than every producer's watermark are taken, so a message
   // that arrives late can never be older than one already processed.
@@ -881,8 +938,8 @@ void Job::step_computation(EpochTx& etx) {
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
 
-  for (auto& [row, m] : rows) {
-    if (pending_ack_.count(row) != 0) continue;
+  for (auto& [ref, m] : rows) {
+    if (pending_ack_.count(ref) != 0) continue;
     first_unacked = std::min(first_unacked, m.system_ts);
     if (m.alignment_ts >= take_below) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
@@ -890,9 +947,8 @@ void Job::step_computation(EpochTx& etx) {
       break;
     }
     etx.has_work = true;
-    const auto sep = row.find('\x1f');
     if (dedup && !seen.record_if_new(m)) {
-      etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+      etx.inputs.take(ref);
       probe(env_, Probe::kInputDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
@@ -905,9 +961,9 @@ void Job::step_computation(EpochTx& etx) {
     if (!etx.failed.is_ok()) return;
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
     if (swift) {
-      etx.consumed_rows.push_back(row);
+      etx.consumed_rows.push_back(ref);
     } else {
-      etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+      etx.inputs.take(ref);
     }
     for (CollectingOutput::Out& o : out.messages) {
       if (swift && spec.allow_batching_with_relaxed_guarantees) {
@@ -985,13 +1041,13 @@ bool Job::due(const Timer& t, Micros event_watermark, Micros now) const {
 
 // The state rows of the keys the epoch will process (its inputs' and its due timers'), one
 // read per state table.
-void Job::prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark) {
+void Job::prefetch_state(EpochTx& etx, const std::vector<Input>& rows, Micros watermark) {
   if (state_tables_.empty()) return;
   std::vector<uint64_t> keys;
   Micros event_watermark = etx.meta.event_watermark;
-  for (const auto& [row, m] : rows) {
+  for (const auto& [ref, m] : rows) {
     if (m.alignment_ts >= watermark) break;
-    if (pending_ack_.count(row) != 0) continue;
+    if (pending_ack_.count(ref) != 0) continue;
     keys.push_back(m.key);
     event_watermark = std::max(event_watermark, m.event_ts);
   }
@@ -1109,7 +1165,7 @@ void Job::step_sink(EpochTx& etx) {
   }
   const uint64_t first_seqno = etx.meta.next_seqno;
   delivery_->incarnation_starts_at(first_seqno);  // earlier seqNos are an earlier incarnation's
-  std::vector<std::pair<std::string, Message>> rows;
+  std::vector<Input> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
   Micros take_below = INT64_MIN;
@@ -1118,15 +1174,14 @@ void Job::step_sink(EpochTx& etx) {
   Micros backlog_from = unseen_from;  // the oldest input left for later
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
-  for (auto& [row, m] : rows) {
+  for (auto& [ref, m] : rows) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
       break;
     }
     etx.has_work = true;
-    const auto sep = row.find('\x1f');
-    etx.tx.erase(row.substr(0, sep), row.substr(sep + 1));
+    etx.inputs.take(ref);
     if (dedup && !seen.record_if_new(m)) {
       probe(env_, Probe::kSinkDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);

@@ -18,6 +18,7 @@
 #include "core/dedup.h"
 #include "core/engine.h"
 #include "core/delivery.h"
+#include "core/stream_rows.h"
 
 namespace onceflow {
 
@@ -98,17 +99,22 @@ std::string with_new_producer(std::string_view meta_row);
   ExternalSink* external_sink() const;
   void step_computation(EpochTx& etx);
   void step_sink(EpochTx& etx);
-  // Reads the inputs of this partition in (alignment_ts, id) order. `unseen_from` is the
-  // alignment time from which rows may exist that the bounded read did not return.
-  bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams,
-                   std::vector<std::pair<std::string, Message>>* rows, Micros* unseen_from);
-  void prefetch_dedup(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
+  // Reads the inputs of this partition in (alignment_ts, id) order, at most a page of new
+  // ones per stream. `unseen_from` is the alignment time from which inputs may exist that
+  // were not returned.
+  struct Input {
+    InputRef ref;
+    Message m;
+  };
+  bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std::vector<Input>* rows,
+                   Micros* unseen_from);
+  void prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark);
   void clean_dedup(EpochTx& etx, Micros backlog_from);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs;
   // `take_below`, when given, gets the bound of what the job may take now (the same, except
   // while draining: see the definition).
   Micros producers_watermark(EpochTx& etx, bool replay, Micros* take_below = nullptr);
-  void prefetch_state(EpochTx& etx, const std::vector<std::pair<std::string, Message>>& rows, Micros watermark);
+  void prefetch_state(EpochTx& etx, const std::vector<Input>& rows, Micros watermark);
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
   bool due(const Timer& t, Micros event_watermark, Micros now) const;
@@ -154,7 +160,7 @@ std::string with_new_producer(std::string_view meta_row);
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
-  std::set<std::string> pending_ack_;
+  std::set<InputRef> pending_ack_;
   // Sinks: what happens after the epochs (core/delivery.h).
   std::unique_ptr<Delivery> delivery_;
   // Computations and sinks: their input dedup table and its layout.

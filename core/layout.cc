@@ -6,10 +6,12 @@
 #include <cassert>
 #include <charconv>
 #include <functional>
+#include <map>
 
 #include "core/engine.h"
 #include "core/env/codec.h"
 #include "core/message.h"
+#include "core/stream_rows.h"
 
 namespace onceflow {
 
@@ -259,11 +261,10 @@ int partition_of_row(std::string_view key) {
   return ec == std::errc() && ptr == key.data() + 4 ? p : -1;
 }
 
-// Moves the rows of `table` whose key (as `key_of` reads it from a row) belongs to another
-// partition under `partitions`; at most `budget` of them.
-Result<size_t> move_by_key(Store& store, Transaction& tx, const std::string& table, int partitions, size_t budget,
-                           const std::function<std::optional<uint64_t>(const Row&)>& key_of,
-                           std::vector<std::pair<std::string, std::string>>* moves) {
+// Offers the rows of `table` to `move_one` in key order, a page at a time, with their
+// partition, until it has moved `budget` of them (it says whether it moved the row).
+Result<size_t> move_rows(Store& store, Transaction& tx, const std::string& table, size_t budget,
+                         const std::function<Result<bool>(int partition, const Row& row)>& move_one) {
   size_t moved = 0;
   std::string from;
   while (moved < budget) {
@@ -271,20 +272,69 @@ Result<size_t> move_by_key(Store& store, Transaction& tx, const std::string& tab
     if (!rows) return rows.error();
     for (const Row& row : *rows) {
       const int p = partition_of_row(row.key);
-      const auto key = key_of(row);
-      if (p < 0 || !key) continue;
-      const int want = key_partition(*key, partitions);
-      if (want == p) continue;
-      std::string to = tables::partition_prefix(want) + row.key.substr(5);
-      if (moves != nullptr) moves->emplace_back(table + ":" + row.key, table + ":" + to);
-      tx.put(table, std::move(to), row.value);
-      tx.erase(table, row.key);
-      if (++moved == budget) break;
+      if (p < 0) continue;
+      auto did = move_one(p, row);
+      if (!did) return did.error();
+      if (*did && ++moved == budget) break;
     }
     if (rows->size() < 256) break;
     from = rows->back().key + '\0';
   }
   return moved;
+}
+
+// Moves the rows of `table` whose key (as `key_of` reads it from a row) belongs to another
+// partition under `partitions`; at most `budget` of them.
+Result<size_t> move_by_key(Store& store, Transaction& tx, const std::string& table, int partitions, size_t budget,
+                           const std::function<std::optional<uint64_t>(const Row&)>& key_of,
+                           std::vector<std::pair<std::string, std::string>>* moves) {
+  return move_rows(store, tx, table, budget, [&](int p, const Row& row) -> Result<bool> {
+    const auto key = key_of(row);
+    if (!key) return false;
+    const int want = key_partition(*key, partitions);
+    if (want == p) return false;
+    std::string to = tables::partition_prefix(want) + row.key.substr(5);
+    if (moves != nullptr) moves->emplace_back(table + ":" + row.key, table + ":" + to);
+    tx.put(table, std::move(to), row.value);
+    tx.erase(table, row.key);
+    return true;
+  });
+}
+
+Result<std::vector<Message>> stream_row(Store& store, Transaction& tx, const std::string& table, const std::string& key) {
+  auto value = store.get(tx, table, key);
+  if (!value) return value.error();
+  if (!*value) return std::vector<Message>{};
+  auto messages = stream_rows::decode(**value);
+  if (!messages) return Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
+  return messages;
+}
+
+// Splits the stream rows of `table` holding messages whose key belongs to another partition
+// under `partitions`: each part goes to its partition under the same key suffix (merged with a
+// row already there: one producer epoch's rows of two old partitions may meet in one new
+// one); at most `budget` rows split.
+Result<size_t> move_stream_rows(Store& store, Transaction& tx, const std::string& table, int partitions,
+                                size_t budget) {
+  return move_rows(store, tx, table, budget, [&](int p, const Row& row) -> Result<bool> {
+    // As this transaction has it now: a part moved here from an earlier row may have merged in.
+    auto messages = stream_row(store, tx, table, row.key);
+    if (!messages) return messages.error();
+    std::map<int, std::vector<Message>> parts;
+    for (Message& m : *messages) parts[key_partition(m.key, partitions)].push_back(std::move(m));
+    if (parts.empty() || (parts.size() == 1 && parts.begin()->first == p)) return false;
+    for (auto& [want, part] : parts) {
+      std::string to = tables::partition_prefix(want) + row.key.substr(5);
+      if (want != p) {
+        auto held = stream_row(store, tx, table, to);
+        if (!held) return held.error();
+        part.insert(part.begin(), held->begin(), held->end());
+      }
+      tx.put(table, std::move(to), stream_rows::encode(part));
+    }
+    if (parts.count(p) == 0) tx.erase(table, row.key);
+    return true;
+  });
 }
 
 // Erases the rows of partitions `partitions` and up.
@@ -312,13 +362,8 @@ Result<size_t> move_partition_rows(Store& store, Transaction& tx, const Pipeline
     dedup = {tables::compact_input_messages("sink:" + owner)};
   }
   size_t moved = 0;
-  const auto message_key = [](const Row& row) -> std::optional<uint64_t> {
-    auto m = decode_message(row.value);
-    if (!m) return std::nullopt;
-    return m->key;
-  };
   for (const std::string& stream : streams) {
-    auto n = move_by_key(store, tx, tables::stream(stream), partitions, page - moved, message_key, nullptr);
+    auto n = move_stream_rows(store, tx, tables::stream(stream), partitions, page - moved);
     if (!n) return n.error();
     moved += *n;
     if (moved >= page) return moved;

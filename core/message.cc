@@ -68,26 +68,35 @@ std::string format_ids(const std::vector<Message>& messages, size_t at_most) {
   return out;
 }
 
-std::string encode_message(const Message& m) {
-  Encoder out;
-  out.u64(m.id).u64(m.key).bytes(m.stream).i64(m.system_ts).i64(m.event_ts).i64(m.alignment_ts);
+void encode_message_fields(Encoder& out, const Message& m) {
+  out.u64(m.id).u64(m.key).i64(m.system_ts).i64(m.event_ts).i64(m.alignment_ts);
   out.bytes(m.payload).u64(m.parents.size());
   for (MessageId p : m.parents) out.u64(p);
-  return out.take();
 }
 
-Result<Message> decode_message(std::string_view bytes) {
-  Decoder in(bytes);
-  Message m;
+void decode_message_fields(Decoder& in, Message& m) {
   m.id = in.u64();
   m.key = in.u64();
-  m.stream = in.string();
   m.system_ts = in.i64();
   m.event_ts = in.i64();
   m.alignment_ts = in.i64();
   m.payload = in.string();
   const uint64_t parents = in.u64();
   for (uint64_t i = 0; in.ok() && i < parents; ++i) m.parents.push_back(in.u64());
+}
+
+std::string encode_message(const Message& m) {
+  Encoder out;
+  out.bytes(m.stream);
+  encode_message_fields(out, m);
+  return out.take();
+}
+
+Result<Message> decode_message(std::string_view bytes) {
+  Decoder in(bytes);
+  Message m;
+  m.stream = in.string();
+  decode_message_fields(in, m);
   if (!in.done()) return Status::corruption("malformed message row");
   return m;
 }

@@ -53,5 +53,10 @@ std::string format_ids(const std::vector<Message>& messages, size_t at_most);
 
 std::string encode_message(const Message& m);
 Result<Message> decode_message(std::string_view bytes);
+// Every field but the stream, for rows that hold messages of one stream (core/stream_rows.h).
+class Encoder;
+class Decoder;
+void encode_message_fields(Encoder& out, const Message& m);
+void decode_message_fields(Decoder& in, Message& m);  // check in.ok() after
 
 }  // namespace onceflow

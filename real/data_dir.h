@@ -29,8 +29,9 @@ namespace onceflow::real {
 // 5: rows keyed by partition (streams, timers, input dedup) are in the partition whose hash
 //    range holds their key (key_partition), not key % partitions; the layout row may end
 //    with sink targets' tablet counts and producer generations;
-// 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key).
-inline constexpr uint32_t kDataFormatVersion = 6;
+// 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key);
+// 7: a stream row holds what one producer epoch emitted for one partition (core/stream_rows.h).
+inline constexpr uint32_t kDataFormatVersion = 7;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

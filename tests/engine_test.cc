@@ -14,6 +14,7 @@
 #include "core/controller.h"
 #include "core/layout.h"
 #include "core/reference.h"
+#include "core/stream_rows.h"
 #include "faults/injector.h"
 #include "faults/pipeline_world.h"
 #include "sim/store.h"
@@ -408,9 +409,11 @@ TEST(EngineTest, RepartitioningMovesEveryKeyToItsNewPartitionAndKeepsTheCounts) 
     EXPECT_TRUE(w.store_data().latest(tables::kJobMeta, JobId{JobKind::kComputation, "Counter", p}.str()).has_value()) << p;
   }
   for (const Row& row : w.store_data().read_range(tables::stream("event"), "", "", w.store_data().last_version(), SIZE_MAX)) {
-    const auto m = decode_message(row.value);
-    ASSERT_TRUE(m.has_value());
-    EXPECT_EQ(row.key.substr(0, 5), tables::partition_prefix(key_partition(m->key, 8))) << row.key;
+    const auto messages = stream_rows::decode(row.value);
+    ASSERT_TRUE(messages.has_value());
+    for (const Message& m : *messages) {
+      EXPECT_EQ(row.key.substr(0, 5), tables::partition_prefix(key_partition(m.key, 8))) << row.key;
+    }
   }
   w.repartition({{"Counter", 2}});
   w.world().run_until(w.world().now() + 2 * kSeconds);

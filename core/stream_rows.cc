@@ -1,0 +1,105 @@
+#include "core/stream_rows.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/engine.h"
+#include "core/env/codec.h"
+
+namespace onceflow {
+
+namespace stream_rows {
+
+std::string row_key(int partition, Micros least_alignment_ts, std::string_view producer, uint64_t epoch) {
+  std::string key = tables::partition_prefix(partition);
+  key.reserve(key.size() + 34 + producer.size());
+  append_id(key, static_cast<uint64_t>(least_alignment_ts) ^ (1ULL << 63));
+  key += '/';
+  key += producer;
+  key += '/';
+  append_id(key, epoch);
+  return key;
+}
+
+Micros least_ts(std::string_view key) {
+  if (key.size() < 21) return INT64_MIN;
+  return static_cast<Micros>(tables::parse_hex16(key.substr(5, 16)) ^ (1ULL << 63));
+}
+
+std::string encode(const std::vector<Message>& messages) {
+  Encoder out;
+  out.u64(messages.size()).bytes(messages.empty() ? std::string_view() : std::string_view(messages.front().stream));
+  for (const Message& m : messages) encode_message_fields(out, m);
+  return out.take();
+}
+
+Result<std::vector<Message>> decode(std::string_view value) {
+  Decoder in(value);
+  const uint64_t count = in.u64();
+  const std::string stream = in.string();
+  std::vector<Message> messages;
+  // Each message takes at least eight bytes: a count beyond that is damage, not a size.
+  if (!in.ok() || count > value.size()) return Status::corruption("malformed stream row");
+  messages.reserve(count);
+  for (uint64_t i = 0; in.ok() && i < count; ++i) {
+    Message& m = messages.emplace_back();
+    m.stream = stream;
+    decode_message_fields(in, m);
+  }
+  if (!in.done()) return Status::corruption("malformed stream row");
+  return messages;
+}
+
+}  // namespace stream_rows
+
+void StreamWrites::add(const std::string& table, int partition, Message m) {
+  rows_[{table, partition}].push_back(std::move(m));
+}
+
+void StreamWrites::write(Transaction& tx, std::string_view producer, uint64_t epoch) {
+  for (auto& [where, messages] : rows_) {
+    Micros least = messages.front().alignment_ts;
+    for (const Message& m : messages) least = std::min(least, m.alignment_ts);
+    tx.put(where.first, stream_rows::row_key(where.second, least, producer, epoch), stream_rows::encode(messages));
+  }
+  rows_.clear();
+}
+
+void InputTakes::read(std::string row, std::string value) { values_.insert_or_assign(std::move(row), std::move(value)); }
+
+void InputTakes::take(const InputRef& ref) { taken_[ref.row].insert(ref.id); }
+
+bool InputTakes::settle(Transaction& tx,
+                        const std::function<std::optional<std::string>(const std::string&, const std::string&)>& lookup,
+                        Status* failed) {
+  for (const auto& [row, ids] : taken_) {
+    const auto sep = row.find('\x1f');
+    const std::string table = row.substr(0, sep);
+    const std::string key = row.substr(sep + 1);
+    std::optional<std::string> value;
+    if (auto it = values_.find(row); it != values_.end()) {
+      value = it->second;
+    } else {
+      value = lookup(table, key);
+      if (!failed->is_ok()) return false;
+      if (!value) continue;  // gone already: nothing left to take from it
+    }
+    auto messages = stream_rows::decode(*value);
+    if (!messages) {
+      *failed = Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
+      return false;
+    }
+    std::erase_if(*messages, [&ids](const Message& m) { return ids.count(m.id) != 0; });
+    if (messages->empty()) {
+      tx.erase(table, key);
+    } else {
+      tx.put(table, key, stream_rows::encode(*messages));
+    }
+  }
+  taken_.clear();
+  values_.clear();
+  return true;
+}
+
+}  // namespace onceflow

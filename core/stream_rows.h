@@ -1,0 +1,81 @@
+// Stream rows: how the messages between two jobs are kept.
+//
+// A producer's epoch writes what it emitted for one partition of a stream's consumer as one
+// row, "<p>/<ts>/<producer>/<epoch>", where <ts> is the least alignment time among them (16
+// hex, offset so negative times sort first), <producer> the producer's JobId and <epoch> its
+// epoch (16 hex). Only one epoch of a given number ever commits, so no commit overwrites
+// another's row, and a row's messages are never older than its key says: a consumer that
+// has read rows in key order up to some row knows every row it has not read holds nothing
+// older than that row's <ts>.
+//
+// A consumer takes messages one by one, in (alignment_ts, id) order across rows. At the end
+// of its epoch each row it took from is erased when nothing is left in it, else rewritten
+// with what is left, under the same key (its <ts> stays a lower bound). One epoch thus costs
+// a write per row instead of two per message.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/env/store.h"
+#include "core/message.h"
+
+namespace onceflow {
+
+namespace stream_rows {
+
+std::string row_key(int partition, Micros least_alignment_ts, std::string_view producer, uint64_t epoch);
+// The <ts> of a row key: no message of the row is older.
+Micros least_ts(std::string_view key);
+// The messages of a row, in the order written; all of one stream.
+std::string encode(const std::vector<Message>& messages);
+Result<std::vector<Message>> decode(std::string_view value);
+
+}  // namespace stream_rows
+
+// What one epoch emits into streams, gathered per (stream table, consumer partition) and
+// written as one row each.
+class StreamWrites {
+ public:
+  void add(const std::string& table, int partition, Message m);
+  // Puts the rows into `tx`; nothing is left gathered.
+  void write(Transaction& tx, std::string_view producer, uint64_t epoch);
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::map<std::pair<std::string, int>, std::vector<Message>> rows_;
+};
+
+// Where an input message is kept: its stream row ("<table>\x1f<key>") and its id.
+struct InputRef {
+  std::string row;
+  MessageId id = 0;
+  auto operator<=>(const InputRef&) const = default;
+};
+
+// What an epoch takes from its input rows, settled into erases and rewrites at its end.
+class InputTakes {
+ public:
+  // A row as read: its messages are `value`'s.
+  void read(std::string row, std::string value);
+  void take(const InputRef& ref);
+  // Erases or rewrites every row taken from. A row not read by this epoch (one acknowledged
+  // late by a swift job) is read through `lookup`; false (the epoch must not commit) when a
+  // row does not decode or could not be read.
+  bool settle(Transaction& tx, const std::function<std::optional<std::string>(const std::string& table,
+                                                                            const std::string& key)>& lookup,
+              Status* failed);
+  bool empty() const { return taken_.empty(); }
+
+ private:
+  std::map<std::string, std::string> values_;          // row -> value as read
+  std::map<std::string, std::set<MessageId>> taken_;  // row -> ids taken
+};
+
+}  // namespace onceflow
