@@ -54,8 +54,8 @@ outputs() { grep -o 'outputs [0-9]*' "$work/life-$life.log" | tail -1 | awk '{ p
 # Waits until this life reports at least $1 outputs (fails after two minutes).
 wait_for_outputs() {
   for _ in $(seq 2400); do
-    alive || fail "life $life ended early: $(tail -3 "$work/life-$life.log")"
     [[ $(outputs) -ge $1 ]] && return
+    alive || fail "life $life ended early: $(tail -3 "$work/life-$life.log")"
     sleep 0.05
   done
   fail "life $life did not reach $1 outputs in two minutes"
@@ -125,12 +125,6 @@ grep -q "repartitioning .* partitions (a drain first)" "$work/life-$life.log" ||
   fail "the repartitioned spec did not repartition: $(head -3 "$work/life-$life.log")"
 kill_now KILL
 
-# While finishing.
-start
-wait_for_outputs $((messages * 9 / 10))
-sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 100) / 1000 }')"
-kill_now KILL
-
 # SIGTERM: a graceful stop, a drain (the pipeline stops with nothing in flight), exit 0; the
 # next run sets the pipeline working again.
 start
@@ -139,6 +133,12 @@ kill_now TERM
 [[ $last_rc -eq 0 ]] || fail "SIGTERM did not stop the run gracefully (exit $last_rc)"
 grep -q "stopped on signal 15, nothing in flight; run again with $resume" "$work/life-$life.log" ||
   fail "SIGTERM: the pipeline was not drained and stopped: $(tail -2 "$work/life-$life.log")"
+
+# While finishing.
+start
+wait_for_outputs $((messages * 8 / 10))
+sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 100) / 1000 }')"
+kill_now KILL
 
 "$onceflow" real "$spec" "${store[@]}" --messages "$messages" --no-progress --verify >"$work/verify.json" \
   2>"$work/verify.log" || fail "the final run failed: $(cat "$work/verify.json" "$work/verify.log")"
