@@ -743,16 +743,14 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
         etx.failed = Status::corruption(fmt::format("{}: row {}: {}", table, row.key, messages.error().message()));
         return false;
       }
-      std::string where = table + "\x1f" + row.key;
+      const uint32_t read = etx.inputs.read(table + "\x1f" + row.key, std::move(row.value));
       for (Message& m : *messages) {
-        InputRef ref{where, m.id};
-        if (pending_ack_.count(ref) == 0) {
+        rows->push_back({read, std::move(m)});
+        if (!processed(etx, rows->back())) {
           ++fresh;
-          least = std::min(least, m.alignment_ts);
+          least = std::min(least, rows->back().m.alignment_ts);
         }
-        rows->push_back({std::move(ref), std::move(m)});
       }
-      etx.inputs.read(std::move(where), std::move(row.value));
       return true;
     };
     // Rows are taken in key order until they hold a page of messages. A row left unread holds
@@ -796,7 +794,7 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
   size_t fresh = 0;
   size_t kept = 0;
   for (Input& in : *rows) {
-    if (pending_ack_.count(in.ref) == 0 && (in.m.alignment_ts >= unread_from || fresh++ >= most)) {
+    if (!processed(etx, in) && (in.m.alignment_ts >= unread_from || fresh++ >= most)) {
       if (fresh == most + 1) *unseen_from = std::min(*unseen_from, in.m.alignment_ts);
       etx.page_full = true;
       continue;
@@ -806,6 +804,10 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
   }
   rows->resize(kept);
   return etx.failed.is_ok();
+}
+
+bool Job::processed(const EpochTx& etx, const Input& in) const {
+  return !pending_ack_.empty() && pending_ack_.count(InputRef{etx.inputs.row(in.read), in.m.id}) != 0;
 }
 
 // The dedup table's rows as the current epoch sees them.
@@ -827,7 +829,7 @@ class Job::DedupRows final : public TableRows {
 // The dedup rows the epoch will look at (those of the inputs it may take), in one read.
 void Job::prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark) {
   std::vector<std::string> keys;
-  for (const auto& [ref, m] : rows) {
+  for (const auto& [read, m] : rows) {
     if (m.alignment_ts >= watermark) break;
     keys.push_back(dedup_.row_key_of(m));
   }
@@ -938,8 +940,9 @@ void Job::step_computation(EpochTx& etx) {
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
 
-  for (auto& [ref, m] : rows) {
-    if (pending_ack_.count(ref) != 0) continue;
+  for (Input& in : rows) {
+    Message& m = in.m;
+    if (processed(etx, in)) continue;
     first_unacked = std::min(first_unacked, m.system_ts);
     if (m.alignment_ts >= take_below) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
@@ -948,7 +951,7 @@ void Job::step_computation(EpochTx& etx) {
     }
     etx.has_work = true;
     if (dedup && !seen.record_if_new(m)) {
-      etx.inputs.take(ref);
+      etx.inputs.take(in.read, m.id);
       probe(env_, Probe::kInputDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
       continue;
@@ -961,9 +964,9 @@ void Job::step_computation(EpochTx& etx) {
     if (!etx.failed.is_ok()) return;
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
     if (swift) {
-      etx.consumed_rows.push_back(ref);
+      etx.consumed_rows.push_back({etx.inputs.row(in.read), m.id});
     } else {
-      etx.inputs.take(ref);
+      etx.inputs.take(in.read, m.id);
     }
     for (CollectingOutput::Out& o : out.messages) {
       if (swift && spec.allow_batching_with_relaxed_guarantees) {
@@ -1045,9 +1048,10 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<Input>& rows, Micros wa
   if (state_tables_.empty()) return;
   std::vector<uint64_t> keys;
   Micros event_watermark = etx.meta.event_watermark;
-  for (const auto& [ref, m] : rows) {
+  for (const Input& in : rows) {
+    const Message& m = in.m;
     if (m.alignment_ts >= watermark) break;
-    if (pending_ack_.count(ref) != 0) continue;
+    if (processed(etx, in)) continue;
     keys.push_back(m.key);
     event_watermark = std::max(event_watermark, m.event_ts);
   }
@@ -1174,14 +1178,14 @@ void Job::step_sink(EpochTx& etx) {
   Micros backlog_from = unseen_from;  // the oldest input left for later
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
-  for (auto& [ref, m] : rows) {
+  for (auto& [read, m] : rows) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
       break;
     }
     etx.has_work = true;
-    etx.inputs.take(ref);
+    etx.inputs.take(read, m.id);
     if (dedup && !seen.record_if_new(m)) {
       probe(env_, Probe::kSinkDedupHit);
       if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);

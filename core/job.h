@@ -103,11 +103,13 @@ std::string with_new_producer(std::string_view meta_row);
   // ones per stream. `unseen_from` is the alignment time from which inputs may exist that
   // were not returned.
   struct Input {
-    InputRef ref;
+    uint32_t read;  // its row, as EpochTx::inputs numbers them
     Message m;
   };
   bool read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std::vector<Input>* rows,
                    Micros* unseen_from);
+  // A swift job's input it processed in its last committed epoch (acknowledged in this one).
+  bool processed(const EpochTx& etx, const Input& in) const;
   void prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark);
   void clean_dedup(EpochTx& etx, Micros backlog_from);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs;

@@ -66,39 +66,61 @@ void StreamWrites::write(Transaction& tx, std::string_view producer, uint64_t ep
   rows_.clear();
 }
 
-void InputTakes::read(std::string row, std::string value) { values_.insert_or_assign(std::move(row), std::move(value)); }
+uint32_t InputTakes::read(std::string row, std::string value) {
+  const auto n = static_cast<uint32_t>(read_.size());
+  by_row_.emplace(row, n);
+  read_.push_back({std::move(row), std::move(value), {}});
+  return n;
+}
 
-void InputTakes::take(const InputRef& ref) { taken_[ref.row].insert(ref.id); }
+void InputTakes::take(const InputRef& ref) {
+  if (auto it = by_row_.find(ref.row); it != by_row_.end()) {
+    take(it->second, ref.id);
+  } else {
+    unread_[ref.row].push_back(ref.id);
+  }
+}
+
+namespace {
+
+// Erases the row, or rewrites it without the messages `taken` names.
+bool settle_row(Transaction& tx, const std::string& row, std::string_view value, std::vector<MessageId>& taken,
+                Status* failed) {
+  const auto sep = row.find('\x1f');
+  const std::string table = row.substr(0, sep);
+  const std::string key = row.substr(sep + 1);
+  auto messages = stream_rows::decode(value);
+  if (!messages) {
+    *failed = Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
+    return false;
+  }
+  std::sort(taken.begin(), taken.end());
+  std::erase_if(*messages, [&taken](const Message& m) { return std::binary_search(taken.begin(), taken.end(), m.id); });
+  if (messages->empty()) {
+    tx.erase(table, key);
+  } else {
+    tx.put(table, key, stream_rows::encode(*messages));
+  }
+  return true;
+}
+
+}  // namespace
 
 bool InputTakes::settle(Transaction& tx,
                         const std::function<std::optional<std::string>(const std::string&, const std::string&)>& lookup,
                         Status* failed) {
-  for (const auto& [row, ids] : taken_) {
-    const auto sep = row.find('\x1f');
-    const std::string table = row.substr(0, sep);
-    const std::string key = row.substr(sep + 1);
-    std::optional<std::string> value;
-    if (auto it = values_.find(row); it != values_.end()) {
-      value = it->second;
-    } else {
-      value = lookup(table, key);
-      if (!failed->is_ok()) return false;
-      if (!value) continue;  // gone already: nothing left to take from it
-    }
-    auto messages = stream_rows::decode(*value);
-    if (!messages) {
-      *failed = Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
-      return false;
-    }
-    std::erase_if(*messages, [&ids](const Message& m) { return ids.count(m.id) != 0; });
-    if (messages->empty()) {
-      tx.erase(table, key);
-    } else {
-      tx.put(table, key, stream_rows::encode(*messages));
-    }
+  for (Read& r : read_) {
+    if (!r.taken.empty() && !settle_row(tx, r.row, r.value, r.taken, failed)) return false;
   }
-  taken_.clear();
-  values_.clear();
+  for (auto& [row, taken] : unread_) {
+    const auto sep = row.find('\x1f');
+    const std::optional<std::string> value = lookup(row.substr(0, sep), row.substr(sep + 1));
+    if (!failed->is_ok()) return false;
+    if (value && !settle_row(tx, row, *value, taken, failed)) return false;  // else gone already
+  }
+  read_.clear();
+  by_row_.clear();
+  unread_.clear();
   return true;
 }
 

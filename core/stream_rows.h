@@ -62,20 +62,28 @@ struct InputRef {
 // What an epoch takes from its input rows, settled into erases and rewrites at its end.
 class InputTakes {
  public:
-  // A row as read: its messages are `value`'s.
-  void read(std::string row, std::string value);
+  // A row as read ("<table>\x1f<key>", its value); returns its number within the epoch.
+  uint32_t read(std::string row, std::string value);
+  const std::string& row(uint32_t read) const { return read_[read].row; }
+  void take(uint32_t read, MessageId id) { read_[read].taken.push_back(id); }
+  // A message of any row, read by this epoch or not (a swift job acknowledging late).
   void take(const InputRef& ref);
-  // Erases or rewrites every row taken from. A row not read by this epoch (one acknowledged
-  // late by a swift job) is read through `lookup`; false (the epoch must not commit) when a
-  // row does not decode or could not be read.
+  // Erases or rewrites every row taken from. A row not read by this epoch is read through
+  // `lookup`; false (the epoch must not commit) when a row does not decode or could not be
+  // read.
   bool settle(Transaction& tx, const std::function<std::optional<std::string>(const std::string& table,
                                                                             const std::string& key)>& lookup,
               Status* failed);
-  bool empty() const { return taken_.empty(); }
 
  private:
-  std::map<std::string, std::string> values_;          // row -> value as read
-  std::map<std::string, std::set<MessageId>> taken_;  // row -> ids taken
+  struct Read {
+    std::string row;
+    std::string value;
+    std::vector<MessageId> taken;
+  };
+  std::vector<Read> read_;
+  std::map<std::string, uint32_t> by_row_;                  // row -> its number in read_
+  std::map<std::string, std::vector<MessageId>> unread_;  // rows taken from but not read
 };
 
 }  // namespace onceflow
