@@ -30,7 +30,8 @@ namespace onceflow::real {
 //    range holds their key (key_partition), not key % partitions; the layout row may end
 //    with sink targets' tablet counts and producer generations;
 // 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key);
-// 7: a stream row holds what one producer epoch emitted for one partition (core/stream_rows.h).
+// 7: a stream row holds what one producer epoch emitted for one partition (core/stream_rows.h);
+//    a row of the test producer's input log holds a batch of inputs.
 inline constexpr uint32_t kDataFormatVersion = 7;
 
 struct DataIdentity {

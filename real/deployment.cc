@@ -22,7 +22,8 @@ namespace {
 
 // What the real deployment keeps besides the engine's own tables.
 constexpr const char* kProducer = "real/producer";  // "next" -> u64; "<source>/<p>" -> next offset
-constexpr const char* kInputLog = "real/inputs";    // hex16(index) -> the input as written
+// hex16(index of a batch's first input) -> the inputs the producer wrote in that transaction
+constexpr const char* kInputLog = "real/inputs";
 constexpr size_t kProducerBatch = 2000;
 constexpr Micros kProducerPause = 2 * kMillis;
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
@@ -60,15 +61,21 @@ Result<std::vector<SourceInput>> produced_inputs(RealStore& store) {
   std::vector<SourceInput> inputs;
   for (const Row& row : *rows) {
     Decoder d(row.value);
-    SourceInput in;
-    in.source = d.string();
-    in.partition = static_cast<int>(d.u64());
-    in.key = d.u64();
-    in.payload = d.string();
-    in.event_ts = d.i64();
-    in.write_ts = d.i64();
+    // Rows hold consecutive inputs: a row that does not start where the last one ended is damage.
+    const uint64_t count = d.u64();
+    if (tables::parse_hex16(row.key) != inputs.size() || count > row.value.size()) {
+      return Status::corruption(fmt::format("{}: input log row {} is out of place", store.where(), row.key));
+    }
+    for (uint64_t i = 0; d.ok() && i < count; ++i) {
+      SourceInput& in = inputs.emplace_back();
+      in.source = d.string();
+      in.partition = static_cast<int>(d.u64());
+      in.key = d.u64();
+      in.payload = d.string();
+      in.event_ts = d.i64();
+      in.write_ts = d.i64();
+    }
     if (!d.done()) return Status::corruption(fmt::format("{}: input log row {} does not decode", store.where(), row.key));
-    inputs.push_back(std::move(in));
   }
   return inputs;
 }
@@ -597,8 +604,8 @@ RealDeployment::Counts RealDeployment::counts() {
   return c;
 }
 
-// Writes the workload into the source queues, a batch per transaction, each row recorded in
-// the input log in the same transaction; resumes where the last life stopped.
+// Writes the workload into the source queues, a batch per transaction, the batch recorded as
+// one row of the input log in the same transaction; resumes where the last life stopped.
 void RealDeployment::produce() {
   Runtime& rt = loop_.runtime("producer");
   const Micros started = rt.clock().now();
@@ -626,6 +633,8 @@ void RealDeployment::produce() {
       }
     }
     std::map<std::string, uint64_t> offsets;  // source partition -> its next offset, read once
+    Encoder logged;                           // the batch, as one row of the input log
+    logged.u64(end - next);
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_->at(k);
       std::string counter = source_key(in.source, in.partition);
@@ -636,10 +645,9 @@ void RealDeployment::produce() {
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
       tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
-      Encoder logged;
       logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
-      tx->put(kInputLog, tables::hex16(k), logged.take());
     }
+    if (end > next) tx->put(kInputLog, tables::hex16(next), logged.take());
     for (const auto& [counter, offset] : offsets) tx->put(kProducer, counter, u64_bytes(offset));
     tx->put(kProducer, "next", u64_bytes(end));
     // The queue heads: nothing older than now will be appended; past the end, nothing at all.
