@@ -100,9 +100,15 @@ bool DedupTable::Batch::record_if_new(const Message& m) {
   return true;
 }
 
-size_t DedupTable::Batch::flush() {
+size_t DedupTable::Batch::flush(Micros forget_below) {
   for (auto& [key, row] : compact_) {
-    if (row.changed) rows_.put(key, std::move(row.value));
+    if (!row.changed) continue;
+    std::string kept = forget_below == INT64_MIN ? std::move(row.value) : drop_older(row.value, forget_below);
+    if (kept.empty()) {
+      rows_.erase(key);
+    } else {
+      rows_.put(key, std::move(kept));
+    }
   }
   compact_.clear();
   return std::exchange(recorded_, 0);

@@ -60,8 +60,10 @@ class DedupTable {
    public:
     Batch(const DedupTable& table, TableRows& rows) : table_(table), rows_(rows) {}
     bool record_if_new(const Message& m);
-    // Writes the rows that changed; returns how many messages were new.
-    size_t flush();
+    // Writes the rows that changed; returns how many messages were new. A compact row written
+    // anyway drops its entries with system_ts < `forget_below` on the way, as cleanup() would:
+    // pass what a cleanup would be given now, or nothing.
+    size_t flush(Micros forget_below = INT64_MIN);
 
    private:
     struct CompactRow {

@@ -871,11 +871,14 @@ Micros Job::producers_watermark(EpochTx& etx, bool replay, Micros* take_below) {
 // than its replay watermark; or it has been re-emitted already and waits among the job's own
 // inputs, which it has not taken from `backlog_from` on (a replay, older than the rows
 // before it, can sort behind a full page).
+Micros Job::dedup_forget_below(EpochTx& etx, Micros backlog_from) {
+  if (env_.bugs.dedup_cleanup_ignores_backlog) backlog_from = kNoWatermark;
+  return env_.bugs.dedup_cleanup_early ? kNoWatermark : std::min(producers_watermark(etx, true), backlog_from);
+}
+
 void Job::clean_dedup(EpochTx& etx, Micros backlog_from) {
   if (etx.meta.epoch % static_cast<uint64_t>(env_.options.dedup_cleanup_every_epochs) != 0) return;
-  if (env_.bugs.dedup_cleanup_ignores_backlog) backlog_from = kNoWatermark;
-  const Micros watermark =
-      env_.bugs.dedup_cleanup_early ? kNoWatermark : std::min(producers_watermark(etx, true), backlog_from);
+  const Micros watermark = dedup_forget_below(etx, backlog_from);
   DedupRows rows(etx, dedup_table_);
   // Looking at more rows than were added since the last cleanup, a sweep always ends.
   const size_t budget = std::max<size_t>(env_.options.dedup_cleanup_rows, 2 * dedup_recorded_);
@@ -985,7 +988,8 @@ void Job::step_computation(EpochTx& etx) {
     for (const Timer& t : out.timers) add_timer(etx, t, derived_message_id(m.id, static_cast<uint32_t>(&t - out.timers.data())));
     etx.record.consumed.push_back(std::move(m));
   }
-  dedup_recorded_ += seen.flush();
+  // Rows the epoch rewrites anyway forget what a cleanup now would.
+  dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, first_unprocessed)) : seen.flush();
   // Batching: one message per (stream, key) group of up to batch_size inputs.
   for (auto& [where, items] : batches) {
     for (size_t at = 0; at < items.size(); at += static_cast<size_t>(spec.batch_size)) {
@@ -1202,7 +1206,7 @@ void Job::step_sink(EpochTx& etx) {
       etx.tx.put(outbox_table_, prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
     }
   }
-  dedup_recorded_ += seen.flush();
+  dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits
     etx.meta.progress.amo_pending = delivery_->at_most_once_pending() + etx.amo_outputs.size();

@@ -111,6 +111,8 @@ std::string with_new_producer(std::string_view meta_row);
   // A swift job's input it processed in its last committed epoch (acknowledged in this one).
   bool processed(const EpochTx& etx, const Input& in) const;
   void prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark);
+  // What input dedup may forget now: entries older than this (see clean_dedup).
+  Micros dedup_forget_below(EpochTx& etx, Micros backlog_from);
   void clean_dedup(EpochTx& etx, Micros backlog_from);
   // The lowest emit (alignment) or replay watermark among the producers of the job's inputs;
   // `take_below`, when given, gets the bound of what the job may take now (the same, except

@@ -209,5 +209,31 @@ RC_GTEST_PROP(DedupModelTest, ABatchAnswersAndWritesAsOneByOne, ()) {
   for (size_t i = 0; i < a.size(); ++i) RC_ASSERT(a[i].key == b[i].key && a[i].value == b[i].value);
 }
 
+// A batch's flush that forgets below a watermark leaves the rows it writes as a cleanup of
+// them with that watermark would, and every other row as it was.
+RC_GTEST_PROP(DedupModelTest, AFlushThatForgetsLeavesWhatACleanupWould, ()) {
+  const auto before = *rc::gen::container<std::vector<uint64_t>>(rc::gen::inRange<uint64_t>(0, kIds));
+  const auto epoch = *rc::gen::container<std::vector<uint64_t>>(rc::gen::inRange<uint64_t>(0, kIds));
+  const Micros watermark = *rc::gen::inRange<Micros>(0, 520);
+  MemoryRows reference, batched;
+  const DedupTable table(DedupLayout::kCompact, 0);
+  for (const uint64_t id : before) {
+    table.record_if_new(reference, message(id));
+    table.record_if_new(batched, message(id));
+  }
+  std::set<std::string> written;
+  for (const uint64_t id : epoch) {
+    if (table.record_if_new(reference, message(id))) written.insert(table.row_key_of(message(id)));
+  }
+  // The reference: the rows the epoch wrote, each cleaned up alone with the watermark.
+  for (const std::string& key : written) table.cleanup(reference, watermark, 1, key);
+  DedupTable::Batch batch(table, batched);
+  for (const uint64_t id : epoch) batch.record_if_new(message(id));
+  batch.flush(watermark);
+  const std::vector<Row> a = reference.scan("", "~~", SIZE_MAX), b = batched.scan("", "~~", SIZE_MAX);
+  RC_ASSERT(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) RC_ASSERT(a[i].key == b[i].key && a[i].value == b[i].value);
+}
+
 }  // namespace
 }  // namespace onceflow
