@@ -40,7 +40,11 @@ class DedupTable {
 
   bool contains(TableRows& rows, const Message& m) const;
   // The row contains() and record() read for `m`.
-  std::string row_key_of(const Message& m) const { return row_key(layout_ == DedupLayout::kFull ? m.id : m.key); }
+  std::string row_key_of(const Message& m) const { return row_key(row_of(m)); }
+  // What names that row: the message's id (full layout) or key (compact); the rows sort as
+  // these numbers do.
+  uint64_t row_of(const Message& m) const { return layout_ == DedupLayout::kFull ? m.id : m.key; }
+  std::string row_key(uint64_t v) const;
   // Records `m` unless contains(rows, m), reading its row once: true when `m` was new (and
   // is now recorded), false when it was a duplicate (and nothing changed).
   bool record_if_new(TableRows& rows, const Message& m) const;
@@ -78,8 +82,6 @@ class DedupTable {
   };
 
  private:
-  std::string row_key(uint64_t v) const;
-
   DedupLayout layout_;
   std::string prefix_;
 };

@@ -784,9 +784,19 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
       etx.page_full = true;
     }
   }
-  std::stable_sort(rows->begin(), rows->end(), [](const Input& a, const Input& b) {
-    return a.m.alignment_ts != b.m.alignment_ts ? a.m.alignment_ts < b.m.alignment_ts : a.m.id < b.m.id;
+  // In (alignment_ts, id) order, rows read earlier first among equals; an order of indexes is
+  // sorted, so that each message moves once.
+  std::vector<uint32_t> order(rows->size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [rows](uint32_t a, uint32_t b) {
+    const Message& x = (*rows)[a].m;
+    const Message& y = (*rows)[b].m;
+    return x.alignment_ts != y.alignment_ts ? x.alignment_ts < y.alignment_ts : x.id < y.id;
   });
+  std::vector<Input> sorted;
+  sorted.reserve(rows->size());
+  for (const uint32_t i : order) sorted.push_back(std::move((*rows)[i]));
+  *rows = std::move(sorted);
   // Only messages older than any unread one are taken, in order; and at most a page of them
   // per input stream an epoch, rows holding many: the rest waits.
   const size_t most = limit * streams.size();
@@ -828,13 +838,16 @@ class Job::DedupRows final : public TableRows {
 
 // The dedup rows the epoch will look at (those of the inputs it may take), in one read.
 void Job::prefetch_dedup(EpochTx& etx, const std::vector<Input>& rows, Micros watermark) {
-  std::vector<std::string> keys;
+  std::vector<uint64_t> names;
   for (const auto& [read, m] : rows) {
     if (m.alignment_ts >= watermark) break;
-    keys.push_back(dedup_.row_key_of(m));
+    names.push_back(dedup_.row_of(m));
   }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<std::string> keys;
+  keys.reserve(names.size());
+  for (const uint64_t name : names) keys.push_back(dedup_.row_key(name));
   etx.prefetch(dedup_table_, keys);
 }
 
