@@ -738,9 +738,9 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
     size_t fresh = 0;             // their messages, those a swift job processed already left out
     Micros least = kNoWatermark;  // the oldest of those
     const auto use = [&](Row& row) {
-      auto messages = stream_rows::decode(row.value);
+      auto messages = stream_rows::decode_row(table, row.key, row.value);
       if (!messages) {
-        etx.failed = Status::corruption(fmt::format("{}: row {}: {}", table, row.key, messages.error().message()));
+        etx.failed = messages.error();
         return false;
       }
       const uint32_t read = etx.inputs.read(table + "\x1f" + row.key, std::move(row.value));

@@ -305,9 +305,7 @@ Result<std::vector<Message>> stream_row(Store& store, Transaction& tx, const std
   auto value = store.get(tx, table, key);
   if (!value) return value.error();
   if (!*value) return std::vector<Message>{};
-  auto messages = stream_rows::decode(**value);
-  if (!messages) return Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
-  return messages;
+  return stream_rows::decode_row(table, key, **value);
 }
 
 // Splits the stream rows of `table` holding messages whose key belongs to another partition

@@ -39,7 +39,7 @@ Result<std::vector<Message>> decode(std::string_view value) {
   const uint64_t count = in.u64();
   const std::string stream = in.string();
   std::vector<Message> messages;
-  // Each message takes at least eight bytes: a count beyond that is damage, not a size.
+  // Each message takes several bytes: a count beyond the row's size is damage, not a size.
   if (!in.ok() || count > value.size()) return Status::corruption("malformed stream row");
   messages.reserve(count);
   for (uint64_t i = 0; in.ok() && i < count; ++i) {
@@ -48,6 +48,12 @@ Result<std::vector<Message>> decode(std::string_view value) {
     decode_message_fields(in, m);
   }
   if (!in.done()) return Status::corruption("malformed stream row");
+  return messages;
+}
+
+Result<std::vector<Message>> decode_row(std::string_view table, std::string_view key, std::string_view value) {
+  auto messages = decode(value);
+  if (!messages) return Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
   return messages;
 }
 
@@ -89,9 +95,9 @@ bool settle_row(Transaction& tx, const std::string& row, std::string_view value,
   const auto sep = row.find('\x1f');
   const std::string table = row.substr(0, sep);
   const std::string key = row.substr(sep + 1);
-  auto messages = stream_rows::decode(value);
+  auto messages = stream_rows::decode_row(table, key, value);
   if (!messages) {
-    *failed = Status::corruption(fmt::format("{}: row {}: {}", table, key, messages.error().message()));
+    *failed = messages.error();
     return false;
   }
   std::sort(taken.begin(), taken.end());

@@ -36,6 +36,8 @@ Micros least_ts(std::string_view key);
 // The messages of a row, in the order written; all of one stream.
 std::string encode(const std::vector<Message>& messages);
 Result<std::vector<Message>> decode(std::string_view value);
+// decode(), its error naming the row: "<table>: row <key>: malformed stream row".
+Result<std::vector<Message>> decode_row(std::string_view table, std::string_view key, std::string_view value);
 
 }  // namespace stream_rows
 
