@@ -1,7 +1,6 @@
 #include "core/delivery.h"
 
 #include <algorithm>
-#include <set>
 #include <utility>
 
 #include "core/env/codec.h"
@@ -10,6 +9,10 @@ namespace onceflow {
 
 bool batched_outbox(const SinkSpec& sink) {
   return sink.type == SinkType::kClickHouse && sink.delivery_guarantee == SinkDelivery::kExactlyOnce;
+}
+
+bool outbox_row_per_message(const SinkSpec& sink) {
+  return sink.type == SinkType::kClickHouse && sink.delivery_guarantee == SinkDelivery::kAtMostOnce;
 }
 
 bool resolve_until_answered(const EngineEnv& env, TxId tx, Version* version) {
@@ -37,10 +40,22 @@ ExternalSink* Delivery::external_sink() const {
   return it == env_.connectors->sinks.end() ? nullptr : it->second;
 }
 
-std::optional<MessageId> Delivery::delivered_id(uint64_t seqno) const {
-  auto it = delivered_ids_.find(seqno);
-  if (it == delivered_ids_.end()) return std::nullopt;
-  return it->second;
+uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed) const {
+  // The target may hold more than this incarnation has read (an earlier one read further, as
+  // after epoch_batch_limit was lowered): the rest is acknowledged once read, so that no row
+  // is passed over unerased.
+  const uint64_t last_read = read_rows_.empty() ? 0 : read_rows_.back().last;
+  const uint64_t now_acked = std::max(acked, std::min({sender_.delivered(), last_written, last_read}));
+  if (now_acked == acked) return acked;
+  for (const ReadRow& row : read_rows_) {
+    // The bug: a row the target holds the first part of goes, and the rest is never sent.
+    const bool held = env_.bugs.outbox_erase_held_in_part ? row.first <= now_acked : row.last <= now_acked;
+    if (row.last > acked && held) tx.erase(outbox_table_, row.key);
+  }
+  for (auto it = delivered_ids_.upper_bound(acked); it != delivered_ids_.end() && it->first <= now_acked; ++it) {
+    confirmed->push_back(it->second);
+  }
+  return now_acked;
 }
 
 void Delivery::confirmed_up_to(uint64_t seqno) {
@@ -73,32 +88,37 @@ bool Delivery::deliver_outbox() {
   // A Kafka transaction or a ClickHouse batch may hold more than 256 rows. A queue target
   // takes batches of the sink's size, and a round looks at twice what one epoch may add, so
   // that delivery keeps up with the epochs and a backlog shrinks.
-  const size_t limit =
+  const size_t messages =
       sink_.type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_.transaction_messages))
       : batched_outbox(sink_)        ? std::max<size_t>(256, static_cast<size_t>(sink_.max_batch_messages))
                                      : std::max<size_t>(static_cast<size_t>(sink_.delivery_batch_messages),
                                                         2 * static_cast<size_t>(env_.spec.epoch_batch_limit));
+  // An epoch's row holds at most epoch_batch_limit messages (a sink reads one stream).
+  const size_t limit = outbox_row_per_message(sink_)
+                           ? messages
+                           : std::max<size_t>(2, (messages + env_.spec.epoch_batch_limit - 1) /
+                                                     std::max<size_t>(1, env_.spec.epoch_batch_limit));
   auto rows = env_.store.scan(*tx, outbox_table_, prefix_, prefix_ + "~", limit);
-  std::set<std::string> batch_ends;
-  if (rows && !rows->empty() && batched_outbox(sink_)) {
-    auto ends = env_.store.scan(*tx, tables::outbox_batches(sink_.name), rows->front().key, rows->back().key + "~",
-                                rows->size());
-    if (!ends) rows = ends.error();
-    for (const Row& row : ends ? *ends : std::vector<Row>{}) batch_ends.insert(row.key);
-  }
   env_.store.abort(*tx);
   if (!rows) return false;
+  read_rows_.clear();
   if (rows->empty()) return true;
+  std::vector<OutboxRow> outbox;
+  for (Row& row : *rows) {
+    const uint64_t first = tables::parse_hex16(std::string_view(row.key).substr(prefix_.size()));
+    if (!decode_outbox_row(first, row.value, batched_outbox(sink_), &outbox)) {
+      // Not this engine's row: delivering past it would lose its messages, so nothing goes.
+      probe(env_, Probe::kOutboxDeliveryFailed);
+      read_rows_.clear();
+      return false;
+    }
+    read_rows_.push_back({std::move(row.key), first, outbox.back().seqno});
+  }
   const std::string producer = producer_id(job_, sink_, env_.bugs);
   // Rows an earlier incarnation committed (and may have delivered) go again.
-  if (!resend_probed_ && own_from_seqno_ != 0 &&
-      tables::parse_hex16(std::string_view(rows->front().key).substr(prefix_.size())) < own_from_seqno_) {
+  if (!resend_probed_ && own_from_seqno_ != 0 && outbox.front().seqno < own_from_seqno_) {
     resend_probed_ = true;
     probe(env_, Probe::kOutboxResend);
-  }
-  std::vector<OutboxRow> outbox;
-  for (const Row& row : *rows) {
-    outbox.push_back({tables::parse_hex16(std::string_view(row.key).substr(prefix_.size())), row.value, batch_ends.count(row.key) > 0});
   }
   ExternalSink* external = external_sink();
   if (external != nullptr && sink_.type == SinkType::kClickHouse && sink_.delivery_guarantee == SinkDelivery::kAtMostOnce) {
@@ -170,7 +190,7 @@ void Delivery::deliver_at_most_once(ExternalSink& external, const std::vector<Ou
   }
 }
 
-// Acknowledges (erases) outbox row `seqno` under the Lease just before `m`'s one send; true
+// Acknowledges (erases) the outbox row of message `seqno` under the Lease just before `m`'s one send; true
 // once that is known to have applied (an ambiguous commit is resolved first).
 bool Delivery::acknowledge_before_send(uint64_t seqno, const Message& m) {
   auto tx = env_.store.begin();
@@ -193,7 +213,11 @@ bool Delivery::acknowledge_before_send(uint64_t seqno, const Message& m) {
 }
 
 // The deliver-before-commit bug: an epoch's outbox rows go out before the epoch commits.
-void Delivery::deliver_uncommitted(const std::vector<OutboxRow>& rows) {
+void Delivery::deliver_uncommitted(const std::vector<std::pair<std::string, std::string>>& outbox_rows) {
+  std::vector<OutboxRow> rows;
+  for (const auto& [key, value] : outbox_rows) {
+    (void)decode_outbox_row(tables::parse_hex16(std::string_view(key).substr(prefix_.size())), value, batched_outbox(sink_), &rows);
+  }
   if (rows.empty()) return;
   if (ExternalSink* external = external_sink()) {
     (void)external->deliver(job_.str(), lease_, rows);

@@ -30,6 +30,10 @@ namespace onceflow {
 // sink: a batch keeps its rows and its dedup token when it is sent again).
 bool batched_outbox(const SinkSpec& sink);
 
+// Whether `sink` writes one outbox row per message, each acknowledged alone just before its
+// send (at most once through the outbox, ClickHouse's default), rather than one per epoch.
+bool outbox_row_per_message(const SinkSpec& sink);
+
 // Whether transaction `tx`, whose commit was ambiguous, applied; asks until the store answers
 // (resolve() also fences it when it did not), one epoch period apart.
 bool resolve_until_answered(const EngineEnv& env, TxId tx, Version* version = nullptr);
@@ -43,15 +47,20 @@ class Delivery {
   // Hands the committed outbox over; true when it was empty.
   bool deliver_outbox();
   // The deliver-before-commit bug: an epoch's outbox rows go out before it commits.
-  void deliver_uncommitted(const std::vector<OutboxRow>& rows);
+  // `outbox_rows`: the epoch's outbox writes, key and value.
+  void deliver_uncommitted(const std::vector<std::pair<std::string, std::string>>& outbox_rows);
   // An at-least-once queue sink: appends `messages` to the target in batches, without a
   // producer id (never deduplicated), before the epoch commits; OK once all are appended.
   Status write_now(const std::vector<Message>& messages);
 
   // The highest seqNo the target is known to hold (this incarnation's knowledge).
   uint64_t delivered() const { return sender_.delivered(); }
-  // The id of the message delivered under `seqno`, while its confirmation is due.
-  std::optional<MessageId> delivered_id(uint64_t seqno) const;
+  // An epoch acknowledges what the target holds, from `acked` (the job's acknowledged seqNo)
+  // up to at most `last_written`: erases in `tx` each outbox row read whose last message the
+  // target now holds, adds the ids whose confirmations are due to `confirmed`, and returns
+  // the new acknowledged seqNo. Rows are erased whole; a row held in part stays, and a resend
+  // of it is dropped by the target's (producer_id, seqNo) dedup.
+  uint64_t acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed) const;
   // An epoch acknowledged every seqNo up to `seqno`: their confirmations went out.
   void confirmed_up_to(uint64_t seqno);
   // The first seqNo this incarnation numbered: rows below it are an earlier one's, resent.
@@ -89,6 +98,15 @@ class Delivery {
   std::string outbox_table_;
   OutboxSender sender_;       // the outbox as delivered so far (volatile; resends start from the store)
   std::map<uint64_t, MessageId> delivered_ids_;  // seqNo -> id, delivered and not yet confirmed
+  // The outbox rows the last round read: key and last seqNo. Every row whose last seqNo lies
+  // between the acknowledged one and the last read is among them (rows are read from the
+  // partition's first), so an acknowledgement within them erases each row it covers.
+  struct ReadRow {
+    std::string key;
+    uint64_t first = 0;
+    uint64_t last = 0;
+  };
+  std::vector<ReadRow> read_rows_;
   uint64_t own_from_seqno_ = 0;
   bool resend_probed_ = false;
   std::deque<Message> amo_queue_;

@@ -62,7 +62,6 @@ std::string compact_input_messages(std::string_view c) {
 }
 std::string timers(std::string_view c) { return "timers/" + std::string(c); }
 std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
-std::string outbox_batches(std::string_view sink) { return "outbox_batches/" + std::string(sink); }
 std::string static_table(std::string_view table) { return "static/" + std::string(table); }
 std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink); }
 // Fixed-width lower-case hex, written by hand: these keys are built for every row an epoch
@@ -94,6 +93,7 @@ constexpr BugName kBugNames[] = {
     {"ambiguous-as-failure", &BugSwitches::ambiguous_as_failure},
     {"new-seqno-on-resend", &BugSwitches::new_seqno_on_resend},
     {"batch-ack-whole", &BugSwitches::batch_ack_whole},
+    {"outbox-erase-held-in-part", &BugSwitches::outbox_erase_held_in_part},
     {"deliver-before-commit", &BugSwitches::deliver_before_commit},
     {"timer-delete-apart", &BugSwitches::timer_delete_apart},
     {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early},

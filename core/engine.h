@@ -65,9 +65,7 @@ std::string stream(std::string_view stream);  // rows "<p>/<ts>/<producer>/<epoc
 std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
 std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
-std::string outbox(std::string_view sink);  // rows "<p>/<seqno>"
-// A batching sink's batch boundaries: the last seqNo of each epoch's outbox rows.
-std::string outbox_batches(std::string_view sink);  // rows "<p>/<seqno>"
+std::string outbox(std::string_view sink);  // rows "<p>/<first seqno>" (core/outbox.h)
 // A static table (or a service log's sorted table): rows "<p>/<row index>", values as queue rows.
 std::string static_table(std::string_view table);
 std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
@@ -88,6 +86,9 @@ struct BugSwitches {
   // async sink: a batch the target answered counts as taken whole, though the target may hold
   // only its first part
   bool batch_ack_whole = false;
+  // async sink: an acknowledgement erases every outbox row the target holds any of, though it
+  // may hold only the first part of one
+  bool outbox_erase_held_in_part = false;
   bool deliver_before_commit = false;  // async sink: send before the epoch commits
   bool timer_delete_apart = false;     // delete fired timers in a separate transaction
   bool dedup_cleanup_early = false;    // drop input_messages rows without the watermark

@@ -477,10 +477,9 @@ Job::Outcome Job::commit(EpochTx& etx) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.no_lease_prerequisite) prerequisites.push_back(lease_);
   if (env_.bugs.deliver_before_commit && sink_ != nullptr) {
-    std::vector<OutboxRow> rows;
+    std::vector<std::pair<std::string, std::string>> rows;
     for (const auto& [where, value] : etx.tx.writes()) {
-      if (where.first != outbox_table_ || !value) continue;
-      rows.push_back({tables::parse_hex16(std::string_view(where.second).substr(prefix_.size())), *value});
+      if (where.first == outbox_table_ && value) rows.emplace_back(where.second, *value);
     }
     delivery_->deliver_uncommitted(rows);
   }
@@ -1170,22 +1169,14 @@ void Job::step_sink(EpochTx& etx) {
   const bool write_now = writes_before_commit(spec);
   std::vector<Message> written_now;
   if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
-    const uint64_t acked = std::max(etx.meta.acked_seqno, std::min(delivery_->delivered(), etx.meta.next_seqno - 1));
-    for (uint64_t s = etx.meta.acked_seqno + 1; s <= acked; ++s) {
-      etx.tx.erase(outbox_table_, prefix + tables::hex16(s));
-      if (auto id = delivery_->delivered_id(s)) etx.confirmed.push_back(*id);
-    }
-    if (batched_outbox(spec) && acked > etx.meta.acked_seqno) {
-      const std::string batches = tables::outbox_batches(spec.name);
-      for (const Row& row : etx.scan(batches, prefix, prefix + tables::hex16(acked) + "~", SIZE_MAX)) {
-        etx.tx.erase(batches, row.key);
-      }
-    }
+    const uint64_t acked = delivery_->acknowledge(etx.tx, etx.meta.acked_seqno, etx.meta.next_seqno - 1, &etx.confirmed);
     if (acked > etx.meta.acked_seqno) probe(env_, Probe::kOutboxAcknowledged);
     etx.meta.acked_seqno = acked;
   }
   const uint64_t first_seqno = etx.meta.next_seqno;
   delivery_->incarnation_starts_at(first_seqno);  // earlier seqNos are an earlier incarnation's
+  OutboxRowWriter outbox;  // the epoch's outputs, one row (or one per message)
+  const bool row_per_message = outbox_row_per_message(spec);
   std::vector<Input> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
@@ -1216,18 +1207,16 @@ void Job::step_sink(EpochTx& etx) {
     } else if (write_now) {
       written_now.push_back(std::move(m));
     } else {
-      etx.tx.put(outbox_table_, prefix + tables::hex16(etx.meta.next_seqno++), encode_message(m));
+      outbox.add(encode_message(m));
+      const uint64_t seqno = etx.meta.next_seqno++;
+      if (row_per_message) etx.tx.put(outbox_table_, prefix + tables::hex16(seqno), outbox.take());
     }
   }
+  if (outbox.messages() > 0) etx.tx.put(outbox_table_, prefix + tables::hex16(first_seqno), outbox.take());
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits
     etx.meta.progress.amo_pending = delivery_->at_most_once_pending() + etx.amo_outputs.size();
-  }
-  if (batched_outbox(spec) && etx.meta.next_seqno > first_seqno) {
-    // The epoch's rows end a batch: batches never change once committed, so a replay of one
-    // carries the same rows and the same dedup token.
-    etx.tx.put(tables::outbox_batches(spec.name), prefix + tables::hex16(etx.meta.next_seqno - 1), "");
   }
   if (!written_now.empty()) {
     // Acknowledged before the epoch commits; if the commit then fails, they go again.

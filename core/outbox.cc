@@ -6,6 +6,22 @@
 
 namespace onceflow {
 
+bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, std::vector<OutboxRow>* out) {
+  const size_t before = out->size();
+  Decoder in(value);
+  for (uint64_t seqno = first; !in.done(); ++seqno) {
+    const std::string_view message = in.bytes();
+    if (!in.ok()) {
+      out->resize(before);
+      return false;
+    }
+    out->push_back({seqno, std::string(message), false});
+  }
+  if (out->size() == before) return false;  // a row holds at least one message
+  out->back().batch_end = batch_end;
+  return true;
+}
+
 std::string encode_append(const AppendRequest& r) {
   Encoder out;
   out.bytes(r.producer).u64(r.lease).u64(r.tablet).u64(r.entries.size());

@@ -487,7 +487,7 @@ bool PipelineWorld::drained() const {
   }
   for (const auto& [table, rows] : data_.tables()) {
     const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0 ||
-                      table.rfind("outbox_batches/", 0) == 0 || table.rfind("timers/", 0) == 0;
+                      table.rfind("timers/", 0) == 0;
     if (work && !data_.read_range(table, "", "", data_.last_version(), 1).empty()) return false;
   }
   return true;

@@ -31,8 +31,9 @@ namespace onceflow::real {
 //    with sink targets' tablet counts and producer generations;
 // 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key);
 // 7: a stream row holds what one producer epoch emitted for one partition (core/stream_rows.h);
-//    a row of the test producer's input log holds a batch of inputs.
-inline constexpr uint32_t kDataFormatVersion = 7;
+//    a row of the test producer's input log holds a batch of inputs;
+// 8: an outbox row holds an epoch's outputs (core/outbox.h); outbox_batches/ is gone.
+inline constexpr uint32_t kDataFormatVersion = 8;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

@@ -129,5 +129,35 @@ TEST(OutboxProps, TheSamePropertyFailsWhenABatchTakenInPartCountsAsWhole) {
   EXPECT_TRUE(fails_with({.batch_ack_whole = true})) << "no counterexample with batch-ack-whole";
 }
 
+TEST(OutboxRows, AnEpochsRowHoldsItsMessagesUnderConsecutiveSeqNos) {
+  OutboxRowWriter writer;
+  for (const char* m : {"a", "", "ccc"}) writer.add(m);
+  EXPECT_EQ(writer.messages(), 3u);
+  const std::string row = writer.take();
+  EXPECT_EQ(writer.messages(), 0u);
+  std::vector<OutboxRow> out{{6, "earlier", false}};
+  ASSERT_TRUE(decode_outbox_row(7, row, true, &out));
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1].seqno, 7u);
+  EXPECT_EQ(out[1].message, "a");
+  EXPECT_EQ(out[2].seqno, 8u);
+  EXPECT_EQ(out[2].message, "");
+  EXPECT_EQ(out[3].seqno, 9u);
+  EXPECT_EQ(out[3].message, "ccc");
+  EXPECT_FALSE(out[2].batch_end);
+  EXPECT_TRUE(out[3].batch_end);  // a batching sink's batch ends with the epoch's row
+}
+
+TEST(OutboxRows, ARowThatDoesNotDecodeAddsNothing) {
+  OutboxRowWriter writer;
+  writer.add("abcdef");
+  const std::string row = writer.take();
+  std::vector<OutboxRow> out;
+  EXPECT_FALSE(decode_outbox_row(1, row.substr(0, row.size() - 1), false, &out));  // cut short
+  EXPECT_FALSE(decode_outbox_row(1, "", false, &out));                              // no message
+  EXPECT_FALSE(decode_outbox_row(1, row + "\x05", false, &out));                   // a torn tail
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace onceflow
