@@ -732,7 +732,10 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
   *unseen_from = kNoWatermark;
   for (const auto& stream : streams) {
     const std::string table = tables::stream(stream);
-    std::vector<Row> page = etx.scan(table, prefix, prefix + "~", limit);
+    // A row holds a producer epoch's messages, often many: rows are read a few at a time, more
+    // each time (up to a page of rows), so that rows left unread are not read at all.
+    size_t rows_wanted = 4;
+    std::vector<Row> page = etx.scan(table, prefix, prefix + "~", rows_wanted);
     size_t used = 0;              // rows of the page taken in
     size_t fresh = 0;             // their messages, those a swift job processed already left out
     Micros least = kNoWatermark;  // the oldest of those
@@ -752,25 +755,26 @@ bool Job::read_inputs(EpochTx& etx, const std::vector<std::string>& streams, std
       }
       return true;
     };
+    // Whether a row is left to read (page[used]), reading on where the page ends.
+    const auto more = [&] {
+      if (used < page.size()) return true;
+      if (page.size() < rows_wanted) return false;  // the page ended the table's rows
+      const std::string after = page.back().key + '\0';
+      rows_wanted = std::min(limit, 2 * rows_wanted);
+      page = etx.scan(table, after, prefix + "~", rows_wanted);
+      used = 0;
+      return !page.empty();
+    };
     // Rows are taken in key order until they hold a page of messages. A row left unread holds
     // nothing older than its key says (core/stream_rows.h), which may be older than what it
     // holds now: rows are taken on while their keys say no more than the oldest message
     // taken in, so that what comes first is known. Messages from the first unread row's time
     // on wait.
-    for (; used < page.size() && fresh < limit; ++used) {
-      if (!use(page[used])) return false;
+    while (fresh < limit && more()) {
+      if (!use(page[used++])) return false;
     }
-    bool rows_past_page = page.size() == limit;
     Micros unread_from = kNoWatermark;
-    while (true) {
-      if (used == page.size()) {
-        if (!rows_past_page) break;
-        const std::string after = page.back().key + '\0';
-        page = etx.scan(table, after, prefix + "~", limit);
-        used = 0;
-        rows_past_page = page.size() == limit;
-        if (page.empty()) break;
-      }
+    while (more()) {
       const Micros next = stream_rows::least_ts(page[used].key);
       if (next > least) {
         unread_from = next;

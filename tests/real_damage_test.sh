@@ -18,10 +18,10 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-messages=100000  # the first run is killed 1.5 s in, well before the end
+messages=100000  # the first run, paced to take 5 s, is killed 1.5 s in, well before the end
 
 # A data directory with a run's worth of committed data, killed partway.
-"$onceflow" real "$spec" --data "$work/base" --messages "$messages" --no-progress >/dev/null 2>&1 &
+"$onceflow" real "$spec" --data "$work/base" --messages "$messages" --rate 20000 --no-progress >/dev/null 2>&1 &
 pid=$!
 sleep 1.5
 kill -9 "$pid" 2>/dev/null || fail "the first run ended before it could be killed"
