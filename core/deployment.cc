@@ -25,7 +25,7 @@ EngineProcess::EngineProcess(const DeploymentConfig& config, const std::string& 
     : random_(process_random(config.seed, name)),
       env_{backends.runtime, backends.network, backends.store, random_,  config.spec, config.registry,
            config.options,   config.bugs,      config.observer, backends.fault_points, &connectors_.connectors,
-           config.seed} {
+           config.seed,      backends.wakeups != nullptr ? backends.wakeups : &own_wakeups_} {
   assert(!name.empty());
   if (config.connectors != nullptr) config.connectors->connect(name, backends.runtime, backends.network, connectors_);
   if (role == Role::kController) {

@@ -22,6 +22,7 @@
 #include "core/controller.h"
 #include "core/engine.h"
 #include "core/env/random.h"
+#include "core/input_wakeups.h"
 #include "core/spec.h"
 #include "core/worker.h"
 
@@ -67,6 +68,9 @@ struct ProcessBackends {
   Network& network;
   Store& store;
   FaultPointHook* fault_points = nullptr;  // the simulator's; null for real
+  // Shared by the engine processes of one OS process (`onceflow real --role all`); null: the
+  // engine process has its own (a simulated node is a process of its own).
+  InputWakeups* wakeups = nullptr;
 };
 
 // One life of a controller or worker process. Destroying it ends that life (its fibers must
@@ -85,6 +89,7 @@ class EngineProcess {
  private:
   Xoshiro256StarStar random_;
   ProcessConnectors connectors_;
+  InputWakeups own_wakeups_;  // when the backends bring none
   EngineEnv env_;
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<Worker> worker_;

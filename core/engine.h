@@ -261,6 +261,8 @@ struct EngineOptions {
 };
 
 // What a controller or worker process runs against. References outlive the process.
+class InputWakeups;
+
 struct EngineEnv {
   Runtime& runtime;
   Network& network;
@@ -274,6 +276,9 @@ struct EngineEnv {
   FaultPointHook* fault_points = nullptr;  // may be null
   const Connectors* connectors = nullptr;  // external sources and sinks; may be null
   uint64_t seed = 0;  // the deployment's configured seed (the same in every life of a process)
+  // The worker process's jobs waiting for input (core/input_wakeups.h); null: epochs only
+  // start a period apart.
+  InputWakeups* wakeups = nullptr;
 };
 
 // Tells the observer, if any, that the path `p` marks was taken.

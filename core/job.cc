@@ -292,6 +292,7 @@ class Job::EpochTx final : public StateBackend {
   bool page_full = false;  // an input read returned a whole page: more may be waiting
   EngineObserver::Epoch record;
   StreamWrites stream_out;                   // what the epoch emits into streams
+  std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)
   InputTakes inputs;                         // what it takes from its input rows
   std::vector<InputRef> consumed_rows;       // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
@@ -380,7 +381,10 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   const auto inputs = computation_ != nullptr ? computation_->input_streams
                       : sink_ != nullptr      ? std::vector<std::string>{sink_->input_stream}
                                               : std::vector<std::string>{};
+  // A queue source is woken by rows appended in its process (`onceflow real`'s producer).
+  if (source_ != nullptr && source_->type == "queue") wake_inputs_.emplace_back(tables::queue(table_of(*source_)), id_.partition);
   for (const auto& stream : inputs) {
+    wake_inputs_.emplace_back(tables::stream(stream), id_.partition);
     for (const JobId& producer : producers(env_.spec, stream)) {
       producer_metas_.push_back(producer.str());
       source_producers_.push_back(producer.kind == JobKind::kSource);
@@ -399,6 +403,8 @@ void Job::run() {
   const Micros period = env_.spec.epoch_period_us;
   while (!stop_requested_) {
     const Micros started = env_.runtime.clock().now();
+    const bool wakes = env_.wakeups != nullptr && !wake_inputs_.empty();
+    const uint64_t seen = wakes ? env_.wakeups->commits(wake_inputs_) : 0;  // before the epoch's snapshot
     const Outcome outcome = run_epoch();
     if (outcome == Outcome::kFenced) {
       fenced_ = true;
@@ -423,8 +429,15 @@ void Job::run() {
     }
     // Epochs start a period apart (the epoch's own time counted in), so a busy job keeps its
     // cadence; bounded, so that a clock that jumps neither stalls nor races the job.
+    // Rows committed into the job's inputs by a job of this process start the next epoch at
+    // once (core/input_wakeups.h).
     const Micros wait = periods * period;
-    env_.runtime.sleep_for(std::clamp<Micros>(started + wait - env_.runtime.clock().now(), 0, wait));
+    const Micros until = env_.runtime.clock().now() + std::clamp<Micros>(started + wait - env_.runtime.clock().now(), 0, wait);
+    if (wakes) {
+      if (env_.wakeups->wait(env_.runtime, wake_inputs_, until, seen)) probe(env_, Probe::kEpochWokenByInput);
+    } else {
+      env_.runtime.sleep_until(until);
+    }
   }
   finished_ = true;
   if (delivery_ != nullptr) delivery_->job_ended();
@@ -452,6 +465,7 @@ Job::Outcome Job::run_epoch() {
     case JobKind::kSink: step_sink(etx); break;
   }
   if (etx.failed.is_ok()) {
+    etx.streams_written = etx.stream_out.partitions();
     etx.stream_out.write(etx.tx, meta_key_, etx.meta.epoch);
     (void)etx.inputs.settle(
         etx.tx, [&etx](const std::string& table, const std::string& key) { return etx.read(table, key); }, &etx.failed);
@@ -520,6 +534,7 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
 }
 
 void Job::after_commit(EpochTx& etx) {
+  if (env_.wakeups != nullptr && !etx.streams_written.empty()) env_.wakeups->committed(env_.runtime, etx.streams_written);
   if (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap) {
     pending_ack_.clear();
     pending_ack_.insert(etx.consumed_rows.begin(), etx.consumed_rows.end());

@@ -18,6 +18,7 @@
 #include "core/dedup.h"
 #include "core/engine.h"
 #include "core/delivery.h"
+#include "core/input_wakeups.h"
 #include "core/stream_rows.h"
 
 namespace onceflow {
@@ -149,6 +150,7 @@ std::string with_new_producer(std::string_view meta_row);
   std::string prefix_;                         // the partition's key prefix in every table
   std::string timers_table_;                   // computations
   std::string outbox_table_;                   // sinks
+  std::vector<InputWakeups::Input> wake_inputs_;  // the stream partitions whose rows wake the job
   std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
   std::vector<std::string> state_tables_;        // the tables the function's state clients use
   std::string meta_key_;                         // this job's row in job_meta

@@ -63,6 +63,13 @@ void StreamWrites::add(const std::string& table, int partition, Message m) {
   rows_[{table, partition}].push_back(std::move(m));
 }
 
+std::vector<std::pair<std::string, int>> StreamWrites::partitions() const {
+  std::vector<std::pair<std::string, int>> out;
+  out.reserve(rows_.size());
+  for (const auto& [where, messages] : rows_) out.push_back(where);
+  return out;
+}
+
 void StreamWrites::write(Transaction& tx, std::string_view producer, uint64_t epoch) {
   for (auto& [where, messages] : rows_) {
     Micros least = messages.front().alignment_ts;

@@ -49,6 +49,8 @@ class StreamWrites {
   // Puts the rows into `tx`; nothing is left gathered.
   void write(Transaction& tx, std::string_view producer, uint64_t epoch);
   bool empty() const { return rows_.empty(); }
+  // The (stream table, partition) pairs gathered for, in order.
+  std::vector<std::pair<std::string, int>> partitions() const;
 
  private:
   std::map<std::pair<std::string, int>, std::vector<Message>> rows_;

@@ -13,7 +13,7 @@ constexpr size_t kMaxJobs = 1'000'000;
 Worker::Generation::Generation(const EngineEnv& base, PipelineSpec s)
     : spec(std::move(s)),
       env{base.runtime, base.network, base.store,  base.random,        spec,           base.registry,   base.options,
-          base.bugs,    base.observer, base.fault_points, base.connectors, base.seed} {}
+          base.bugs,    base.observer, base.fault_points, base.connectors, base.seed, base.wakeups} {}
 
 Worker::Worker(const EngineEnv& env, std::string name) : env_(env), name_(std::move(name)) {
   assert(!name_.empty());

@@ -295,7 +295,7 @@ void RealDeployment::start_worker_when_free(const std::string& name) {
     rt.sleep_for(kSeconds / 2);
   }
   processes_.push_back(std::make_unique<EngineProcess>(
-      *config_, name, EngineProcess::Role::kWorker, ProcessBackends{rt, loop_.network(name), store_, nullptr}));
+      *config_, name, EngineProcess::Role::kWorker, ProcessBackends{rt, loop_.network(name), store_, nullptr, &wakeups_}));
 }
 
 bool RealDeployment::leads() {
@@ -325,13 +325,13 @@ RealDeployment::Ending RealDeployment::run() {
   for (const std::string& name : layout_.controllers) {
     processes_.push_back(std::make_unique<EngineProcess>(
         *config_, name, EngineProcess::Role::kController,
-        ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+        ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr, &wakeups_}));
   }
   for (const std::string& name : layout_.workers) {
     if (o_.role == Role::kAll) {
       processes_.push_back(std::make_unique<EngineProcess>(
           *config_, name, EngineProcess::Role::kWorker,
-          ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr}));
+          ProcessBackends{loop_.runtime(name), loop_.network(name), store_, nullptr, &wakeups_}));
     } else {
       loop_.runtime(name).spawn("start", [this, name] { start_worker_when_free(name); });
     }
@@ -633,13 +633,17 @@ void RealDeployment::produce() {
       }
     }
     std::map<std::string, uint64_t> offsets;  // source partition -> its next offset, read once
+    std::vector<InputWakeups::Input> written;  // (queue table, partition), once each
     Encoder logged;                           // the batch, as one row of the input log
     logged.u64(end - next);
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_->at(k);
       std::string counter = source_key(in.source, in.partition);
       auto at = offsets.find(counter);
-      if (at == offsets.end()) at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
+      if (at == offsets.end()) {
+        at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
+        written.emplace_back(tables::queue(table_of(*spec_.source(in.source))), in.partition);
+      }
       const uint64_t offset = at->second++;
       const Micros event_ts = calendar - (in.write_ts - in.event_ts);
       Encoder row;
@@ -659,6 +663,9 @@ void RealDeployment::produce() {
       }
     }
     const bool committed = store_.commit(*tx, {}).has_value();
+    if (committed && end > next) {  // the sources reading them start their next epoch now
+      wakeups_.committed(rt, written);
+    }
     if (committed && all) return;
     rt.sleep_for(kProducerPause);
   }

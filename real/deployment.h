@@ -183,6 +183,7 @@ class RealDeployment {
   DeploymentLayout layout_;
   std::unique_ptr<DeploymentConfig> config_;
   RealLoop loop_;
+  InputWakeups wakeups_;  // the jobs of every engine process here wake each other
   std::vector<std::unique_ptr<EngineProcess>> processes_;
   std::unique_ptr<WorkloadStream> inputs_;  // of the queue sources, generated as written
   std::map<std::string, std::vector<uint64_t>> source_ends_;  // a controller's: Kafka sources' topic ends

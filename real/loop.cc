@@ -17,6 +17,12 @@ class RealLoop::NodeRuntime final : public Runtime {
   }
   void sleep_until(Micros t) override { loop_.scheduler_.sleep_until(std::max(t, loop_.scheduler_.now())); }
   void yield() override { loop_.scheduler_.yield(); }
+  Waiter waiter() const override {
+    const auto token = loop_.scheduler_.wake_token();
+    return {token.fiber, token.generation};
+  }
+  bool sleep_until_woken(Micros t) override { return loop_.scheduler_.park(std::max(t, loop_.scheduler_.now())); }
+  void wake(Waiter waiter) override { loop_.scheduler_.wake({waiter.fiber, waiter.generation}); }
 
  private:
   RealLoop& loop_;

@@ -18,15 +18,22 @@ class World::NodeRuntime final : public Runtime, public Clock {
     world_.scheduler_.spawn(index_, std::move(name), std::move(fn));
   }
 
-  void sleep_until(Micros t) override {
+  void sleep_until(Micros t) override { (void)sleep_until_woken(t); }
+
+  void yield() override { world_.scheduler_.yield(); }
+
+  Waiter waiter() const override {
+    const auto token = world_.scheduler_.wake_token();
+    return {token.fiber, token.generation};
+  }
+  bool sleep_until_woken(Micros t) override {
     Scheduler& sched = world_.scheduler_;
     assert(sched.in_fiber() && sched.current_node() == index_);
     // Convert from this node's clock to virtual time with the offset in force now.
     const Micros global = t - world_.clock_offset(index_);
-    sched.sleep_until(global > sched.now() ? global : sched.now());
+    return sched.park(global > sched.now() ? global : sched.now());
   }
-
-  void yield() override { world_.scheduler_.yield(); }
+  void wake(Waiter waiter) override { world_.scheduler_.wake({waiter.fiber, waiter.generation}); }
 
  private:
   World& world_;

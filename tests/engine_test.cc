@@ -277,6 +277,28 @@ TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
   expect_reference(w, reg);
 }
 
+TEST(EngineTest, RowsCommittedIntoAJobsInputInItsProcessStartItsNextEpochAtOnce) {
+  // One partition per stage on one worker, 400 ms epochs. The source polls its queue, a
+  // period apart; the Counter and the sink are woken by the rows committed into their
+  // inputs, so a count reaches the target about half a period after its input is written.
+  // Handed on a period apart, each of those two stages would add about a period.
+  const ComputationRegistry reg = registry();
+  PipelineSpec spec = load("one_partition");
+  spec.epoch_period_us = 400 * kMillis;
+  PipelineWorldOptions options;
+  options.workers = 1;
+  options.workload = {.messages = 200, .keys = 8, .interval_us = 9 * kMillis};
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(120 * kSeconds));
+  expect_reference(w, reg);
+  std::vector<Micros> latencies;
+  for (const auto& e : w.targets().at("counts_out").appended) latencies.push_back(e.time - e.message.event_ts);
+  ASSERT_EQ(latencies.size(), 200u);
+  std::sort(latencies.begin(), latencies.end());
+  EXPECT_LT(latencies[latencies.size() / 2], spec.epoch_period_us) << "the median of " << latencies.size();
+}
+
 TEST(EngineTest, AtMostOnceQueueDropsOnOverflowAndCountsEveryDrop) {
   const ComputationRegistry reg = registry();
   Recorder rec;

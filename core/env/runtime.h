@@ -40,6 +40,18 @@ class Runtime {
   // Lets every other runnable fiber run once before the caller continues.
   virtual void yield() = 0;
 
+  // One wait of one fiber, for wake(); a wake for a wait that already ended is ignored.
+  struct Waiter {
+    uint64_t fiber = 0;
+    uint64_t generation = 0;
+  };
+  // The calling fiber's next wait. REQUIRES: called on a fiber of this runtime.
+  virtual Waiter waiter() const = 0;
+  // As sleep_until, but wake(waiter()) from another fiber of this node ends the wait at once;
+  // true when it was woken.
+  virtual bool sleep_until_woken(Micros t) = 0;
+  virtual void wake(Waiter waiter) = 0;
+
   void sleep_for(Micros duration) { sleep_until(clock().now() + duration); }
 };
 
