@@ -432,7 +432,8 @@ void Job::run() {
     // Rows committed into the job's inputs by a job of this process start the next epoch at
     // once (core/input_wakeups.h).
     const Micros wait = periods * period;
-    const Micros until = env_.runtime.clock().now() + std::clamp<Micros>(started + wait - env_.runtime.clock().now(), 0, wait);
+    const Micros now = env_.runtime.clock().now();
+    const Micros until = std::clamp<Micros>(started + wait, now, now + wait);
     if (wakes) {
       if (env_.wakeups->wait(env_.runtime, wake_inputs_, until, seen)) probe(env_, Probe::kEpochWokenByInput);
     } else {
