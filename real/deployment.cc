@@ -118,8 +118,18 @@ class RealDeployment::Progress final : public EngineObserver {
     amo_in_queue.erase(id);
     ++delivered;
   }
-  void amo_dropped(const std::string&, MessageId id, std::string_view) override { amo_in_queue.erase(id); }
-  std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent or dropped
+  void amo_dropped(const std::string&, MessageId id, std::string_view) override {
+    amo_in_queue.erase(id);
+    ++amo.dropped;
+  }
+  // A send that got no answer in time (a slow synced write at the target, say) has left the
+  // queue too: the drain must not wait for it.
+  void amo_in_doubt(const std::string&, MessageId id, std::string_view) override {
+    amo_in_queue.erase(id);
+    ++amo.in_doubt;
+  }
+  std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent, dropped or in doubt
+  AtMostOnceCounts amo;
   uint64_t epochs = 0;
   Micros first_epoch_at = -1;  // when a job first committed an epoch in this life
   uint64_t delivered = 0;  // acknowledged by their targets, in this process's life
@@ -158,6 +168,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
 RealDeployment::~RealDeployment() = default;
 
 Micros RealDeployment::first_epoch_at() const { return progress_->first_epoch_at; }
+RealDeployment::AtMostOnceCounts RealDeployment::at_most_once() const { return progress_->amo; }
 
 Status RealDeployment::create_topic(const std::string& topic, int partitions, bool compact, bool exact) {
   if (mock_ != nullptr) return mock_->create_topic(topic, partitions);
@@ -841,12 +852,16 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   if (o_.role == RealOptions::Role::kController) {
     who = fmt::format(" ({}, {})", layout_.controllers.front(), observed_.leads ? "leads" : "stands by");
   }
+  std::string amo;
+  if (progress_->amo.dropped + progress_->amo.in_doubt > 0) {
+    amo = fmt::format(", at most once: {} dropped, {} in doubt", progress_->amo.dropped, progress_->amo.in_doubt);
+  }
   const std::string in = controls() ? fmt::format("{}/{}", c.produced, inputs_->size()) : std::to_string(c.produced);
   // A controller's process delivers nothing and commits no epoch itself: the workers' do.
   const std::string work = o_.role == RealOptions::Role::kController
                                ? std::string()
-                               : fmt::format(", delivered {} this run ({} msg/s, acknowledged by the targets){}, epochs {}",
-                                             delivered, rate, latency, progress_->epochs);
+                               : fmt::format(", delivered {} this run ({} msg/s, acknowledged by the targets){}{}, epochs {}",
+                                             delivered, rate, amo, latency, progress_->epochs);
   fmt::print(stderr, "{}onceflow real{}: in {}{}{}, {:.0f}s{}{}{}", tty ? "\r" : "", who, in, outputs, work, seconds, kafka,
              waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;

@@ -113,6 +113,13 @@ class RealDeployment {
   const LatencyHistogram& latency() const { return latency_; }
   // When a job first committed an epoch in this life (the loop's clock; -1: none yet).
   Micros first_epoch_at() const;
+  // At-most-once sends this process's sinks gave up (dropped: not sent; in doubt: no answer
+  // came, the target may hold them).
+  struct AtMostOnceCounts {
+    uint64_t dropped = 0;
+    uint64_t in_doubt = 0;
+  };
+  AtMostOnceCounts at_most_once() const;
 
  private:
   class Progress;

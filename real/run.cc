@@ -126,6 +126,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   const Micros started = clock.now();
   LatencyHistogram latency;
   Micros first_epoch_at = -1;
+  RealDeployment::AtMostOnceCounts amo;
   {
     RealDeployment deployment(spec, registry, o, *store);
     if (kafka_used) {
@@ -137,6 +138,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     ending = deployment.run();
     latency = deployment.latency();
     first_epoch_at = deployment.first_epoch_at();
+    amo = deployment.at_most_once();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
   if (o.stats) {
@@ -159,6 +161,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"scans_past_empty", st.scans_past_empty},
                             {"conflicts", st.conflicts},
+                            {"amo_dropped", amo.dropped}, {"amo_in_doubt", amo.in_doubt},
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
