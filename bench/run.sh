@@ -235,6 +235,7 @@ out["handwritten_bytes_per_message"] = hw["bytes_per_message"]
 out.update({
     "alo_msgs_per_s": round(rate["at_least_once"]),
     "amo_sink_msgs_per_s": round(rate["at_most_once_sink"]),
+    "amo_sink_in_doubt": real["at_most_once_sink"]["amo_in_doubt"],  # sends unanswered in time
     "eos_over_alo": round(rate["exactly_once"] / rate["at_least_once"], 3),
     "eos_commits_per_s": round(eo["commits"] / eo["wall_s"], 1),
     "eos_writes_per_commit": round(eo["writes"] / eo["commits"], 1),
