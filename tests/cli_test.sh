@@ -128,17 +128,19 @@ expect_rc 2 "$bin" explore "$bank" --time-budget soon
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["stopped_by"] == "time budget" and j["seeds"] > 8, j["seeds"]' \
   "$tmp/budget.json" || fail "--time-budget 2s: $(head -c 300 "$tmp/budget.json")"
 # list finds the scenario library from any directory.
-(cd "$tmp" && "$bin" list) | grep -q "retryable_request.yaml" || fail "list outside the repository found no library"
+# (Output is captured before grep -q reads it: under pipefail, a writer cut off by grep's early
+# exit would fail the pipeline.)
+grep -q "retryable_request.yaml" <<<"$(cd "$tmp" && "$bin" list)" || fail "list outside the repository found no library"
 # CLI conventions: --version, help COMMAND, an unknown command named, defaults shown.
-"$bin" --version | grep -qE '^onceflow [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version: $("$bin" --version 2>&1)"
-"$bin" help explore | grep -q -- "--seeds" || fail "help explore did not show explore's options"
+grep -qE '^onceflow [0-9]+\.[0-9]+\.[0-9]+$' <<<"$("$bin" --version)" || fail "--version: $("$bin" --version 2>&1)"
+grep -q -- "--seeds" <<<"$("$bin" help explore)" || fail "help explore did not show explore's options"
 expect_rc 0 "$bin" help
 expect_rc 2 "$bin" help nosuch
 expect_rc 2 "$bin" foo
 msg=$("$bin" foo 2>&1 >/dev/null)
 [[ $msg == "onceflow: unknown command 'foo' (commands: run, explore, "* ]] || fail "unknown command: $msg"
-"$bin" explore --help | grep -q -- "--seeds.*100" || fail "explore --help does not show --seeds' default"
-"$bin" run --help | grep -q -- "--seed.*1" || fail "run --help does not show --seed's default"
+grep -q -- "--seeds.*100" <<<"$("$bin" explore --help)" || fail "explore --help does not show --seeds' default"
+grep -q -- "--seed.*1" <<<"$("$bin" run --help)" || fail "run --help does not show --seed's default"
 
 # onceflow real: a small run ends by itself, verifies, and resumes to the same answer.
 real_spec="$src/scenarios/real/keyed_aggregation.yaml"
@@ -259,7 +261,7 @@ expect_rc 1 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects --i
 "$bin" explore "$headline" --seeds 30 --jobs 2 --require-effects --inert-fault crash --json >"$tmp/unmet.json"
 grep -q '"unmet_requirement": "fault kinds with no effect in any seed: crash"' "$tmp/unmet.json" ||
   fail "unmet_requirement in --json"
-"$bin" explore "$headline" --seeds 30 --jobs 2 --inert-fault crash 2>&1 | grep -q "fault kind crash .* no effect" ||
+grep -q "fault kind crash .* no effect" <<<"$("$bin" explore "$headline" --seeds 30 --jobs 2 --inert-fault crash 2>&1)" ||
   fail "an inert crash injector went unreported"
 expect_rc 1 "$bin" explore "$src/scenarios/keyed_aggregation.yaml" --seeds 5 --require-probes
 "$bin" list --probes --json | python3 -c 'import json, sys; assert len(json.load(sys.stdin)["probes"]) >= 40' ||

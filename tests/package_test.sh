@@ -24,9 +24,12 @@ for f in bin/onceflow "$libdir/libonceflow_cli.a" "$libdir/cmake/onceflow/oncefl
 done
 if grep -rqF "$src" "$prefix/$libdir/cmake"; then fail "the installed package names the source tree $src"; fi
 # The installed binary finds the installed scenario library from any directory.
-(cd "$tmp" && "$prefix/bin/onceflow" list) | grep -q "share/onceflow/scenarios/retryable_request.yaml" ||
-  fail "the installed onceflow does not list the installed scenario library"
-"$prefix/bin/onceflow" --version | grep -q '^onceflow 0\.' || fail "--version"
+# Captured first: under pipefail, `onceflow list | grep -q` fails when grep exits before the
+# writer is done (SIGPIPE; CI failed so once the list grew past two pipe writes).
+listed=$(cd "$tmp" && "$prefix/bin/onceflow" list 2>&1) || fail "onceflow list exited $?: $(head -3 <<<"$listed")"
+grep -q "share/onceflow/scenarios/retryable_request.yaml" <<<"$listed" ||
+  fail "the installed onceflow does not list the installed scenario library: $(head -3 <<<"$listed")"
+grep -q '^onceflow 0\.' <<<"$("$prefix/bin/onceflow" --version)" || fail "--version"
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
