@@ -223,6 +223,7 @@ void LevelDbStore::release(TxId tx) {
 
 Result<std::optional<std::string>> LevelDbStore::read(const Transaction& tx, const std::string& table,
                                                       const std::string& key) {
+  ++stats_.reads;
   if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
@@ -237,6 +238,7 @@ Result<std::optional<std::string>> LevelDbStore::read(const Transaction& tx, con
 
 Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const std::string& table,
                                                   const std::string& from, const std::string& to, size_t limit) {
+  ++stats_.reads;
   if (!failed_.is_ok()) return failed_;
   const OpenTx* open = find_open(tx);
   if (open == nullptr) return Status::aborted(fmt::format("transaction {} is over", tx.id()));

@@ -464,8 +464,9 @@ Result<Transaction> PgStore::begin() {
   return Transaction(id, snapshot);
 }
 
-Result<PgStore::Connection*> PgStore::connection_of(const Transaction& tx) {
+Result<PgStore::Connection*> PgStore::connection_of(const Transaction& tx, bool reading) {
   std::lock_guard lock(mu_);
+  if (reading) ++stats_.reads;
   auto it = open_.find(tx.id());
   if (it == open_.end()) return Status::aborted(fmt::format("transaction {} is over", tx.id()));
   return it->second.connection.get();
@@ -473,7 +474,7 @@ Result<PgStore::Connection*> PgStore::connection_of(const Transaction& tx) {
 
 Result<std::optional<std::string>> PgStore::read(const Transaction& tx, const std::string& table,
                                                  const std::string& key) {
-  auto c = connection_of(tx);
+  auto c = connection_of(tx, /*reading=*/true);
   if (!c) return c.error();
   Reply r = query(loop_, **c, kRead, {hex_bytea(table), hex_bytea(key)});
   if (!r.ok()) return r.status;
@@ -483,7 +484,7 @@ Result<std::optional<std::string>> PgStore::read(const Transaction& tx, const st
 
 Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transaction& tx, const std::string& table,
                                                                    const std::vector<std::string>& keys) {
-  auto c = connection_of(tx);
+  auto c = connection_of(tx, /*reading=*/true);
   if (!c) return c.error();
   std::vector<const std::string*> items;
   for (const std::string& k : keys) items.push_back(&k);
@@ -496,7 +497,7 @@ Result<std::vector<std::optional<std::string>>> PgStore::read_many(const Transac
 
 Result<std::vector<Row>> PgStore::read_range(const Transaction& tx, const std::string& table,
                                              const std::string& from, const std::string& to, size_t limit) {
-  auto c = connection_of(tx);
+  auto c = connection_of(tx, /*reading=*/true);
   if (!c) return c.error();
   Reply r = to.empty()
                 ? query(loop_, **c, kReadRangeToEnd, {hex_bytea(table), hex_bytea(from), std::to_string(limit)})

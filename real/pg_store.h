@@ -103,7 +103,8 @@ class PgStore final : public RealStore {
   Result<TextRows> query_once(const char* sql, const Params& params);
   Result<std::unique_ptr<Connection>> acquire();
   void release(std::unique_ptr<Connection> c);
-  Result<Connection*> connection_of(const Transaction& tx);
+  // The open transaction's connection; `reading`: a read request is about to use it (counted).
+  Result<Connection*> connection_of(const Transaction& tx, bool reading = false);
   void expire_old_transactions();
 
   std::string conninfo_;

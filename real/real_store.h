@@ -29,6 +29,9 @@ class RealStore : public Store {
     uint64_t synced_writes = 0;  // durable writes (LevelDB: one per group of commits)
     uint64_t scans_past_empty = 0;  // scans that sought past a range known to be empty
     uint64_t conflicts = 0;         // commits refused for a write-write conflict
+    // Read requests: a point read, a batch of them (PostgreSQL; LevelDB counts each key) or a
+    // range. On PostgreSQL each is a round trip.
+    uint64_t reads = 0;
   };
   virtual Stats stats() const = 0;
 

@@ -161,7 +161,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"scans_past_empty", st.scans_past_empty},
                             {"conflicts", st.conflicts},
-                            {"amo_dropped", amo.dropped}, {"amo_in_doubt", amo.in_doubt},
+                            {"reads", st.reads}, {"amo_dropped", amo.dropped}, {"amo_in_doubt", amo.in_doubt},
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained}}
