@@ -246,7 +246,6 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
     return rows->empty();
   };
   std::vector<std::string> tables;
-  std::vector<std::string> amo_metas;
   for (const auto& c : spec_.computations) {
     for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
     if (with_timers) tables.push_back(tables::timers(c.name));
@@ -254,20 +253,14 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   for (const auto& s : spec_.sinks) {
     tables.push_back(tables::stream(s.input_stream));
     tables.push_back(tables::outbox(s.name));
-    if (!s.at_most_once_strategy.enabled) continue;
-    for (int p = 0; p < s.partitions; ++p) amo_metas.push_back(JobId{JobKind::kSink, s.name, p}.str());
   }
   for (const std::string& table : tables) {
     const auto is_empty = empty(table);
     if (!is_empty || !*is_empty) return is_empty;
   }
-  if (amo_metas.empty()) return true;
-  auto metas = env_.store.get_many(tx, tables::kJobMeta, amo_metas);
-  if (!metas) return std::nullopt;
-  for (const auto& meta : *metas) {
-    if (meta && job_progress(*meta).amo_pending != 0) return false;
-  }
-  return true;
+  auto pending = at_most_once_pending(env_.store, tx, spec_);
+  if (!pending) return std::nullopt;
+  return *pending == 0;
 }
 
 bool Controller::sources_finished() {

@@ -128,6 +128,22 @@ JobProgress job_progress(std::string_view meta_row) {
   return out;
 }
 
+Result<uint64_t> at_most_once_pending(Store& store, const Transaction& tx, const PipelineSpec& spec) {
+  std::vector<std::string> metas;
+  for (const auto& s : spec.sinks) {
+    if (!s.at_most_once_strategy.enabled) continue;
+    for (int p = 0; p < s.partitions; ++p) metas.push_back(JobId{JobKind::kSink, s.name, p}.str());
+  }
+  if (metas.empty()) return uint64_t{0};
+  auto rows = store.get_many(tx, tables::kJobMeta, metas);
+  if (!rows) return rows.error();
+  uint64_t pending = 0;
+  for (const auto& meta : *rows) {
+    if (meta) pending += job_progress(*meta).amo_pending;
+  }
+  return pending;
+}
+
 std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor) {
   Job::Meta meta = meta_row ? Job::Meta::decode(*meta_row) : Job::Meta{};
   meta.last_output_ts = std::max(meta.last_output_ts, floor);

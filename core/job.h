@@ -41,6 +41,9 @@ struct JobProgress {
   Micros last_output_ts = INT64_MIN;  // a source: the newest alignment time it emitted
 };
 JobProgress job_progress(std::string_view meta_row);
+// The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),
+// as their jobs' last committed epochs say: a drain waits for none.
+Result<uint64_t> at_most_once_pending(Store& store, const Transaction& tx, const PipelineSpec& spec);
 // A source's meta row with the drain cut set (nullopt: cleared). The controller writes it
 // there, so a source learns the cut from the row it reads in every epoch anyway.
 std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);

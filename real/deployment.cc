@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 #include <random>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -113,23 +112,11 @@ class RealDeployment::Progress final : public EngineObserver {
   void delivery_confirmed(const JobId&, const std::vector<MessageId>& ids, Version) override {
     delivered += ids.size();
   }
-  void amo_queued(const std::string&, const Message& m) override { amo_in_queue.insert(m.id); }
-  void amo_sent(const std::string&, MessageId id) override {
-    amo_in_queue.erase(id);
-    ++delivered;
-  }
-  void amo_dropped(const std::string&, MessageId id, std::string_view) override {
-    amo_in_queue.erase(id);
-    ++amo.dropped;
-  }
-  // A send that got no answer in time (a slow synced write at the target, say) has left the
-  // queue too: the drain must not wait for it.
-  void amo_in_doubt(const std::string&, MessageId id, std::string_view) override {
-    amo_in_queue.erase(id);
-    ++amo.in_doubt;
-  }
-  std::set<MessageId> amo_in_queue;  // at-most-once messages queued in memory, not yet sent, dropped or in doubt
-  AtMostOnceCounts amo;
+  void amo_sent(const std::string&, MessageId) override { ++delivered; }
+  void amo_dropped(const std::string&, MessageId, std::string_view) override { ++amo.dropped; }
+  // A send that got no answer in time (a slow synced write at the target, say).
+  void amo_in_doubt(const std::string&, MessageId, std::string_view) override { ++amo.in_doubt; }
+  AtMostOnceCounts amo;  // at-most-once sends given up in this process
   uint64_t epochs = 0;
   Micros first_epoch_at = -1;  // when a job first committed an epoch in this life
   uint64_t delivered = 0;  // acknowledged by their targets, in this process's life
@@ -802,15 +789,18 @@ std::string RealDeployment::waiting_for(bool stopped_is_done) {
   // A drain for a repartition is not the end: the new layout is stored and the pipeline works.
   auto state = store_.get(*tx, tables::kController, "state");
   auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
+  // What the at-most-once sinks hold in memory, as their epochs committed it (the senders may
+  // be in other processes).
+  auto amo_pending = at_most_once_pending(store_, *tx, spec_);
   store_.abort(*tx);
-  if (!state || !pending) return "the store (a read failed)";
+  if (!state || !pending || !amo_pending) return "the store (a read failed)";
   if (pending->has_value()) return "a layout change under way";
   if (state->has_value() && **state != "working" && **state != "completed" && !(stopped_is_done && **state == "stopped")) {
     return fmt::format("the controller (state '{}')", **state);
   }
   if (!missing.empty()) return missing;
-  if (!progress_->amo_in_queue.empty()) {
-    return fmt::format("{} at-most-once messages still in the sender's queue", progress_->amo_in_queue.size());
+  if (*amo_pending != 0) {
+    return fmt::format("{} at-most-once messages still in the senders' queues", *amo_pending);
   }
   for (const auto& [prefix, what] : {std::pair{"stream/", "stream rows (messages between computations)"},
                                      std::pair{"output_messages/", "outbox rows (messages not yet delivered)"},
