@@ -19,6 +19,10 @@ class InputWakeups {
  public:
   // A stream partition: (stream table, partition).
   using Input = std::pair<std::string, int>;
+  // A stream's producers' watermarks, as an Input: "committed" by every epoch a producer of
+  // the stream commits, rows or not. A consumer that left inputs for a producer's watermark
+  // waits for it as well as for rows.
+  static Input watermark(const std::string& stream_table) { return {stream_table, -1}; }
 
   // How many commits wrote rows for `inputs` so far. A job reads it before its epoch begins.
   uint64_t commits(const std::vector<Input>& inputs) const;

@@ -306,6 +306,8 @@ class Job::EpochTx final : public StateBackend {
   Status failed;       // the first read error; the epoch is abandoned when set
   bool has_work = false;
   bool page_full = false;  // an input read returned a whole page: more may be waiting
+  bool aligned = false;    // an input was left for later, newer than a producer's watermark
+  Micros watermark_before = 0;  // the job's low watermark as the epoch began
   EngineObserver::Epoch record;
   StreamWrites stream_out;                   // what the epoch emits into streams
   std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)
@@ -380,6 +382,7 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
                                                : std::vector<std::string>{};
   for (const auto& stream : outputs) {
     consumers_[stream] = Consumer{consumer_partitions(env_.spec, stream), tables::stream(stream)};
+    watermark_outputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
   }
   prefix_ = tables::partition_prefix(id_.partition);
   if (computation_ != nullptr) timers_table_ = tables::timers(computation_->name);
@@ -401,11 +404,13 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   if (source_ != nullptr && source_->type == "queue") wake_inputs_.emplace_back(tables::queue(table_of(*source_)), id_.partition);
   for (const auto& stream : inputs) {
     wake_inputs_.emplace_back(tables::stream(stream), id_.partition);
+    watermark_inputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
     for (const JobId& producer : producers(env_.spec, stream)) {
       producer_metas_.push_back(producer.str());
       source_producers_.push_back(producer.kind == JobKind::kSource);
     }
   }
+  watermark_inputs_.insert(watermark_inputs_.begin(), wake_inputs_.begin(), wake_inputs_.end());
   meta_key_ = id_.str();
   epoch_metas_ = producer_metas_;
   epoch_metas_.push_back(meta_key_);
@@ -421,6 +426,7 @@ void Job::run() {
     const Micros started = env_.runtime.clock().now();
     const bool wakes = env_.wakeups != nullptr && !wake_inputs_.empty();
     const uint64_t seen = wakes ? env_.wakeups->commits(wake_inputs_) : 0;  // before the epoch's snapshot
+    const uint64_t seen_watermarks = wakes ? env_.wakeups->commits(watermark_inputs_) : 0;
     const Outcome outcome = run_epoch();
     if (outcome == Outcome::kFenced) {
       fenced_ = true;
@@ -450,7 +456,11 @@ void Job::run() {
     const Micros wait = periods * period;
     const Micros now = env_.runtime.clock().now();
     const Micros until = std::clamp<Micros>(started + wait, now, now + wait);
-    if (wakes) {
+    // An epoch that left inputs for a producer's watermark also starts when a producer of
+    // this process commits (and so moves its watermark on), rows or not.
+    if (wakes && aligned_) {
+      if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks)) probe(env_, Probe::kEpochWokenByWatermark);
+    } else if (wakes) {
       if (env_.wakeups->wait(env_.runtime, wake_inputs_, until, seen)) probe(env_, Probe::kEpochWokenByInput);
     } else {
       env_.runtime.sleep_until(until);
@@ -474,6 +484,7 @@ Job::Outcome Job::run_epoch() {
   if (auto meta = etx.read(tables::kJobMeta, meta_key_)) etx.meta = Meta::decode(*meta);
   if (!etx.failed.is_ok()) return Outcome::kRetry;
   ++etx.meta.epoch;
+  etx.watermark_before = etx.meta.low_watermark;
   if (computation_ != nullptr) function_random_ = Xoshiro256StarStar(env_.seed).fork(meta_key_ + "#" + std::to_string(etx.meta.epoch));
   idle_ = false;
   switch (id_.kind) {
@@ -501,6 +512,7 @@ Job::Outcome Job::run_epoch() {
   const Outcome outcome = commit(etx);
   if (outcome == Outcome::kCommitted) after_commit(etx);
   behind_ = outcome == Outcome::kCommitted && etx.has_work && etx.page_full;
+  aligned_ = outcome == Outcome::kCommitted && etx.aligned;
   return outcome;
 }
 
@@ -552,6 +564,11 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
 
 void Job::after_commit(EpochTx& etx) {
   if (env_.wakeups != nullptr && !etx.streams_written.empty()) env_.wakeups->committed(env_.runtime, etx.streams_written);
+  // Only a watermark that moved: two jobs of a cycle waiting for each other's do not wake
+  // each other without end.
+  if (env_.wakeups != nullptr && !watermark_outputs_.empty() && etx.meta.low_watermark != etx.watermark_before) {
+    env_.wakeups->committed(env_.runtime, watermark_outputs_);
+  }
   if (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap) {
     pending_ack_.clear();
     pending_ack_.insert(etx.consumed_rows.begin(), etx.consumed_rows.end());
@@ -998,6 +1015,7 @@ void Job::step_computation(EpochTx& etx) {
     if (m.alignment_ts >= take_below) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
+      etx.aligned = true;
       break;
     }
     etx.has_work = true;
@@ -1226,6 +1244,7 @@ void Job::step_sink(EpochTx& etx) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
       probe(env_, Probe::kAlignmentWait);
+      etx.aligned = true;
       break;
     }
     etx.has_work = true;

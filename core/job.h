@@ -154,6 +154,10 @@ std::string with_new_producer(std::string_view meta_row);
   std::string timers_table_;                   // computations
   std::string outbox_table_;                   // sinks
   std::vector<InputWakeups::Input> wake_inputs_;  // the stream partitions whose rows wake the job
+  // Those and the input streams' watermarks (InputWakeups::watermark): what wakes the job
+  // after an epoch that left inputs for a producer's watermark.
+  std::vector<InputWakeups::Input> watermark_inputs_;
+  std::vector<InputWakeups::Input> watermark_outputs_;  // the output streams' watermarks
   std::unique_ptr<StateBackend> state_backend_;  // forwards to the current epoch
   std::vector<std::string> state_tables_;        // the tables the function's state clients use
   std::string meta_key_;                         // this job's row in job_meta
@@ -166,6 +170,7 @@ std::string with_new_producer(std::string_view meta_row);
   bool fenced_ = false;
   bool idle_ = false;    // the last epoch had no work
   bool behind_ = false;  // the last epoch committed a whole page of some input: more waits
+  bool aligned_ = false;  // the last epoch left an input for a producer's watermark
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.

@@ -27,6 +27,7 @@ namespace onceflow {
   X(kIdleSlowdown, "job.idle_slowdown", "an idle job waited more than one epoch period")                    \
   X(kEpochCatchUp, "epoch.catch_up", "a job behind its input began its next epoch at once")                   \
   X(kEpochWokenByInput, "epoch.woken_by_input", "rows committed into a waiting job's input in its process began its next epoch at once") \
+  X(kEpochWokenByWatermark, "epoch.woken_by_watermark", "a producer in its process committed while a job waited for its watermark: the next epoch began at once") \
   X(kInputDedupHit, "dedup.input_duplicate", "a computation dropped an input it had processed before")      \
   X(kSinkDedupHit, "dedup.sink_duplicate", "a sink dropped an input it had taken before")                   \
   X(kDedupCleanupForgot, "dedup.cleanup_forgot", "a dedup cleanup forgot entries below the watermark")      \

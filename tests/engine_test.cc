@@ -230,7 +230,7 @@ TEST(EngineTest, StateEqualsTheReferenceCounters) {
 // its own generator as in its previous life, so ids drawn from it would repeat those of
 // requests still waiting for their retry, and one request would overwrite another's state.
 // The engine seeds what a computation draws by job and epoch instead.
-PipelineResult headline_after_crashes(const BugSwitches& bugs) {
+PipelineResult headline_after_crashes(const BugSwitches& bugs, Micros first_crash_us) {
   const ComputationRegistry reg = registry();
   PipelineWorldOptions o;
   o.workers = 2;
@@ -242,7 +242,7 @@ PipelineResult headline_after_crashes(const BugSwitches& bugs) {
   FaultPlan plan;
   for (int i = 0; i < 6; ++i) {
     const std::string node = i % 2 == 0 ? "worker-1" : "worker-2";
-    plan.faults.push_back(testing::fault(FaultKind::kCrash, (100 + 120 * i) * kMillis, 30 * kMillis, node));
+    plan.faults.push_back(testing::fault(FaultKind::kCrash, first_crash_us + 120 * i * kMillis, 30 * kMillis, node));
   }
   plan.heal_at_us = 1 * kSeconds;
   FaultInjector injector(w.world(), &w.store_data());
@@ -257,11 +257,17 @@ PipelineResult headline_after_crashes(const BugSwitches& bugs) {
 }
 
 TEST(EngineTest, RandomIdsStayUniqueAcrossWorkerRestarts) {
-  EXPECT_TRUE(headline_after_crashes(BugSwitches{}).tables.empty()) << "the state differs from the reference";
-  BugSwitches per_process;
-  per_process.random_per_process = true;
-  EXPECT_FALSE(headline_after_crashes(per_process).tables.empty())
-      << "ids drawn from the process's generator repeated nothing: the crashes came at the wrong time";
+  // Whether a restart lands while a request waits for its retry depends on the schedule:
+  // several crash plans, each clean on the engine, at least one caught with the bug.
+  bool caught = false;
+  for (const Micros first : {100 * kMillis, 140 * kMillis, 180 * kMillis, 220 * kMillis}) {
+    EXPECT_TRUE(headline_after_crashes(BugSwitches{}, first).tables.empty())
+        << "the state differs from the reference, first crash at " << first;
+    BugSwitches per_process;
+    per_process.random_per_process = true;
+    caught = caught || !headline_after_crashes(per_process, first).tables.empty();
+  }
+  EXPECT_TRUE(caught) << "ids drawn from the process's generator repeated nothing: the crashes came at the wrong time";
 }
 
 TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
@@ -295,6 +301,37 @@ TEST(EngineTest, RowsCommittedIntoAJobsInputInItsProcessStartItsNextEpochAtOnce)
   std::vector<Micros> latencies;
   for (const auto& e : w.targets().at("counts_out").appended) latencies.push_back(e.time - e.message.event_ts);
   ASSERT_EQ(latencies.size(), 200u);
+  std::sort(latencies.begin(), latencies.end());
+  EXPECT_LT(latencies[latencies.size() / 2], spec.epoch_period_us) << "the median of " << latencies.size();
+}
+
+TEST(EngineTest, AProducerMovingItsWatermarkWakesAJobWaitingForIt) {
+  // Two partitions a stage on one worker, 400 ms epochs, an input every 50 ms: most epochs
+  // of a source write rows for one Counter partition or none, and a Counter takes a message
+  // only once both sources' watermarks are past it. Woken when a source's epoch moves its
+  // watermark, rows or not, a Counter does not wait a period of its own on top: the median
+  // latency is 322 ms, 619 ms when only rows wake it.
+  const ComputationRegistry reg = registry();
+  PipelineSpec spec = parse(R"(
+name: aligned
+sources:
+  events: {type: queue, partitions: 2, output_stream: event}
+computations:
+  Counter: {type: process_function, processing_function: Counter, input_streams: [event], output_streams: [counts], partitions: 2}
+sinks:
+  counts_out: {type: async_queue, input_stream: counts, partitions: 2}
+)");
+  spec.epoch_period_us = 400 * kMillis;
+  PipelineWorldOptions options;
+  options.workers = 1;
+  options.workload = {.messages = 100, .keys = 16, .interval_us = 50 * kMillis};
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(120 * kSeconds));
+  expect_reference(w, reg);
+  std::vector<Micros> latencies;
+  for (const auto& e : w.targets().at("counts_out").appended) latencies.push_back(e.time - e.message.event_ts);
+  ASSERT_EQ(latencies.size(), 100u);
   std::sort(latencies.begin(), latencies.end());
   EXPECT_LT(latencies[latencies.size() / 2], spec.epoch_period_us) << "the median of " << latencies.size();
 }
