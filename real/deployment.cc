@@ -25,6 +25,7 @@ constexpr const char* kProducer = "real/producer";  // "next" -> u64; "<source>/
 constexpr const char* kInputLog = "real/inputs";
 constexpr size_t kProducerBatch = 2000;
 constexpr Micros kProducerPause = 2 * kMillis;
+constexpr Micros kPipelineStartWait = 10 * kSeconds;  // then the producer writes anyway
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
 constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
@@ -602,10 +603,28 @@ RealDeployment::Counts RealDeployment::counts() {
   return c;
 }
 
+// Returns once every job of the pipeline has committed an epoch (in this life or an earlier
+// one), or after kPipelineStartWait: inputs written before would wait for the jobs to start,
+// and their latency would be the pipeline's start-up, not its processing.
+void RealDeployment::await_pipeline(Runtime& rt) {
+  std::vector<std::string> metas;
+  for (const JobId& job : all_jobs(spec_)) metas.push_back(job.str());
+  const Micros give_up = rt.clock().now() + kPipelineStartWait;
+  while (rt.clock().now() < give_up) {
+    if (auto tx = store_.begin()) {
+      auto rows = store_.get_many(*tx, tables::kJobMeta, metas);
+      store_.abort(*tx);
+      if (rows && std::all_of(rows->begin(), rows->end(), [](const auto& row) { return row.has_value(); })) return;
+    }
+    rt.sleep_for(kProducerPause);
+  }
+}
+
 // Writes the workload into the source queues, a batch per transaction, the batch recorded as
 // one row of the input log in the same transaction; resumes where the last life stopped.
 void RealDeployment::produce() {
   Runtime& rt = loop_.runtime("producer");
+  await_pipeline(rt);
   const Micros started = rt.clock().now();
   std::optional<uint64_t> first;  // the next input when this life began
   for (;;) {

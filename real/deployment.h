@@ -140,6 +140,7 @@ class RealDeployment {
     uint64_t outputs = 0;   // what async queue sinks' targets hold, in all lives
   };
   Counts counts();
+  void await_pipeline(Runtime& rt);
   void produce();
   void serve_target(const std::string& sink);
   // The operator's side: asks the controller for `state`, with the next sequence number.
