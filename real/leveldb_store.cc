@@ -5,6 +5,11 @@
 #include <leveldb/env.h>
 #include <leveldb/write_batch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -102,6 +107,39 @@ std::vector<uint64_t> conflict_hashes(const Transaction& tx) {
   return out;
 }
 
+// Table files read with pread into the block cache, instead of LevelDB's default of mapping
+// them: mapped pages count in the process's resident memory, which then grew with the
+// store's size while the heap stayed flat (a 16 MB write buffer: 1,000,000 messages of the
+// bench pipeline at 1.9 times the peak RSS of 100,000 mapped, 1.2 times read so).
+class PreadFile final : public leveldb::RandomAccessFile {
+ public:
+  PreadFile(std::string name, int fd) : name_(std::move(name)), fd_(fd) {}
+  ~PreadFile() override { ::close(fd_); }
+  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result, char* scratch) const override {
+    const ssize_t got = ::pread(fd_, scratch, n, static_cast<off_t>(offset));
+    *result = leveldb::Slice(scratch, got < 0 ? 0 : static_cast<size_t>(got));
+    return got < 0 ? leveldb::Status::IOError(name_, std::strerror(errno)) : leveldb::Status::OK();
+  }
+
+ private:
+  std::string name_;
+  int fd_;
+};
+
+class PreadEnv final : public leveldb::EnvWrapper {
+ public:
+  PreadEnv() : EnvWrapper(leveldb::Env::Default()) {}
+  leveldb::Status NewRandomAccessFile(const std::string& name, leveldb::RandomAccessFile** out) override {
+    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      *out = nullptr;
+      return errno == ENOENT ? leveldb::Status::NotFound(name, std::strerror(errno)) : leveldb::Status::IOError(name, std::strerror(errno));
+    }
+    *out = new PreadFile(name, fd);
+    return leveldb::Status::OK();
+  }
+};
+
 }  // namespace
 
 Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir, const Clock& clock, Options options) {
@@ -111,6 +149,9 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   db_options.paranoid_checks = true;
   if (!options.compress) db_options.compression = leveldb::kNoCompression;
   if (options.env != nullptr) db_options.env = options.env;
+  static PreadEnv pread_env;  // never destroyed: LevelDB's default Env is not either
+  if (options.env == nullptr) db_options.env = &pread_env;
+  db_options.write_buffer_size = options.write_buffer_bytes;
   leveldb::DB* raw = nullptr;
   const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
   if (!s.ok()) {
