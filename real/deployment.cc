@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -649,27 +650,38 @@ void RealDeployment::produce() {
         continue;
       }
     }
-    std::map<std::string, uint64_t> offsets;  // source partition -> its next offset, read once
+    // Every queue partition's next offset, in one read.
+    std::vector<std::string> counters;
+    for (const auto& source : spec_.sources) {
+      if (source.type != "queue") continue;
+      for (int p = 0; p < source.partitions; ++p) counters.push_back(source_key(source.name, p));
+    }
+    auto stored = store_.get_many(*tx, kProducer, counters);
+    if (!stored) {
+      store_.abort(*tx);
+      rt.sleep_for(10 * kMillis);
+      continue;
+    }
+    std::map<std::string, uint64_t> offsets;  // source partition -> its next offset
+    for (size_t i = 0; i < counters.size(); ++i) offsets.emplace(counters[i], u64_of((*stored)[i]));
+    std::set<std::string> used;  // the partitions this batch appends to
     std::vector<InputWakeups::Input> written;  // (queue table, partition), once each
-    Encoder logged;                           // the batch, as one row of the input log
+    Encoder logged;  // the batch, as one row of the input log
     logged.u64(end - next);
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_->at(k);
       std::string counter = source_key(in.source, in.partition);
-      auto at = offsets.find(counter);
-      if (at == offsets.end()) {
-        at = offsets.emplace(counter, read_u64(store_, *tx, kProducer, counter)).first;
-        written.emplace_back(tables::queue(table_of(*spec_.source(in.source))), in.partition);
-      }
-      const uint64_t offset = at->second++;
+      const std::string table = tables::queue(table_of(*spec_.source(in.source)));
+      if (used.insert(counter).second) written.emplace_back(table, in.partition);
+      const uint64_t offset = offsets[counter]++;
       const Micros event_ts = calendar - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
-      tx->put(tables::queue(table_of(*spec_.source(in.source))), tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+      tx->put(table, tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
       logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
     }
     if (end > next) tx->put(kInputLog, tables::hex16(next), logged.take());
-    for (const auto& [counter, offset] : offsets) tx->put(kProducer, counter, u64_bytes(offset));
+    for (const std::string& counter : used) tx->put(kProducer, counter, u64_bytes(offsets.at(counter)));
     tx->put(kProducer, "next", u64_bytes(end));
     // The queue heads: nothing older than now will be appended; past the end, nothing at all.
     for (const auto& source : spec_.sources) {
@@ -733,6 +745,7 @@ void RealDeployment::serve_target(const std::string& sink) {
     // The whole batch in one transaction: the rows above the producer's last seqNo, in order.
     AppendReply reply;
     std::vector<Micros> event_times;
+    const std::string table = target_table(sink);
     for (const auto& e : req->entries) {
       if (!req->producer.empty() && e.seqno <= last) {
         ++reply.duplicates;
@@ -741,7 +754,7 @@ void RealDeployment::serve_target(const std::string& sink) {
       if (auto m = decode_message(e.message)) event_times.push_back(m->event_ts);
       Encoder entry;
       entry.bytes(req->producer).u64(e.seqno).u64(req->lease).bytes(e.message);
-      tx->put(target_table(sink), tables::hex16(n++), entry.take());
+      tx->put(table, tables::hex16(n++), entry.take());
       if (!req->producer.empty()) last = e.seqno;
       ++reply.appended;
     }
