@@ -109,8 +109,8 @@ std::vector<uint64_t> conflict_hashes(const Transaction& tx) {
 
 // Table files read with pread into the block cache, instead of LevelDB's default of mapping
 // them: mapped pages count in the process's resident memory, which then grew with the
-// store's size while the heap stayed flat (a 16 MB write buffer: 1,000,000 messages of the
-// bench pipeline at 1.9 times the peak RSS of 100,000 mapped, 1.2 times read so).
+// store's size while the heap stayed flat (with a 16 MB write buffer, 1,000,000 messages of
+// the bench pipeline at 1.9 times the peak RSS of 100,000 mapped, 1.2 times read so).
 class PreadFile final : public leveldb::RandomAccessFile {
  public:
   PreadFile(std::string name, int fd) : name_(std::move(name)), fd_(fd) {}

@@ -63,11 +63,13 @@ class LevelDbStore final : public RealStore {
     // messages a second, 18% less CPU, 1.6 times the disk: 41 MB against 26 MB after 200,000).
     bool compress = false;
     // LevelDB's write buffer (its memtable). Rows are mostly read soon after they are written:
-    // from the memtable, a range read is one seek; from table files, one per file, and level
-    // 0's files pile up between compactions. 16 MB against LevelDB's 4 MB: the bench pipeline
-    // 10-12% faster (59,451 / 67,737 -> 66,799 / 74,747 msgs/s, runs taken in turns), at up
-    // to 32 MB more memory (two memtables).
-    size_t write_buffer_bytes = size_t{16} << 20;
+    // from the memtable a range read is one seek, from table files one per file. 16 MB made
+    // the bench pipeline 10-12% faster than LevelDB's 4 MB (59,451 / 67,737 -> 66,799 / 74,747
+    // msgs/s, runs taken in turns) but its latency tail worse, as each flush of a larger
+    // memtable stalls the synced writes longer: at 32,000 msgs/s p99 53-60 ms at 4 MB, 78-90
+    // ms at 16 MB (docs/BENCHMARKS.md). The latency target is met at 4 MB, the rate target at
+    // neither: 4 MB it is.
+    size_t write_buffer_bytes = size_t{4} << 20;
     // A transaction open longer than this (by the store's clock) is over: its snapshot is
     // released, and it can no longer read or commit. Bounds what a forgotten one pins.
     Micros tx_timeout_us = 60 * kSeconds;

@@ -19,7 +19,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # The first run, paced to take 5 s, is killed 2 s in, well before the end: by then it has
-# written more than the store's 16 MB write buffer, so there are table files to damage.
+# written more than the store's write buffer, so there are table files to damage.
 messages=300000
 
 # A data directory with a run's worth of committed data, killed partway.
