@@ -404,7 +404,8 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   if (source_ != nullptr && source_->type == "queue") wake_inputs_.emplace_back(tables::queue(table_of(*source_)), id_.partition);
   for (const auto& stream : inputs) {
     wake_inputs_.emplace_back(tables::stream(stream), id_.partition);
-    watermark_inputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
+    // Not its own watermark: a job reading its own outputs would wake itself.
+    if (!consumers_.contains(stream)) watermark_inputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
     for (const JobId& producer : producers(env_.spec, stream)) {
       producer_metas_.push_back(producer.str());
       source_producers_.push_back(producer.kind == JobKind::kSource);
@@ -427,6 +428,7 @@ void Job::run() {
     const bool wakes = env_.wakeups != nullptr && !wake_inputs_.empty();
     const uint64_t seen = wakes ? env_.wakeups->commits(wake_inputs_) : 0;  // before the epoch's snapshot
     const uint64_t seen_watermarks = wakes ? env_.wakeups->commits(watermark_inputs_) : 0;
+    epoch_by_watermark_ = std::exchange(next_by_watermark_, false);
     const Outcome outcome = run_epoch();
     if (outcome == Outcome::kFenced) {
       fenced_ = true;
@@ -459,7 +461,11 @@ void Job::run() {
     // An epoch that left inputs for a producer's watermark also starts when a producer of
     // this process commits (and so moves its watermark on), rows or not.
     if (wakes && aligned_) {
-      if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks)) probe(env_, Probe::kEpochWokenByWatermark);
+      if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks) &&
+          env_.wakeups->commits(wake_inputs_) == seen) {
+        probe(env_, Probe::kEpochWokenByWatermark);
+        next_by_watermark_ = true;
+      }
     } else if (wakes) {
       if (env_.wakeups->wait(env_.runtime, wake_inputs_, until, seen)) probe(env_, Probe::kEpochWokenByInput);
     } else {
@@ -564,9 +570,11 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
 
 void Job::after_commit(EpochTx& etx) {
   if (env_.wakeups != nullptr && !etx.streams_written.empty()) env_.wakeups->committed(env_.runtime, etx.streams_written);
-  // Only a watermark that moved: two jobs of a cycle waiting for each other's do not wake
-  // each other without end.
-  if (env_.wakeups != nullptr && !watermark_outputs_.empty() && etx.meta.low_watermark != etx.watermark_before) {
+  // Only a watermark that moved, and not by an idle epoch that a watermark began: two jobs of
+  // a cycle, each waiting for a slow third producer, would otherwise wake each other without
+  // end (a computation's watermark follows its clock, so it moves on every epoch).
+  if (env_.wakeups != nullptr && !watermark_outputs_.empty() && etx.meta.low_watermark != etx.watermark_before &&
+      (etx.has_work || !epoch_by_watermark_)) {
     env_.wakeups->committed(env_.runtime, watermark_outputs_);
   }
   if (computation_ != nullptr && computation_->type == ComputationType::kSwiftMap) {

@@ -171,6 +171,8 @@ std::string with_new_producer(std::string_view meta_row);
   bool idle_ = false;    // the last epoch had no work
   bool behind_ = false;  // the last epoch committed a whole page of some input: more waits
   bool aligned_ = false;  // the last epoch left an input for a producer's watermark
+  bool next_by_watermark_ = false;   // the next epoch begins because a watermark moved
+  bool epoch_by_watermark_ = false;  // so did the current one
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.

@@ -604,10 +604,17 @@ RealDeployment::Counts RealDeployment::counts() {
   return c;
 }
 
-// Returns once every job of the pipeline has committed an epoch (in this life or an earlier
-// one), or after kPipelineStartWait: inputs written before would wait for the jobs to start,
-// and their latency would be the pipeline's start-up, not its processing.
+// On a fresh run, returns once every job of the pipeline has committed an epoch, or after
+// kPipelineStartWait: inputs written before would wait for the jobs to start, and their
+// latency would be the pipeline's start-up, not its processing. A resumed run does not wait:
+// its jobs may be those of a new layout that a repartition creates only once the sources'
+// watermarks, which the producer's queue heads move, pass its cut.
 void RealDeployment::await_pipeline(Runtime& rt) {
+  if (auto tx = store_.begin()) {
+    auto next = store_.get(*tx, kProducer, "next");
+    store_.abort(*tx);
+    if (!next || *next) return;
+  }
   std::vector<std::string> metas;
   for (const JobId& job : all_jobs(spec_)) metas.push_back(job.str());
   const Micros give_up = rt.clock().now() + kPipelineStartWait;

@@ -6,8 +6,10 @@
 #include <leveldb/write_batch.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -149,8 +151,16 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   db_options.paranoid_checks = true;
   if (!options.compress) db_options.compression = leveldb::kNoCompression;
   if (options.env != nullptr) db_options.env = options.env;
-  static PreadEnv pread_env;  // never destroyed: LevelDB's default Env is not either
-  if (options.env == nullptr) db_options.env = &pread_env;
+  // Never destroyed (LevelDB's default Env is not either): a store may outlive statics.
+  static PreadEnv* const pread_env = new PreadEnv;
+  if (options.env == nullptr) {
+    db_options.env = pread_env;
+    // A cached table holds a descriptor: leave most of the process's for everything else.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+      db_options.max_open_files = static_cast<int>(std::clamp<rlim_t>(files.rlim_cur / 4, 64, 1000));
+    }
+  }
   db_options.write_buffer_size = options.write_buffer_bytes;
   leveldb::DB* raw = nullptr;
   const leveldb::Status s = leveldb::DB::Open(db_options, dir, &raw);
