@@ -404,8 +404,7 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
   if (source_ != nullptr && source_->type == "queue") wake_inputs_.emplace_back(tables::queue(table_of(*source_)), id_.partition);
   for (const auto& stream : inputs) {
     wake_inputs_.emplace_back(tables::stream(stream), id_.partition);
-    // Not its own watermark: a job reading its own outputs would wake itself.
-    if (!consumers_.contains(stream)) watermark_inputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
+    watermark_inputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
     for (const JobId& producer : producers(env_.spec, stream)) {
       producer_metas_.push_back(producer.str());
       source_producers_.push_back(producer.kind == JobKind::kSource);
@@ -459,12 +458,12 @@ void Job::run() {
     const Micros now = env_.runtime.clock().now();
     const Micros until = std::clamp<Micros>(started + wait, now, now + wait);
     // An epoch that left inputs for a producer's watermark also starts when a producer of
-    // this process commits (and so moves its watermark on), rows or not.
+    // this process commits an epoch that moves its watermark on, rows or not (see
+    // after_commit for which do).
     if (wakes && aligned_) {
-      if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks) &&
-          env_.wakeups->commits(wake_inputs_) == seen) {
-        probe(env_, Probe::kEpochWokenByWatermark);
-        next_by_watermark_ = true;
+      if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks)) {
+        next_by_watermark_ = env_.wakeups->commits(wake_inputs_) == seen;
+        probe(env_, next_by_watermark_ ? Probe::kEpochWokenByWatermark : Probe::kEpochWokenByInput);
       }
     } else if (wakes) {
       if (env_.wakeups->wait(env_.runtime, wake_inputs_, until, seen)) probe(env_, Probe::kEpochWokenByInput);
@@ -571,8 +570,10 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
 void Job::after_commit(EpochTx& etx) {
   if (env_.wakeups != nullptr && !etx.streams_written.empty()) env_.wakeups->committed(env_.runtime, etx.streams_written);
   // Only a watermark that moved, and not by an idle epoch that a watermark began: two jobs of
-  // a cycle, each waiting for a slow third producer, would otherwise wake each other without
-  // end (a computation's watermark follows its clock, so it moves on every epoch).
+  // a cycle (or the partitions of a job reading its own outputs), each waiting for a slow
+  // third producer, would otherwise wake each other without end (a computation's watermark
+  // follows its clock, so it moves on every epoch). A consumer waiting behind such an epoch
+  // waits for the producer's next one, as without watermark wake-ups.
   if (env_.wakeups != nullptr && !watermark_outputs_.empty() && etx.meta.low_watermark != etx.watermark_before &&
       (etx.has_work || !epoch_by_watermark_)) {
     env_.wakeups->committed(env_.runtime, watermark_outputs_);

@@ -613,7 +613,7 @@ void RealDeployment::await_pipeline(Runtime& rt) {
   if (auto tx = store_.begin()) {
     auto next = store_.get(*tx, kProducer, "next");
     store_.abort(*tx);
-    if (!next || *next) return;
+    if (next && *next) return;  // a resumed run; after a failed read, wait as on a fresh one
   }
   std::vector<std::string> metas;
   for (const JobId& job : all_jobs(spec_)) metas.push_back(job.str());
