@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 #include <random>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -635,6 +634,24 @@ void RealDeployment::produce() {
   await_pipeline(rt);
   const Micros started = rt.clock().now();
   std::optional<uint64_t> first;  // the next input when this life began
+  // The queue partitions the inputs go to, in spec order; an input's is found by its source's
+  // first partition here plus its own partition number.
+  struct QueuePartition {
+    std::string counter;  // its next offset's row in kProducer
+    std::string table;    // the queue table
+    int partition;
+  };
+  std::vector<QueuePartition> queues;
+  std::vector<std::string> counters;            // their counter rows, as one read asks for them
+  std::map<std::string, size_t, std::less<>> first_queue;  // source -> index of its partition 0
+  for (const auto& source : spec_.sources) {
+    if (source.type != "queue") continue;
+    first_queue.emplace(source.name, queues.size());
+    for (int p = 0; p < source.partitions; ++p) {
+      queues.push_back({source_key(source.name, p), tables::queue(table_of(source)), p});
+      counters.push_back(queues.back().counter);
+    }
+  }
   for (;;) {
     auto tx = store_.begin();
     if (!tx) {
@@ -658,37 +675,34 @@ void RealDeployment::produce() {
       }
     }
     // Every queue partition's next offset, in one read.
-    std::vector<std::string> counters;
-    for (const auto& source : spec_.sources) {
-      if (source.type != "queue") continue;
-      for (int p = 0; p < source.partitions; ++p) counters.push_back(source_key(source.name, p));
-    }
     auto stored = store_.get_many(*tx, kProducer, counters);
     if (!stored) {
       store_.abort(*tx);
       rt.sleep_for(10 * kMillis);
       continue;
     }
-    std::map<std::string, uint64_t> offsets;  // source partition -> its next offset
-    for (size_t i = 0; i < counters.size(); ++i) offsets.emplace(counters[i], u64_of((*stored)[i]));
-    std::set<std::string> used;  // the partitions this batch appends to
-    std::vector<InputWakeups::Input> written;  // (queue table, partition), once each
+    std::vector<uint64_t> offsets;
+    for (const auto& row : *stored) offsets.push_back(u64_of(row));
+    const std::vector<uint64_t> offsets_before = offsets;
     Encoder logged;  // the batch, as one row of the input log
     logged.u64(end - next);
     for (uint64_t k = next; k < end; ++k) {
       const SourceInput& in = inputs_->at(k);
-      std::string counter = source_key(in.source, in.partition);
-      const std::string table = tables::queue(table_of(*spec_.source(in.source)));
-      if (used.insert(counter).second) written.emplace_back(table, in.partition);
-      const uint64_t offset = offsets[counter]++;
+      const size_t q = first_queue.find(in.source)->second + static_cast<size_t>(in.partition);
+      const uint64_t offset = offsets[q]++;
       const Micros event_ts = calendar - (in.write_ts - in.event_ts);
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
-      tx->put(table, tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
+      tx->put(queues[q].table, tables::partition_prefix(in.partition) + tables::hex16(offset), row.take());
       logged.bytes(in.source).u64(static_cast<uint64_t>(in.partition)).u64(in.key).bytes(in.payload).i64(event_ts).i64(now);
     }
     if (end > next) tx->put(kInputLog, tables::hex16(next), logged.take());
-    for (const std::string& counter : used) tx->put(kProducer, counter, u64_bytes(offsets.at(counter)));
+    std::vector<InputWakeups::Input> written;  // (queue table, partition) of those appended to
+    for (size_t q = 0; q < queues.size(); ++q) {
+      if (offsets[q] == offsets_before[q]) continue;
+      tx->put(kProducer, queues[q].counter, u64_bytes(offsets[q]));
+      written.emplace_back(queues[q].table, queues[q].partition);
+    }
     tx->put(kProducer, "next", u64_bytes(end));
     // The queue heads: nothing older than now will be appended; past the end, nothing at all.
     for (const auto& source : spec_.sources) {
