@@ -396,6 +396,9 @@ struct LevelDbStore::Group {
   std::vector<std::pair<TxId, size_t>> members;  // transaction, rows it writes
   Version last = 0;  // the last member's version; the members have consecutive versions up to it
   bool done = false;
+  // Formed while a write was under way: its members had that write's time to join, so it is
+  // written the moment that write ends, with no turn of the scheduler first.
+  bool behind_a_write = false;
   Status outcome;  // of the write: OK, or why it is ambiguous
   std::vector<fibers::Scheduler::WakeToken> waiting;
 };
@@ -403,8 +406,12 @@ struct LevelDbStore::Group {
 // A validated commit joins the forming group; its fiber writes that group when no write is
 // under way, else waits for the write of its group.
 Result<Version> LevelDbStore::commit_in_group(const Transaction& tx, const std::vector<uint64_t>& hashes) {
+  const Micros began = clock_.now();
   const Version version = ++assigned_;
-  if (forming_ == nullptr) forming_ = std::make_shared<Group>();
+  if (forming_ == nullptr) {
+    forming_ = std::make_shared<Group>();
+    forming_->behind_a_write = writing_;
+  }
   std::shared_ptr<Group> group = forming_;
   add_writes(group->batch, tx);
   validated(tx, version, hashes);
@@ -416,18 +423,21 @@ Result<Version> LevelDbStore::commit_in_group(const Transaction& tx, const std::
   bool yielded = false;
   while (!group->done) {
     if (!writing_ && group == forming_) {
-      // One turn of the scheduler first: fibers runnable now (those a finished write just
-      // woke, say) join the group before it is written.
-      if (!std::exchange(yielded, true)) {
+      // A group begun with the disk idle: one turn of the scheduler first, so that fibers
+      // runnable now join it before it is written.
+      if (!group->behind_a_write && !std::exchange(yielded, true)) {
         scheduler.yield();
         continue;
       }
       write_group();
+      // The group that formed meanwhile goes to the disk before this fiber runs on.
+      if (forming_ != nullptr && forming_->behind_a_write && !writing_) scheduler.yield();
       continue;
     }
     group->waiting.push_back(scheduler.wake_token());
     (void)scheduler.park(fibers::kNever);
   }
+  stats_.commit_wait_us += static_cast<uint64_t>(std::max<Micros>(0, clock_.now() - began));
   if (!group->outcome.is_ok()) return Status::ambiguous(group->outcome.message());
   return version;
 }
@@ -468,21 +478,23 @@ void LevelDbStore::write_group() {
       for (const auto& [tx, writes] : group.members) store.pending_.erase(tx);
       group.done = true;
       fibers::Scheduler& scheduler = store.loop_->scheduler();
-      for (const auto& token : group.waiting) scheduler.wake(token);
-      for (const auto& token : store.written_waiters_) scheduler.wake(token);
-      store.written_waiters_.clear();
-      // Commits that joined meanwhile: one of them writes their group now.
+      // Commits that joined meanwhile run first: one of them writes their group at once.
       if (store.forming_ != nullptr) {
         for (const auto& token : store.forming_->waiting) scheduler.wake(token);
         store.forming_->waiting.clear();
       }
+      for (const auto& token : group.waiting) scheduler.wake(token);
+      for (const auto& token : store.written_waiters_) scheduler.wake(token);
+      store.written_waiters_.clear();
     }
   } finish{*this, *group, written};
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
   leveldb::WriteBatch* batch = &group->batch;
   leveldb::DB* db = db_.get();
+  const Micros began = clock_.now();
   loop_->run_blocking([&written, wo, batch, db] { written = db->Write(wo, batch); });
+  stats_.write_us += static_cast<uint64_t>(std::max<Micros>(0, clock_.now() - began));
 }
 
 void LevelDbStore::validated(const Transaction& tx, Version version, const std::vector<uint64_t>& hashes) {

@@ -26,7 +26,9 @@
 //   (prerequisites and conflicts, in call order, exactly as alone) and joins the group of
 //   commits that will be written together, as one synced WriteBatch, off the loop's thread;
 //   the fiber resumes with its own outcome once that write is done, and the other fibers run
-//   meanwhile. Commits that arrive while a group is being written form the next group. A
+//   meanwhile. Commits that arrive while a group is being written form the next group, and
+//   that group is written as soon as the write ends, before the fibers of the written group
+//   resume: the disk works while the loop runs the epochs those fibers begin next. A
 //   transaction begun meanwhile reads the last written state: its writes conflict with those
 //   of a commit still being written. Without a loop, or outside a fiber, each commit is its
 //   own synced write.

@@ -411,6 +411,45 @@ TEST(LevelDbStoreTest, GroupCommitSharesSyncedWritesAndLosesNothing) {
   }
 }
 
+// The disk works while the loop runs: when a write ends, the group that formed behind it is
+// written before the fibers of the written group run on. Fiber A's commit is written alone;
+// B commits during that write; A, resumed, commits again at once: that commit finds B's
+// group under way and waits for a third write (had A run first, it would have joined B's).
+TEST(LevelDbStoreTest, AGroupFormedDuringAWriteIsWrittenBeforeTheWrittenFibersRunOn) {
+  TempDir dir;
+  WallClock clock;
+  auto store = open_store(dir, clock);
+  RealLoop loop;
+  store->set_loop(&loop);
+  loop.add_node("n");
+  Runtime& rt = loop.runtime("n");
+  int finished = 0;
+  uint64_t a_resumed_after = 0;  // synced writes when A's first commit returned
+  const auto commit = [&](const std::string& key) {
+    auto tx = store->begin();
+    EXPECT_TRUE(tx.has_value());
+    tx->put("t", key, "v");
+    EXPECT_TRUE(store->commit(*tx, {}).has_value());
+  };
+  rt.spawn("a", [&] {
+    commit("a1");
+    a_resumed_after = store->stats().synced_writes;
+    commit("a2");
+    ++finished;
+  });
+  rt.spawn("b", [&] {
+    rt.yield();  // A has yielded once and started its write by now
+    rt.yield();
+    commit("b1");
+    ++finished;
+  });
+  loop.run([&] { return finished == 2; });
+  store->set_loop(nullptr);
+  EXPECT_EQ(a_resumed_after, 1u);
+  EXPECT_EQ(store->stats().synced_writes, 3u) << "A's second commit joined B's group: B's write waited for A to run on";
+  EXPECT_EQ(store->stats().commits, 3u);
+}
+
 // Consumed rows leave tombstones: a scan from the table's first key seeks past the range an
 // earlier scan found empty, and still returns exactly what its snapshot holds: a transaction
 // that began before the rows were erased sees them, a put into the range is seen at once.
