@@ -366,7 +366,10 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
   batch.Put(kVersionKey, u64_bytes(version));
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
-  if (const leveldb::Status written = db_->Write(wo, &batch); !written.ok()) {
+  const Micros began = clock_.now();
+  const leveldb::Status written = db_->Write(wo, &batch);
+  stats_.write_us += static_cast<uint64_t>(std::max<Micros>(0, clock_.now() - began));
+  if (!written.ok()) {
     // The record may be in the log and come back on reopen: nobody can say it did not apply.
     // The store is failed from now on; its owner stops, and a reopening tells.
     release(tx.id());
@@ -397,9 +400,11 @@ struct LevelDbStore::Group {
   Version last = 0;  // the last member's version; the members have consecutive versions up to it
   bool done = false;
   // Formed while a write was under way: its members had that write's time to join, so it is
-  // written the moment that write ends, with no turn of the scheduler first.
+  // written the moment that write ends (by the first of them to run), with no turn of the
+  // scheduler first.
   bool behind_a_write = false;
-  Status outcome;  // of the write: OK, or why it is ambiguous
+  bool refused = false;  // never written: the store failed before its turn
+  Status outcome;  // of the write: OK, or why it is ambiguous (refused: why the store failed)
   std::vector<fibers::Scheduler::WakeToken> waiting;
 };
 
@@ -423,6 +428,10 @@ Result<Version> LevelDbStore::commit_in_group(const Transaction& tx, const std::
   bool yielded = false;
   while (!group->done) {
     if (!writing_ && group == forming_) {
+      if (!failed_.is_ok()) {  // the write before this group's failed the store
+        refuse_forming();
+        continue;
+      }
       // A group begun with the disk idle: one turn of the scheduler first, so that fibers
       // runnable now join it before it is written.
       if (!group->behind_a_write && !std::exchange(yielded, true)) {
@@ -431,15 +440,26 @@ Result<Version> LevelDbStore::commit_in_group(const Transaction& tx, const std::
       }
       write_group();
       // The group that formed meanwhile goes to the disk before this fiber runs on.
-      if (forming_ != nullptr && forming_->behind_a_write && !writing_) scheduler.yield();
+      if (forming_ != nullptr && forming_->behind_a_write) scheduler.yield();
       continue;
     }
     group->waiting.push_back(scheduler.wake_token());
     (void)scheduler.park(fibers::kNever);
   }
   stats_.commit_wait_us += static_cast<uint64_t>(std::max<Micros>(0, clock_.now() - began));
+  ++stats_.commit_waits;
+  if (group->refused) return group->outcome;
   if (!group->outcome.is_ok()) return Status::ambiguous(group->outcome.message());
   return version;
+}
+
+void LevelDbStore::refuse_forming() {
+  std::shared_ptr<Group> group = std::move(forming_);
+  group->refused = true;
+  group->outcome = failed_;
+  for (const auto& [tx, writes] : group->members) pending_.erase(tx);
+  group->done = true;
+  for (const auto& token : group->waiting) loop_->scheduler().wake(token);
 }
 
 void LevelDbStore::wait_until_written(Version version) {

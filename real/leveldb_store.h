@@ -28,7 +28,9 @@
 //   the fiber resumes with its own outcome once that write is done, and the other fibers run
 //   meanwhile. Commits that arrive while a group is being written form the next group, and
 //   that group is written as soon as the write ends, before the fibers of the written group
-//   resume: the disk works while the loop runs the epochs those fibers begin next. A
+//   resume: the disk works while the loop runs the epochs those fibers begin next (their
+//   next commits wait for the write after that one: when the loop keeps up with the disk,
+//   the fibers settle into two cohorts whose groups alternate). A
 //   transaction begun meanwhile reads the last written state: its writes conflict with those
 //   of a commit still being written. Without a loop, or outside a fiber, each commit is its
 //   own synced write.
@@ -109,6 +111,8 @@ class LevelDbStore final : public RealStore {
   std::string where() const override { return dir_; }
   Version last_version() const { return version_; }
   size_t open_transactions() const { return open_.size(); }
+  // Whether a group's synced write is under way (tests).
+  bool writing() const { return writing_; }
   Stats stats() const override { return stats_; }
 
   Result<std::vector<Row>> dump(const std::string& table) override;
@@ -151,6 +155,7 @@ class LevelDbStore final : public RealStore {
   void committed(TxId tx, Version version, size_t writes);
   Result<Version> commit_in_group(const Transaction& tx, const std::vector<uint64_t>& hashes);
   void write_group();
+  void refuse_forming();  // the store failed: the forming group is never written
   // From a fiber: returns once every commit up to `version` is written (or the store failed).
   void wait_until_written(Version version);
 

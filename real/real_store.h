@@ -33,10 +33,11 @@ class RealStore : public Store {
     // range. On PostgreSQL each is a round trip.
     uint64_t reads = 0;
     // LevelDB only (0 on PostgreSQL, whose commits overlap): the time one of its synced
-    // writes was under way (each from its start until the loop took its end), and the time
-    // commits waited for theirs (over `commits`, the mean commit latency).
+    // writes was under way (a group's from its start until the loop took its end), and the
+    // time `commit_waits` commits of fibers waited for their group's write.
     uint64_t write_us = 0;
     uint64_t commit_wait_us = 0;
+    uint64_t commit_waits = 0;
   };
   virtual Stats stats() const = 0;
 

@@ -162,7 +162,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"scans_past_empty", st.scans_past_empty},
                             {"commit_ms_mean", st.commit_wait_us == 0 ? json(nullptr)
                                                : json(std::round(static_cast<double>(st.commit_wait_us) / 1e3 /
-                                                                 static_cast<double>(std::max<uint64_t>(1, st.commits)) * 100) / 100)},
+                                                                 static_cast<double>(std::max<uint64_t>(1, st.commit_waits)) * 100) / 100)},
                             {"writer_busy", st.write_us == 0 ? json(nullptr)
                                             : json(std::round(static_cast<double>(st.write_us) / 1e6 / std::max(wall_s, 1e-6) * 100) / 100)},
                             {"conflicts", st.conflicts},

@@ -244,6 +244,38 @@ TEST(LevelDbStoreTest, AFullDiskFailsTheStoreAndAReopeningResumesWithNothingLost
   ASSERT_TRUE(put_and_commit(**store, "after", "3").has_value());
 }
 
+// The same in a group commit: A's group write fails; B, which committed during that write,
+// is refused with the store's failure, certain (its group is never written), not ambiguous.
+TEST(LevelDbStoreTest, AGroupBehindAFailedWriteIsNeverWritten) {
+  TempDir dir;
+  WallClock clock;
+  FullDiskEnv env;
+  LevelDbStore::Options options;
+  options.env = &env;
+  auto opened = LevelDbStore::open(dir.str(), clock, options);
+  ASSERT_TRUE(opened.has_value());
+  LevelDbStore& store = **opened;
+  RealLoop loop;
+  store.set_loop(&loop);
+  loop.add_node("n");
+  Runtime& rt = loop.runtime("n");
+  std::optional<Result<Version>> a, b;
+  env.full = true;
+  rt.spawn("a", [&] { a = put_and_commit(store, "a", "1"); });
+  rt.spawn("b", [&] {
+    rt.yield();  // A's write is under way once B runs again
+    b = put_and_commit(store, "b", "1");
+  });
+  loop.run([&] { return a.has_value() && b.has_value(); });
+  store.set_loop(nullptr);
+  ASSERT_FALSE(a->has_value());
+  EXPECT_TRUE(a->error().is_ambiguous()) << a->error().message();
+  ASSERT_FALSE(b->has_value());
+  EXPECT_FALSE(b->error().is_ambiguous()) << "B's group was written after the store failed: " << b->error().message();
+  EXPECT_NE(b->error().message().find("No space left"), std::string::npos) << b->error().message();
+  EXPECT_EQ(store.stats().synced_writes, 1u);
+}
+
 // Random transactions (interleaved, some aborted) and reopenings against a model: what is
 // read equals the model's committed state as of the transaction's snapshot, a commit fails
 // exactly when a key it writes was committed after its snapshot, and all of it survives
@@ -412,9 +444,10 @@ TEST(LevelDbStoreTest, GroupCommitSharesSyncedWritesAndLosesNothing) {
 }
 
 // The disk works while the loop runs: when a write ends, the group that formed behind it is
-// written before the fibers of the written group run on. Fiber A's commit is written alone;
-// B commits during that write; A, resumed, commits again at once: that commit finds B's
-// group under way and waits for a third write (had A run first, it would have joined B's).
+// written before the fibers of the written group run on. Fibers A and C commit together (A
+// writes their group); B commits during that write. When it ends, B's group is being written
+// by the time C resumes, and A, resumed, commits again at once: that commit finds B's group
+// under way and waits for a third write (had A run first, it would have joined B's).
 TEST(LevelDbStoreTest, AGroupFormedDuringAWriteIsWrittenBeforeTheWrittenFibersRunOn) {
   TempDir dir;
   WallClock clock;
@@ -425,6 +458,7 @@ TEST(LevelDbStoreTest, AGroupFormedDuringAWriteIsWrittenBeforeTheWrittenFibersRu
   Runtime& rt = loop.runtime("n");
   int finished = 0;
   uint64_t a_resumed_after = 0;  // synced writes when A's first commit returned
+  bool c_resumed_during_write = false;
   const auto commit = [&](const std::string& key) {
     auto tx = store->begin();
     EXPECT_TRUE(tx.has_value());
@@ -437,17 +471,23 @@ TEST(LevelDbStoreTest, AGroupFormedDuringAWriteIsWrittenBeforeTheWrittenFibersRu
     commit("a2");
     ++finished;
   });
+  rt.spawn("c", [&] {
+    commit("c1");  // joins A's group during A's one turn of the scheduler
+    c_resumed_during_write = store->writing();
+    ++finished;
+  });
   rt.spawn("b", [&] {
-    rt.yield();  // A has yielded once and started its write by now
-    rt.yield();
+    rt.yield();  // A and C have committed, and A's write is under way once B runs again
     commit("b1");
     ++finished;
   });
-  loop.run([&] { return finished == 2; });
+  loop.run([&] { return finished == 3; });
   store->set_loop(nullptr);
   EXPECT_EQ(a_resumed_after, 1u);
+  EXPECT_TRUE(c_resumed_during_write) << "C ran on before B's group went to the disk";
   EXPECT_EQ(store->stats().synced_writes, 3u) << "A's second commit joined B's group: B's write waited for A to run on";
-  EXPECT_EQ(store->stats().commits, 3u);
+  EXPECT_EQ(store->stats().commits, 4u);
+  EXPECT_EQ(store->stats().commit_waits, 4u);
 }
 
 // Consumed rows leave tombstones: a scan from the table's first key seeks past the range an
