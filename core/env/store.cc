@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
+#include <tuple>
 
 namespace onceflow {
 
@@ -17,12 +19,19 @@ std::string_view lease_state_name(LeaseState state) {
 
 namespace {
 void set(Transaction::WriteSet& writes, std::string table, std::string key, std::optional<std::string> value) {
-  Transaction::TableKey where{std::move(table), std::move(key)};
+  const Transaction::TableKey where{table, key};
+  const auto insert = [&](Transaction::WriteSet::const_iterator hint) {  // `where` is not read after
+    writes.emplace_hint(hint, std::piecewise_construct, std::forward_as_tuple(std::move(table), std::move(key)),
+                        std::forward_as_tuple(std::move(value)));
+  };
+  // Rows are mostly written in key order (a batch of appends, an epoch's partitions): one
+  // comparison with the last row places them.
+  if (writes.empty() || writes.key_comp()(std::prev(writes.end())->first, where)) return insert(writes.end());
   auto it = writes.lower_bound(where);
   if (it != writes.end() && !writes.key_comp()(where, it->first)) {
     it->second = std::move(value);
   } else {
-    writes.emplace_hint(it, std::move(where), std::move(value));
+    insert(it);
   }
 }
 }  // namespace
