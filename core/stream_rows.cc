@@ -96,23 +96,33 @@ void InputTakes::take(const InputRef& ref) {
 
 namespace {
 
-// Erases the row, or rewrites it without the messages `taken` names.
+// Erases the row, or rewrites it without the messages `taken` names (ids of its messages).
+// `decoded`: the row was decoded whole when it was read, so its message count is known good,
+// and a row whose every message was taken goes without being decoded again.
 bool settle_row(Transaction& tx, const std::string& row, std::string_view value, std::vector<MessageId>& taken,
-                Status* failed) {
+                bool decoded, Status* failed) {
   const auto sep = row.find('\x1f');
-  const std::string table = row.substr(0, sep);
-  const std::string key = row.substr(sep + 1);
+  std::string table = row.substr(0, sep);
+  std::string key = row.substr(sep + 1);
+  std::sort(taken.begin(), taken.end());
+  taken.erase(std::unique(taken.begin(), taken.end()), taken.end());
+  if (decoded) {
+    Decoder in(value);
+    if (const uint64_t count = in.u64(); in.ok() && count == taken.size()) {
+      tx.erase(std::move(table), std::move(key));
+      return true;
+    }
+  }
   auto messages = stream_rows::decode_row(table, key, value);
   if (!messages) {
     *failed = messages.error();
     return false;
   }
-  std::sort(taken.begin(), taken.end());
   std::erase_if(*messages, [&taken](const Message& m) { return std::binary_search(taken.begin(), taken.end(), m.id); });
   if (messages->empty()) {
-    tx.erase(table, key);
+    tx.erase(std::move(table), std::move(key));
   } else {
-    tx.put(table, key, stream_rows::encode(*messages));
+    tx.put(std::move(table), std::move(key), stream_rows::encode(*messages));
   }
   return true;
 }
@@ -123,13 +133,13 @@ bool InputTakes::settle(Transaction& tx,
                         const std::function<std::optional<std::string>(const std::string&, const std::string&)>& lookup,
                         Status* failed) {
   for (Read& r : read_) {
-    if (!r.taken.empty() && !settle_row(tx, r.row, r.value, r.taken, failed)) return false;
+    if (!r.taken.empty() && !settle_row(tx, r.row, r.value, r.taken, /*decoded=*/true, failed)) return false;
   }
   for (auto& [row, taken] : unread_) {
     const auto sep = row.find('\x1f');
     const std::optional<std::string> value = lookup(row.substr(0, sep), row.substr(sep + 1));
     if (!failed->is_ok()) return false;
-    if (value && !settle_row(tx, row, *value, taken, failed)) return false;  // else gone already
+    if (value && !settle_row(tx, row, *value, taken, /*decoded=*/false, failed)) return false;  // else gone already
   }
   read_.clear();
   by_row_.clear();

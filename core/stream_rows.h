@@ -66,7 +66,8 @@ struct InputRef {
 // What an epoch takes from its input rows, settled into erases and rewrites at its end.
 class InputTakes {
  public:
-  // A row as read ("<table>\x1f<key>", its value); returns its number within the epoch.
+  // A row as read ("<table>\x1f<key>", its value), which decoded whole; returns its number
+  // within the epoch.
   uint32_t read(std::string row, std::string value);
   const std::string& row(uint32_t read) const { return read_[read].row; }
   void take(uint32_t read, MessageId id) { read_[read].taken.push_back(id); }

@@ -105,6 +105,7 @@ TEST_F(StreamRowsTest, TakingErasesWholeRowsRewritesTheRestAndReadsRowsItDidNotR
   takes.take({table + "\x1f" + k1, 1});
   takes.take({table + "\x1f" + k1, 2});
   takes.take({table + "\x1f" + k2, 3});
+  takes.take({table + "\x1f" + k2, 3});  // taken twice: as many takes as the row has messages, not all of them
   takes.take({table + "\x1f" + k3, 5});  // not read by this epoch: looked up
   std::vector<std::string> looked_up;
   Status failed;
