@@ -71,8 +71,7 @@ class LevelDbStore final : public RealStore {
     // the bench pipeline 10-12% faster than LevelDB's 4 MB (59,451 / 67,737 -> 66,799 / 74,747
     // msgs/s, runs taken in turns) but its latency tail worse, as each flush of a larger
     // memtable stalls the synced writes longer: at 32,000 msgs/s p99 53-60 ms at 4 MB, 78-90
-    // ms at 16 MB (docs/BENCHMARKS.md). The latency target is met at 4 MB, the rate target at
-    // neither: 4 MB it is.
+    // ms at 16 MB (docs/BENCHMARKS.md). The tail is the shorter at 4 MB: 4 MB it is.
     size_t write_buffer_bytes = size_t{4} << 20;
     // A transaction open longer than this (by the store's clock) is over: its snapshot is
     // released, and it can no longer read or commit. Bounds what a forgotten one pins.

@@ -28,8 +28,8 @@ namespace {
 using testing::ManualClock;
 using testing::TempDir;
 
-std::unique_ptr<LevelDbStore> open_store(const TempDir& dir, const Clock& clock) {
-  auto store = LevelDbStore::open(dir.str(), clock);
+std::unique_ptr<LevelDbStore> open_store(const TempDir& dir, const Clock& clock, LevelDbStore::Options options = {}) {
+  auto store = LevelDbStore::open(dir.str(), clock, options);
   EXPECT_TRUE(store.has_value()) << store.status().message();
   return std::move(*store);
 }
@@ -250,11 +250,9 @@ TEST(LevelDbStoreTest, AGroupBehindAFailedWriteIsNeverWritten) {
   TempDir dir;
   WallClock clock;
   FullDiskEnv env;
-  LevelDbStore::Options options;
-  options.env = &env;
-  auto opened = LevelDbStore::open(dir.str(), clock, options);
-  ASSERT_TRUE(opened.has_value());
-  LevelDbStore& store = **opened;
+  auto opened = open_store(dir, clock, {.env = &env});
+  ASSERT_NE(opened, nullptr);
+  LevelDbStore& store = *opened;
   RealLoop loop;
   store.set_loop(&loop);
   loop.add_node("n");
@@ -459,12 +457,7 @@ TEST(LevelDbStoreTest, AGroupFormedDuringAWriteIsWrittenBeforeTheWrittenFibersRu
   int finished = 0;
   uint64_t a_resumed_after = 0;  // synced writes when A's first commit returned
   bool c_resumed_during_write = false;
-  const auto commit = [&](const std::string& key) {
-    auto tx = store->begin();
-    EXPECT_TRUE(tx.has_value());
-    tx->put("t", key, "v");
-    EXPECT_TRUE(store->commit(*tx, {}).has_value());
-  };
+  const auto commit = [&](const std::string& key) { EXPECT_TRUE(put_and_commit(*store, key, "v").has_value()); };
   rt.spawn("a", [&] {
     commit("a1");
     a_resumed_after = store->stats().synced_writes;
