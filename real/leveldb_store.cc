@@ -5,18 +5,15 @@
 #include <leveldb/env.h>
 #include <leveldb/write_batch.h>
 
-#include <fcntl.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include "core/env/codec.h"
 #include "fibers/scheduler.h"
+#include "real/leveldb_env.h"
 #include "real/loop.h"
 
 namespace onceflow::real {
@@ -109,39 +106,6 @@ std::vector<uint64_t> conflict_hashes(const Transaction& tx) {
   return out;
 }
 
-// Table files read with pread into the block cache, instead of LevelDB's default of mapping
-// them: mapped pages count in the process's resident memory, which then grew with the
-// store's size while the heap stayed flat (with a 16 MB write buffer, 1,000,000 messages of
-// the bench pipeline at 1.9 times the peak RSS of 100,000 mapped, 1.2 times read so).
-class PreadFile final : public leveldb::RandomAccessFile {
- public:
-  PreadFile(std::string name, int fd) : name_(std::move(name)), fd_(fd) {}
-  ~PreadFile() override { ::close(fd_); }
-  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result, char* scratch) const override {
-    const ssize_t got = ::pread(fd_, scratch, n, static_cast<off_t>(offset));
-    *result = leveldb::Slice(scratch, got < 0 ? 0 : static_cast<size_t>(got));
-    return got < 0 ? leveldb::Status::IOError(name_, std::strerror(errno)) : leveldb::Status::OK();
-  }
-
- private:
-  std::string name_;
-  int fd_;
-};
-
-class PreadEnv final : public leveldb::EnvWrapper {
- public:
-  PreadEnv() : EnvWrapper(leveldb::Env::Default()) {}
-  leveldb::Status NewRandomAccessFile(const std::string& name, leveldb::RandomAccessFile** out) override {
-    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      *out = nullptr;
-      return errno == ENOENT ? leveldb::Status::NotFound(name, std::strerror(errno)) : leveldb::Status::IOError(name, std::strerror(errno));
-    }
-    *out = new PreadFile(name, fd);
-    return leveldb::Status::OK();
-  }
-};
-
 }  // namespace
 
 Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir, const Clock& clock, Options options) {
@@ -151,10 +115,8 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   db_options.paranoid_checks = true;
   if (!options.compress) db_options.compression = leveldb::kNoCompression;
   if (options.env != nullptr) db_options.env = options.env;
-  // Never destroyed (LevelDB's default Env is not either): a store may outlive statics.
-  static PreadEnv* const pread_env = new PreadEnv;
   if (options.env == nullptr) {
-    db_options.env = pread_env;
+    db_options.env = store_env();
     // A cached table holds a descriptor: leave most of the process's for everything else.
     rlimit files{};
     if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
