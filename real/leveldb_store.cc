@@ -260,18 +260,21 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
   const std::string& start = empty_.start(table, from, tx.id());
   if (&start != &from) ++stats_.scans_past_empty;
   std::vector<Row> out;
-  if (!to.empty() && start >= to) return out;
+  if ((!to.empty() && start >= to) || limit == 0) return out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(ro));
   const std::string prefix = table_prefix(table);
-  for (it->Seek(prefix + start); it->Valid() && out.size() < limit; it->Next()) {
+  // No step past the last row wanted: a step walks every erased row (and reads their blocks)
+  // up to the next live one, wherever that is.
+  for (it->Seek(prefix + start); it->Valid(); it->Next()) {
     const leveldb::Slice k = it->key();
     if (!k.starts_with(prefix)) break;
     std::string key(k.data() + prefix.size(), k.size() - prefix.size());
     if (!to.empty() && key >= to) break;
     out.push_back({std::move(key), it->value().ToString()});
+    if (out.size() >= limit) break;
   }
   if (Status bad = check(it->status()); !bad.is_ok()) return bad;
-  if (limit > 0 && (!out.empty() || !to.empty())) {
+  if (!out.empty() || !to.empty()) {
     empty_.learn(table, from, out.empty() ? to : out.front().key, tx.id(), open->version);
   }
   return out;
