@@ -89,11 +89,13 @@ bool DedupTable::Batch::record_if_new(const Message& m) {
   if (it == compact_.end()) {
     CompactRow row;
     row.value = rows_.read(key).value_or("");
-    for (size_t at = 0; at + kEntryBytes <= row.value.size(); at += kEntryBytes) row.ids.insert(load64(row.value.data() + at));
+    row.stored.reserve(row.value.size() / kEntryBytes);
+    for (size_t at = 0; at + kEntryBytes <= row.value.size(); at += kEntryBytes) row.stored.push_back(load64(row.value.data() + at));
+    std::sort(row.stored.begin(), row.stored.end());
     it = compact_.emplace(std::move(key), std::move(row)).first;
   }
   CompactRow& row = it->second;
-  if (!row.ids.insert(m.id).second) return false;
+  if (std::binary_search(row.stored.begin(), row.stored.end(), m.id) || !row.added.insert(m.id).second) return false;
   append_entry(row.value, m.id, m.system_ts);
   row.changed = true;
   ++recorded_;

@@ -12,8 +12,8 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/env/store.h"
@@ -72,7 +72,8 @@ class DedupTable {
    private:
     struct CompactRow {
       std::string value;
-      std::set<MessageId> ids;
+      std::vector<MessageId> stored;        // the ids the row held when read, sorted
+      std::unordered_set<MessageId> added;  // this epoch's (membership only: never iterated)
       bool changed = false;
     };
     const DedupTable& table_;
