@@ -36,7 +36,7 @@ class PacedFile final : public leveldb::WritableFile {
  public:
   PacedFile(std::string name, int fd) : name_(std::move(name)), fd_(fd) {}
   ~PacedFile() override {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) (void)Close();  // as LevelDB's own file: what is buffered is written
   }
   leveldb::Status Append(const leveldb::Slice& data) override {
     buffer_.append(data.data(), data.size());
@@ -46,7 +46,11 @@ class PacedFile final : public leveldb::WritableFile {
     for (size_t done = 0; done < buffer_.size();) {
       const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error(name_);
+      if (n < 0) {
+        leveldb::Status failed = io_error(name_);
+        buffer_.erase(0, done);  // what was written is not written again
+        return failed;
+      }
       done += static_cast<size_t>(n);
       written_ += static_cast<size_t>(n);
     }
