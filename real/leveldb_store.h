@@ -71,7 +71,10 @@ class LevelDbStore final : public RealStore {
     // the bench pipeline 10-12% faster than LevelDB's 4 MB (59,451 / 67,737 -> 66,799 / 74,747
     // msgs/s, runs taken in turns) but its latency tail worse, as each flush of a larger
     // memtable stalls the synced writes longer: at 32,000 msgs/s p99 53-60 ms at 4 MB, 78-90
-    // ms at 16 MB (docs/BENCHMARKS.md). The tail is the shorter at 4 MB: 4 MB it is.
+    // ms at 16 MB (docs/BENCHMARKS.md). The tail is the shorter at 4 MB: 4 MB it is. Measured
+    // before table files were written paced (real/leveldb_env.h), which shortened each flush's
+    // stall: since then 8 and 16 MB made no difference in messages a second, and their
+    // latency has not been measured again.
     size_t write_buffer_bytes = size_t{4} << 20;
     // A transaction open longer than this (by the store's clock) is over: its snapshot is
     // released, and it can no longer read or commit. Bounds what a forgotten one pins.

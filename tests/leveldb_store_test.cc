@@ -189,7 +189,7 @@ TEST(LevelDbStoreTest, ACorruptionFailsTheStoreAndEveryCallAfter) {
 // A file system whose writes start failing on demand, as a full disk does.
 class FullDiskEnv final : public leveldb::EnvWrapper {
  public:
-  FullDiskEnv() : EnvWrapper(leveldb::Env::Default()) {}
+  FullDiskEnv() : EnvWrapper(store_env()) {}  // over the store's own file system
   std::atomic<bool> full{false};
 
   leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
@@ -426,6 +426,7 @@ TEST(StoreEnvTest, APacedTableFileHoldsEveryByteAppended) {
     leveldb::WritableFile* raw = nullptr;
     ASSERT_TRUE(env->NewWritableFile(path, &raw).ok());
     std::unique_ptr<leveldb::WritableFile> file(raw);
+    const uint64_t paced_before = paced_chunks();
     std::string expected;
     uint64_t x = 12345;
     while (expected.size() < 9 * kPaceBytes + 777) {  // nine chunks and a bit
@@ -449,6 +450,12 @@ TEST(StoreEnvTest, APacedTableFileHoldsEveryByteAppended) {
     const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(got.size(), expected.size()) << name;
     EXPECT_TRUE(got == expected) << name << ": the file differs from what was appended";
+    if (name.ends_with(".ldb")) {
+      // A chunk is at least kPaceBytes, and less than that plus one piece (9,000 bytes).
+      EXPECT_GE(paced_chunks() - paced_before, 7u) << name << ": about nine chunks written, not paced";
+    } else {
+      EXPECT_EQ(paced_chunks(), paced_before) << name << " went through the paced file";
+    }
   }
 }
 
