@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -33,58 +34,41 @@ class PreadFile final : public leveldb::RandomAccessFile {
   int fd_;
 };
 
-// A table file written through to the kernel at each Flush() (LevelDB flushes after every
-// block), its writeback paced by kPaceBytes.
+// A table file: LevelDB's own file, its writeback paced by kPaceBytes. Pacing happens at a
+// Flush() (LevelDB's after every block, or ours once a chunk is appended), when everything
+// appended is in the kernel; `fd` is a second descriptor of the file, for sync_file_range
+// (-1: unpaced).
 class PacedFile final : public leveldb::WritableFile {
  public:
-  PacedFile(std::string name, int fd) : name_(std::move(name)), fd_(fd) {}
+  PacedFile(std::string name, leveldb::WritableFile* file, int fd) : name_(std::move(name)), file_(file), fd_(fd) {}
   ~PacedFile() override {
-    if (fd_ >= 0) (void)Close();  // as LevelDB's own file: what is buffered is written
+    if (fd_ >= 0) ::close(fd_);
   }
   leveldb::Status Append(const leveldb::Slice& data) override {
-    buffer_.append(data.data(), data.size());
-    return buffer_.size() >= kPaceBytes ? Flush() : leveldb::Status::OK();
+    leveldb::Status s = file_->Append(data);
+    appended_ += data.size();
+    return s.ok() && fd_ >= 0 && appended_ - started_ >= kPaceBytes ? Flush() : s;
   }
   leveldb::Status Flush() override {
-    for (size_t done = 0; done < buffer_.size();) {
-      const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        leveldb::Status failed = io_error(name_);
-        buffer_.erase(0, done);  // what was written is not written again
-        return failed;
-      }
-      done += static_cast<size_t>(n);
-      written_ += static_cast<size_t>(n);
-    }
-    buffer_.clear();
-    return !unpaced_ && written_ - started_ >= kPaceBytes ? pace() : leveldb::Status::OK();
+    leveldb::Status s = file_->Flush();
+    return s.ok() && fd_ >= 0 && appended_ - started_ >= kPaceBytes ? pace() : s;
   }
-  leveldb::Status Sync() override {
-    leveldb::Status s = Flush();
-    if (s.ok() && ::fdatasync(fd_) != 0) s = io_error(name_);
-    return s;
-  }
-  leveldb::Status Close() override {
-    leveldb::Status s = Flush();
-    if (::close(fd_) != 0 && s.ok()) s = io_error(name_);
-    fd_ = -1;
-    return s;
-  }
+  leveldb::Status Sync() override { return file_->Sync(); }
+  leveldb::Status Close() override { return file_->Close(); }
 
  private:
-  // Starts the writeback of [started_, written_) and waits for that of [waited_, started_).
+  // Starts the writeback of [started_, appended_) and waits for that of [waited_, started_).
   leveldb::Status pace() {
-    if (!range(started_, written_, SYNC_FILE_RANGE_WRITE) ||
+    if (!range(started_, appended_, SYNC_FILE_RANGE_WRITE) ||
         !range(waited_, started_, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)) {
       // A writeback that failed fails the file (the error is reported once: a later sync
       // would not see it); anything else (no support, a sandbox's refusal) leaves it unpaced.
       if (errno == EIO || errno == ENOSPC || errno == EDQUOT) return io_error(name_);
-      unpaced_ = true;
+      ::close(std::exchange(fd_, -1));
       return leveldb::Status::OK();
     }
     waited_ = started_;
-    started_ = written_;
+    started_ = appended_;
     chunks.fetch_add(1, std::memory_order_relaxed);
     return leveldb::Status::OK();
   }
@@ -93,12 +77,11 @@ class PacedFile final : public leveldb::WritableFile {
   }
 
   std::string name_;
+  std::unique_ptr<leveldb::WritableFile> file_;
   int fd_;
-  std::string buffer_;
-  size_t written_ = 0;  // handed to the kernel
-  size_t started_ = 0;  // writeback started below this
-  size_t waited_ = 0;   // written back below this
-  bool unpaced_ = false;
+  size_t appended_ = 0;  // in the kernel once flushed
+  size_t started_ = 0;   // writeback started below this
+  size_t waited_ = 0;    // written back below this
 };
 
 class StoreEnv final : public leveldb::EnvWrapper {
@@ -114,14 +97,10 @@ class StoreEnv final : public leveldb::EnvWrapper {
     return leveldb::Status::OK();
   }
   leveldb::Status NewWritableFile(const std::string& name, leveldb::WritableFile** out) override {
-    if (!name.ends_with(".ldb")) return EnvWrapper::NewWritableFile(name, out);  // the log, the manifest
-    const int fd = ::open(name.c_str(), O_TRUNC | O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      *out = nullptr;
-      return io_error(name);
-    }
-    *out = new PacedFile(name, fd);
-    return leveldb::Status::OK();
+    leveldb::Status s = EnvWrapper::NewWritableFile(name, out);
+    if (!s.ok() || !name.ends_with(".ldb")) return s;  // the log and the manifest are not paced
+    *out = new PacedFile(name, *out, ::open(name.c_str(), O_RDONLY | O_CLOEXEC));
+    return s;
   }
 };
 
