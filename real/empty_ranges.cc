@@ -12,10 +12,25 @@ void EmptyRanges::put(const std::string& table, const std::string& key, Version 
   auto& ranges = t->second.ranges;
   auto it = ranges.upper_bound(key);
   if (it != ranges.begin() && key < (--it)->second.until) {
-    if (it->first == key) {
-      ranges.erase(it);
+    // [from, key) and (key, until) are still empty: a head keeps the first, a tail the second.
+    std::string after = key + '\0';
+    const bool keep_after = it->second.tail && after < it->second.until;
+    const bool keep_before = it->second.head && it->first < key;
+    if (keep_after && keep_before) {
+      Range tail{it->second.until, it->second.learned_by, /*head=*/false, /*tail=*/true};
+      it->second.until = key;
+      it->second.tail = false;
+      ranges.emplace_hint(std::next(it), std::move(after), std::move(tail));
+    } else if (keep_after) {
+      auto node = ranges.extract(it);  // the same node, moved past the key
+      node.key() = std::move(after);
+      node.mapped().head = false;
+      ranges.insert(std::move(node));
+    } else if (keep_before) {
+      it->second.until = key;
+      it->second.tail = false;
     } else {
-      it->second.until = key;  // [from, key) is still empty
+      ranges.erase(it);
     }
   }
   t->second.puts.emplace_back(version, key);  // commits are validated in version order
@@ -29,27 +44,47 @@ const std::string& EmptyRanges::start(const std::string& table, const std::strin
   return it->second.until;
 }
 
+const std::string* EmptyRanges::tail(const std::string& table, const std::string& to, TxId tx) const {
+  if (to.empty()) return nullptr;
+  auto t = tables_.find(table);
+  if (t == tables_.end()) return nullptr;
+  const auto& ranges = t->second.ranges;
+  auto it = ranges.lower_bound(to);  // the first range from `to` on; the one before may reach it
+  if (it == ranges.begin()) return nullptr;
+  --it;
+  if (it->second.until < to || tx < it->second.learned_by) return nullptr;
+  return &it->first;
+}
+
 void EmptyRanges::learn(const std::string& table, const std::string& from, std::string first, TxId tx,
-                        Version snapshot) {
+                        Version snapshot, Ends ends) {
   if (first <= from) return;
   auto t = tables_.find(table);
   if (t == tables_.end()) t = tables_.emplace(table, Table{}).first;
   // A put the snapshot may lack ends what it can vouch for.
   const auto& puts = t->second.puts;
+  bool tail = (static_cast<uint8_t>(ends) & static_cast<uint8_t>(Ends::kTail)) != 0;
   for (auto p = puts.rbegin(); p != puts.rend() && p->first > snapshot; ++p) {
-    if (p->second >= from && p->second < first) first = p->second;
+    if (p->second >= from && p->second < first) {
+      first = p->second;
+      tail = false;
+    }
   }
-  if (first <= from) return;
+  const bool head = (static_cast<uint8_t>(ends) & static_cast<uint8_t>(Ends::kHead)) != 0;
+  if (first <= from || (!head && !tail)) return;  // a tail cut short serves no scan
   auto& ranges = t->second.ranges;
   if (ranges.size() >= kMaxRangesPerTable) ranges.clear();
   // Ranges it overlaps give way: the one before is cut at `from`, those inside go.
   auto it = ranges.lower_bound(from);
   if (it != ranges.begin()) {
     auto before = std::prev(it);
-    if (before->second.until > from) before->second.until = from;
+    if (before->second.until > from) {
+      before->second.until = from;
+      before->second.tail = false;
+    }
   }
   while (it != ranges.end() && it->first < first) it = ranges.erase(it);
-  ranges.emplace(from, Range{std::move(first), tx});
+  ranges.emplace(from, Range{std::move(first), tx, head, tail});
 }
 
 void EmptyRanges::forget_puts(Version oldest) {

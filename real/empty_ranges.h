@@ -12,6 +12,14 @@
 // Erasures never matter: the range stays empty. A range is used only by transactions that
 // began no earlier than T (their snapshots hold everything T's did); an older transaction scans
 // as before. So a scan returns exactly what it would without the ranges.
+//
+// The end of a scan walks tombstones too: after its last row, a step finds the next live row,
+// past the tombstones of whatever follows (the next partition's consumed rows). A scan that
+// reached its end learns the range after its last row as empty up to that end (a tail), and a
+// scan whose row is the last before a tail that reaches its own end stops there without the
+// step. A put into a tail moves the tail past it (what follows the new row is still empty), a
+// put into a range a scan starts from cuts it short (what precedes the new row is still
+// empty); a range that is both is split in two. So appending rows keeps a partition's tail.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +33,23 @@ namespace onceflow::real {
 
 class EmptyRanges {
  public:
-  // A put of `key` into `table`, validated at `version` (before anyone can see it).
+  // A put of `key` into `table`, validated at `version` (before anyone can see it): a range
+  // holding `key` keeps what is on either side of it that scans use.
   void put(const std::string& table, const std::string& key, Version version);
   // Where a scan of `table` from `from` by transaction `tx` may start: `from`, or the end of a
   // range from `from` known to be empty for it.
   const std::string& start(const std::string& table, const std::string& from, TxId tx) const;
-  // A scan by `tx` (snapshot version `snapshot`) found no row in [from, first).
-  void learn(const std::string& table, const std::string& from, std::string first, TxId tx, Version snapshot);
+  // The first key of a range known to `tx` to be empty up to `to` (or beyond), which a scan of
+  // `table` up to `to` may stop at: after a row whose key is just below it, no row follows.
+  // nullptr when there is none.
+  const std::string* tail(const std::string& table, const std::string& to, TxId tx) const;
+  // What a scan starts at, ends at, or both: a range of the kind is used by them.
+  enum class Ends : uint8_t { kHead = 1, kTail = 2, kBoth = 3 };
+  // A scan by `tx` (snapshot version `snapshot`) found no row in [from, first). `ends` says
+  // whether the scan started at `from` (kHead), ended at `first` (kTail: its last row was just
+  // below `from`), or both (it found no row).
+  void learn(const std::string& table, const std::string& from, std::string first, TxId tx, Version snapshot,
+             Ends ends = Ends::kHead);
   // Puts at or below `oldest` (no open transaction's snapshot is older) no longer matter.
   void forget_puts(Version oldest);
   // Ranges kept now (for tests and stats).
@@ -41,6 +59,8 @@ class EmptyRanges {
   struct Range {
     std::string until;
     TxId learned_by = 0;
+    bool head = true;   // scans start at its first key
+    bool tail = false;  // it reaches a scan's end
   };
   struct Table {
     std::map<std::string, Range> ranges;  // by first key; they never overlap

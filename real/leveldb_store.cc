@@ -263,19 +263,39 @@ Result<std::vector<Row>> LevelDbStore::read_range(const Transaction& tx, const s
   if ((!to.empty() && start >= to) || limit == 0) return out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(ro));
   const std::string prefix = table_prefix(table);
-  // No step past the last row wanted: a step walks every erased row (and reads their blocks)
-  // up to the next live one, wherever that is.
+  // No step past the last row wanted, nor past the last row before a range known to be empty
+  // up to `to`: a step walks every erased row (and reads their blocks) up to the next live
+  // one, wherever that is.
+  const std::string* tail = empty_.tail(table, to, tx.id());
+  const auto just_before_tail = [tail](const std::string& key) {
+    return tail != nullptr && tail->size() == key.size() + 1 && tail->back() == '\0' &&
+           tail->compare(0, key.size(), key) == 0;
+  };
+  bool ended = true;  // no row is left before `to`
   for (it->Seek(prefix + start); it->Valid(); it->Next()) {
     const leveldb::Slice k = it->key();
     if (!k.starts_with(prefix)) break;
     std::string key(k.data() + prefix.size(), k.size() - prefix.size());
     if (!to.empty() && key >= to) break;
     out.push_back({std::move(key), it->value().ToString()});
-    if (out.size() >= limit) break;
+    if (out.size() >= limit) {
+      ended = false;
+      break;
+    }
+    if (just_before_tail(out.back().key)) {
+      ++stats_.scans_before_empty;
+      ended = false;  // nothing to learn: the range is known
+      break;
+    }
   }
   if (Status bad = check(it->status()); !bad.is_ok()) return bad;
-  if (!out.empty() || !to.empty()) {
-    empty_.learn(table, from, out.empty() ? to : out.front().key, tx.id(), open->version);
+  if (out.empty()) {
+    if (!to.empty()) empty_.learn(table, from, to, tx.id(), open->version, EmptyRanges::Ends::kBoth);
+  } else {
+    empty_.learn(table, from, out.front().key, tx.id(), open->version, EmptyRanges::Ends::kHead);
+    if (ended && !to.empty()) {
+      empty_.learn(table, out.back().key + '\0', to, tx.id(), open->version, EmptyRanges::Ends::kTail);
+    }
   }
   return out;
 }

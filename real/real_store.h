@@ -28,6 +28,7 @@ class RealStore : public Store {
     uint64_t bytes = 0;   // keys and values written by them
     uint64_t synced_writes = 0;  // durable writes (LevelDB: one per group of commits)
     uint64_t scans_past_empty = 0;  // scans that sought past a range known to be empty
+    uint64_t scans_before_empty = 0;  // scans that stopped before a range known to be empty
     uint64_t conflicts = 0;         // commits refused for a write-write conflict
     // Read requests: a point read, a batch of them (PostgreSQL; LevelDB counts each key) or a
     // range. On PostgreSQL each is a round trip.

@@ -160,6 +160,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"commits", st.commits},
                             {"synced_writes", st.synced_writes}, {"writes", st.writes}, {"bytes", st.bytes},
                             {"scans_past_empty", st.scans_past_empty},
+                            {"scans_before_empty", st.scans_before_empty},
                             {"commit_ms_mean", st.commit_wait_us == 0 ? json(nullptr)
                                                : json(std::round(static_cast<double>(st.commit_wait_us) / 1e3 /
                                                                  static_cast<double>(std::max<uint64_t>(1, st.commit_waits)) * 100) / 100)},

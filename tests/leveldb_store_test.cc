@@ -623,6 +623,116 @@ TEST(LevelDbStoreTest, ScansSeekPastRangesFoundEmptyAndSeeExactlyTheirSnapshot) 
   EXPECT_EQ(rows->front().key, "p/0100");
 }
 
+// A scan that reaches its end learns that nothing follows its last row: the next scan of the
+// partition stops after that row instead of stepping on through the next partition's
+// tombstones, and still sees every row put since, wherever it lands.
+TEST(LevelDbStoreTest, ScansStopBeforeRangesFoundEmptyToTheirEndAndSeeEveryPut) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  auto fill = store->begin();
+  for (int i = 0; i < 10; ++i) fill->put("t", fmt::format("p/{:04}", i), "v");
+  for (int i = 0; i < 1000; ++i) fill->put("t", fmt::format("q/{:04}", i), "v");
+  ASSERT_TRUE(store->commit(*fill, {}).has_value());
+  auto consume = store->begin();
+  for (int i = 0; i < 1000; ++i) consume->erase("t", fmt::format("q/{:04}", i));
+  ASSERT_TRUE(store->commit(*consume, {}).has_value());
+  const auto keys = [&](Transaction& tx) {
+    std::vector<std::string> out;
+    auto rows = store->scan(tx, "t", "p/", "p/~", 100);
+    EXPECT_TRUE(rows.has_value());
+    if (rows) {
+      for (const Row& row : *rows) out.push_back(row.key);
+    }
+    return out;
+  };
+  const auto range = [](int from, int to) {
+    std::vector<std::string> out;
+    for (int i = from; i < to; ++i) out.push_back(fmt::format("p/{:04}", i));
+    return out;
+  };
+  auto first = store->begin();
+  EXPECT_EQ(keys(*first), range(0, 10));
+  EXPECT_EQ(store->stats().scans_before_empty, 0u);
+  auto second = store->begin();
+  EXPECT_EQ(keys(*second), range(0, 10));
+  EXPECT_EQ(store->stats().scans_before_empty, 1u);
+
+  // A row appended after the last splits the range: the scan sees it and stops after it.
+  auto older = store->begin();  // its snapshot lacks the appended row
+  auto append = store->begin();
+  append->put("t", "p/0010", "v");
+  ASSERT_TRUE(store->commit(*append, {}).has_value());
+  auto third = store->begin();
+  EXPECT_EQ(keys(*third), range(0, 11));
+  EXPECT_EQ(store->stats().scans_before_empty, 2u);
+  EXPECT_EQ(keys(*older), range(0, 10));  // walks on: the row it stops after is not in its snapshot
+
+  // A row put between two others, one erased: each scan still sees exactly the live rows.
+  auto change = store->begin();
+  change->erase("t", "p/0010");
+  change->put("t", "p/0004x", "v");
+  ASSERT_TRUE(store->commit(*change, {}).has_value());
+  auto fourth = store->begin();
+  auto want = range(0, 10);
+  want.insert(want.begin() + 5, "p/0004x");
+  EXPECT_EQ(keys(*fourth), want);
+  auto fifth = store->begin();
+  EXPECT_EQ(keys(*fifth), want);
+  // A put past the last row, before the end, after a scan that stopped early.
+  auto late = store->begin();
+  late->put("t", "p/0500", "v");
+  ASSERT_TRUE(store->commit(*late, {}).has_value());
+  auto sixth = store->begin();
+  want.push_back("p/0500");
+  EXPECT_EQ(keys(*sixth), want);
+}
+
+TEST(EmptyRangesTest, APutKeepsWhatScansUseOnEitherSideOfIt) {
+  using Ends = EmptyRanges::Ends;
+  EmptyRanges ranges;
+  ranges.learn("t", "c", "m", /*tx=*/10, /*snapshot=*/5, Ends::kBoth);  // a scan from "c" to "m" found nothing
+  EXPECT_EQ(ranges.tail("t", "m", 9), nullptr);  // began before the scan that learned it
+  ASSERT_NE(ranges.tail("t", "m", 10), nullptr);
+  EXPECT_EQ(*ranges.tail("t", "m", 10), "c");
+  EXPECT_EQ(*ranges.tail("t", "k", 10), "c");  // empty beyond `to` is empty up to it
+  EXPECT_EQ(ranges.tail("t", "n", 10), nullptr);  // not known up to "n"
+  EXPECT_EQ(ranges.tail("t", "c", 10), nullptr);  // nothing before "c" is known
+  EXPECT_EQ(ranges.tail("t", "", 10), nullptr);
+  EXPECT_EQ(ranges.tail("u", "m", 10), nullptr);
+  ranges.put("t", "f", 6);  // split: the head [c, f), the tail (f, m)
+  EXPECT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges.start("t", "c", 10), "f");
+  EXPECT_EQ(*ranges.tail("t", "m", 10), std::string("f\0", 2));
+  ranges.put("t", "c", 7);  // at the head's first key: nothing of it is left
+  EXPECT_EQ(ranges.start("t", "c", 10), "c");
+  EXPECT_EQ(ranges.size(), 1u);
+  ranges.put("t", std::string("f\0", 2), 8);  // a tail moves past each row appended to it
+  EXPECT_EQ(*ranges.tail("t", "m", 10), std::string("f\0\0", 3));
+  ranges.put("t", "g", 9);
+  EXPECT_EQ(*ranges.tail("t", "m", 10), std::string("g\0", 2));
+  EXPECT_EQ(ranges.size(), 1u);
+  ranges.put("t", "l", 9);
+  EXPECT_EQ(*ranges.tail("t", "m", 10), std::string("l\0", 2));
+  ranges.put("t", std::string("l\0", 2), 9);
+  ranges.put("t", "lz", 9);  // nothing of (lz, m) is kept: no scan starts or ends in it... 
+  EXPECT_EQ(*ranges.tail("t", "m", 10), std::string("lz\0", 3));  // ...but it still reaches "m"
+  // A tail learned from a scan's last row, a head from its first: a put into the head cuts it.
+  ranges.learn("t", "p", "t", 11, 9, Ends::kHead);
+  ranges.learn("t", "u", "z", 11, 9, Ends::kTail);
+  ranges.put("t", "r", 10);
+  EXPECT_EQ(ranges.start("t", "p", 11), "r");
+  EXPECT_EQ(ranges.start("t", "r\0", 11), "r\0");  // nothing kept after the put into a head
+  ranges.put("t", "v", 10);
+  EXPECT_EQ(ranges.start("t", "u", 11), "u");  // nothing kept before the put into a tail
+  EXPECT_EQ(*ranges.tail("t", "z", 11), std::string("v\0", 2));
+  // A scan whose snapshot may lack a put in the range learns no tail: what it learns ends there.
+  ranges.put("s", "x", 11);
+  ranges.learn("s", "w", "y", 12, 10, Ends::kTail);
+  EXPECT_EQ(ranges.tail("s", "y", 12), nullptr);
+  EXPECT_EQ(ranges.start("s", "w", 12), "w");  // nothing learned: [w, x) would serve no scan
+}
+
 TEST(EmptyRangesTest, ARangeServesOnlyLaterTransactionsAndPutsCutIt) {
   EmptyRanges ranges;
   ranges.learn("t", "a", "m", /*tx=*/10, /*snapshot=*/5);
