@@ -395,6 +395,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
   // time, in place of the random fault points (kept only if the run does not fail without).
   int runs = 1;
   std::string points_note;  // what became of the crashes at fault points
+  bool scripted_points = false;
   if (best.kind == "pipeline" && !first.point_hits.empty()) {
     points_note = fmt::format("\n  {} crashes at fault points: ", first.point_hits.size());
     cli::Scenario candidate = best;
@@ -415,6 +416,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     if (still_fails(candidate)) {
       best = std::move(candidate);
       points_note += "scripted as point_crash faults";
+      scripted_points = true;
     } else {
       points_note += "kept as random fault points (the failure did not reproduce with them scripted)";
     }
@@ -441,6 +443,11 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     candidate.pipeline.fault_points_when_scripted = false;
     ++runs;
     if (still_fails(candidate)) best = std::move(candidate);
+  }
+  if (scripted_points) {  // the shrink below may have found the failure needs none of them
+    const auto kept = std::count_if(best.scripted.faults.begin(), best.scripted.faults.end(),
+                                    [](const faults::Fault& f) { return f.kind == faults::FaultKind::kPointCrash; });
+    points_note += fmt::format(", {} of them kept", kept);
   }
   write_shrunk(best, seed, check, out_path, inv.bug_name);
   fmt::print("shrink {} seed {}: fails {}{}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: {} run {} --seed {}{}\n",

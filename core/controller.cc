@@ -723,6 +723,7 @@ void Controller::schedule(const Workers& workers, const std::set<std::string>& e
   if (persist(next)) {
     assignments_ = std::move(next);
     state_dirty_ = false;
+    tell_assigned(added);
     return;
   }
   // Not stored, so no worker learned of them: their Leases must end before their jobs are
@@ -789,6 +790,18 @@ bool Controller::commit_as_leader(const Transaction& tx) {
     auto outcome = env_.store.resolve(tx.id());
     if (outcome) return *outcome == TxOutcome::kCommitted;
     env_.runtime.sleep_for(env_.spec.scheduling_period_us);
+  }
+}
+
+// Each worker of `added` (stored now) reads its assignments at once rather than at its next
+// heartbeat. On fibers of their own: a worker that does not answer holds up no cycle.
+void Controller::tell_assigned(const std::map<std::string, Assignment>& added) {
+  std::set<std::string> workers;
+  for (const auto& [job, a] : added) workers.insert(a.row.worker);
+  for (const std::string& worker : workers) {
+    env_.runtime.spawn("tell-assigned", [this, worker] {
+      (void)env_.network.call(worker, kAssignedService, "", env_.options.rpc_timeout_us);
+    });
   }
 }
 

@@ -7,7 +7,10 @@
 //   past its Lease (a zombie) can neither store nor hand out anything after a successor took
 //   over. It pings its Lease every cycle and steps down once it has ended.
 // - "job/<id>": a job's assignment (worker, job Lease). Workers read their assignments from
-//   these rows, so an assignment is visible exactly when it is stored, never before.
+//   these rows, so an assignment is visible exactly when it is stored, never before. Once new
+//   ones are stored, the leader tells each worker they name to read them (kAssignedService),
+//   which it does at once instead of at its next heartbeat; the message carries nothing, so a
+//   lost or late one costs only that wait.
 // - "worker/<name>": what a worker reports (tables::kWorkers): its own Lease (alive while
 //   pinged) and the jobs it runs, with their Leases.
 //
@@ -91,6 +94,9 @@ class Controller {
   static constexpr const char* kSetStateService = "set_state";
   // Only with the assign-before-persist bug switch: assignments pushed to a worker.
   static constexpr const char* kPushService = "push_assignments";
+  // Served by workers: assignments naming this worker were stored; read them now. Empty
+  // request and answer.
+  static constexpr const char* kAssignedService = "assignments_stored";
   // Request "<layout version> NAME=COUNT ...": repartitions computations and queue sinks
   // (core/layout.h) if the stored layout is at that version (a compare-and-swap); the answer
   // is the new version. A working pipeline drains, the change is made, and it works again; a
@@ -164,6 +170,7 @@ class Controller {
   void finish_quiescing();
   bool commit_as_leader(const Transaction& tx);
   void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
+  void tell_assigned(const std::map<std::string, Assignment>& added);
   Result<std::string> on_set_state(std::string_view request);
   Result<std::string> on_repartition(std::string_view request);
   Result<std::string> on_respec(std::string_view request);

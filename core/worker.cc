@@ -22,6 +22,7 @@ Worker::Worker(const EngineEnv& env, std::string name) : env_(env), name_(std::m
   if (env_.bugs.assign_before_persist) {
     env_.network.serve(Controller::kPushService, [this](const std::string&, std::string_view req) { return on_push(req); });
   }
+  env_.network.serve(Controller::kAssignedService, [this](const std::string&, std::string_view) { return on_assigned(); });
   env_.runtime.spawn("heartbeat", [this] { loop(); });
 }
 
@@ -29,13 +30,23 @@ Worker::~Worker() = default;
 
 void Worker::loop() {
   while (true) {
+    told_ = false;
     if (keep_lease()) {
       if (auto assigned = read_assignments()) reconcile(*assigned);
       report();
     }
     std::erase_if(retired_, [](const auto& job) { return !job->busy(); });
-    env_.runtime.sleep_for(env_.options.heartbeat_interval_us);
+    if (told_) continue;  // its read may have begun before they were stored
+    sleeping_ = env_.runtime.waiter();
+    (void)env_.runtime.sleep_until_woken(env_.runtime.clock().now() + env_.options.heartbeat_interval_us);
+    sleeping_.reset();
   }
+}
+
+Result<std::string> Worker::on_assigned() {
+  told_ = true;
+  if (sleeping_) env_.runtime.wake(*sleeping_);
+  return std::string();
 }
 
 bool Worker::keep_lease() {
