@@ -6,10 +6,19 @@ namespace {
 constexpr size_t kMaxRangesPerTable = 4096;
 }  // namespace
 
-void EmptyRanges::put(const std::string& table, const std::string& key, Version version) {
-  auto t = tables_.find(table);
-  if (t == tables_.end()) t = tables_.emplace(table, Table{}).first;
-  auto& ranges = t->second.ranges;
+EmptyRanges::Table& EmptyRanges::table(const std::string& name) {
+  if (last_name_ == nullptr || *last_name_ != name) {
+    auto t = tables_.find(name);
+    if (t == tables_.end()) t = tables_.emplace(name, Table{}).first;
+    last_name_ = &t->first;
+    last_table_ = &t->second;
+  }
+  return *last_table_;
+}
+
+void EmptyRanges::put(const std::string& table_name, const std::string& key, Version version) {
+  Table& t = table(table_name);
+  auto& ranges = t.ranges;
   auto it = ranges.upper_bound(key);
   if (it != ranges.begin() && key < (--it)->second.until) {
     // [from, key) and (key, until) are still empty: a head keeps the first, a tail the second.
@@ -33,7 +42,7 @@ void EmptyRanges::put(const std::string& table, const std::string& key, Version 
       ranges.erase(it);
     }
   }
-  t->second.puts.emplace_back(version, key);  // commits are validated in version order
+  t.puts.emplace_back(version, key);  // commits are validated in version order
 }
 
 const std::string& EmptyRanges::start(const std::string& table, const std::string& from, TxId tx) const {

@@ -66,7 +66,13 @@ class EmptyRanges {
     std::map<std::string, Range> ranges;  // by first key; they never overlap
     std::deque<std::pair<Version, std::string>> puts;  // not yet forgotten, in version order
   };
+  // The table named `name`, made if missing; the last one asked for is remembered, as a
+  // commit's puts come table by table.
+  Table& table(const std::string& name);
+
   std::map<std::string, Table, std::less<>> tables_;
+  const std::string* last_name_ = nullptr;  // a key of tables_ (they stay put)
+  Table* last_table_ = nullptr;
 };
 
 }  // namespace onceflow::real

@@ -38,6 +38,7 @@
 // Thread-safety: none; one runtime's fibers use it (only a group commit suspends).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -178,6 +179,7 @@ class LevelDbStore final : public RealStore {
   // collision can only refuse a commit that would not conflict (it is retried), never the
   // other way round.
   std::unordered_map<uint64_t, Version> last_write_;
+  std::deque<std::pair<Version, uint64_t>> written_;  // (version, hash) of each write, for pruning
   EmptyRanges empty_;  // where scans need not walk tombstones
   uint64_t commits_since_prune_ = 0;
   Stats stats_;

@@ -110,6 +110,23 @@ TEST(LevelDbStoreTest, PruningTheConflictIndexKeepsWhatAnOpenSnapshotNeeds) {
   EXPECT_EQ(r.error().code(), StatusCode::kConflict);
 }
 
+// Pruning drops a write once no open snapshot predates it, but not a key's later write: a
+// snapshot taken between two writes of a key still conflicts with the second.
+TEST(LevelDbStoreTest, PruningKeepsAKeysLaterWrite) {
+  TempDir dir;
+  ManualClock clock;
+  auto store = open_store(dir, clock);
+  ASSERT_TRUE(put_and_commit(*store, "k", "first").has_value());
+  auto between = store->begin();  // sees the first write, not the second
+  ASSERT_TRUE(put_and_commit(*store, "k", "second").has_value());
+  // Many prunings: each may drop the first write of "k" (no snapshot predates it).
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(put_and_commit(*store, "other" + std::to_string(i % 7), "x").has_value());
+  between->put("t", "k", "between");
+  const auto r = store->commit(*between, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kConflict);
+}
+
 TEST(LevelDbStoreTest, ATransactionLeftOpenPastTheTimeoutIsOver) {
   TempDir dir;
   ManualClock clock;
