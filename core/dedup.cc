@@ -84,15 +84,14 @@ bool DedupTable::Batch::record_if_new(const Message& m) {
     recorded_ += fresh ? 1 : 0;
     return fresh;
   }
-  std::string key = table_.row_key(m.key);
-  auto it = compact_.find(key);
+  auto it = compact_.find(m.key);
   if (it == compact_.end()) {
     CompactRow row;
-    row.value = rows_.read(key).value_or("");
+    row.value = rows_.read(table_.row_key(m.key)).value_or("");
     row.stored.reserve(row.value.size() / kEntryBytes);
     for (size_t at = 0; at + kEntryBytes <= row.value.size(); at += kEntryBytes) row.stored.push_back(load64(row.value.data() + at));
     std::sort(row.stored.begin(), row.stored.end());
-    it = compact_.emplace(std::move(key), std::move(row)).first;
+    it = compact_.emplace(m.key, std::move(row)).first;
   }
   CompactRow& row = it->second;
   if (std::binary_search(row.stored.begin(), row.stored.end(), m.id) || !row.added.insert(m.id).second) return false;
@@ -103,13 +102,13 @@ bool DedupTable::Batch::record_if_new(const Message& m) {
 }
 
 size_t DedupTable::Batch::flush(Micros forget_below) {
-  for (auto& [key, row] : compact_) {
+  for (auto& [message_key, row] : compact_) {
     if (!row.changed) continue;
     std::string kept = forget_below == INT64_MIN ? std::move(row.value) : drop_older(row.value, forget_below);
     if (kept.empty()) {
-      rows_.erase(key);
+      rows_.erase(table_.row_key(message_key));
     } else {
-      rows_.put(key, std::move(kept));
+      rows_.put(table_.row_key(message_key), std::move(kept));
     }
   }
   compact_.clear();

@@ -78,7 +78,7 @@ class DedupTable {
     };
     const DedupTable& table_;
     TableRows& rows_;
-    std::map<std::string, CompactRow> compact_;
+    std::map<uint64_t, CompactRow> compact_;  // by message key (its row's key is made at flush)
     size_t recorded_ = 0;
   };
 
