@@ -72,14 +72,26 @@ bool is_leveldb_file(const std::string& name) {
          name.ends_with(".log");
 }
 
+// What a creation of a store leaves before LevelDB writes its CURRENT file: the first manifest
+// (an empty store's) and CURRENT's temporary file. A store that ever held a row has a log or a
+// table file, and a manifest numbered above 1 from its first open on.
+bool left_by_creation(const std::string& name) { return name == "MANIFEST-000001" || name == "000001.dbtmp"; }
+
 // A directory with LevelDB's files but no CURRENT is a store that was reset or damaged:
-// opening it would make a new, empty store over the old one's files.
+// opening it would make a new, empty store over the old one's files. One whose creation was
+// cut short (the process killed between LevelDB's first manifest and its CURRENT file) held
+// nothing: its files are removed and the store is created again.
 Status refuse_headless_store(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || fs::exists(fs::path(dir) / "CURRENT", ec)) return Status::ok();
+  std::vector<fs::path> unfinished;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
+    if (left_by_creation(name)) {
+      unfinished.push_back(entry.path());
+      continue;
+    }
     if (!is_leveldb_file(name)) continue;
     return Status::corruption(fmt::format(
         "the store in {} has LevelDB files ({}) but no CURRENT file: it was damaged or reset; refusing to start a "
@@ -87,6 +99,11 @@ Status refuse_headless_store(const std::string& dir) {
         dir, name));
   }
   if (ec) return Status::unavailable(fmt::format("cannot list {}: {}", dir, ec.message()));
+  for (const fs::path& file : unfinished) {
+    if (!fs::remove(file, ec) && ec) {
+      return Status::unavailable(fmt::format("cannot remove {} of an unfinished store creation: {}", file.string(), ec.message()));
+    }
+  }
   return Status::ok();
 }
 

@@ -16,7 +16,10 @@
 // - A transaction left open longer than Options::tx_timeout_us is ended by the store.
 // - Damage is refused, never papered over: LevelDB runs with paranoid checks and verifies
 //   every checksum it reads; a directory holding LevelDB files but no CURRENT (a store that
-//   was reset or half deleted) is not opened as a new store; and once LevelDB reports a
+//   was reset or half deleted) is not opened as a new store, unless all it holds is what a
+//   creation killed before LevelDB wrote CURRENT leaves (its first manifest and CURRENT's
+//   temporary file: nothing that ever held a row), which is removed and the store made
+//   again; and once LevelDB reports a
 //   corruption or an I/O error (at a read, a write, or a compaction behind a later write,
 //   a full disk included) the store is failed(): it answers every further call with that
 //   error, and its owner stops. Nothing is lost by that: what was committed stays committed,

@@ -149,6 +149,42 @@ TEST(LevelDbStoreTest, AStoreThatCannotOpenIsAnError) {
   EXPECT_NE(store.error().message().find("cannot open the store"), std::string::npos);
 }
 
+// A process killed while LevelDB made a new store (after its first manifest, before its
+// CURRENT file) left nothing that ever held a row: the next open makes the store again. Any
+// other LevelDB file beside them is a store that held rows, and is refused.
+TEST(LevelDbStoreTest, AStoreWhoseCreationWasCutShortIsCreatedAgain) {
+  namespace fs = std::filesystem;
+  const auto write = [](const fs::path& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  TempDir dir;
+  ManualClock clock;
+  fs::create_directories(dir.str());
+  write(fs::path(dir.str()) / "MANIFEST-000001", std::string("\x56\x00\x00\x00\x01", 5));
+  write(fs::path(dir.str()) / "000001.dbtmp", "MANIFEST-000001\n");
+  write(fs::path(dir.str()) / "LOG", "");
+  ASSERT_TRUE(fs::exists(fs::path(dir.str()) / "000001.dbtmp"));
+  {
+    auto store = LevelDbStore::open(dir.str(), clock);
+    ASSERT_TRUE(store.has_value()) << store.error().message();
+    EXPECT_TRUE((*store)->created());
+    ASSERT_TRUE(put_and_commit(**store, "k", "v").has_value());
+  }
+  auto reopened = open_store(dir, clock);
+  EXPECT_FALSE(reopened->created());
+  auto tx = reopened->begin();
+  EXPECT_EQ(get(*reopened, *tx, "k"), std::optional<std::string>("v"));
+
+  TempDir held;
+  fs::create_directories(held.str());
+  write(fs::path(held.str()) / "MANIFEST-000001", "x");
+  write(fs::path(held.str()) / "000003.log", "x");
+  auto refused = LevelDbStore::open(held.str(), clock);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_TRUE(refused.error().is_corruption());
+  EXPECT_TRUE(fs::exists(fs::path(held.str()) / "MANIFEST-000001"));  // nothing removed
+}
+
 TEST(LevelDbStoreTest, ADirectoryWithLevelDbFilesButNoCurrentIsRefused) {
   TempDir dir;
   ManualClock clock;

@@ -63,6 +63,17 @@ refused deleted 'rm -rf store' "deleted or reset"
 refused table 'for f in store/*.ldb; do flip "$f"; done' "Corruption"
 refused log 'for f in store/*.log; do flip "$f"; done' "Corruption"
 refused pipeline 'true' "made for pipeline" "$other"
+# A first run killed while LevelDB made its store (its first manifest written, CURRENT not yet)
+# left nothing that held a row: the next run makes the store again and verifies. Under a
+# directory that held a store (its onceflow-data file says so), the same files are a reset.
+mkdir -p "$work/unborn/store"
+printf 'x' >"$work/unborn/store/MANIFEST-000001"
+printf 'MANIFEST-000001\n' >"$work/unborn/store/000001.dbtmp"
+"$onceflow" real "$spec" --data "$work/unborn" --messages 2000 --no-progress --verify >"$work/unborn.json" 2>"$work/unborn.err" \
+  || fail "a store whose creation was cut short: $(cat "$work/unborn.err")"
+grep -q '"verdict": "pass"' "$work/unborn.json" || fail "a store whose creation was cut short: $(cat "$work/unborn.json")"
+echo "ok: a store whose creation was cut short is made again"
+refused reborn 'rm -rf store && mkdir store && printf x >store/MANIFEST-000001' "deleted or reset"
 
 # A full disk: the run stops with exit 2, and once there is room again it resumes.
 if [[ $(id -u) -eq 0 ]] && mkdir -p "$work/small" && mount -t tmpfs -o size=3m tmpfs "$work/small" 2>/dev/null; then
