@@ -354,9 +354,11 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
       // A conflict with a commit still being written is told once that commit is written, so
       // that a retry reads it (a caller that retries at once would otherwise spin while the
       // write it waits for cannot finish).
-      wait_until_written(it->second);
+      // Copied first: the index may be pruned while this fiber waits.
+      const Version written_at = it->second;
+      wait_until_written(written_at);
       return Status::conflict(fmt::format("{}/{} was written at version {} after snapshot {}", where.first,
-                                          where.second, it->second, tx.snapshot()));
+                                          where.second, written_at, tx.snapshot()));
     }
   }
   if (loop_ != nullptr && loop_->scheduler().in_fiber()) return commit_in_group(tx, hashes);
