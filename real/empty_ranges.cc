@@ -4,6 +4,10 @@ namespace onceflow::real {
 namespace {
 // A table's ranges beyond this are dropped (scans from ever new keys, say): it costs speed only.
 constexpr size_t kMaxRangesPerTable = 4096;
+
+bool has(EmptyRanges::Ends ends, EmptyRanges::Ends side) {
+  return (static_cast<uint8_t>(ends) & static_cast<uint8_t>(side)) != 0;
+}
 }  // namespace
 
 EmptyRanges::Table& EmptyRanges::table(const std::string& name) {
@@ -22,7 +26,8 @@ void EmptyRanges::put(const std::string& table_name, const std::string& key, Ver
   auto it = ranges.upper_bound(key);
   if (it != ranges.begin() && key < (--it)->second.until) {
     // [from, key) and (key, until) are still empty: a head keeps the first, a tail the second.
-    std::string after = key + '\0';
+    std::string after;  // made only for a tail: most puts land in no range, or in a head
+    if (it->second.tail) after = key + '\0';
     const bool keep_after = it->second.tail && after < it->second.until;
     const bool keep_before = it->second.head && it->first < key;
     if (keep_after && keep_before) {
@@ -65,23 +70,22 @@ const std::string* EmptyRanges::tail(const std::string& table, const std::string
   return &it->first;
 }
 
-void EmptyRanges::learn(const std::string& table, const std::string& from, std::string first, TxId tx,
+void EmptyRanges::learn(const std::string& table_name, const std::string& from, std::string first, TxId tx,
                         Version snapshot, Ends ends) {
   if (first <= from) return;
-  auto t = tables_.find(table);
-  if (t == tables_.end()) t = tables_.emplace(table, Table{}).first;
+  Table& t = table(table_name);
   // A put the snapshot may lack ends what it can vouch for.
-  const auto& puts = t->second.puts;
-  bool tail = (static_cast<uint8_t>(ends) & static_cast<uint8_t>(Ends::kTail)) != 0;
+  const auto& puts = t.puts;
+  bool tail = has(ends, Ends::kTail);
   for (auto p = puts.rbegin(); p != puts.rend() && p->first > snapshot; ++p) {
     if (p->second >= from && p->second < first) {
       first = p->second;
       tail = false;
     }
   }
-  const bool head = (static_cast<uint8_t>(ends) & static_cast<uint8_t>(Ends::kHead)) != 0;
+  const bool head = has(ends, Ends::kHead);
   if (first <= from || (!head && !tail)) return;  // a tail cut short serves no scan
-  auto& ranges = t->second.ranges;
+  auto& ranges = t.ranges;
   if (ranges.size() >= kMaxRangesPerTable) ranges.clear();
   // Ranges it overlaps give way: the one before is cut at `from`, those inside go.
   auto it = ranges.lower_bound(from);
