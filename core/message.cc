@@ -68,21 +68,29 @@ std::string format_ids(const std::vector<Message>& messages, size_t at_most) {
   return out;
 }
 
-void encode_message_fields(Encoder& out, const Message& m) {
-  out.u64(m.id).u64(m.key).i64(m.system_ts).i64(m.event_ts).i64(m.alignment_ts);
+namespace {
+// Timestamps are stored as differences (wrapping, so every pair of values round-trips): a
+// message's times are close to one another, and a row's messages close to their neighbours'.
+int64_t ts_delta(Micros ts, Micros base) { return static_cast<int64_t>(static_cast<uint64_t>(ts) - static_cast<uint64_t>(base)); }
+Micros ts_from(int64_t delta, Micros base) { return static_cast<Micros>(static_cast<uint64_t>(base) + static_cast<uint64_t>(delta)); }
+}  // namespace
+
+void encode_message_fields(Encoder& out, const Message& m, Micros base_ts) {
+  out.fixed64(m.id).u64(m.key).i64(ts_delta(m.system_ts, base_ts));
+  out.i64(ts_delta(m.event_ts, m.system_ts)).i64(ts_delta(m.alignment_ts, m.system_ts));
   out.bytes(m.payload).u64(m.parents.size());
-  for (MessageId p : m.parents) out.u64(p);
+  for (MessageId p : m.parents) out.fixed64(p);
 }
 
-void decode_message_fields(Decoder& in, Message& m) {
-  m.id = in.u64();
+void decode_message_fields(Decoder& in, Message& m, Micros base_ts) {
+  m.id = in.fixed64();
   m.key = in.u64();
-  m.system_ts = in.i64();
-  m.event_ts = in.i64();
-  m.alignment_ts = in.i64();
+  m.system_ts = ts_from(in.i64(), base_ts);
+  m.event_ts = ts_from(in.i64(), m.system_ts);
+  m.alignment_ts = ts_from(in.i64(), m.system_ts);
   m.payload = in.string();
   const uint64_t parents = in.u64();
-  for (uint64_t i = 0; in.ok() && i < parents; ++i) m.parents.push_back(in.u64());
+  for (uint64_t i = 0; in.ok() && i < parents; ++i) m.parents.push_back(in.fixed64());
 }
 
 std::string encode_message(const Message& m) {

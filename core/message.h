@@ -54,9 +54,11 @@ std::string format_ids(const std::vector<Message>& messages, size_t at_most);
 std::string encode_message(const Message& m);
 Result<Message> decode_message(std::string_view bytes);
 // Every field but the stream, for rows that hold messages of one stream (core/stream_rows.h).
+// The system time is stored relative to `base_ts` (a row passes its previous message's), the
+// other times relative to the system time.
 class Encoder;
 class Decoder;
-void encode_message_fields(Encoder& out, const Message& m);
-void decode_message_fields(Decoder& in, Message& m);  // check in.ok() after
+void encode_message_fields(Encoder& out, const Message& m, Micros base_ts = 0);
+void decode_message_fields(Decoder& in, Message& m, Micros base_ts = 0);  // check in.ok() after
 
 }  // namespace onceflow

@@ -30,7 +30,11 @@ Micros least_ts(std::string_view key) {
 std::string encode(const std::vector<Message>& messages) {
   Encoder out;
   out.u64(messages.size()).bytes(messages.empty() ? std::string_view() : std::string_view(messages.front().stream));
-  for (const Message& m : messages) encode_message_fields(out, m);
+  Micros base = 0;  // each message's system time is stored relative to the one before it
+  for (const Message& m : messages) {
+    encode_message_fields(out, m, base);
+    base = m.system_ts;
+  }
   return out.take();
 }
 
@@ -42,10 +46,12 @@ Result<std::vector<Message>> decode(std::string_view value) {
   // Each message takes several bytes: a count beyond the row's size is damage, not a size.
   if (!in.ok() || count > value.size()) return Status::corruption("malformed stream row");
   messages.reserve(count);
+  Micros base = 0;
   for (uint64_t i = 0; in.ok() && i < count; ++i) {
     Message& m = messages.emplace_back();
     m.stream = stream;
-    decode_message_fields(in, m);
+    decode_message_fields(in, m, base);
+    base = m.system_ts;
   }
   if (!in.done()) return Status::corruption("malformed stream row");
   return messages;

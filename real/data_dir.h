@@ -32,8 +32,10 @@ namespace onceflow::real {
 // 6: a sink's input dedup is compact (compact_input_messages/sink:<name>, a row per key);
 // 7: a stream row holds what one producer epoch emitted for one partition (core/stream_rows.h);
 //    a row of the test producer's input log holds a batch of inputs;
-// 8: an outbox row holds an epoch's outputs (core/outbox.h); outbox_batches/ is gone.
-inline constexpr uint32_t kDataFormatVersion = 8;
+// 8: an outbox row holds an epoch's outputs (core/outbox.h); outbox_batches/ is gone;
+// 9: a message's id and parents are eight bytes each and its times differences
+//    (encode_message_fields): a stream row's system times from one message to the next.
+inline constexpr uint32_t kDataFormatVersion = 9;
 
 struct DataIdentity {
   uint32_t format = kDataFormatVersion;

@@ -41,6 +41,23 @@ TEST(CodecTest, TruncatedInputFailsAndStaysFailed) {
   }
 }
 
+TEST(CodecTest, Fixed64IsEightLittleEndianBytes) {
+  Encoder out;
+  out.fixed64(0x0102030405060708ULL).fixed64(std::numeric_limits<uint64_t>::max());
+  const std::string bytes = out.take();
+  ASSERT_EQ(bytes.size(), 16u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8));
+  Decoder in(bytes);
+  EXPECT_EQ(in.fixed64(), 0x0102030405060708ULL);
+  EXPECT_EQ(in.fixed64(), std::numeric_limits<uint64_t>::max());
+  EXPECT_TRUE(in.done());
+  for (size_t cut = 0; cut < 8; ++cut) {
+    Decoder short_input(std::string_view(bytes).substr(0, cut));
+    EXPECT_EQ(short_input.fixed64(), 0u);
+    EXPECT_FALSE(short_input.ok()) << "cut at " << cut;
+  }
+}
+
 TEST(CodecTest, OverlongVarintIsRejected) {
   const std::string bytes(11, '\xff');
   Decoder in(bytes);

@@ -1,11 +1,13 @@
 // MessageId derivation as properties: the same origin always gives the same id, different
 // origins (parents, output indexes, source offsets, timers) never share one, and a batched
-// id depends on the set of its parents, not their order.
+// id depends on the set of its parents, not their order. And the message encodings keep
+// every field of any message.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "core/stream_rows.h"
 
 namespace onceflow {
 namespace {
@@ -73,6 +76,28 @@ RC_GTEST_PROP(MessageIdProps, EncodingRoundTrips, (uint64_t id, uint64_t key, st
   const auto back = decode_message(encode_message(m));
   RC_ASSERT(back.has_value());
   RC_ASSERT(*back == m);
+}
+
+// The encodings keep every field of any message exactly, whatever its times (differences
+// wrap), alone (encode_message) and in a row of one stream (stream_rows, each system time
+// relative to the one before).
+RC_GTEST_PROP(MessageIdProps, EncodingsRoundTripAnyMessage, ()) {
+  const auto time = rc::gen::oneOf(rc::gen::arbitrary<int64_t>(),
+                                   rc::gen::element(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int64_t{0}),
+                                   rc::gen::inRange<int64_t>(1'700'000'000'000'000, 1'700'000'100'000'000));
+  // One stream, as a stream row's.
+  const auto in_stream = *rc::gen::container<std::vector<Message>>(rc::gen::build<Message>(
+      rc::gen::set(&Message::stream, rc::gen::just(std::string("s"))), rc::gen::set(&Message::id), rc::gen::set(&Message::key), rc::gen::set(&Message::system_ts, time),
+      rc::gen::set(&Message::event_ts, time), rc::gen::set(&Message::alignment_ts, time), rc::gen::set(&Message::payload),
+      rc::gen::set(&Message::parents)));
+  for (const Message& m : in_stream) {
+    auto back = decode_message(encode_message(m));
+    RC_ASSERT(back.has_value());
+    RC_ASSERT(*back == m);
+  }
+  auto row = stream_rows::decode(stream_rows::encode(in_stream));
+  RC_ASSERT(row.has_value());
+  RC_ASSERT(*row == in_stream);
 }
 
 }  // namespace

@@ -14,6 +14,16 @@ Encoder& Encoder::u64_long(uint64_t v) {
   return *this;
 }
 
+Encoder& Encoder::fixed64(uint64_t v) {
+  char buffer[8];
+  for (char& b : buffer) {
+    b = static_cast<char>(v & 0xff);
+    v >>= 8;
+  }
+  out_.append(buffer, sizeof buffer);
+  return *this;
+}
+
 Encoder& Encoder::bytes(std::string_view v) {
   u64(v.size());
   out_.append(v);
@@ -30,6 +40,17 @@ uint64_t Decoder::u64_long() {
   }
   ok_ = false;
   return 0;
+}
+
+uint64_t Decoder::fixed64() {
+  if (!ok_ || in_.size() - pos_ < 8) {
+    ok_ = false;
+    return 0;
+  }
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in_[pos_ + static_cast<size_t>(i)]);
+  pos_ += 8;
+  return v;
 }
 
 std::string_view Decoder::bytes() {

@@ -1,7 +1,8 @@
 // Codec: a compact binary encoding for requests and stored rows.
 //
 // Unsigned integers are LEB128 varints, signed ones zig-zag varints, strings are a varint
-// length and the bytes. Decoding never reads past the input: a short or malformed input
+// length and the bytes; fixed64 (hashes, which a varint would stretch to 9 or 10 bytes) is
+// eight bytes, little-endian. Decoding never reads past the input: a short or malformed input
 // makes the Decoder fail, and every later read fails too, so a caller checks ok() once.
 // Written here rather than taken from a serialization library because the store and
 // engine encode millions of small rows and this costs a few instructions per field.
@@ -24,6 +25,7 @@ class Encoder {
   }
   Encoder& i64(int64_t v) { return u64((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   Encoder& boolean(bool v) { return u64(v ? 1 : 0); }
+  Encoder& fixed64(uint64_t v);
   Encoder& bytes(std::string_view v);
 
   std::string& buffer() { return out_; }
@@ -47,6 +49,7 @@ class Decoder {
     return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
   }
   bool boolean() { return u64() != 0; }
+  uint64_t fixed64();
   std::string_view bytes();
   std::string string() { return std::string(bytes()); }
 
