@@ -1271,7 +1271,7 @@ void Job::step_sink(EpochTx& etx) {
     } else if (write_now) {
       written_now.push_back(std::move(m));
     } else {
-      outbox.add(encode_message(m));
+      outbox.add(std::move(m));
       const uint64_t seqno = etx.meta.next_seqno++;
       if (row_per_message) etx.tx.put(outbox_table_, prefix + tables::hex16(seqno), outbox.take());
     }

@@ -3,21 +3,21 @@
 #include <algorithm>
 
 #include "core/env/codec.h"
+#include "core/stream_rows.h"
 
 namespace onceflow {
 
+std::string OutboxRowWriter::take() {
+  std::string row = stream_rows::encode(messages_);
+  messages_.clear();
+  return row;
+}
+
 bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, std::vector<OutboxRow>* out) {
-  const size_t before = out->size();
-  Decoder in(value);
-  for (uint64_t seqno = first; !in.done(); ++seqno) {
-    const std::string_view message = in.bytes();
-    if (!in.ok()) {
-      out->resize(before);
-      return false;
-    }
-    out->push_back({seqno, std::string(message), false});
-  }
-  if (out->size() == before) return false;  // a row holds at least one message
+  auto messages = stream_rows::decode(value);
+  if (!messages || messages->empty()) return false;  // a row holds at least one message
+  uint64_t seqno = first;
+  for (const Message& m : *messages) out->push_back({seqno++, encode_message(m), false});
   out->back().batch_end = batch_end;
   return true;
 }

@@ -20,6 +20,7 @@
 
 #include "core/env/codec.h"
 #include "core/env/status.h"
+#include "core/message.h"
 
 namespace onceflow {
 
@@ -30,29 +31,24 @@ struct OutboxRow {
 };
 
 // --- Outbox rows in the store (tables::outbox: "<partition>/<seqNo of its first message>") --
-// A row holds messages of consecutive seqNos from its key's, each encoded (encode_message).
-// An epoch of an exactly-once sink writes one row for all its outputs: one put, and one erase
-// once the target holds the last of them (a batching sink's batch is such a row). An
-// at-most-once ClickHouse sink, which acknowledges each message alone just before its send,
-// writes one row per message.
+// A row holds messages of consecutive seqNos from its key's, of the one stream the sink reads,
+// encoded as a stream row is (core/stream_rows.h). An epoch of an exactly-once sink writes one
+// row for all its outputs: one put, and one erase once the target holds the last of them (a
+// batching sink's batch is such a row). An at-most-once ClickHouse sink, which acknowledges
+// each message alone just before its send, writes one row per message.
 class OutboxRowWriter {
  public:
-  void add(std::string_view encoded_message) {
-    out_.bytes(encoded_message);
-    ++messages_;
-  }
-  size_t messages() const { return messages_; }
-  std::string take() {
-    messages_ = 0;
-    return out_.take();
-  }
+  void add(Message m) { messages_.push_back(std::move(m)); }
+  size_t messages() const { return messages_.size(); }
+  // The row's value; the writer is left empty.
+  std::string take();
 
  private:
-  Encoder out_;
-  size_t messages_ = 0;
+  std::vector<Message> messages_;
 };
-// Appends the messages of the row keyed by seqNo `first` to `out`; with `batch_end` the last
-// one closes a batch. False (and `out` as it was) when the value does not decode.
+// Appends the messages of the row keyed by seqNo `first` to `out`, each as the target takes it
+// (encode_message); with `batch_end` the last one closes a batch. False (and `out` as it was)
+// when the value does not decode.
 bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, std::vector<OutboxRow>* out);
 
 // --- The append protocol (service kSinkAppendService, core/engine.h) --------------------

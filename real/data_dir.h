@@ -34,7 +34,8 @@ namespace onceflow::real {
 //    a row of the test producer's input log holds a batch of inputs;
 // 8: an outbox row holds an epoch's outputs (core/outbox.h); outbox_batches/ is gone;
 // 9: a message's id and parents are eight bytes each and its times differences
-//    (encode_message_fields): a stream row's system times from one message to the next.
+//    (encode_message_fields): a stream row's system times from one message to the next; an
+//    outbox row is encoded as a stream row.
 inline constexpr uint32_t kDataFormatVersion = 9;
 
 struct DataIdentity {

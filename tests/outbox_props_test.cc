@@ -129,33 +129,44 @@ TEST(OutboxProps, TheSamePropertyFailsWhenABatchTakenInPartCountsAsWhole) {
   EXPECT_TRUE(fails_with({.batch_ack_whole = true})) << "no counterexample with batch-ack-whole";
 }
 
+Message outbox_message(uint64_t id, std::string payload) {
+  Message m;
+  m.id = id;
+  m.key = id * 3;
+  m.stream = "counts";
+  m.system_ts = m.alignment_ts = 1'700'000'000'000'000 + static_cast<Micros>(id);
+  m.event_ts = m.system_ts - 5;
+  m.payload = std::move(payload);
+  return m;
+}
+
 TEST(OutboxRows, AnEpochsRowHoldsItsMessagesUnderConsecutiveSeqNos) {
   OutboxRowWriter writer;
-  for (const char* m : {"a", "", "ccc"}) writer.add(m);
+  const std::vector<Message> messages = {outbox_message(1, "a"), outbox_message(2, ""), outbox_message(3, "ccc")};
+  for (const Message& m : messages) writer.add(m);
   EXPECT_EQ(writer.messages(), 3u);
   const std::string row = writer.take();
   EXPECT_EQ(writer.messages(), 0u);
   std::vector<OutboxRow> out{{6, "earlier", false}};
   ASSERT_TRUE(decode_outbox_row(7, row, true, &out));
   ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[1].seqno, 7u);
-  EXPECT_EQ(out[1].message, "a");
-  EXPECT_EQ(out[2].seqno, 8u);
-  EXPECT_EQ(out[2].message, "");
-  EXPECT_EQ(out[3].seqno, 9u);
-  EXPECT_EQ(out[3].message, "ccc");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    EXPECT_EQ(out[i + 1].seqno, 7 + i);
+    EXPECT_EQ(out[i + 1].message, encode_message(messages[i])) << "as the target takes it";
+  }
   EXPECT_FALSE(out[2].batch_end);
   EXPECT_TRUE(out[3].batch_end);  // a batching sink's batch ends with the epoch's row
 }
 
 TEST(OutboxRows, ARowThatDoesNotDecodeAddsNothing) {
   OutboxRowWriter writer;
-  writer.add("abcdef");
+  writer.add(outbox_message(1, "abcdef"));
   const std::string row = writer.take();
   std::vector<OutboxRow> out;
   EXPECT_FALSE(decode_outbox_row(1, row.substr(0, row.size() - 1), false, &out));  // cut short
   EXPECT_FALSE(decode_outbox_row(1, "", false, &out));                              // no message
   EXPECT_FALSE(decode_outbox_row(1, row + "\x05", false, &out));                   // a torn tail
+  EXPECT_FALSE(decode_outbox_row(1, OutboxRowWriter().take(), false, &out));        // an empty row
   EXPECT_TRUE(out.empty());
 }
 
