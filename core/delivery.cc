@@ -32,7 +32,21 @@ Delivery::Delivery(const EngineEnv& env, const JobId& job, LeaseId lease, const 
       fail_job_(std::move(fail_job)),
       prefix_(tables::partition_prefix(job.partition)),
       outbox_table_(tables::outbox(sink.name)),
-      sender_(OutboxSender::Bugs{env.bugs.new_seqno_on_resend, env.bugs.batch_ack_whole}) {}
+      sender_(OutboxSender::Bugs{env.bugs.new_seqno_on_resend, env.bugs.batch_ack_whole}) {
+  // A Kafka transaction or a ClickHouse batch may hold more than 256 rows. A queue target
+  // takes batches of the sink's size, and a round looks at twice what one epoch may add, so
+  // that delivery keeps up with the epochs and a backlog shrinks.
+  const size_t messages =
+      sink_.type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_.transaction_messages))
+      : batched_outbox(sink_)        ? std::max<size_t>(256, static_cast<size_t>(sink_.max_batch_messages))
+                                     : std::max<size_t>(static_cast<size_t>(sink_.delivery_batch_messages),
+                                                        2 * static_cast<size_t>(env_.spec.epoch_batch_limit));
+  // An epoch's row holds at most epoch_batch_limit messages (a sink reads one stream).
+  round_rows_ = outbox_row_per_message(sink_)
+                    ? messages
+                    : std::max<size_t>(2, (messages + env_.spec.epoch_batch_limit - 1) /
+                                              std::max<size_t>(1, env_.spec.epoch_batch_limit));
+}
 
 ExternalSink* Delivery::external_sink() const {
   if (env_.connectors == nullptr) return nullptr;
@@ -40,7 +54,8 @@ ExternalSink* Delivery::external_sink() const {
   return it == env_.connectors->sinks.end() ? nullptr : it->second;
 }
 
-uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed) const {
+uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed,
+                              EpochOutbox* changes) const {
   // The target may hold more than this incarnation has read (an earlier one read further, as
   // after epoch_batch_limit was lowered): the rest is acknowledged once read, so that no row
   // is passed over unerased.
@@ -50,7 +65,10 @@ uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_wr
   for (const ReadRow& row : read_rows_) {
     // The bug: a row the target holds the first part of goes, and the rest is never sent.
     const bool held = env_.bugs.outbox_erase_held_in_part ? row.first <= now_acked : row.last <= now_acked;
-    if (row.last > acked && held) tx.erase(outbox_table_, row.key);
+    if (row.last > acked && held) {
+      tx.erase(outbox_table_, row.key);
+      changes->erased.push_back(row.key);
+    }
   }
   for (auto it = delivered_ids_.upper_bound(acked); it != delivered_ids_.end() && it->first <= now_acked; ++it) {
     confirmed->push_back(it->second);
@@ -80,40 +98,72 @@ void Delivery::queue_at_most_once(std::vector<Message> messages) {
   }
 }
 
-// Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
-// one fails; the rest wait for the next round. The target drops seqNos it has seen.
-bool Delivery::deliver_outbox() {
+void Delivery::committed(EpochOutbox changes) {
+  if (!known_) return;
+  for (const std::string& key : changes.erased) {
+    const auto row = std::find_if(known_rows_.begin(), known_rows_.end(), [&](const ReadRow& r) { return r.key == key; });
+    if (row == known_rows_.end()) continue;
+    std::erase_if(known_messages_, [&](const OutboxRow& m) { return m.seqno >= row->first && m.seqno <= row->last; });
+    known_rows_.erase(row);
+  }
+  if (!changes.messages.empty()) {
+    uint64_t seqno = changes.first;
+    for (const Message& m : changes.messages) known_messages_.push_back({seqno++, encode_message(m), false});
+    known_messages_.back().batch_end = batched_outbox(sink_);
+    known_rows_.push_back({std::move(changes.row_key), changes.first, seqno - 1});
+  }
+  if (known_rows_.size() > round_rows_) {  // too far behind to keep in memory
+    probe(env_, Probe::kOutboxBehindTarget);
+    known_ = false;
+    known_rows_.clear();
+    known_messages_.clear();
+  }
+}
+
+bool Delivery::read_outbox(std::vector<OutboxRow>* out) {
   auto tx = env_.store.begin();
   if (!tx) return false;
-  // A Kafka transaction or a ClickHouse batch may hold more than 256 rows. A queue target
-  // takes batches of the sink's size, and a round looks at twice what one epoch may add, so
-  // that delivery keeps up with the epochs and a backlog shrinks.
-  const size_t messages =
-      sink_.type == SinkType::kKafka ? std::max<size_t>(256, static_cast<size_t>(sink_.transaction_messages))
-      : batched_outbox(sink_)        ? std::max<size_t>(256, static_cast<size_t>(sink_.max_batch_messages))
-                                     : std::max<size_t>(static_cast<size_t>(sink_.delivery_batch_messages),
-                                                        2 * static_cast<size_t>(env_.spec.epoch_batch_limit));
-  // An epoch's row holds at most epoch_batch_limit messages (a sink reads one stream).
-  const size_t limit = outbox_row_per_message(sink_)
-                           ? messages
-                           : std::max<size_t>(2, (messages + env_.spec.epoch_batch_limit - 1) /
-                                                     std::max<size_t>(1, env_.spec.epoch_batch_limit));
-  auto rows = env_.store.scan(*tx, outbox_table_, prefix_, prefix_ + "~", limit);
+  auto rows = env_.store.scan(*tx, outbox_table_, prefix_, prefix_ + "~", round_rows_);
   env_.store.abort(*tx);
   if (!rows) return false;
   read_rows_.clear();
-  if (rows->empty()) return true;
-  std::vector<OutboxRow> outbox;
   for (Row& row : *rows) {
     const uint64_t first = tables::parse_hex16(std::string_view(row.key).substr(prefix_.size()));
-    if (!decode_outbox_row(first, row.value, batched_outbox(sink_), &outbox)) {
+    if (!decode_outbox_row(first, row.value, batched_outbox(sink_), out)) {
       // Not this engine's row: delivering past it would lose its messages, so nothing goes.
       probe(env_, Probe::kOutboxDeliveryFailed);
       read_rows_.clear();
       return false;
     }
-    read_rows_.push_back({std::move(row.key), first, outbox.back().seqno});
+    read_rows_.push_back({std::move(row.key), first, out->back().seqno});
   }
+  // Rows acknowledged one by one, each in a transaction of its own, are never kept in memory.
+  if (rows->size() < round_rows_ && !outbox_row_per_message(sink_)) {
+    known_ = true;
+    known_rows_ = read_rows_;
+    known_messages_ = *out;
+  }
+  return true;
+}
+
+// Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
+// one fails; the rest wait for the next round. The target drops seqNos it has seen.
+bool Delivery::deliver_outbox() {
+  std::vector<OutboxRow> read;  // the round's rows, unless they are all of known_messages_
+  if (!known_) {
+    if (!read_outbox(&read)) return false;
+  } else {
+    read_rows_.assign(known_rows_.begin(), known_rows_.begin() + static_cast<ptrdiff_t>(std::min(round_rows_, known_rows_.size())));
+    if (read_rows_.size() < known_rows_.size()) {
+      const uint64_t last = read_rows_.back().last;
+      for (const OutboxRow& m : known_messages_) {
+        if (m.seqno > last) break;
+        read.push_back(m);
+      }
+    }
+  }
+  if (read_rows_.empty()) return true;
+  const std::vector<OutboxRow>& outbox = read.empty() ? known_messages_ : read;
   const std::string producer = producer_id(job_, sink_, env_.bugs);
   // Rows an earlier incarnation committed (and may have delivered) go again.
   if (!resend_probed_ && own_from_seqno_ != 0 && outbox.front().seqno < own_from_seqno_) {

@@ -46,6 +46,17 @@ class Delivery {
 
   // Hands the committed outbox over; true when it was empty.
   bool deliver_outbox();
+
+  // What an epoch does to the outbox (filled by the epoch, see acknowledge()).
+  struct EpochOutbox {
+    std::vector<std::string> erased;  // keys of the rows it erases
+    std::string row_key;              // the row it writes ("": none)
+    uint64_t first = 0;               // the seqNo of the row's first message
+    std::vector<Message> messages;    // the row's messages
+  };
+  // The epoch that did `changes` committed: the outbox this incarnation keeps in memory
+  // follows.
+  void committed(EpochOutbox changes);
   // The deliver-before-commit bug: an epoch's outbox rows go out before it commits.
   // `outbox_rows`: the epoch's outbox writes, key and value.
   void deliver_uncommitted(const std::vector<std::pair<std::string, std::string>>& outbox_rows);
@@ -57,10 +68,11 @@ class Delivery {
   uint64_t delivered() const { return sender_.delivered(); }
   // An epoch acknowledges what the target holds, from `acked` (the job's acknowledged seqNo)
   // up to at most `last_written`: erases in `tx` each outbox row read whose last message the
-  // target now holds, adds the ids whose confirmations are due to `confirmed`, and returns
-  // the new acknowledged seqNo. Rows are erased whole; a row held in part stays, and a resend
-  // of it is dropped by the target's (producer_id, seqNo) dedup.
-  uint64_t acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed) const;
+  // target now holds (and names it in `changes`), adds the ids whose confirmations are due
+  // to `confirmed`, and returns the new acknowledged seqNo. Rows are erased whole; a row held
+  // in part stays, and a resend of it is dropped by the target's (producer_id, seqNo) dedup.
+  uint64_t acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed,
+                       EpochOutbox* changes) const;
   // An epoch acknowledged every seqNo up to `seqno`: their confirmations went out.
   void confirmed_up_to(uint64_t seqno);
   // The first seqNo this incarnation numbered: rows below it are an earlier one's, resent.
@@ -80,6 +92,10 @@ class Delivery {
  private:
   enum class SendOutcome : uint8_t { kSent, kNotSent, kInDoubt };
   ExternalSink* external_sink() const;
+  // Reads the partition's first round_rows_ outbox rows from the store into read_rows_ and
+  // `out`; false when the store or a row that does not decode stops it. A read that found
+  // every row starts the in-memory outbox.
+  bool read_outbox(std::vector<OutboxRow>* out);
   void deliver_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
   bool acknowledge_before_send(uint64_t seqno, const Message& m);
   void send_at_most_once();
@@ -107,6 +123,15 @@ class Delivery {
     uint64_t last = 0;
   };
   std::vector<ReadRow> read_rows_;
+  size_t round_rows_ = 0;  // how many rows a round looks at
+  // The outbox in memory, once a read from the store found all of it (known_): the epochs of
+  // this incarnation, the only writer of the partition's outbox, then add and erase rows here
+  // as they commit them, and rounds deliver from here instead of reading the store. Dropped
+  // (and the store read again) when it grows past a round's rows, as behind a target that
+  // does not answer. A new incarnation, as after a restart, reads the store.
+  bool known_ = false;
+  std::vector<ReadRow> known_rows_;
+  std::vector<OutboxRow> known_messages_;  // the rows' messages, in seqNo order
   uint64_t own_from_seqno_ = 0;
   bool resend_probed_ = false;
   std::deque<Message> amo_queue_;

@@ -316,6 +316,7 @@ class Job::EpochTx final : public StateBackend {
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit
   std::vector<Message> written_late;         // bug switch alo-write-after-commit
   std::vector<MessageId> confirmed;          // async sinks: delivery callbacks after commit
+  Delivery::EpochOutbox outbox;              // async sinks: the outbox rows written and erased
   std::vector<std::pair<std::string, std::string>> timer_deletes_apart;  // bug switch
 };
 
@@ -590,6 +591,7 @@ void Job::after_commit(EpochTx& etx) {
     (void)env_.store.commit(*tx, {lease_});
   }
   if (delivery_ == nullptr) return;
+  delivery_->committed(std::move(etx.outbox));
   if (!etx.confirmed.empty()) {
     // The delivery callback: the target holds them, and this commit acknowledged them.
     if (env_.observer != nullptr) env_.observer->delivery_confirmed(id_, etx.confirmed, etx.record.version);
@@ -1232,7 +1234,8 @@ void Job::step_sink(EpochTx& etx) {
   const bool write_now = writes_before_commit(spec);
   std::vector<Message> written_now;
   if (spec.type != SinkType::kSyncQueue && !amo && !write_now) {
-    const uint64_t acked = delivery_->acknowledge(etx.tx, etx.meta.acked_seqno, etx.meta.next_seqno - 1, &etx.confirmed);
+    const uint64_t acked =
+        delivery_->acknowledge(etx.tx, etx.meta.acked_seqno, etx.meta.next_seqno - 1, &etx.confirmed, &etx.outbox);
     if (acked > etx.meta.acked_seqno) probe(env_, Probe::kOutboxAcknowledged);
     etx.meta.acked_seqno = acked;
   }
@@ -1276,7 +1279,11 @@ void Job::step_sink(EpochTx& etx) {
       if (row_per_message) etx.tx.put(outbox_table_, prefix + tables::hex16(seqno), outbox.take());
     }
   }
-  if (outbox.messages() > 0) etx.tx.put(outbox_table_, prefix + tables::hex16(first_seqno), outbox.take());
+  if (outbox.messages() > 0) {
+    etx.outbox.row_key = prefix + tables::hex16(first_seqno);
+    etx.outbox.first = first_seqno;
+    etx.tx.put(outbox_table_, etx.outbox.row_key, outbox.take(&etx.outbox.messages));
+  }
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits

@@ -7,8 +7,9 @@
 
 namespace onceflow {
 
-std::string OutboxRowWriter::take() {
+std::string OutboxRowWriter::take(std::vector<Message>* kept) {
   std::string row = stream_rows::encode(messages_);
+  if (kept != nullptr) *kept = std::move(messages_);
   messages_.clear();
   return row;
 }

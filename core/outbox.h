@@ -40,8 +40,8 @@ class OutboxRowWriter {
  public:
   void add(Message m) { messages_.push_back(std::move(m)); }
   size_t messages() const { return messages_.size(); }
-  // The row's value; the writer is left empty.
-  std::string take();
+  // The row's value; the writer is left empty, its messages moved to `kept` when given.
+  std::string take(std::vector<Message>* kept = nullptr);
 
  private:
   std::vector<Message> messages_;

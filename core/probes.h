@@ -44,6 +44,8 @@ namespace onceflow {
   X(kSourceReadFailed, "source.read_failed", "an external source's read failed; the epoch is retried")      \
   X(kOutboxAcknowledged, "outbox.acknowledged", "an epoch acknowledged delivered outbox rows")              \
   X(kOutboxResend, "outbox.resend", "an incarnation handed over outbox rows an earlier one had delivered")  \
+  X(kOutboxBehindTarget, "outbox.behind_target",                                                            \
+    "a sink's outbox outgrew a delivery round: no longer kept in memory, it is read from the store")       \
   X(kOutboxTargetDuplicate, "outbox.target_duplicate", "a target dropped a resent outbox row by (producer_id, seqNo)") \
   X(kOutboxDeliveryFailed, "outbox.delivery_failed", "an outbox hand-over failed; it is retried")           \
   X(kOutboxPermanentError, "outbox.permanent_error", "a sink's target refused for good; the sink job fails") \

@@ -62,10 +62,12 @@ class Recorder final : public EngineObserver {
   void amo_queued(const std::string&, const Message&) override { ++amo_queued_count; }
   void amo_sent(const std::string&, MessageId) override { ++amo_sent_count; }
   void amo_dropped(const std::string&, MessageId, std::string_view why) override { ++amo_drops[std::string(why)]; }
+  void probe(Probe p) override { ++probes[p]; }
 
   uint64_t epochs = 0, fenced = 0, duplicates = 0, timers_fired = 0;
   uint64_t amo_queued_count = 0, amo_sent_count = 0;
   std::map<std::string, uint64_t> amo_drops;
+  std::map<Probe, uint64_t> probes;
   std::map<std::string, std::map<MessageId, int>> consumed;  // computation -> id -> times
   std::map<std::string, std::map<uint64_t, int>> consumed_keys;  // computation -> key -> times
 };
@@ -280,6 +282,25 @@ TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
   injector.schedule(FaultPlan{{lost}, 1 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(w.targets().at("counts_out").deduplicated, 0u);
+  expect_reference(w, reg);
+}
+
+// A sink keeps its outbox in memory while it keeps up with the target. Behind a target that
+// answers nothing for many epochs it no longer does, reads its outbox from the store again,
+// and once the target answers delivers every row once.
+TEST(EngineTest, ASinkFarBehindItsTargetReadsItsOutboxFromTheStoreAndDeliversEveryRowOnce) {
+  const ComputationRegistry reg = registry();
+  Recorder recorder;
+  PipelineWorldOptions options;
+  options.observer = &recorder;
+  PipelineWorld w(load("keyed_aggregation"), reg, options);
+  w.start();
+  FaultInjector injector(w.world(), &w.store_data());
+  const Fault lost = testing::fault(FaultKind::kLostReplies, 200 * kMillis, 2 * kSeconds, "target-counts_out", 1.0);
+  injector.schedule(FaultPlan{{lost}, 3 * kSeconds});
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+  EXPECT_GT(recorder.probes[Probe::kOutboxBehindTarget], 0u);
+  EXPECT_GT(recorder.probes[Probe::kOutboxAcknowledged], 0u);
   expect_reference(w, reg);
 }
 
