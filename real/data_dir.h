@@ -35,7 +35,7 @@ namespace onceflow::real {
 // 8: an outbox row holds an epoch's outputs (core/outbox.h); outbox_batches/ is gone;
 // 9: a message's id and parents are eight bytes each and its times differences
 //    (encode_message_fields): a stream row's system times from one message to the next; an
-//    outbox row is encoded as a stream row.
+//    outbox row is encoded as a stream row; a queue target's row holds what one append added.
 inline constexpr uint32_t kDataFormatVersion = 9;
 
 struct DataIdentity {

@@ -13,6 +13,7 @@
 #include "core/outbox.h"
 #include "core/env/codec.h"
 #include "core/job.h"
+#include "core/stream_rows.h"
 #include "core/workload.h"
 #include "real/wall_clock.h"
 
@@ -53,6 +54,34 @@ std::string source_key(const std::string& source, int partition) { return fmt::f
 std::string target_table(const std::string& sink) { return "target/" + sink; }
 std::string target_state(const std::string& sink) { return "target_state/" + sink; }
 
+// A target row holds the entries one append added, keyed by the position of the first (16
+// hex): the producer and its Lease once, each entry's seqNo (as the difference from the one
+// before), and the messages as a stream row holds them (a sink sends messages of one stream).
+std::string encode_target_row(const std::string& producer, LeaseId lease, const std::vector<uint64_t>& seqnos,
+                              const std::vector<Message>& messages) {
+  Encoder out;
+  out.bytes(producer).u64(lease).u64(seqnos.size());
+  uint64_t before = 0;
+  for (const uint64_t seqno : seqnos) out.u64(seqno - std::exchange(before, seqno));
+  out.bytes(stream_rows::encode(messages));
+  return out.take();
+}
+
+bool decode_target_row(std::string_view value, std::vector<TargetEntry>* out) {
+  Decoder d(value);
+  const std::string producer = d.string();
+  const LeaseId lease = d.u64();
+  const uint64_t count = d.u64();
+  if (!d.ok() || count == 0 || count > value.size()) return false;
+  std::vector<uint64_t> seqnos;
+  uint64_t seqno = 0;
+  for (uint64_t i = 0; i < count && d.ok(); ++i) seqnos.push_back(seqno += d.u64());
+  auto messages = stream_rows::decode(d.bytes());
+  if (!d.done() || !messages || messages->size() != count) return false;
+  for (size_t i = 0; i < messages->size(); ++i) out->push_back({producer, seqnos[i], lease, std::move((*messages)[i])});
+  return true;
+}
+
 }  // namespace
 
 Result<std::vector<SourceInput>> produced_inputs(RealStore& store) {
@@ -85,15 +114,9 @@ Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::str
   if (!rows) return rows.error();
   std::vector<TargetEntry> out;
   for (const Row& row : *rows) {
-    Decoder d(row.value);
-    TargetEntry e;
-    e.producer = d.string();
-    e.seqno = d.u64();
-    e.lease = d.u64();
-    auto m = decode_message(d.bytes());
-    if (!m || !d.done()) return Status::corruption(fmt::format("{}: target row {} of sink {} does not decode", store.where(), row.key, sink));
-    e.message = std::move(*m);
-    out.push_back(std::move(e));
+    if (!decode_target_row(row.value, &out)) {
+      return Status::corruption(fmt::format("{}: target row {} of sink {} does not decode", store.where(), row.key, sink));
+    }
   }
   return out;
 }
@@ -763,31 +786,35 @@ void RealDeployment::serve_target(const std::string& sink) {
     auto count = store_.get(*tx, state, "count");
     if (!count) return count.error();
     uint64_t n = u64_of(*count);
-    // The whole batch in one transaction: the rows above the producer's last seqNo, in order.
+    // The whole batch in one transaction, as one row: the entries above the producer's last
+    // seqNo, in order.
     AppendReply reply;
-    std::vector<Micros> event_times;
-    const std::string table = target_table(sink);
+    std::vector<uint64_t> seqnos;
+    std::vector<Message> messages;
     for (const auto& e : req->entries) {
       if (!req->producer.empty() && e.seqno <= last) {
         ++reply.duplicates;
         continue;
       }
-      if (auto m = decode_message(e.message)) event_times.push_back(m->event_ts);
-      Encoder entry;
-      entry.bytes(req->producer).u64(e.seqno).u64(req->lease).bytes(e.message);
-      tx->put(table, tables::hex16(n++), entry.take());
+      auto m = decode_message(e.message);
+      if (!m) return Status::invalid_argument("an appended message does not decode");
+      if (!messages.empty() && m->stream != messages.front().stream) return Status::invalid_argument("an append mixes streams");
+      messages.push_back(std::move(*m));
+      seqnos.push_back(e.seqno);
       if (!req->producer.empty()) last = e.seqno;
       ++reply.appended;
     }
     if (reply.appended == 0) {
       store_.abort(*tx);
     } else {
+      tx->put(target_table(sink), tables::hex16(n), encode_target_row(req->producer, req->lease, seqnos, messages));
+      n += reply.appended;
       if (!req->producer.empty()) tx->put(state, last_key, u64_bytes(last));
       tx->put(state, "count", u64_bytes(n));
       auto committed = store_.commit(*tx, {});
       if (!committed) return Status::unavailable("the target could not append: " + committed.error().message());
       const Micros visible_at = calendar_now();
-      for (const Micros t : event_times) latency_.add(visible_at - t);
+      for (const Message& m : messages) latency_.add(visible_at - m.event_ts);
     }
     reply.held = last;
     return encode_append_reply(reply);
