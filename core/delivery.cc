@@ -108,7 +108,7 @@ void Delivery::committed(EpochOutbox changes) {
   }
   if (!changes.messages.empty()) {
     uint64_t seqno = changes.first;
-    for (const Message& m : changes.messages) known_messages_.push_back({seqno++, encode_message(m), false});
+    for (const Message& m : changes.messages) known_messages_.push_back({seqno++, encode_message(m), false, m.id});
     known_messages_.back().batch_end = batched_outbox(sink_);
     known_rows_.push_back({std::move(changes.row_key), changes.first, seqno - 1});
   }
@@ -149,21 +149,15 @@ bool Delivery::read_outbox(std::vector<OutboxRow>* out) {
 // Sends the outbox in seqNo order, each message under its stable (producer_id, seqNo), until
 // one fails; the rest wait for the next round. The target drops seqNos it has seen.
 bool Delivery::deliver_outbox() {
-  std::vector<OutboxRow> read;  // the round's rows, unless they are all of known_messages_
-  if (!known_) {
-    if (!read_outbox(&read)) return false;
-  } else {
-    read_rows_.assign(known_rows_.begin(), known_rows_.begin() + static_cast<ptrdiff_t>(std::min(round_rows_, known_rows_.size())));
-    if (read_rows_.size() < known_rows_.size()) {
-      const uint64_t last = read_rows_.back().last;
-      for (const OutboxRow& m : known_messages_) {
-        if (m.seqno > last) break;
-        read.push_back(m);
-      }
-    }
+  // From memory when it holds the outbox (never more than a round's rows), else from the store.
+  std::vector<OutboxRow> read;
+  if (known_) {
+    read_rows_ = known_rows_;
+  } else if (!read_outbox(&read)) {
+    return false;
   }
   if (read_rows_.empty()) return true;
-  const std::vector<OutboxRow>& outbox = read.empty() ? known_messages_ : read;
+  const std::vector<OutboxRow>& outbox = known_ ? known_messages_ : read;
   const std::string producer = producer_id(job_, sink_, env_.bugs);
   // Rows an earlier incarnation committed (and may have delivered) go again.
   if (!resend_probed_ && own_from_seqno_ != 0 && outbox.front().seqno < own_from_seqno_) {
@@ -194,10 +188,8 @@ bool Delivery::deliver_outbox() {
     std::vector<MessageId> now_held;
     for (const OutboxRow& row : outbox) {
       if (row.seqno <= delivered_before || row.seqno > sender_.delivered()) continue;
-      if (auto m = decode_message(row.message)) {
-        delivered_ids_[row.seqno] = m->id;
-        now_held.push_back(m->id);
-      }
+      delivered_ids_[row.seqno] = row.id;
+      now_held.push_back(row.id);
     }
     // The bug: the callback fires as soon as the target answered, before any commit.
     if (env_.bugs.callback_before_commit) env_.observer->delivery_confirmed(job_, now_held, 0);

@@ -18,7 +18,7 @@ bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, s
   auto messages = stream_rows::decode(value);
   if (!messages || messages->empty()) return false;  // a row holds at least one message
   uint64_t seqno = first;
-  for (const Message& m : *messages) out->push_back({seqno++, encode_message(m), false});
+  for (const Message& m : *messages) out->push_back({seqno++, encode_message(m), false, m.id});
   out->back().batch_end = batch_end;
   return true;
 }

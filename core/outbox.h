@@ -28,6 +28,7 @@ struct OutboxRow {
   uint64_t seqno = 0;
   std::string message;     // the encoded message
   bool batch_end = false;  // batching sinks: the last row of an epoch (a batch boundary)
+  MessageId id = 0;        // the message's id, for the delivery callback
 };
 
 // --- Outbox rows in the store (tables::outbox: "<partition>/<seqNo of its first message>") --

@@ -153,6 +153,7 @@ TEST(OutboxRows, AnEpochsRowHoldsItsMessagesUnderConsecutiveSeqNos) {
   for (size_t i = 0; i < messages.size(); ++i) {
     EXPECT_EQ(out[i + 1].seqno, 7 + i);
     EXPECT_EQ(out[i + 1].message, encode_message(messages[i])) << "as the target takes it";
+    EXPECT_EQ(out[i + 1].id, messages[i].id);
   }
   EXPECT_FALSE(out[2].batch_end);
   EXPECT_TRUE(out[3].batch_end);  // a batching sink's batch ends with the epoch's row
