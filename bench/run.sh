@@ -72,15 +72,19 @@ for round in $(seq "$rounds"); do
   build/bench/handwritten_bench "$tmp/handwritten" "$messages" 16 2000 >"$tmp/handwritten-$round.json"
   rm -rf "$tmp/handwritten"
 done
+# The median run of each becomes NAME.json; every round's rate, in the order run, rounds.json.
 python3 - "$tmp" "$rounds" <<'PY'
 import json, os, shutil, sys
 tmp, rounds = sys.argv[1], int(sys.argv[2])
 def rate(path):
     r = json.load(open(path))
     return r["messages"] / r["wall_s"] if "wall_s" in r else r["msgs_per_s"]
+rates = {}
 for name in ("real-exactly_once", "real-at_least_once", "handwritten"):
-    runs = sorted((rate(os.path.join(tmp, f"{name}-{i}.json")), i) for i in range(1, rounds + 1))
-    shutil.copy(os.path.join(tmp, f"{name}-{runs[len(runs) // 2][1]}.json"), os.path.join(tmp, f"{name}.json"))
+    rates[name] = [round(rate(os.path.join(tmp, f"{name}-{i}.json"))) for i in range(1, rounds + 1)]
+    median = sorted(range(rounds), key=lambda i: rates[name][i])[rounds // 2]
+    shutil.copy(os.path.join(tmp, f"{name}-{median + 1}.json"), os.path.join(tmp, f"{name}.json"))
+json.dump(rates, open(os.path.join(tmp, "rounds.json"), "w"))
 PY
 # The at-most-once sink sends each message alone, one synced append each: 30,000 of them.
 "$onceflow" real bench/pipelines/two_stage_at_most_once_sink.yaml --data "$tmp/data-amo" --messages "$(size 30000 3000)" \
@@ -248,15 +252,12 @@ for mode, r in real.items():
     out[f"{mode}_writes_per_message"] = round(r["writes"] / r["messages"], 1)
     out[f"{mode}_bytes_per_message"] = round(r["bytes"] / r["messages"])
 out["handwritten_bytes_per_message"] = hw["bytes_per_message"]
-rounds = sum(1 for name in os.listdir(tmp) if name.startswith("handwritten-"))
-rate_of = lambda r: r["messages"] / r["wall_s"] if "wall_s" in r else r["msgs_per_s"]
-def runs(name):  # every round's rate, in the order run
-    return [round(rate_of(load(f"{name}-{i}.json"))) for i in range(1, rounds + 1)]
+rounds = load("rounds.json")  # every round's rate, in the order run
 out.update({
-    "rounds": rounds,
-    "real_eos_runs_msgs_per_s": runs("real-exactly_once"),
-    "alo_runs_msgs_per_s": runs("real-at_least_once"),
-    "handwritten_runs_msgs_per_s": runs("handwritten"),
+    "rounds": len(rounds["handwritten"]),
+    "real_eos_runs_msgs_per_s": rounds["real-exactly_once"],
+    "alo_runs_msgs_per_s": rounds["real-at_least_once"],
+    "handwritten_runs_msgs_per_s": rounds["handwritten"],
 })
 out.update({
     "alo_msgs_per_s": round(rate["at_least_once"]),

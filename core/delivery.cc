@@ -107,10 +107,8 @@ void Delivery::committed(EpochOutbox changes) {
     known_rows_.erase(row);
   }
   if (!changes.messages.empty()) {
-    uint64_t seqno = changes.first;
-    for (const Message& m : changes.messages) known_messages_.push_back({seqno++, encode_message(m), false, m.id});
-    known_messages_.back().batch_end = batched_outbox(sink_);
-    known_rows_.push_back({std::move(changes.row_key), changes.first, seqno - 1});
+    append_outbox_rows(changes.first, changes.messages, batched_outbox(sink_), &known_messages_);
+    known_rows_.push_back({prefix_ + tables::hex16(changes.first), changes.first, known_messages_.back().seqno});
   }
   if (known_rows_.size() > round_rows_) {  // too far behind to keep in memory
     probe(env_, Probe::kOutboxBehindTarget);
@@ -141,7 +139,7 @@ bool Delivery::read_outbox(std::vector<OutboxRow>* out) {
   if (rows->size() < round_rows_ && !outbox_row_per_message(sink_)) {
     known_ = true;
     known_rows_ = read_rows_;
-    known_messages_ = *out;
+    known_messages_ = std::move(*out);  // deliver_outbox() reads them from here now
   }
   return true;
 }

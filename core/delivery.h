@@ -50,9 +50,8 @@ class Delivery {
   // What an epoch does to the outbox (filled by the epoch, see acknowledge()).
   struct EpochOutbox {
     std::vector<std::string> erased;  // keys of the rows it erases
-    std::string row_key;              // the row it writes ("": none)
-    uint64_t first = 0;               // the seqNo of the row's first message
-    std::vector<Message> messages;    // the row's messages
+    uint64_t first = 0;               // the seqNo of the first message of the row it writes
+    std::vector<Message> messages;    // that row's messages (none: it writes no row)
   };
   // The epoch that did `changes` committed: the outbox this incarnation keeps in memory
   // follows.
@@ -94,7 +93,7 @@ class Delivery {
   ExternalSink* external_sink() const;
   // Reads the partition's first round_rows_ outbox rows from the store into read_rows_ and
   // `out`; false when the store or a row that does not decode stops it. A read that found
-  // every row starts the in-memory outbox.
+  // every row starts the in-memory outbox, moving `out` there.
   bool read_outbox(std::vector<OutboxRow>* out);
   void deliver_at_most_once(ExternalSink& external, const std::vector<OutboxRow>& outbox);
   bool acknowledge_before_send(uint64_t seqno, const Message& m);

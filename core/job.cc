@@ -1280,9 +1280,8 @@ void Job::step_sink(EpochTx& etx) {
     }
   }
   if (outbox.messages() > 0) {
-    etx.outbox.row_key = prefix + tables::hex16(first_seqno);
     etx.outbox.first = first_seqno;
-    etx.tx.put(outbox_table_, etx.outbox.row_key, outbox.take(&etx.outbox.messages));
+    etx.tx.put(outbox_table_, prefix + tables::hex16(first_seqno), outbox.take(&etx.outbox.messages));
   }
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);

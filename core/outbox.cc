@@ -14,12 +14,17 @@ std::string OutboxRowWriter::take(std::vector<Message>* kept) {
   return row;
 }
 
+void append_outbox_rows(uint64_t first, const std::vector<Message>& messages, bool batch_end, std::vector<OutboxRow>* out) {
+  if (messages.empty()) return;
+  uint64_t seqno = first;
+  for (const Message& m : messages) out->push_back({seqno++, encode_message(m), false, m.id});
+  out->back().batch_end = batch_end;
+}
+
 bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, std::vector<OutboxRow>* out) {
   auto messages = stream_rows::decode(value);
   if (!messages || messages->empty()) return false;  // a row holds at least one message
-  uint64_t seqno = first;
-  for (const Message& m : *messages) out->push_back({seqno++, encode_message(m), false, m.id});
-  out->back().batch_end = batch_end;
+  append_outbox_rows(first, *messages, batch_end, out);
   return true;
 }
 

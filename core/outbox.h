@@ -47,9 +47,11 @@ class OutboxRowWriter {
  private:
   std::vector<Message> messages_;
 };
-// Appends the messages of the row keyed by seqNo `first` to `out`, each as the target takes it
-// (encode_message); with `batch_end` the last one closes a batch. False (and `out` as it was)
-// when the value does not decode.
+// Appends `messages`, an outbox row's from seqNo `first` on, to `out`, each as the target takes
+// it (encode_message); with `batch_end` the last one closes a batch.
+void append_outbox_rows(uint64_t first, const std::vector<Message>& messages, bool batch_end, std::vector<OutboxRow>* out);
+// Appends the messages of the row keyed by seqNo `first` to `out` (append_outbox_rows). False
+// (and `out` as it was) when the value does not decode.
 bool decode_outbox_row(uint64_t first, std::string_view value, bool batch_end, std::vector<OutboxRow>* out);
 
 // --- The append protocol (service kSinkAppendService, core/engine.h) --------------------
