@@ -21,6 +21,32 @@ struct MessageRecord {
   std::string stream;
   int64_t alignment_ts = 0;
   std::string payload;
+  int64_t event_ts = 0;
+  int64_t system_ts = 0;
+};
+
+// A timer an epoch fired: its row within the partition ("<trigger>/<key>/<stream>[/<unique>]"),
+// the creation that set it, the timer, how many of the epoch's consumed messages were
+// processed before it, and the watermark of its timer stream it was due by.
+struct FiredTimerRecord {
+  std::string row;
+  uint64_t creation = 0;
+  uint64_t key = 0;
+  int64_t trigger_ts = 0;
+  int64_t event_ts = 0;
+  std::string stream;
+  size_t after_consumed = 0;
+  int64_t watermark = 0;
+};
+
+// A state row as an epoch read it before writing it (the state it started from), or as the
+// re-execution holds it then.
+struct StateReadRecord {
+  std::string table;
+  uint64_t key = 0;
+  bool present = false;
+  std::string value;
+  friend bool operator==(const StateReadRecord&, const StateReadRecord&) = default;
 };
 
 struct EpochRecord {
@@ -36,6 +62,21 @@ struct EpochRecord {
   std::string node;                         // the worker that ran it
   std::vector<std::string> timers_created;  // as timers_fired: rows created (merges create none)
   uint64_t layout_version = 0;  // the layout (core/layout.h) the job ran with
+  // What else its function read: the epoch's number, system time and random seed; the timers
+  // it fired, where; the state it read.
+  uint64_t epoch = 0;
+  int64_t now = 0;
+  uint64_t random_seed = 0;
+  std::vector<FiredTimerRecord> fired;
+  std::vector<StateReadRecord> state_reads;
+  // The re-execution of this epoch from the committed history (core/reexecute.h), for
+  // computation epochs of a history that was re-executed: what the function gives, the state
+  // it finds for each of state_reads, and what the recorded epoch did that it cannot redo.
+  bool reexecuted = false;
+  std::vector<MessageRecord> expected_produced;
+  std::vector<std::string> expected_timers_created;  // rows within the partition
+  std::vector<StateReadRecord> expected_state;
+  std::vector<std::string> reexecution_problems;
 };
 
 struct DeliveryRecord {  // a message the target made visible
@@ -104,16 +145,35 @@ struct LeaseSpan {
 struct SinkExpectation {
   std::string sink;
   Guarantee guarantee = Guarantee::kExactlyOnce;
-  // What the reference run delivered: (key, payload), sorted.
+  // What the reference run delivered: (key, payload), sorted. Used only by a history that was
+  // not re-executed (PipelineHistory::reexecuted); else `expected` decides.
   std::vector<std::pair<uint64_t, std::string>> reference;
+  // Every message the re-executed history puts on the sink's stream, by MessageId (an
+  // at-least-once-consistent producer may give one id several payloads: each is listed).
+  std::vector<MessageRecord> expected;
   // The sink writes each epoch's messages before the epoch commits (a synchronous sink): its
   // outputs are visible before their commit by design, and repeated after a failed one.
   bool writes_before_commit = false;
 };
 
+// A consumer of a stream: a computation or sink by name, and whether it takes each message
+// in exactly one committed epoch (exactly-once computations, deduplicating sinks) or in at
+// least one (swift maps, at-least-once-consistent computations, sinks that do not deduplicate).
+struct StreamConsumer {
+  std::string job_prefix;  // "computation/Name/" or "sink/Name/"
+  bool exactly_once = true;
+};
+
 struct PipelineHistory {
   uint64_t seed = 0;
   std::string replay_command;
+  // The history was re-executed (core/reexecute.h): the oracle is the committed history, and
+  // the fields below are filled; else the delivery and state checks fall back to the
+  // reference run.
+  bool reexecuted = false;
+  std::vector<MessageRecord> source_inputs;  // every message the sources hold, by MessageId
+  std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
+  std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`
   std::vector<EpochRecord> epochs;  // in commit-version order
   std::vector<DeliveryRecord> deliveries;
   std::vector<ConfirmationRecord> confirmations;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -374,13 +376,119 @@ std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord&
       m.alignment_ts, hex_id(before.id), before.alignment_ts);
 }
 
+
+// ---- the committed history as the oracle ----
+
+// Who committed each message: the first committed epoch that produced it.
+std::map<uint64_t, const EpochRecord*> producing_epochs(const PipelineHistory& h) {
+  std::map<uint64_t, const EpochRecord*> out;
+  for (const EpochRecord& e : h.epochs) {
+    for (const MessageRecord& m : e.produced) out.try_emplace(m.id, &e);
+  }
+  return out;
+}
+
+std::string shown(const MessageRecord& m) {
+  return fmt::format("{} (key {}, {})", hex_id(m.id), hex_id(m.key), shown(m.payload));
+}
+
+// Where a message came from, for a report: the computation and committed epoch, or the source.
+std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>& producers) {
+  const auto it = producers.find(id);
+  if (it == producers.end()) return "a source input";
+  const EpochRecord& e = *it->second;
+  return fmt::format("{} {} (job {}, committed version {})", e.job.starts_with("source/") ? "source" : "computation",
+                     e.computation, e.job, e.version);
+}
+
+bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key == b.key && a.payload == b.payload; }
+
+constexpr size_t kNamedMax = 3;  // messages a report names before it only counts
+
+// One sink held to the re-executed history by MessageId: exactly once, at least once (extras
+// only copies) or at most once (a missing one dropped or in doubt).
+std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& h,
+                               const std::map<uint64_t, const EpochRecord*>& producers) {
+  std::map<uint64_t, std::vector<const MessageRecord*>> expected;
+  for (const MessageRecord& m : e.expected) expected[m.id].push_back(&m);
+  const auto delivered = deliveries_by_id(h, e.sink);
+  // A delivery under an id the re-execution never gave this sink.
+  for (const auto& [id, copies] : delivered) {
+    const auto want = expected.find(id);
+    const MessageRecord& got = copies.front()->message;
+    if (want == expected.end()) {
+      return fmt::format("unexpected: message {} delivered by {}, but no committed epoch's re-execution produced it "
+                         "for this sink (committed by {})",
+                         shown(got), copies.front()->producer_job.empty() ? "the sink" : "job " + copies.front()->producer_job,
+                         origin_of(id, producers));
+    }
+    for (const DeliveryRecord* d : copies) {
+      const bool known = std::any_of(want->second.begin(), want->second.end(),
+                                     [&](const MessageRecord* m) { return same_content(*m, d->message); });
+      if (known) continue;
+      return fmt::format("unexpected: message {} delivered as {}, but its re-execution ({}) gives {}", hex_id(id),
+                         shown(Item{d->message.key, d->message.payload}), origin_of(id, producers),
+                         shown(Item{want->second.front()->key, want->second.front()->payload}));
+    }
+    if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
+      return fmt::format("duplicate: message {} made visible {} times ({}): by {} at {}us and by {} at {}us",
+                         shown(got), copies.size(), origin_of(id, producers),
+                         copies[0]->producer_job.empty() ? "the sink" : "job '" + copies[0]->producer_job + "'",
+                         copies[0]->time, copies[1]->producer_job.empty() ? "the sink" : "job '" + copies[1]->producer_job + "'",
+                         copies[1]->time);
+    }
+  }
+  const auto& drops = ids_of(h.counted_drops, e.sink);
+  const auto& doubt = ids_of(h.in_doubt, e.sink);
+  if (e.guarantee == Guarantee::kAtMostOnce) {
+    for (uint64_t id : drops) {
+      if (delivered.count(id) != 0) return fmt::format("message {} counted as dropped, but the target holds it", hex_id(id));
+    }
+  }
+  std::vector<const MessageRecord*> missing;
+  for (const auto& [id, variants] : expected) {
+    if (delivered.count(id) != 0) continue;
+    if (e.guarantee == Guarantee::kAtMostOnce && (drops.count(id) != 0 || doubt.count(id) != 0)) continue;
+    missing.push_back(variants.front());
+  }
+  if (missing.empty()) return "";
+  std::string named;
+  for (size_t i = 0; i < missing.size() && i < kNamedMax; ++i) {
+    named += fmt::format("{}{} from {}", i == 0 ? "" : "; ", shown(*missing[i]), origin_of(missing[i]->id, producers));
+  }
+  return fmt::format("lost-write: {} of {} messages missing{}: {}{}", missing.size(), expected.size(),
+                     e.guarantee == Guarantee::kAtMostOnce ? " (not delivered, not dropped, not in doubt)" : "", named,
+                     missing.size() > kNamedMax ? fmt::format("; and {} more", missing.size() - kNamedMax) : "");
+}
+
+// The messages each consumer's committed epochs took, by consumer prefix and id.
+using Takes = std::map<std::string_view, std::map<uint64_t, size_t>>;
+
+std::string consumed_problem(const EpochRecord& e, const MessageRecord& m,
+                             const std::map<uint64_t, std::vector<const MessageRecord*>>& produced) {
+  const auto it = produced.find(m.id);
+  if (it == produced.end()) {
+    return fmt::format("job {} (committed version {}) consumed message {}, which no committed epoch produced and no "
+                       "source holds",
+                       e.job, e.version, shown(m));
+  }
+  for (const MessageRecord* p : it->second) {
+    if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts) return "";
+  }
+  const MessageRecord& p = *it->second.front();
+  return fmt::format("job {} (committed version {}) consumed message {} on stream {} with event time {}us, but it was "
+                     "committed as {} on stream {} with event time {}us",
+                     e.job, e.version, shown(m), m.stream, m.event_ts, shown(p), p.stream, p.event_ts);
+}
+
 }  // namespace
 
 Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   if (h.sinks.empty()) return Verdict::not_applicable(std::string(name()), "no sinks");
   std::string summary;
+  const auto producers = h.reexecuted ? producing_epochs(h) : std::map<uint64_t, const EpochRecord*>{};
   for (const SinkExpectation& e : h.sinks) {
-    const std::string problem = sink_problem(e, h);
+    const std::string problem = h.reexecuted ? sink_problem_by_id(e, h, producers) : sink_problem(e, h);
     if (!problem.empty()) {
       return failure(name(), h, fmt::format("sink {} ({}): {}", e.sink, guarantee_name(e.guarantee), problem));
     }
@@ -392,7 +500,49 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   return Verdict::pass(std::string(name()), fmt::format("{} sinks: {}", h.sinks.size(), summary));
 }
 
+namespace {
+
+// The state each committed epoch started from is what the re-execution of the committed epochs
+// before it gives, and the tables at the end are what the whole re-execution gives.
+Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
+  size_t reads = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (!e.reexecuted) continue;
+    for (size_t i = 0; i < e.state_reads.size() && i < e.expected_state.size(); ++i) {
+      ++reads;
+      const StateReadRecord& got = e.state_reads[i];
+      const StateReadRecord& want = e.expected_state[i];
+      if (got == want) continue;
+      return failure(check, h,
+                     fmt::format("computation {} (job {}, committed version {}) started from table {} key {} = {}, "
+                                 "but re-executing the committed epochs before it gives {}",
+                                 e.computation, e.job, e.version, got.table, hex_id(got.key),
+                                 got.present ? shown(got.value) : "(absent)", want.present ? shown(want.value) : "(absent)"));
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& [table, rows] : h.tables) names.insert(table);
+  for (const auto& [table, rows] : h.reexecuted_tables) names.insert(table);
+  if (names.empty() && reads == 0) return Verdict::not_applicable(std::string(check), "no state or external tables");
+  const Table empty;
+  size_t keys = 0;
+  for (const std::string& table : names) {
+    const Table& want = table_or(h.reexecuted_tables, table, empty);
+    std::string problem = table_problem(table, table_or(h.tables, table, empty), want);
+    if (!problem.empty()) {
+      return failure(check, h, problem + " (reference: the committed epochs re-executed)");
+    }
+    keys += want.size();
+  }
+  return Verdict::pass(std::string(check),
+                       fmt::format("{} tables, {} keys equal the re-executed history; {} state reads as it gives them",
+                                   names.size(), keys, reads));
+}
+
+}  // namespace
+
 Verdict StateCheck::check(const PipelineHistory& h) const {
+  if (h.reexecuted) return state_by_reexecution(name(), h);
   std::set<std::string> names;
   for (const auto& [table, rows] : h.tables) names.insert(table);
   for (const auto& [table, rows] : h.reference_tables) names.insert(table);
@@ -557,6 +707,12 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   };
   for (const EpochRecord& e : h.epochs) {
     if (std::string problem = apply_moves(e.version); !problem.empty()) return failure(name(), h, problem);
+    for (const FiredTimerRecord& f : e.fired) {
+      if (f.trigger_ts <= f.watermark) continue;
+      return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
+                                            "{}us, before its trigger {}us",
+                                            f.row, e.job, hex_id(f.key), e.version, f.watermark, f.trigger_ts));
+    }
     for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {
       auto& [created, fired] = timers[timer];
@@ -757,10 +913,151 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
                                                         h.drained_at, h.drained_at - h.heal_at, h.liveness_bound));
 }
 
+Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
+  if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
+  // Every message committed: by the sources' committed epochs and by the computations'.
+  std::map<uint64_t, std::vector<const MessageRecord*>> produced;
+  std::map<uint64_t, size_t> from_sources;
+  for (const EpochRecord& e : h.epochs) {
+    const bool source = e.job.starts_with("source/");
+    for (const MessageRecord& m : e.produced) {
+      produced[m.id].push_back(&m);
+      if (source) ++from_sources[m.id];
+    }
+  }
+  for (const MessageRecord& in : h.source_inputs) {
+    const auto it = produced.find(in.id);
+    const size_t emitted = from_sources.count(in.id) != 0 ? from_sources[in.id] : 0;
+    if (emitted != 1) {
+      return failure(name(), h, fmt::format("source input {} on stream {} emitted by {} committed source epochs, not one",
+                                            shown(in), in.stream, emitted));
+    }
+    const MessageRecord& p = *it->second.front();
+    if (p.key != in.key || p.payload != in.payload || p.event_ts != in.event_ts || p.stream != in.stream) {
+      return failure(name(), h, fmt::format("source input {} was emitted as {} on stream {}", shown(in), shown(p), p.stream));
+    }
+  }
+  Takes takes;
+  size_t consumed = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (!is_consumer_job(e.job)) continue;
+    const std::string_view job = e.job;
+    const std::string_view prefix = job.substr(0, job.rfind('/') + 1);
+    for (const MessageRecord& m : e.consumed) {
+      ++consumed;
+      ++takes[prefix][m.id];
+      if (std::string problem = consumed_problem(e, m, produced); !problem.empty()) return failure(name(), h, problem);
+    }
+  }
+  size_t checked = 0;
+  for (const auto& [id, versions] : produced) {
+    const MessageRecord& m = *versions.front();
+    const auto consumers = h.stream_consumers.find(m.stream);
+    if (consumers == h.stream_consumers.end()) continue;
+    for (const StreamConsumer& c : consumers->second) {
+      ++checked;
+      const auto by = takes.find(c.job_prefix);
+      const size_t n = by == takes.end() || by->second.count(id) == 0 ? 0 : by->second.at(id);
+      if (n == 1 || (n > 1 && !c.exactly_once)) continue;
+      const std::string consumer = c.job_prefix.substr(0, c.job_prefix.size() - 1);
+      return failure(name(), h,
+                     n == 0 ? fmt::format("message {} on stream {} was never consumed by {} (no committed epoch took it)",
+                                          shown(m), m.stream, consumer)
+                            : fmt::format("message {} on stream {} was consumed by {} in {} committed epochs: exactly-once "
+                                          "allows one",
+                                          shown(m), m.stream, consumer, n));
+    }
+  }
+  if (checked == 0 && consumed == 0) return Verdict::not_applicable(std::string(name()), "no message was committed");
+  return Verdict::pass(std::string(name()), fmt::format("{} committed messages taken by each consumer as promised; {} "
+                                                        "consumptions each equal to what was committed",
+                                                        produced.size(), consumed));
+}
+
+namespace {
+
+std::string timers_created_problem(const EpochRecord& e) {
+  std::multiset<std::string> got;
+  for (const std::string& t : e.timers_created) {
+    const size_t table_end = t.find(':');
+    const size_t prefix_end = t.find('/', table_end == std::string::npos ? 0 : table_end);
+    got.insert(prefix_end == std::string::npos ? t : t.substr(prefix_end + 1));
+  }
+  const std::multiset<std::string> want(e.expected_timers_created.begin(), e.expected_timers_created.end());
+  if (got == want) return "";
+  for (const std::string& t : got) {
+    if (want.count(t) == 0) return fmt::format("set timer {}, which its re-execution does not set", t);
+  }
+  for (const std::string& t : want) {
+    if (got.count(t) == 0) return fmt::format("did not set timer {}, which its re-execution sets", t);
+  }
+  return "set timers other than its re-execution";
+}
+
+std::string outputs_problem(const EpochRecord& e) {
+  std::map<uint64_t, const MessageRecord*> got, want;
+  for (const MessageRecord& m : e.produced) got.emplace(m.id, &m);
+  for (const MessageRecord& m : e.expected_produced) want.emplace(m.id, &m);
+  for (const auto& [id, m] : got) {
+    const auto it = want.find(id);
+    if (it == want.end()) {
+      return fmt::format("committed message {} on stream {}, which its re-execution does not produce", shown(*m), m->stream);
+    }
+    const MessageRecord& w = *it->second;
+    if (w.key != m->key || w.payload != m->payload || w.stream != m->stream || w.event_ts != m->event_ts) {
+      return fmt::format("committed message {} on stream {} (event time {}us), which its re-execution gives as {} on "
+                         "stream {} (event time {}us)",
+                         shown(*m), m->stream, m->event_ts, shown(w), w.stream, w.event_ts);
+    }
+  }
+  for (const auto& [id, w] : want) {
+    if (got.count(id) == 0) {
+      return fmt::format("did not commit message {} on stream {}, which its re-execution produces", shown(*w), w->stream);
+    }
+  }
+  return "";
+}
+
+std::string first_inputs(const EpochRecord& e) {
+  if (e.consumed.empty() && e.fired.empty()) return "no input";
+  std::string out;
+  for (size_t i = 0; i < e.consumed.size() && i < kNamedMax; ++i) {
+    fmt::format_to(std::back_inserter(out), "{}{:016x}", i == 0 ? "" : " ", e.consumed[i].id);
+  }
+  if (e.consumed.size() > kNamedMax) out += fmt::format(" +{}", e.consumed.size() - kNamedMax);
+  if (!e.fired.empty()) out += fmt::format("{}{} timers", out.empty() ? "" : ", ", e.fired.size());
+  return out;
+}
+
+}  // namespace
+
+Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
+  if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
+  size_t epochs = 0, outputs = 0;
+  for (const EpochRecord& e : h.epochs) {
+    if (!e.reexecuted) continue;
+    ++epochs;
+    outputs += e.produced.size();
+    std::string problem = e.reexecution_problems.empty() ? outputs_problem(e) : e.reexecution_problems.front();
+    if (problem.empty()) problem = timers_created_problem(e);
+    if (problem.empty()) continue;
+    return failure(name(), h,
+                   fmt::format("computation {} (job {}, committed version {}, epoch {} at {}us, inputs {}) {}: the "
+                               "committed epoch is not what its function gives on what it took",
+                               e.computation, e.job, e.version, e.epoch, e.now, first_inputs(e), problem));
+  }
+  if (epochs == 0) return Verdict::not_applicable(std::string(name()), "no computation epoch committed");
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} committed epochs re-executed: {} outputs, timers and state as committed", epochs,
+                                   outputs));
+}
+
 std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   std::vector<std::unique_ptr<PipelineChecker>> out;
   out.push_back(std::make_unique<DeliveryCheck>());
   out.push_back(std::make_unique<StateCheck>());
+  out.push_back(std::make_unique<ConsumptionCheck>());
+  out.push_back(std::make_unique<ReexecutionCheck>());
   out.push_back(std::make_unique<FencingCheck>());
   out.push_back(std::make_unique<ControllerCheck>());
   out.push_back(std::make_unique<DeliveryCallbackCheck>());

@@ -22,21 +22,45 @@ class PipelineChecker {
   virtual Verdict check(const PipelineHistory& history) const = 0;
 };
 
-// Each sink's output matches the reference under its guarantee: exactly once (equal
-// multisets), at least once (nothing lost), at most once (nothing duplicated, every loss
-// counted as a drop). An exactly-once or at-most-once sink never makes one MessageId
-// visible twice.
+// Each sink holds what the re-executed committed history put on its stream, by MessageId:
+// exactly once each; at least once (extras only copies of one id); at most once (a missing
+// one dropped or in doubt). An output no re-execution produced is "unexpected", one MessageId
+// visible twice is a "duplicate". A history that was not re-executed is held to its reference
+// run instead (equal multisets of (key, payload)).
 class DeliveryCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "delivery"; }
   Verdict check(const PipelineHistory& history) const override;
 };
 
-// State and external tables equal the reference run's, but for those of at-least-once-consistent
-// computations (their own tables only; every exactly-once table stays checked).
+// Each committed epoch started from the state that re-executing the committed epochs before it
+// gives (every row its function read before writing it), and the state and external tables
+// at the end equal the re-execution's. A history that was not re-executed is held to its
+// reference run instead (but for the tables of at-least-once-consistent computations).
 class StateCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "state"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// Every source input is emitted by exactly one committed source epoch, unchanged; every
+// message a committed epoch produced is taken by each consumer of its stream in exactly one
+// committed epoch (exactly-once consumers) or at least one (swift maps,
+// at-least-once-consistent computations, sinks without input dedup); and every consumed
+// message equals, field by field, one that was committed under its id.
+class ConsumptionCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "consumption"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
+// Every committed computation epoch is what its function gives when re-executed from the
+// committed history (same messages in the same order, same timers, time and seed, the state
+// the epochs before it left): the same outputs by MessageId and content, the same timers
+// set, and no timer fired that the re-execution does not hold.
+class ReexecutionCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "re-execution"; }
   Verdict check(const PipelineHistory& history) const override;
 };
 
@@ -66,8 +90,8 @@ class DeliveryCallbackCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
-// Every timer fired in at most one epoch (its deletion committed with it), and a drained run
-// has no timer left.
+// Every timer fired in at most one epoch (its deletion committed with it), never before its
+// timer stream's watermark reached its trigger, and a drained run has no timer left.
 class TimerCheck final : public PipelineChecker {
  public:
   std::string_view name() const override { return "timers"; }

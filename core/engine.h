@@ -176,7 +176,28 @@ class EngineObserver {
     uint64_t layout_version = 0;      // the layout the job runs with (core/layout.h)
     std::vector<Message> consumed;    // inputs processed (not those dropped as duplicates)
     std::vector<Message> produced;    // messages written to streams or sinks
-    std::vector<Timer> timers_fired;
+    // What else the function could read, for re-executing the epoch: its system time and the
+    // seed of its random generator.
+    Micros now = 0;
+    uint64_t random_seed = 0;
+    // A timer that fired: its row within the partition (core/emitted.h), creation, the timer,
+    // how many of `consumed` were processed before it, and the watermark it was due by.
+    struct FiredTimer {
+      std::string row;
+      uint64_t creation = 0;
+      Timer timer;
+      size_t after_consumed = 0;
+      Micros watermark = 0;
+    };
+    std::vector<FiredTimer> timers_fired;
+    // The state the function read, as the epoch started from it: each (table, key) read
+    // before the epoch wrote it, once, with the value read (nullopt: absent).
+    struct StateRead {
+      std::string table;
+      uint64_t key = 0;
+      std::optional<std::string> value;
+    };
+    std::vector<StateRead> state_reads;
     // The timers' identities, "<timers table>:<row key>": rows fired (and deleted) by the
     // epoch, and rows it created (an add that merged into an existing row creates none).
     std::vector<std::string> timer_rows_fired;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/delivery.h"
+#include "core/emitted.h"
 #include "core/env/codec.h"
 
 namespace onceflow {
@@ -52,24 +53,6 @@ Message decode_source_row(std::string_view value) {
   m.system_ts = m.alignment_ts = in.i64();
   assert(in.done());
   return m;
-}
-
-// A timer row: the key past the partition prefix is <trigger>/<key>/<stream>[/<unique>]
-// (hex trigger with its sign bit flipped, so that keys sort by trigger); the value holds the
-// event time and the id of the timer's creation (from what set it: one message, or one
-// firing), which names what its firing emits: a timer set again after it fired emits new
-// MessageIds, and a replay of the same creation the same ones.
-Timer decode_timer_row(std::string_view rest, std::string_view value, uint64_t* creation) {
-  Timer t;
-  t.trigger_ts = static_cast<Micros>(tables::parse_hex16(rest.substr(0, 16)) ^ (1ULL << 63));
-  t.key = tables::parse_hex16(rest.substr(17, 16));
-  const std::string_view stream = rest.substr(34);
-  t.timer_stream = std::string(stream.substr(0, stream.find('/')));
-  Decoder in(value);
-  t.event_ts = in.i64();
-  const uint64_t created = in.u64();
-  if (creation != nullptr) *creation = created;
-  return t;
 }
 
 }  // namespace
@@ -188,7 +171,11 @@ class Job::EpochTx final : public StateBackend {
   EpochTx(Store& store, Transaction tx, Micros now) : store_(store), tx(std::move(tx)), now(now) {}
 
   std::optional<std::string> get(const std::string& table, uint64_t key) override {
-    return read(table, tables::hex16(key));
+    std::string hex = tables::hex16(key);
+    if (!observed || tx.buffered(table, hex) != nullptr || !state_read.emplace(table, key).second) return read(table, hex);
+    std::optional<std::string> value = read(table, hex);
+    record.state_reads.push_back({table, key, value});
+    return value;
   }
   void put(const std::string& table, uint64_t key, std::string value) override {
     tx.put(table, tables::hex16(key), std::move(value));
@@ -309,6 +296,8 @@ class Job::EpochTx final : public StateBackend {
   bool aligned = false;    // an input was left for later, newer than a producer's watermark
   Micros watermark_before = 0;  // the job's low watermark as the epoch began
   EngineObserver::Epoch record;
+  bool observed = false;  // an observer reads `record`: state reads are recorded too
+  std::set<std::pair<std::string, uint64_t>> state_read;  // (table, key) in record.state_reads
   StreamWrites stream_out;                   // what the epoch emits into streams
   std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)
   InputTakes inputs;                         // what it takes from its input rows
@@ -492,6 +481,9 @@ Job::Outcome Job::run_epoch() {
   ++etx.meta.epoch;
   etx.watermark_before = etx.meta.low_watermark;
   if (computation_ != nullptr) function_random_ = Xoshiro256StarStar(env_.seed).fork(meta_key_ + "#" + std::to_string(etx.meta.epoch));
+  etx.observed = env_.observer != nullptr;
+  etx.record.now = etx.now;
+  etx.record.random_seed = function_random_.seed();
   idle_ = false;
   switch (id_.kind) {
     case JobKind::kSource: step_source(etx); break;
@@ -1010,12 +1002,7 @@ void Job::step_computation(EpochTx& etx) {
   prefetch_state(etx, rows, take_below);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
   Micros first_unprocessed = unseen_from;  // oldest input not yet processed
-  struct BatchKey {
-    std::string stream;
-    uint64_t key;
-    auto operator<=>(const BatchKey&) const = default;
-  };
-  std::map<BatchKey, std::vector<std::pair<Message, std::string>>> batches;  // parent, payload
+  OutputBatches batches;  // swift batching with relaxed guarantees
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
 
@@ -1048,42 +1035,23 @@ void Job::step_computation(EpochTx& etx) {
     } else {
       etx.inputs.take(in.read, m.id);
     }
-    for (CollectingOutput::Out& o : out.messages) {
+    for (uint32_t i = 0; i < out.messages.size(); ++i) {
       if (swift && spec.allow_batching_with_relaxed_guarantees) {
-        batches[{o.stream, o.key}].emplace_back(m, std::move(o.payload));
+        batches.add(m, std::move(out.messages[i]));
         continue;
       }
-      Message child;
-      child.id = derived_message_id(m.id, static_cast<uint32_t>(&o - out.messages.data()));
-      child.key = o.key;
-      child.stream = o.stream;
-      child.event_ts = m.event_ts;
+      Message child = message_output(m, std::move(out.messages[i]), i);
       child.system_ts = child.alignment_ts = swift ? m.system_ts : next_output_ts(etx);
-      child.payload = std::move(o.payload);
       emit(etx, std::move(child));
     }
-    for (const Timer& t : out.timers) add_timer(etx, t, derived_message_id(m.id, static_cast<uint32_t>(&t - out.timers.data())));
+    for (uint32_t i = 0; i < out.timers.size(); ++i) add_timer(etx, out.timers[i], message_timer_unique(m, i));
     etx.record.consumed.push_back(std::move(m));
   }
   // Rows the epoch rewrites anyway forget what a cleanup now would.
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, first_unprocessed)) : seen.flush();
   // Batching: one message per (stream, key) group of up to batch_size inputs.
-  for (auto& [where, items] : batches) {
-    for (size_t at = 0; at < items.size(); at += static_cast<size_t>(spec.batch_size)) {
-      const size_t end = std::min(items.size(), at + static_cast<size_t>(spec.batch_size));
-      Message batch;
-      batch.key = where.key;
-      batch.stream = where.stream;
-      batch.event_ts = items[at].first.event_ts;
-      batch.system_ts = batch.alignment_ts = items[at].first.system_ts;
-      for (size_t i = at; i < end; ++i) {
-        batch.parents.push_back(items[i].first.id);
-        if (!batch.payload.empty()) batch.payload += '\n';
-        batch.payload += items[i].second;
-      }
-      batch.id = batched_message_id(batch.parents);
-      emit(etx, std::move(batch));
-    }
+  if (swift && spec.allow_batching_with_relaxed_guarantees) {
+    for (Message& batch : batches.take(spec.batch_size)) emit(etx, std::move(batch));
   }
   // No timer fires while the pipeline drains (core/controller.h): a drain must end.
   if (etx.meta.drain_cut == INT64_MIN) fire_timers(etx);
@@ -1139,7 +1107,8 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<Input>& rows, Micros wa
   if (!computation_->timer_streams.empty()) {
     const std::string& prefix = prefix_;
     for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
-      const Timer t = decode_timer_row(std::string_view(row.key).substr(prefix.size()), row.value, nullptr);
+      const std::string_view rest = std::string_view(row.key).substr(prefix.size());
+      const Timer t = decode_timer(rest, decode_timer_value(row.value));
       if (due(t, event_watermark, etx.now)) keys.push_back(t.key);
     }
   }
@@ -1161,21 +1130,16 @@ void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
     if (s.name == t.timer_stream) stream = &s;
   }
   assert(stream != nullptr);
-  std::string key = fmt::format("{}{:016x}/{:016x}/{}", prefix_,
-                                static_cast<uint64_t>(t.trigger_ts) ^ (1ULL << 63), t.key, t.timer_stream);
-  if (!stream->deduplicate_equal_timestamps) key += fmt::format("/{:016x}", unique);
-  uint64_t creation = unique;
-  if (const auto existing = etx.read(timers_table_, key)) {
+  const std::string key = prefix_ + timer_row(t, stream->deduplicate_equal_timestamps, unique);
+  std::optional<TimerValue> existing;
+  if (const auto row = etx.read(timers_table_, key)) {
     probe(env_, Probe::kTimerMerged);
-    Decoder in(*existing);
-    if (in.i64() <= t.event_ts) return;
-    creation = in.u64();  // a merge keeps the timer it merged into
+    existing = decode_timer_value(*row);
   } else {
     etx.record.timer_rows_created.push_back(timers_table_ + ":" + key);
   }
-  Encoder ev;
-  ev.i64(t.event_ts).u64(creation);
-  etx.tx.put(timers_table_, key, ev.take());
+  const std::optional<TimerValue> value = timer_after_add(existing, t.event_ts, unique);
+  if (value) etx.tx.put(timers_table_, key, encode_timer_value(*value));
 }
 
 void Job::fire_timers(EpochTx& etx) {
@@ -1185,39 +1149,34 @@ void Job::fire_timers(EpochTx& etx) {
   Context context(etx.now, function_random());
   for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
     const std::string rest = row.key.substr(prefix.size());
-    uint64_t creation = 0;
-    const Timer t = decode_timer_row(rest, row.value, &creation);
-    const std::string firing = rest + "@" + tables::hex16(creation);  // this timer, this creation
+    const TimerValue value = decode_timer_value(row.value);
+    const Timer t = decode_timer(rest, value);
     if (!due(t, etx.meta.event_watermark, etx.now)) continue;
+    const std::string firing = timer_firing(rest, value.creation);  // this timer, this creation
     etx.has_work = true;
     CollectingOutput out(spec, t.key, t.event_ts);
     function_->process_timer(t, out, context);
     if (!etx.failed.is_ok()) return;
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
-    etx.record.timers_fired.push_back(t);
+    etx.record.timers_fired.push_back({rest, value.creation, t, etx.record.consumed.size(),
+                                       timer_watermark(t.timer_stream, etx.meta.event_watermark, etx.now)});
     etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
     if (env_.bugs.timer_delete_apart) {
       etx.timer_deletes_apart.emplace_back(timers_table_, row.key);
     } else {
       etx.tx.erase(timers_table_, row.key);
     }
-    for (CollectingOutput::Out& o : out.messages) {
-      Message child;
-      // The bug: named by the key, stream and event time, which a repeating timer's firings share.
-      const std::string timer = env_.bugs.timer_output_id_by_event_time
-                                    ? fmt::format("{:016x}/{}/{}", t.key, t.timer_stream, t.event_ts)
-                                    : firing;
-      child.id = timer_output_id(spec.name, timer, static_cast<uint32_t>(&o - out.messages.data()));
-      child.key = o.key;
-      child.stream = o.stream;
-      child.event_ts = t.event_ts;
+    // The bug: outputs named by the key, stream and event time, which a repeating timer's
+    // firings share.
+    const std::string named = env_.bugs.timer_output_id_by_event_time
+                                  ? fmt::format("{:016x}/{}/{}", t.key, t.timer_stream, t.event_ts)
+                                  : firing;
+    for (uint32_t i = 0; i < out.messages.size(); ++i) {
+      Message child = timer_output(spec.name, named, t, std::move(out.messages[i]), i);
       child.system_ts = child.alignment_ts = next_output_ts(etx);
-      child.payload = std::move(o.payload);
       emit(etx, std::move(child));
     }
-    for (const Timer& added : out.timers) {
-      add_timer(etx, added, timer_output_id(spec.name, firing, 1000 + static_cast<uint32_t>(&added - out.timers.data())));
-    }
+    for (uint32_t i = 0; i < out.timers.size(); ++i) add_timer(etx, out.timers[i], timer_timer_unique(spec.name, firing, i));
   }
 }
 

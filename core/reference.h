@@ -24,6 +24,7 @@ struct SourceInput {
   Micros event_ts = 0;
   Micros write_ts = 0;
   std::string table;  // a queue source's table when not the source's own (an input swapped in)
+  std::string origin;  // then the origin its ids are named under (source_origin of the new spec)
 };
 
 struct PipelineResult {

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "checkers/pipeline_checks.h"
-#include "core/reference.h"
+#include "faults/committed_history.h"
 #include "faults/injector.h"
 #include "faults/points.h"
 #include "faults/swarm.h"
@@ -16,10 +16,6 @@
 namespace onceflow::faults {
 
 namespace {
-
-checkers::MessageRecord record_of(const Message& m) {
-  return checkers::MessageRecord{m.id, m.key, m.stream, m.alignment_ts, m.payload};
-}
 
 // Listens to the engine and keeps what the history needs. It lives outside every node, so
 // a crash loses nothing here.
@@ -65,6 +61,16 @@ class Recorder final : public EngineObserver {
     for (const Message& m : e.produced) r.produced.push_back(record_of(m));
     r.timers_fired = e.timer_rows_fired;
     r.timers_created = e.timer_rows_created;
+    r.epoch = e.epoch;
+    r.now = e.now;
+    r.random_seed = e.random_seed;
+    for (const auto& f : e.timers_fired) {
+      r.fired.push_back({f.row, f.creation, f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
+                         f.after_consumed, f.watermark});
+    }
+    for (const auto& read : e.state_reads) {
+      r.state_reads.push_back({read.table, read.key, read.value.has_value(), read.value.value_or(std::string())});
+    }
     attempts.push_back(std::move(r));
     if (noting() && (!e.consumed.empty() || !e.produced.empty())) {
       note(e.node, "{} lease {} commits tx {}: consumed [{}] produced [{}]", e.job.str(), e.lease, e.tx,
@@ -398,8 +404,23 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
                               entry.written_epoch, entry.committed_epoch, entry.txn, entry.committed_txn, aborted});
     }
   }
+  for (const SinkSpec& sink : w.spec().sinks) {  // a synchronous sink's rows are its target
+    if (sink.type != SinkType::kSyncQueue) continue;
+    std::map<uint64_t, std::pair<int64_t, const checkers::EpochRecord*>> written;  // id -> its epoch
+    for (const checkers::EpochRecord& e : h.epochs) {
+      if (e.computation != sink.name || !e.job.starts_with("sink/")) continue;
+      for (const auto& m : e.consumed) written.try_emplace(m.id, e.commit_time, &e);
+    }
+    for (const Row& row : data.read_range(tables::sync_sink(sink.name), "", "", data.last_version(), SIZE_MAX)) {
+      auto m = decode_message(row.value);
+      assert(m.has_value());
+      const auto it = written.find(m->id);
+      const bool known = it != written.end();
+      h.deliveries.push_back({sink.name, known ? it->second.second->job : "", known ? it->second.second->lease : 0,
+                              known ? it->second.first : -1, record_of(*m)});
+    }
+  }
   const PipelineResult actual = w.result();
-  const PipelineResult reference = run_reference(w.spec(), registry, w.inputs());
   h.sink_outputs = actual.sinks;
   for (const auto& sink : w.spec().sinks) {
     auto g = o.sink_guarantees.find(sink.name);
@@ -407,9 +428,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     const auto guarantee = g != o.sink_guarantees.end()
                                ? g->second
                                : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
-    auto ref = reference.sinks.find(sink.name);
-    h.sinks.push_back({sink.name, guarantee, ref == reference.sinks.end() ? decltype(ref->second){} : ref->second,
-                       writes_before_commit(sink)});
+    h.sinks.push_back({sink.name, guarantee, {}, {}, writes_before_commit(sink)});
     // At-most-once: what a crash took from a sink's memory is lost and counted as such. A
     // message still held at the end without its node having crashed since is not: it was
     // lost without a count, which the delivery check reports.
@@ -427,11 +446,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   h.confirmations = rec.confirmations;
   h.tables = actual.tables;
-  h.reference_tables = reference.tables;
-  for (const auto& c : w.spec().computations) {
-    if (c.processing_mode != ProcessingMode::kAtLeastOnceConsistent) continue;
-    for (const std::string& table : bound_tables(registry, c)) h.uncompared_tables.insert(table);
-  }
+  reexecute_history(w.spec(), registry, w.source_messages(), h);
   for (const auto& [id, lease] : data.leases()) {
     const bool ended = lease.state != LeaseState::kActive;
     h.leases[id] = {lease.started_at, ended ? lease.ended_at : lease.last_ping + lease.ttl_us};

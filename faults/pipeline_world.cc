@@ -143,12 +143,14 @@ void PipelineWorld::plan_input_swaps() {
   }
   std::vector<PipelineWorldOptions::Respec> respecs = options_.respecs;
   std::stable_sort(respecs.begin(), respecs.end(), [](const auto& a, const auto& b) { return a.at_us < b.at_us; });
+  std::map<std::string, uint32_t> generations;  // each swap gives the source a new origin (core/layout.cc)
   for (const auto& r : respecs) {
     const auto next = parse_pipeline_spec_text(r.yaml, "respec");
     assert(next.has_value());
-    for (const SourceSpec& s : next->sources) {
+    for (SourceSpec s : next->sources) {
       auto it = reads.find(s.name);
       if (s.type != "queue" || it == reads.end() || it->second == table_of(s)) continue;
+      s.generation = ++generations[s.name];
       assert(s.partitions == spec_.source(s.name)->partitions);
       queue_tables_[table_of(s)] = {s.partitions, false};
       // Later messages go to the new table; every other earlier one too, as its backlog.
@@ -156,7 +158,10 @@ void PipelineWorld::plan_input_swaps() {
       for (SourceInput& in : inputs_) {
         const std::string& table = in.table.empty() ? table_of(*spec_.source(in.source)) : in.table;
         if (in.source != s.name || table != it->second) continue;
-        if (in.write_ts >= r.at_us || earlier[in.partition]++ % 2 == 1) in.table = table_of(s);
+        if (in.write_ts >= r.at_us || earlier[in.partition]++ % 2 == 1) {
+          in.table = table_of(s);
+          in.origin = source_origin(s);
+        }
       }
       it->second = table_of(s);
     }
@@ -294,11 +299,29 @@ void PipelineWorld::start_targets() {
 
 // Queue and Kafka rows are appended at their write times; static tables and service logs
 // hold all theirs from the start.
+namespace {
+// An input as its source emits it, named as the source job names it (core/job.cc).
+Message source_message(const SourceInput& in, const SourceSpec& source, const std::string& origin, uint64_t position) {
+  Message m;
+  m.id = source_message_id(origin, in.partition, position);
+  m.key = in.key;
+  m.stream = source.output_stream;
+  m.event_ts = in.event_ts;
+  m.payload = in.payload;
+  return m;
+}
+}  // namespace
+
 void PipelineWorld::load_inputs() {
   for (const SourceInput& in : inputs_) {
     const SourceSpec& source = *spec_.source(in.source);
     if (source.type == "static_table" || source.type == "service_log") {
       const uint64_t offset = produced_[{table_of(source), in.partition}]++;
+      const int cycles = source.type == "service_log" ? std::max(1, source.max_cycles) : 1;
+      for (int cycle = 0; cycle < cycles; ++cycle) {
+        const uint64_t position = source.type == "service_log" ? service_log_offset(static_cast<uint64_t>(cycle), offset) : offset;
+        source_messages_.push_back(source_message(in, source, source_origin(source), position));
+      }
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
       data_.load(tables::static_table(table_of(source)), tables::partition_prefix(in.partition) + tables::hex16(offset),
@@ -309,6 +332,7 @@ void PipelineWorld::load_inputs() {
     world_->scheduler().at(in.write_ts, kWorldNode, [this, &in, kafka, &source] {
       const std::string& table = in.table.empty() ? table_of(source) : in.table;
       const uint64_t offset = produced_[{table, in.partition}]++;
+      source_messages_.push_back(source_message(in, source, in.origin.empty() ? source_origin(source) : in.origin, offset));
       if (kafka) {
         kafka_.append(kafka_topic(source), in.partition,
                       {std::to_string(in.key), in.payload, in.event_ts, KafkaRecord::State::kPlain, 0, "", 0},

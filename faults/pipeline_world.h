@@ -97,6 +97,9 @@ class PipelineWorld {
   StoreData& store_data() { return data_; }
   const PipelineSpec& spec() const { return spec_; }
   const std::vector<SourceInput>& inputs() const { return inputs_; }
+  // The inputs written so far as their sources emit them (ids, keys, streams, payloads, event
+  // times), each cycle of a service log apart.
+  const std::vector<Message>& source_messages() const { return source_messages_; }
   std::vector<std::string> worker_names() const;
   std::vector<std::string> controller_names() const;
   std::vector<std::string> spare_worker_names() const;
@@ -192,6 +195,7 @@ class PipelineWorld {
   std::unique_ptr<SimConnectors> connectors_;
   std::unique_ptr<DeploymentConfig> deployment_;
   std::vector<SourceInput> inputs_;
+  std::vector<Message> source_messages_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (table, partition) -> count
   std::map<std::string, std::pair<int, bool>> queue_tables_;  // table -> (partitions, static)
   int operations_pending_ = 0;  // respecs asked and not yet done: the run is not drained

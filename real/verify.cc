@@ -26,7 +26,9 @@ checkers::Guarantee guarantee_of(const SinkSpec& sink) {
   return checkers::Guarantee::kExactlyOnce;
 }
 
-checkers::MessageRecord record_of(const Message& m) { return {m.id, m.key, m.stream, m.alignment_ts, m.payload}; }
+checkers::MessageRecord record_of(const Message& m) {
+  return {m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
+}
 
 // What `sink` delivered, as its target holds it; each delivery also goes into `h`.
 Result<std::vector<Message>> delivered_by(const SinkSpec& sink, RealStore& store, const KafkaConfig& kafka,
@@ -75,7 +77,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     if (!records) return records.error();
     for (const auto& record : *records) {
       inputs.push_back({source.name, record.partition, kafka_key(record.key), record.value, record.timestamp,
-                        record.timestamp, {}});
+                        record.timestamp, {}, {}});
     }
   }
   std::stable_sort(inputs.begin(), inputs.end(),
@@ -110,7 +112,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     sinks[sink.name] = {{"outputs", delivered->size()}, {"expected", expected.size()}, {"duplicates", sink_dup},
                         {"lost", sink_lost},
                         {"guarantee", guarantee == checkers::Guarantee::kAtLeastOnce ? "at_least_once" : "exactly_once"}};
-    h.sinks.push_back({sink.name, guarantee, expected, writes_before_commit(sink)});
+    h.sinks.push_back({sink.name, guarantee, expected, {}, writes_before_commit(sink)});
   }
   for (const std::string prefix : {"state/", "external/"}) {
     auto names = store.table_names(prefix);

@@ -233,7 +233,7 @@ grep -q "fault point epoch\.[a-z_]* fires: crash" "$tmp/points_excerpt.txt" ||
   fail "the excerpt shows no crash at the fault point: $(head -5 "$tmp/points_excerpt.txt")"
 # A ClickHouse duplicate: the excerpt has the blocks that carried the duplicated id.
 "$bin" run "$src/scenarios/clickhouse_short_window.yaml" --seed 20 > "$tmp/ch.txt"
-dup=$(grep -o 'message ids [0-9a-f]\{16\}' "$tmp/ch.txt" | head -1 | awk '{ print $3 }')
+dup=$(grep -o 'duplicate: message [0-9a-f]\{16\}' "$tmp/ch.txt" | head -1 | awk '{ print $3 }')
 [ -n "$dup" ] || fail "clickhouse_short_window seed 20 names no duplicated id: $(grep FAIL "$tmp/ch.txt" | head -2)"
 sed -n '/trace excerpt/,$p' "$tmp/ch.txt" > "$tmp/ch_excerpt.txt"
 grep -q "inserts a block of .*\[.*$dup" "$tmp/ch_excerpt.txt" ||

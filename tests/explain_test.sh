@@ -82,7 +82,7 @@ grep -q '<span class="fail">FAIL</span>' "$work/fail.dom" || fail "the page's su
 # A duplicate (a ClickHouse dedup window shorter than the replays): explain draws the very run
 # that `run` reports for the seed, and opens where the message is made visible again.
 "$onceflow" run "$src/scenarios/clickhouse_short_window.yaml" --seed 20 >"$work/dup.txt" || true
-dup=$(grep -o 'message ids [0-9a-f]\{16\}' "$work/dup.txt" | head -1 | awk '{ print $3 }')
+dup=$(grep -o 'duplicate: message [0-9a-f]\{16\}' "$work/dup.txt" | head -1 | awk '{ print $3 }')
 [[ -n $dup ]] || fail "clickhouse_short_window seed 20 reports no duplicate: $(grep FAIL "$work/dup.txt" | head -2)"
 set +e
 "$onceflow" explain "$src/scenarios/clickhouse_short_window.yaml" --seed 20 --html "$work/dup.html" >/dev/null

@@ -310,7 +310,7 @@ TEST(KafkaScenarioTest, ACrashRightAfterTheProducerCommitIsEnoughForArkFlowToDup
   for (uint64_t seed = 1; seed <= 10 && duplicated == 0; ++seed) {
     o.seed = seed;
     const auto run = faults::run_pipeline(o, testing::shared_registry()).outcome;
-    for (const auto& v : run.verdicts) duplicated += !v.passed && v.detail.find("extra") != std::string::npos;
+    for (const auto& v : run.verdicts) duplicated += !v.passed && v.detail.find("duplicate:") != std::string::npos;
   }
   EXPECT_GT(duplicated, 0);
 }

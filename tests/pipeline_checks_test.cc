@@ -13,7 +13,25 @@ constexpr std::string_view kReplay = "onceflow replay --seed 42";
 
 MessageRecord message(uint64_t id, uint64_t key, std::string stream, int64_t alignment_ts,
                       std::string payload) {
-  return MessageRecord{id, key, std::move(stream), alignment_ts, std::move(payload)};
+  return MessageRecord{id, key, std::move(stream), alignment_ts, std::move(payload), 0, alignment_ts};
+}
+
+EpochRecord epoch(std::string job, std::string computation, bool swift, uint64_t lease, uint64_t version,
+                  int64_t commit_time, std::vector<MessageRecord> consumed, std::vector<MessageRecord> produced,
+                  std::vector<std::string> timers_fired, std::string node, std::vector<std::string> timers_created) {
+  EpochRecord e;
+  e.job = std::move(job);
+  e.computation = std::move(computation);
+  e.swift = swift;
+  e.lease = lease;
+  e.version = version;
+  e.commit_time = commit_time;
+  e.consumed = std::move(consumed);
+  e.produced = std::move(produced);
+  e.timers_fired = std::move(timers_fired);
+  e.node = std::move(node);
+  e.timers_created = std::move(timers_created);
+  return e;
 }
 
 // A source emits m11 and m12 (key 7); Count consumes both, creates and fires one timer and
@@ -28,19 +46,20 @@ PipelineHistory good_history() {
   const MessageRecord m12 = message(0x12, 7, "in", 20, "b");
   const MessageRecord out = message(0x21, 7, "counts", 20, "7:2");
   h.epochs = {
-      {"source/numbers/0", "numbers", false, 1, 1, 100, {}, {m11, m12}, {}, "worker-1", {}},
-      {"computation/Count/0", "Count", false, 1, 2, 200, {m11, m12}, {out}, {"Count/7/100/t"}, "worker-1",
-       {"Count/7/100/t"}},
-      {"computation/Double/0", "Double", true, 2, 3, 300, {m11}, {message(0x31, 7, "doubled", 10, "aa")}, {}, "worker-2", {}},
-      {"sink/counts_out/0", "counts_out", false, 2, 4, 400, {out}, {}, {}, "worker-2", {}},
-      {"sink/alerts/0", "alerts", false, 2, 5, 410, {message(0x41, 7, "alerts", 10, "x"), message(0x42, 8, "alerts", 11, "y")},
-       {}, {}, "worker-2", {}},
+      epoch("source/numbers/0", "numbers", false, 1, 1, 100, {}, {m11, m12}, {}, "worker-1", {}),
+      epoch("computation/Count/0", "Count", false, 1, 2, 200, {m11, m12}, {out}, {"Count/7/100/t"}, "worker-1",
+            {"Count/7/100/t"}),
+      epoch("computation/Double/0", "Double", true, 2, 3, 300, {m11}, {message(0x31, 7, "doubled", 10, "aa")}, {},
+            "worker-2", {}),
+      epoch("sink/counts_out/0", "counts_out", false, 2, 4, 400, {out}, {}, {}, "worker-2", {}),
+      epoch("sink/alerts/0", "alerts", false, 2, 5, 410,
+            {message(0x41, 7, "alerts", 10, "x"), message(0x42, 8, "alerts", 11, "y")}, {}, {}, "worker-2", {}),
   };
   h.deliveries = {{"counts_out", "sink/counts_out/0", 2, 450, out},
                   {"alerts", "", 0, 460, message(0x41, 7, "alerts", 10, "x")}};
-  h.sinks = {{"counts_out", Guarantee::kExactlyOnce, {{7, "7:2"}}},
-             {"alerts", Guarantee::kAtMostOnce, {{7, "x"}, {8, "y"}}},
-             {"log", Guarantee::kAtLeastOnce, {{7, "a"}}}};
+  h.sinks = {{"counts_out", Guarantee::kExactlyOnce, {{7, "7:2"}}, {}},
+             {"alerts", Guarantee::kAtMostOnce, {{7, "x"}, {8, "y"}}, {}},
+             {"log", Guarantee::kAtLeastOnce, {{7, "a"}}, {}}};
   h.sink_outputs = {{"counts_out", {{7, "7:2"}}}, {"alerts", {{7, "x"}}}, {"log", {{7, "a"}, {7, "a"}}}};
   h.counted_drops = {{"alerts", {0x42}}};
   h.tables = {{"Count/state", {{std::string("\x07", 1), "2"}}}};
@@ -68,14 +87,15 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 11u);
+  ASSERT_EQ(verdicts.size(), 13u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
 }
 
 TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   std::vector<std::string_view> names;
   for (const auto& checker : all_pipeline_checkers()) names.push_back(checker->name());
-  const std::vector<std::string_view> expected = {"delivery", "state", "fencing", "controller", "delivery-callback",
+  const std::vector<std::string_view> expected = {"delivery", "state", "consumption", "re-execution", "fencing",
+                                                  "controller", "delivery-callback",
                                                   "timers", "ordering", "swift-determinism", "lifecycle", "layout",
                                                   "liveness"};
   EXPECT_EQ(names, expected);
@@ -505,7 +525,7 @@ TEST(PipelineChecksTest, LifecycleFailsOnAJobLeaseActiveAtCompletion) {
 
 TEST(PipelineChecksTest, LifecycleFailsOnACommitAfterCompletion) {
   PipelineHistory h = ended_as("completed");
-  h.epochs.push_back({"sink/counts_out/0", "counts_out", false, 2, 7, 10'500, {}, {}, {}, "worker-2", {}});
+  h.epochs.push_back(epoch("sink/counts_out/0", "counts_out", false, 2, 7, 10'500, {}, {}, {}, "worker-2", {}));
   expect_failure(LifecycleCheck().check(h), {"sink/counts_out/0", "version 7", "completed at version 6"});
   h = ended_as("completed");
   h.controller_commits.push_back({"controller", 9, 8, 11'000, true, {{"source/numbers/0", 5}}});
@@ -529,7 +549,7 @@ TEST(PipelineChecksTest, LayoutFailsOnAJobRunningOnWithAnOlderLayoutPastTheGrace
   EXPECT_FALSE(LayoutCheck().check(h).applicable);  // no new layout
   h.layout_grace = 1'000;
   h.layout_changes.push_back({1, 3, 5'000});
-  EpochRecord late{"sink/counts_out/0", "counts_out", false, 2, 9, 6'500, {}, {}, {}, "worker-2", {}, 0};
+  EpochRecord late = epoch("sink/counts_out/0", "counts_out", false, 2, 9, 6'500, {}, {}, {}, "worker-2", {});
   h.epochs.push_back(late);
   expect_failure(LayoutCheck().check(h), {"sink/counts_out/0", "version 9 with layout 0", "after layout 1 was stored at version 3"});
   h.epochs.back().layout_version = 1;
@@ -548,6 +568,192 @@ TEST(PipelineChecksTest, NoReplaySuffixWithoutAReplayCommand) {
   const Verdict v = LivenessCheck().check(h);
   EXPECT_FALSE(v.passed);
   EXPECT_EQ(v.detail.find("replay"), std::string::npos) << v.detail;
+}
+
+
+// The good history as a re-executed one: the committed history is the oracle. The source holds
+// m11 and m12; Count took both and its re-execution gives what it committed (0x21, and the
+// timer); Count read its state row as absent; the sinks are held by MessageId.
+PipelineHistory reexecuted_history() {
+  PipelineHistory h = good_history();
+  h.reexecuted = true;
+  h.source_inputs = {h.epochs[0].produced[0], h.epochs[0].produced[1]};
+  h.stream_consumers = {{"in", {{"computation/Count/", true}, {"computation/Double/", false}}},
+                        {"counts", {{"sink/counts_out/", true}}},
+                        {"alerts", {{"sink/alerts/", false}}}};
+  EpochRecord& count = h.epochs[1];
+  count.reexecuted = true;
+  count.expected_produced = count.produced;
+  count.expected_timers_created = {"7/100/t"};  // Count/7/100/t: table Count, partition 7
+  count.state_reads = {{"Count/state", 7, false, ""}};
+  count.expected_state = count.state_reads;
+  EpochRecord& twice = h.epochs[2];
+  twice.consumed.push_back(h.source_inputs[1]);
+  twice.produced.push_back(message(0x32, 7, "doubled", 20, "bb"));
+  twice.reexecuted = true;
+  twice.expected_produced = twice.produced;
+  // The alerts come from a computation not in this history: the sink is held to what it took.
+  h.epochs[4].produced = {};
+  h.epochs.insert(h.epochs.begin() + 3,
+                  epoch("computation/Alerts/0", "Alerts", false, 2, 3, 310, {}, {message(0x41, 7, "alerts", 10, "x"),
+                        message(0x42, 8, "alerts", 11, "y")}, {}, "worker-2", {}));
+  h.epochs[3].reexecuted = true;
+  h.epochs[3].expected_produced = h.epochs[3].produced;
+  h.sinks[0].expected = {h.epochs[1].produced[0]};
+  h.sinks[1].expected = h.epochs[3].produced;
+  h.sinks[2].expected = {message(0x51, 7, "log", 10, "a")};
+  h.epochs.push_back(epoch("computation/Logger/0", "Logger", false, 2, 6, 420, {}, {message(0x51, 7, "log", 10, "a")},
+                           {}, "worker-2", {}));
+  h.epochs.back().reexecuted = true;
+  h.epochs.back().expected_produced = h.epochs.back().produced;
+  h.epochs.push_back(epoch("sink/log/0", "log", false, 2, 7, 430, {message(0x51, 7, "log", 10, "a")}, {}, {},
+                           "worker-2", {}));
+  h.stream_consumers["log"] = {{"sink/log/", false}};
+  h.deliveries.push_back({"log", "sink/log/0", 2, 470, message(0x51, 7, "log", 10, "a")});
+  h.deliveries.push_back({"log", "sink/log/0", 2, 480, message(0x51, 7, "log", 10, "a")});
+  h.reexecuted_tables = h.tables;
+  return h;
+}
+
+TEST(ReexecutedHistoryTest, AGoodHistoryPassesEveryCheck) {
+  for (const auto& v : run_pipeline_checks(reexecuted_history())) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
+  EXPECT_TRUE(ConsumptionCheck().check(reexecuted_history()).applicable);
+  EXPECT_TRUE(ReexecutionCheck().check(reexecuted_history()).applicable);
+}
+
+TEST(ReexecutedHistoryTest, WithoutARexecutionTheNewChecksSayNotApplicable) {
+  EXPECT_FALSE(ConsumptionCheck().check(good_history()).applicable);
+  EXPECT_FALSE(ReexecutionCheck().check(good_history()).applicable);
+}
+
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnASourceInputNeverEmittedOrEmittedTwice) {
+  PipelineHistory h = reexecuted_history();
+  h.source_inputs.push_back(message(0x13, 7, "in", 30, "c"));
+  expect_failure(ConsumptionCheck().check(h), {"source input 0000000000000013", "by 0 committed source epochs"});
+  h = reexecuted_history();
+  h.epochs.push_back(epoch("source/numbers/0", "numbers", false, 1, 9, 900, {}, {h.source_inputs[0]}, {}, "worker-1", {}));
+  expect_failure(ConsumptionCheck().check(h), {"source input 0000000000000011", "by 2 committed source epochs"});
+}
+
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnASourceInputEmittedChanged) {
+  PipelineHistory h = reexecuted_history();
+  h.source_inputs[1].payload = "B";
+  expect_failure(ConsumptionCheck().check(h), {"source input 0000000000000012", "was emitted as"});
+}
+
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnAMessageNeverConsumed) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[2].consumed.clear();  // Double never took m11
+  expect_failure(ConsumptionCheck().check(h), {"0000000000000011", "never consumed by computation/Double"});
+}
+
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnAnExactlyOnceConsumerTakingAMessageTwice) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs.push_back(epoch("computation/Count/1", "Count", false, 1, 9, 900, {h.source_inputs[1]}, {}, {}, "w", {}));
+  expect_failure(ConsumptionCheck().check(h), {"0000000000000012", "computation/Count", "in 2 committed epochs"});
+  // A swift map may take it again (it recomputes what it did not acknowledge).
+  h = reexecuted_history();
+  h.epochs.push_back(epoch("computation/Double/1", "Double", true, 1, 9, 900, {h.source_inputs[0]}, {}, {}, "w", {}));
+  EXPECT_TRUE(ConsumptionCheck().check(h).passed);
+}
+
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnAConsumedMessageUnlikeWhatWasCommitted) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].consumed[1].payload = "changed";
+  expect_failure(ConsumptionCheck().check(h), {"computation/Count/0", "0000000000000012", "but it was committed as"});
+  h = reexecuted_history();
+  h.epochs[1].consumed[1].event_ts = 5;
+  expect_failure(ConsumptionCheck().check(h), {"0000000000000012", "event time 5us"});
+  h = reexecuted_history();
+  h.epochs[1].consumed.push_back(message(0x99, 7, "in", 30, "made up"));
+  expect_failure(ConsumptionCheck().check(h), {"0000000000000099", "no committed epoch produced"});
+}
+
+TEST(ReexecutedHistoryTest, ReexecutionFailsOnOutputsTheFunctionDoesNotGive) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].expected_produced[0].payload = "7:3";
+  expect_failure(ReexecutionCheck().check(h), {"computation Count", "computation/Count/0", "0000000000000021", "\"7:3\""});
+  h = reexecuted_history();
+  h.epochs[1].expected_produced.clear();
+  expect_failure(ReexecutionCheck().check(h), {"0000000000000021", "which its re-execution does not produce"});
+  h = reexecuted_history();
+  h.epochs[1].expected_produced.push_back(message(0x22, 7, "counts", 20, "7:1"));
+  expect_failure(ReexecutionCheck().check(h), {"did not commit message 0000000000000022"});
+}
+
+TEST(ReexecutedHistoryTest, ReexecutionFailsOnTimersTheFunctionDoesNotSetOrHold) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].expected_timers_created = {"7/200/t"};
+  expect_failure(ReexecutionCheck().check(h), {"set timer 7/100/t, which its re-execution does not set"});
+  h = reexecuted_history();
+  h.epochs[1].expected_timers_created.push_back("7/300/t");
+  expect_failure(ReexecutionCheck().check(h), {"did not set timer 7/300/t"});
+  h = reexecuted_history();
+  h.epochs[1].reexecution_problems = {"fired timer 100/t (key 7), which its re-execution does not hold"};
+  expect_failure(ReexecutionCheck().check(h), {"fired timer 100/t", "computation/Count/0"});
+}
+
+TEST(ReexecutedHistoryTest, StateFailsOnAnEpochStartingFromOtherStateOrOtherTablesAtTheEnd) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].expected_state[0] = {"Count/state", 7, true, "1"};
+  expect_failure(StateCheck().check(h), {"computation Count", "version 2", "table Count/state key 0000000000000007",
+                                         "(absent)", "\"1\""});
+  h = reexecuted_history();
+  h.reexecuted_tables["Count/state"][std::string("\x07", 1)] = "3";
+  expect_failure(StateCheck().check(h), {"table Count/state", "re-executed"});
+  // The reference run no longer decides: a table it disagrees with passes.
+  h = reexecuted_history();
+  h.reference_tables["Count/state"][std::string("\x07", 1)] = "9";
+  EXPECT_TRUE(StateCheck().check(h).passed);
+}
+
+TEST(ReexecutedHistoryTest, DeliveryFailsOnAMissingOutputNamingItsIdAndCount) {
+  PipelineHistory h = reexecuted_history();
+  h.deliveries.erase(h.deliveries.begin());  // counts_out's 0x21
+  expect_failure(DeliveryCheck().check(h), {"sink counts_out", "lost-write: 1 of 1 messages missing",
+                                            "0000000000000021", "\"7:2\"", "computation Count", "committed version 2"});
+  // At most once: missing is fine when dropped or in doubt; a drop the target holds is not.
+  h = reexecuted_history();
+  h.counted_drops["alerts"].clear();
+  expect_failure(DeliveryCheck().check(h), {"sink alerts", "0000000000000042", "not dropped, not in doubt"});
+  h.in_doubt["alerts"] = {0x42};
+  EXPECT_TRUE(DeliveryCheck().check(h).passed);
+  h.counted_drops["alerts"] = {0x41};
+  expect_failure(DeliveryCheck().check(h), {"0000000000000041 counted as dropped, but the target holds it"});
+}
+
+TEST(ReexecutedHistoryTest, DeliveryNamesADuplicateOnlyForOneIdVisibleTwice) {
+  PipelineHistory h = reexecuted_history();
+  h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, h.sinks[0].expected[0]});
+  expect_failure(DeliveryCheck().check(h), {"duplicate: message 0000000000000021", "2 times"});
+  // Two outputs with equal content and different ids are no duplicate: each is its own.
+  h = reexecuted_history();
+  MessageRecord same = h.sinks[0].expected[0];
+  same.id = 0x23;
+  h.sinks[0].expected.push_back(same);
+  h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, same});
+  EXPECT_TRUE(DeliveryCheck().check(h).passed) << DeliveryCheck().check(h).detail;
+}
+
+TEST(ReexecutedHistoryTest, DeliveryFailsOnAnOutputNoReexecutionProduced) {
+  PipelineHistory h = reexecuted_history();
+  h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, message(0x77, 7, "counts", 20, "7:9")});
+  expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000077", "job sink/counts_out/0"});
+  h = reexecuted_history();
+  h.deliveries[0].message.payload = "7:5";  // the right id, other content
+  expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000021 delivered as", "\"7:5\""});
+  // At least once: copies of one id pass; a copy with other content does not.
+  h = reexecuted_history();
+  h.deliveries.back().message.payload = "b";
+  expect_failure(DeliveryCheck().check(h), {"sink log", "0000000000000051"});
+}
+
+TEST(ReexecutedHistoryTest, TimersFailOnAFiringBeforeItsWatermark) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].fired = {{"100/t", 0x11, 7, 100, 0, "t", 2, 100}};
+  EXPECT_TRUE(TimerCheck().check(h).passed);
+  h.epochs[1].fired[0].watermark = 99;
+  expect_failure(TimerCheck().check(h), {"timer 100/t", "watermark at 99us, before its trigger 100us"});
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ struct Tally {
   std::vector<std::string> failures;  // "seed N: check: detail"
 };
 
-// Seeds 1..seeds; a failing delivery verdict counts as duplicated ("extra") and/or lost
-// ("missing").
+// Seeds 1..seeds; a failing delivery verdict counts as duplicated (one MessageId visible
+// twice: "duplicate") and/or lost ("missing").
 inline Tally run_seeds(faults::PipelineRunOptions o, int seeds) {
   Tally t;
   for (int seed = 1; seed <= seeds; ++seed) {
@@ -43,7 +43,7 @@ inline Tally run_seeds(faults::PipelineRunOptions o, int seeds) {
     for (const auto& v : run.verdicts) {
       if (v.passed) continue;
       t.failures.push_back(fmt::format("seed {}: {}: {}", seed, v.check, v.detail));
-      if (v.detail.find("extra") != std::string::npos) ++t.duplicated;
+      if (v.detail.find("duplicate:") != std::string::npos) ++t.duplicated;
       if (v.detail.find("missing") != std::string::npos) ++t.lost;
     }
   }

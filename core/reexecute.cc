@@ -1,0 +1,168 @@
+#include "core/reexecute.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+#include "core/emitted.h"
+#include "core/env/random.h"
+
+namespace onceflow {
+
+namespace {
+
+using Tables = std::map<std::string, std::map<std::string, std::string>>;
+
+class TablesBackend final : public StateBackend {
+ public:
+  explicit TablesBackend(Tables& tables) : tables_(tables) {}
+  std::optional<std::string> get(const std::string& table, uint64_t key) override {
+    const auto t = tables_.find(table);
+    if (t == tables_.end()) return std::nullopt;
+    const auto row = t->second.find(tables::hex16(key));
+    return row == t->second.end() ? std::nullopt : std::optional<std::string>(row->second);
+  }
+  void put(const std::string& table, uint64_t key, std::string value) override {
+    tables_[table][tables::hex16(key)] = std::move(value);
+  }
+  void erase(const std::string& table, uint64_t key) override {
+    const auto t = tables_.find(table);
+    if (t != tables_.end()) t->second.erase(tables::hex16(key));
+  }
+
+ private:
+  Tables& tables_;
+};
+
+class FixedContext final : public RuntimeContext {
+ public:
+  FixedContext(Micros now, uint64_t seed) : now_(now), random_(seed) {}
+  Micros current_timestamp() const override { return now_; }
+  Random& random() override { return random_; }
+
+ private:
+  Micros now_;
+  Xoshiro256StarStar random_;
+};
+
+}  // namespace
+
+struct Reexecution::Impl {
+  const PipelineSpec& spec;
+  const ComputationRegistry& registry;
+  Tables tables;
+  TablesBackend backend{tables};
+  std::map<std::string, std::unique_ptr<ProcessFunction>> functions;  // by job
+  // Each computation's timers by row (a repartition moves rows between partitions, never
+  // changes them).
+  std::map<std::string, std::map<std::string, TimerValue>> timers;
+
+  Impl(const PipelineSpec& s, const ComputationRegistry& r) : spec(s), registry(r) {}
+
+  ProcessFunction& function_of(const CommittedEpoch& e, const ComputationSpec& c) {
+    auto& f = functions[e.job];
+    if (f == nullptr) {
+      assert(registry.has(c.processing_function));
+      f = registry.create(c.processing_function);
+      f->init(InitContext(backend, c.name));
+    }
+    return *f;
+  }
+
+  void add_timer(const ComputationSpec& c, const Timer& t, uint64_t unique, ReexecutedEpoch& out) {
+    bool merges = true;
+    for (const auto& s : c.timer_streams) {
+      if (s.name == t.timer_stream) merges = s.deduplicate_equal_timestamps;
+    }
+    const std::string row = timer_row(t, merges, unique);
+    auto& held = timers[c.name];
+    const auto it = held.find(row);
+    std::optional<TimerValue> existing;
+    if (it != held.end()) {
+      existing = it->second;
+    } else {
+      out.timer_rows_created.push_back(row);
+    }
+    if (const auto value = timer_after_add(existing, t.event_ts, unique)) held[row] = *value;
+  }
+
+  void message(const ComputationSpec& c, ProcessFunction& f, FixedContext& context, const Message& m,
+               OutputBatches* batches, ReexecutedEpoch& out) {
+    CollectingOutput emitted(c, m.key, m.event_ts);
+    f.process_message(m, emitted, context);
+    for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
+      if (batches != nullptr) {
+        batches->add(m, std::move(emitted.messages[i]));
+      } else {
+        out.produced.push_back(message_output(m, std::move(emitted.messages[i]), i));
+      }
+    }
+    for (uint32_t i = 0; i < emitted.timers.size(); ++i) add_timer(c, emitted.timers[i], message_timer_unique(m, i), out);
+  }
+
+  void timer(const ComputationSpec& c, ProcessFunction& f, FixedContext& context,
+             const EngineObserver::Epoch::FiredTimer& fired, ReexecutedEpoch& out) {
+    auto& held = timers[c.name];
+    const auto it = held.find(fired.row);
+    if (it == held.end()) {
+      out.problems.push_back(fmt::format("fired timer {} (key {}, trigger {}us), which its re-execution does not hold: "
+                                         "never set, or fired already",
+                                         fired.row, tables::hex16(fired.timer.key), fired.timer.trigger_ts));
+      return;
+    }
+    const TimerValue value = it->second;
+    held.erase(it);
+    if (value.creation != fired.creation || value.event_ts != fired.timer.event_ts) {
+      out.problems.push_back(fmt::format("fired timer {} as set by {} with event time {}us; its re-execution holds it "
+                                         "as set by {} with event time {}us",
+                                         fired.row, tables::hex16(fired.creation), fired.timer.event_ts,
+                                         tables::hex16(value.creation), value.event_ts));
+    }
+    const Timer t = decode_timer(fired.row, value);
+    const std::string firing = timer_firing(fired.row, value.creation);
+    CollectingOutput emitted(c, t.key, t.event_ts);
+    f.process_timer(t, emitted, context);
+    for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
+      out.produced.push_back(timer_output(c.name, firing, t, std::move(emitted.messages[i]), i));
+    }
+    for (uint32_t i = 0; i < emitted.timers.size(); ++i) {
+      add_timer(c, emitted.timers[i], timer_timer_unique(c.name, firing, i), out);
+    }
+  }
+};
+
+Reexecution::Reexecution(const PipelineSpec& spec, const ComputationRegistry& registry)
+    : impl_(std::make_unique<Impl>(spec, registry)) {}
+Reexecution::~Reexecution() = default;
+
+ReexecutedEpoch Reexecution::next(const CommittedEpoch& e) {
+  const ComputationSpec* c = impl_->spec.computation(e.computation);
+  assert(c != nullptr);
+  ReexecutedEpoch out;
+  out.state_before.reserve(e.state_reads.size());
+  for (const auto& read : e.state_reads) out.state_before.push_back(impl_->backend.get(read.table, read.key));
+  ProcessFunction& f = impl_->function_of(e, *c);
+  FixedContext context(e.now, e.random_seed);
+  const bool batching = c->type == ComputationType::kSwiftMap && c->allow_batching_with_relaxed_guarantees;
+  OutputBatches batches;
+  size_t fired = 0;
+  for (size_t i = 0; i <= e.consumed.size(); ++i) {
+    // The timers that fired before the message at i (the engine fires them after its messages).
+    for (; fired < e.timers_fired.size() && e.timers_fired[fired].after_consumed <= i; ++fired) {
+      impl_->timer(*c, f, context, e.timers_fired[fired], out);
+    }
+    if (i < e.consumed.size()) impl_->message(*c, f, context, e.consumed[i], batching ? &batches : nullptr, out);
+  }
+  if (batching) {
+    for (Message& batch : batches.take(c->batch_size)) out.produced.push_back(std::move(batch));
+  }
+  return out;
+}
+
+std::map<std::string, std::map<std::string, std::string>> Reexecution::tables() const {
+  Tables out = impl_->tables;
+  std::erase_if(out, [](const auto& t) { return t.second.empty(); });
+  return out;
+}
+
+}  // namespace onceflow

@@ -1,0 +1,105 @@
+#include "faults/committed_history.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "core/reexecute.h"
+
+namespace onceflow::faults {
+
+namespace {
+
+Message message_of(const checkers::MessageRecord& r) {
+  Message m;
+  m.id = r.id;
+  m.key = r.key;
+  m.stream = r.stream;
+  m.alignment_ts = r.alignment_ts;
+  m.payload = r.payload;
+  m.event_ts = r.event_ts;
+  m.system_ts = r.system_ts;
+  return m;
+}
+
+checkers::StateReadRecord state_record(const std::string& table, uint64_t key, const std::optional<std::string>& value) {
+  return {table, key, value.has_value(), value.value_or(std::string())};
+}
+
+CommittedEpoch committed_epoch(const checkers::EpochRecord& e) {
+  CommittedEpoch c;
+  c.job = e.job;
+  c.computation = e.computation;
+  c.now = e.now;
+  c.random_seed = e.random_seed;
+  c.consumed.reserve(e.consumed.size());
+  for (const auto& m : e.consumed) c.consumed.push_back(message_of(m));
+  for (const auto& f : e.fired) {
+    c.timers_fired.push_back({f.row, f.creation, Timer{f.key, f.trigger_ts, f.event_ts, f.stream}, f.after_consumed, f.watermark});
+  }
+  for (const auto& r : e.state_reads) {
+    c.state_reads.push_back({r.table, r.key, r.present ? std::optional<std::string>(r.value) : std::nullopt});
+  }
+  return c;
+}
+
+// Which consumers take each stream, and how often each must take a message.
+std::map<std::string, std::vector<checkers::StreamConsumer>> consumers_of(const PipelineSpec& spec) {
+  std::map<std::string, std::vector<checkers::StreamConsumer>> out;
+  for (const auto& c : spec.computations) {
+    const bool once = c.type != ComputationType::kSwiftMap && c.processing_mode == ProcessingMode::kExactlyOnce;
+    for (const auto& stream : c.input_streams) out[stream].push_back({"computation/" + c.name + "/", once});
+  }
+  for (const auto& s : spec.sinks) {
+    // As core/job.cc: an at-most-once sink and an at-least-once queue sink keep no input dedup.
+    const bool alo_queue = s.type == SinkType::kAsyncQueue && s.delivery_guarantee == SinkDelivery::kAtLeastOnce;
+    out[s.input_stream].push_back({"sink/" + s.name + "/", !s.at_most_once_strategy.enabled && !alo_queue});
+  }
+  return out;
+}
+
+}  // namespace
+
+checkers::MessageRecord record_of(const Message& m) {
+  return checkers::MessageRecord{m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
+}
+
+void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
+                       const std::vector<Message>& source_messages, checkers::PipelineHistory& h) {
+  Reexecution reexecution(spec, registry);
+  // Stream -> the distinct messages the re-execution puts there.
+  std::map<std::string, std::set<std::tuple<uint64_t, uint64_t, std::string>>> seen;
+  std::map<std::string, std::vector<checkers::MessageRecord>> on_stream;
+  const auto put = [&](const checkers::MessageRecord& m) {
+    if (seen[m.stream].emplace(m.id, m.key, m.payload).second) on_stream[m.stream].push_back(m);
+  };
+  for (const Message& m : source_messages) {
+    h.source_inputs.push_back(record_of(m));
+    put(h.source_inputs.back());
+  }
+  for (checkers::EpochRecord& e : h.epochs) {
+    if (!e.job.starts_with("computation/") || spec.computation(e.computation) == nullptr) continue;
+    ReexecutedEpoch again = reexecution.next(committed_epoch(e));
+    e.reexecuted = true;
+    for (const Message& m : again.produced) {
+      e.expected_produced.push_back(record_of(m));
+      put(e.expected_produced.back());
+    }
+    e.expected_timers_created = std::move(again.timer_rows_created);
+    for (size_t i = 0; i < e.state_reads.size(); ++i) {
+      e.expected_state.push_back(state_record(e.state_reads[i].table, e.state_reads[i].key, again.state_before[i]));
+    }
+    e.reexecution_problems = std::move(again.problems);
+  }
+  h.reexecuted_tables = reexecution.tables();
+  h.stream_consumers = consumers_of(spec);
+  for (checkers::SinkExpectation& sink : h.sinks) {
+    const SinkSpec* s = spec.sink(sink.sink);
+    if (s == nullptr) continue;
+    const auto it = on_stream.find(s->input_stream);
+    if (it != on_stream.end()) sink.expected = it->second;
+  }
+  h.reexecuted = true;
+}
+
+}  // namespace onceflow::faults
