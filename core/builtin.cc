@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "core/env/codec.h"
+#include "core/user_style.h"
 
 namespace onceflow::builtin {
 
@@ -236,6 +237,7 @@ void register_all(ComputationRegistry& registry) {
   registry.add("WordCount", factory<WordCount>());
   registry.add("Deadline", factory<Deadline>());
   registry.add("Ticker", factory<Ticker>());
+  user_style::register_all(registry);
 }
 
 }  // namespace onceflow::builtin

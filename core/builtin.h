@@ -17,6 +17,8 @@
 // - Timers: Deadline sets event-time timers at its events' own times (due as the watermark
 //   reaches them), equal ones merging, and system-time reminders; Ticker is a repeating
 //   timer that emits on every firing and sets the next.
+// - Computations as users write them (core/user_style.h): LongestSoFar, RunningMax,
+//   SessionWindow, Lottery.
 #pragma once
 
 #include <string>

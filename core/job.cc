@@ -108,6 +108,7 @@ JobProgress job_progress(std::string_view meta_row) {
   JobProgress out = meta.progress;
   out.low_watermark = meta.low_watermark;
   out.last_output_ts = meta.last_output_ts;
+  out.event_watermark = meta.event_watermark;
   return out;
 }
 

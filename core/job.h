@@ -39,6 +39,7 @@ struct JobProgress {
   bool finished = false;
   Micros low_watermark = INT64_MIN;   // no new message the job emits will be older
   Micros last_output_ts = INT64_MIN;  // a source: the newest alignment time it emitted
+  Micros event_watermark = INT64_MIN;  // a computation: the newest event time it took
 };
 JobProgress job_progress(std::string_view meta_row);
 // The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),

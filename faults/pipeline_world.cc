@@ -6,6 +6,7 @@
 #include <cassert>
 
 #include "core/controller.h"
+#include "core/emitted.h"
 #include "core/env/codec.h"
 #include "core/job.h"
 #include "faults/injector.h"
@@ -510,11 +511,37 @@ bool PipelineWorld::drained() const {
     }
   }
   for (const auto& [table, rows] : data_.tables()) {
-    const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0 ||
-                      table.rfind("timers/", 0) == 0;
+    const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0;
     if (work && !data_.read_range(table, "", "", data_.last_version(), 1).empty()) return false;
   }
+  for (const auto& c : current_spec_.computations) {
+    if (!c.timer_streams.empty() && timers_may_fire(c)) return false;
+  }
   return true;
+}
+
+// Whether a timer of `c` is still to fire: a system-time timer always is; an event-time one
+// when its partition's event time has reached its trigger. One past that waits for newer input,
+// and none is coming: the pipeline is drained as far as its input goes.
+bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
+  const std::string table = tables::timers(c.name);
+  std::map<std::string, Micros> watermarks;  // partition prefix -> the job's event watermark
+  for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
+    const size_t prefix_end = row.key.find('/') + 1;
+    const Timer t = decode_timer(std::string_view(row.key).substr(prefix_end), decode_timer_value(row.value));
+    const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
+                                     [&](const TimerStreamSpec& s) { return s.name == t.timer_stream; });
+    if (stream == c.timer_streams.end() || stream->watermark != Watermark::kEventTime) return true;
+    const std::string prefix = row.key.substr(0, prefix_end);
+    auto [it, fresh] = watermarks.try_emplace(prefix, INT64_MIN);
+    if (fresh) {
+      const int partition = std::stoi(prefix.substr(0, prefix.size() - 1), nullptr, 16);
+      const auto meta = data_.latest(tables::kJobMeta, JobId{JobKind::kComputation, c.name, partition}.str());
+      if (meta) it->second = job_progress(*meta).event_watermark;
+    }
+    if (t.trigger_ts <= it->second) return true;
+  }
+  return false;
 }
 
 void PipelineWorld::run_sampling(Micros until) {

@@ -194,6 +194,7 @@ class PipelineWorld {
   std::unique_ptr<World> world_;
   std::unique_ptr<SimConnectors> connectors_;
   std::unique_ptr<DeploymentConfig> deployment_;
+  bool timers_may_fire(const ComputationSpec& c) const;
   std::vector<SourceInput> inputs_;
   std::vector<Message> source_messages_;
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (table, partition) -> count

@@ -1,0 +1,158 @@
+#include "core/user_style.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <chrono>
+#include <map>
+
+#include "core/env/random.h"
+
+namespace onceflow::user_style {
+
+namespace {
+
+int64_t number(const std::optional<std::string>& text) {
+  int64_t v = 0;
+  if (text) std::from_chars(text->data(), text->data() + text->size(), v);
+  return v;
+}
+
+int64_t value_of(const Message& m) { return static_cast<int64_t>(hash_bytes(m.payload) % 1000); }
+
+class LongestSoFar final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(longest_, "longest"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    if (m.payload.size() <= longest_.get(m.key).value_or("").size()) return;
+    longest_.set(m.key, m.payload);
+    out.add_message(m.key, "longest so far: " + m.payload);
+  }
+
+ private:
+  StateClient longest_;
+};
+
+// The maximum so far and whether a report is armed, in state; the report when the timer fires.
+class RunningMax final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override {
+    init.init_state_client(max_, "max");
+    init.init_state_client(armed_, "armed");
+  }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    const int64_t seen = number(max_.get(m.key));
+    if (!max_.get(m.key) || value_of(m) > seen) max_.set(m.key, std::to_string(std::max(seen, value_of(m))));
+    if (armed_.get(m.key)) return;
+    armed_.set(m.key, "1");
+    out.add_timer(context.current_timestamp() + kReportDelay);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    armed_.clear(t.key);
+    out.add_message(t.key, fmt::format("key={} max={}", t.key, number(max_.get(t.key))));
+  }
+
+ private:
+  StateClient max_;
+  StateClient armed_;
+};
+
+// A session: "start end count" in event time; its gap timer fires at end + gap.
+class SessionWindow final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(session_, "session"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    Micros start = m.event_ts, end = m.event_ts;
+    int64_t count = 0;
+    if (const auto s = session_.get(m.key)) std::sscanf(s->c_str(), "%ld %ld %ld", &start, &end, &count);
+    if (count > 0 && m.event_ts > end + kSessionGap) {
+      // The session's gap passed before this word, whether or not its timer fired yet (the
+      // engine may hand over a message before a timer that was due): it is over.
+      out.add_message(m.key, fmt::format("key={} session {}..{}us words={}", m.key, start, end, count));
+      start = end = m.event_ts;
+      count = 0;
+    }
+    start = std::min(start, m.event_ts);
+    end = std::max(end, m.event_ts);
+    session_.set(m.key, fmt::format("{} {} {}", start, end, count + 1));
+    out.add_timer(end + kSessionGap, end);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    const auto s = session_.get(t.key);
+    if (!s) return;  // closed by an earlier timer
+    Micros start = 0, end = 0;
+    int64_t count = 0;
+    std::sscanf(s->c_str(), "%ld %ld %ld", &start, &end, &count);
+    if (end + kSessionGap > t.trigger_ts) return;  // extended since: a later timer closes it
+    session_.clear(t.key);
+    out.add_message(t.key, fmt::format("key={} session {}..{}us words={}", t.key, start, end, count));
+  }
+
+ private:
+  StateClient session_;
+};
+
+class Lottery final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    const int64_t n = number(count_.get(m.key)) + 1;
+    count_.set(m.key, std::to_string(n));
+    out.add_message(m.key, fmt::format("key={} n={} draw={} at={}", m.key, n, context.random().uniform(1'000'000),
+                                       context.current_timestamp()));
+  }
+
+ private:
+  StateClient count_;
+};
+
+// The planted bug: the maximum lives in the instance, which a restarted job does not have.
+class RunningMaxInMember final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(armed_, "armed"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    auto [it, fresh] = max_.try_emplace(m.key, value_of(m));
+    if (!fresh) it->second = std::max(it->second, value_of(m));
+    if (armed_.get(m.key)) return;
+    armed_.set(m.key, "1");
+    out.add_timer(context.current_timestamp() + kReportDelay);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    armed_.clear(t.key);
+    out.add_message(t.key, fmt::format("key={} max={}", t.key, max_[t.key]));
+  }
+
+ private:
+  std::map<uint64_t, int64_t> max_;
+  StateClient armed_;
+};
+
+// The planted bug: a swift map's output depends on the machine's clock.
+class WallClockStamp final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    out.add_message(m.key, fmt::format("{} seen at {}", m.payload, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  }
+};
+
+template <typename T>
+ProcessFunctionFactory factory() {
+  return [] { return std::make_unique<T>(); };
+}
+
+}  // namespace
+
+void register_all(ComputationRegistry& registry) {
+  registry.add("LongestSoFar", factory<LongestSoFar>());
+  registry.add("RunningMax", factory<RunningMax>());
+  registry.add("SessionWindow", factory<SessionWindow>());
+  registry.add("Lottery", factory<Lottery>());
+}
+
+void register_planted_bugs(ComputationRegistry& registry) {
+  registry.add("RunningMaxInMember", factory<RunningMaxInMember>());
+  registry.add("WallClockStamp", factory<WallClockStamp>());
+}
+
+}  // namespace onceflow::user_style

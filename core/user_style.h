@@ -1,0 +1,34 @@
+// Computations as a user writes them, for the scenario library: their outputs depend on the
+// order messages arrive in, on when timers fire, on randomness and on the system time, all
+// of which the guarantee leaves to the engine. They are here to show that the checks hold
+// any correct computation to the guarantee and nothing more (docs/guarantees.md):
+//
+// - LongestSoFar: per key, the longest word seen so far, emitted each time it grows. Fed from
+//   two source partitions, a key's words arrive in an order the engine chooses.
+// - RunningMax: per key, the largest value seen (a word's hash mod 1000), reported through a
+//   50 ms processing-time timer armed by the first message after a report.
+// - SessionWindow: per key, event-time sessions closed by a gap timer (30 ms of event time without a word):
+//   emits the session's start, end and word count.
+// - Lottery: per message, a draw from random() and the epoch's current_timestamp() in the
+//   output, and a per-key count in state (allowed for regular computations, as Flow says).
+//
+// And two with a planted bug each, registered only by register_planted_bugs (tests, and the
+// docs' walkthroughs):
+// - RunningMaxInMember: RunningMax keeping its maximum in a member, not in the state client:
+//   a job that restarts forgets it.
+// - WallClockStamp: a swift map whose output carries the machine's clock.
+#pragma once
+
+#include "core/computation.h"
+
+namespace onceflow::user_style {
+
+inline constexpr Micros kReportDelay = 50 * kMillis;
+inline constexpr Micros kSessionGap = 30 * kMillis;
+
+// Registers LongestSoFar, RunningMax, SessionWindow and Lottery.
+void register_all(ComputationRegistry& registry);
+// Registers RunningMaxInMember and WallClockStamp.
+void register_planted_bugs(ComputationRegistry& registry);
+
+}  // namespace onceflow::user_style
