@@ -69,6 +69,10 @@ for round in $(seq "$rounds"); do
       --no-progress --stats >"$tmp/real-$mode-$round.json"
     rm -rf "$tmp/data-$mode"
   done
+  # The same exactly-once run without recording its committed history (what --verify needs).
+  "$onceflow" real bench/pipelines/two_stage_exactly_once.yaml --data "$tmp/data-nohistory" --messages "$messages" \
+    --no-history --no-progress --stats >"$tmp/real-no_history-$round.json"
+  rm -rf "$tmp/data-nohistory"
   build/bench/handwritten_bench "$tmp/handwritten" "$messages" 16 2000 >"$tmp/handwritten-$round.json"
   rm -rf "$tmp/handwritten"
 done
@@ -80,7 +84,7 @@ def rate(path):
     r = json.load(open(path))
     return r["messages"] / r["wall_s"] if "wall_s" in r else r["msgs_per_s"]
 rates = {}
-for name in ("real-exactly_once", "real-at_least_once", "handwritten"):
+for name in ("real-exactly_once", "real-at_least_once", "real-no_history", "handwritten"):
     rates[name] = [round(rate(os.path.join(tmp, f"{name}-{i}.json"))) for i in range(1, rounds + 1)]
     median = sorted(range(rounds), key=lambda i: rates[name][i])[rounds // 2]
     shutil.copy(os.path.join(tmp, f"{name}-{median + 1}.json"), os.path.join(tmp, f"{name}.json"))
@@ -227,7 +231,7 @@ out.update({
     "dedup_entries_max": d["observed"]["dedup entries max"],
 })
 
-real = {mode: load(f"real-{mode}.json") for mode in ("exactly_once", "at_least_once", "at_most_once_sink")}
+real = {mode: load(f"real-{mode}.json") for mode in ("exactly_once", "at_least_once", "at_most_once_sink", "no_history")}
 rate = {mode: r["messages"] / r["wall_s"] for mode, r in real.items()}
 lv = load("leveldb.json")
 eo = real["exactly_once"]
@@ -257,6 +261,7 @@ out.update({
     "rounds": len(rounds["handwritten"]),
     "real_eos_runs_msgs_per_s": rounds["real-exactly_once"],
     "alo_runs_msgs_per_s": rounds["real-at_least_once"],
+    "no_history_runs_msgs_per_s": rounds["real-no_history"],
     "handwritten_runs_msgs_per_s": rounds["handwritten"],
 })
 out.update({
@@ -264,6 +269,10 @@ out.update({
     "amo_sink_msgs_per_s": round(rate["at_most_once_sink"]),
     "amo_sink_in_doubt": real["at_most_once_sink"]["amo_in_doubt"],  # sends unanswered in time
     "eos_over_alo": round(rate["exactly_once"] / rate["at_least_once"], 3),
+    # What recording the committed history (for --verify) costs: the exactly-once rate with it
+    # over the rate without it, and the bytes it adds per message.
+    "history_rate_ratio": round(rate["exactly_once"] / rate["no_history"], 3),
+    "history_bytes_per_message": round((eo["bytes"] - real["no_history"]["bytes"]) / eo["messages"]),
     "eos_commits_per_s": round(eo["commits"] / eo["wall_s"], 1),
     "eos_writes_per_commit": round(eo["writes"] / eo["commits"], 1),
     "raw_leveldb_synced_batches_per_s": lv["batches_per_s"],

@@ -31,4 +31,18 @@ Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t sec
                                           seed, first_hash, second_hash, replay.empty() ? "" : " — replay: " + replay));
 }
 
+Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t second_hash, uint64_t first_content,
+                                uint64_t second_content, const std::string& replay) const {
+  if (first_hash != second_hash) return check(seed, first_hash, second_hash, replay);
+  if (first_content == second_content) {
+    return Verdict::pass(kName, fmt::format("seed {} ran twice with trace_hash {:016x} and the same payloads", seed,
+                                            first_hash));
+  }
+  return Verdict::fail(kName, fmt::format("seed {} ran twice with one trace but other payloads (content hashes {:016x} "
+                                          "and {:016x}): a computation reads the wall clock, OS randomness or an "
+                                          "address into what it emits{}",
+                                          seed, first_content, second_content,
+                                          replay.empty() ? "" : " — replay: " + replay));
+}
+
 }  // namespace onceflow::checkers

@@ -48,6 +48,9 @@ class DeterminismCheck {
  public:
   static constexpr const char* kName = "determinism";
   Verdict check(uint64_t seed, uint64_t first_hash, uint64_t second_hash, const std::string& replay) const;
+  // The same, and the hashes of what the two runs committed and delivered (payloads included).
+  Verdict check(uint64_t seed, uint64_t first_hash, uint64_t second_hash, uint64_t first_content,
+                uint64_t second_content, const std::string& replay) const;
 };
 
 }  // namespace onceflow::checkers

@@ -759,7 +759,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       ->check(whole(0, kMaxMessages));
   real->add_option("--keys", real_options.keys, "Distinct keys in the input")->check(whole(1, kMaxMessages));
   real->add_option("--seed", real_options.seed, "Seed of the input workload")->check(whole(0, kMaxSeed));
-  real->add_flag("--verify", real_options.verify, "When done, check outputs and state against the reference (JSON)");
+  real->add_flag("--verify", real_options.verify, "When done, hold outputs and state to the run's committed history, re-executed (JSON)");
+  bool no_history = false;
+  real->add_flag("--no-history", no_history,
+                 "Do not record each committed epoch's inputs for --verify (saves a few bytes a message)");
   real->add_flag("--no-progress", no_progress, "No progress line on stderr");
   real->add_flag("--stats", real_options.stats, "Print figures (wall time, commits, writes) as JSON at the end");
   real->add_option("--kafka", real_options.kafka, "Kafka brokers (host:port,...) or 'mock' for an in-process mock");
@@ -895,6 +898,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
     if (real->parsed()) {
       real_options.progress = !no_progress;
+      real_options.record_history = !no_history;
+      if (no_history && real_options.verify) {
+        throw UsageError{"--verify re-executes the run's committed history, which --no-history does not record"};
+      }
       real_options.role = real_role_of(real_role, real_options, real_workers->count() > 0);
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
     }

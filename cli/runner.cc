@@ -118,8 +118,9 @@ faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t s
                             size_t keep_lines, bool twice) {
   faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
   if (!twice) return r;
-  const uint64_t again = run_seed_once(inv, s, seed, swarm, 0).trace_hash;
-  r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again, replay_command(inv, s, seed, swarm)));
+  const faults::RunOutcome again = run_seed_once(inv, s, seed, swarm, 0);
+  r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again.trace_hash, r.content_hash,
+                                                          again.content_hash, replay_command(inv, s, seed, swarm)));
   r.passed = checkers::all_passed(r.verdicts);
   return r;
 }

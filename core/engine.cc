@@ -61,6 +61,7 @@ std::string compact_input_messages(std::string_view c) {
   return "compact_input_messages/" + std::string(c);
 }
 std::string timers(std::string_view c) { return "timers/" + std::string(c); }
+std::string history(std::string_view c) { return "history/" + std::string(c); }
 std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
 std::string static_table(std::string_view table) { return "static/" + std::string(table); }
 std::string sync_sink(std::string_view sink) { return "sink/" + std::string(sink); }

@@ -66,6 +66,7 @@ std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
 std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
 std::string outbox(std::string_view sink);  // rows "<p>/<first seqno>" (core/outbox.h)
+std::string history(std::string_view computation);  // rows "<p>/<epoch>" (core/reexecute.h)
 // A static table (or a service log's sorted table): rows "<p>/<row index>", values as queue rows.
 std::string static_table(std::string_view table);
 std::string sync_sink(std::string_view sink);  // rows "<p>/<offset>"
@@ -208,6 +209,9 @@ class EngineObserver {
   virtual void epoch_committing(const Epoch& /*epoch*/) {}
   // The job learned that its epoch committed.
   virtual void epoch_committed(const Epoch& /*epoch*/) {}
+  // Whether epochs record the state rows their function read (Epoch::state_reads): a cost on
+  // every state read, for onlookers that re-execute the history.
+  virtual bool wants_state_reads() const { return false; }
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
   virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
   // At-most-once sinks: a message held only in the sink's memory (accepted into the
@@ -279,6 +283,9 @@ struct EngineOptions {
   size_t timers_per_epoch = 256;    // timer rows one epoch looks at
   size_t timer_rows_known = 1024;   // timer rows an epoch reads ahead, at most
   std::string controller_node = "controller";
+  // Each committed computation epoch writes what re-executing it needs (core/reexecute.h)
+  // into tables::history, in its own transaction: what `onceflow real --verify` holds a run to.
+  bool record_history = false;
 };
 
 // What a controller or worker process runs against. References outlive the process.

@@ -8,6 +8,7 @@
 
 #include "core/delivery.h"
 #include "core/emitted.h"
+#include "core/reexecute.h"
 #include "core/env/codec.h"
 
 namespace onceflow {
@@ -110,6 +111,13 @@ JobProgress job_progress(std::string_view meta_row) {
   out.last_output_ts = meta.last_output_ts;
   out.event_watermark = meta.event_watermark;
   return out;
+}
+
+bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark) {
+  const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
+                                   [&](const TimerStreamSpec& s) { return s.name == t.timer_stream; });
+  if (stream == c.timer_streams.end() || stream->watermark != Watermark::kEventTime) return true;
+  return t.trigger_ts <= partition_event_watermark;
 }
 
 Result<uint64_t> at_most_once_pending(Store& store, const Transaction& tx, const PipelineSpec& spec) {
@@ -482,7 +490,7 @@ Job::Outcome Job::run_epoch() {
   ++etx.meta.epoch;
   etx.watermark_before = etx.meta.low_watermark;
   if (computation_ != nullptr) function_random_ = Xoshiro256StarStar(env_.seed).fork(meta_key_ + "#" + std::to_string(etx.meta.epoch));
-  etx.observed = env_.observer != nullptr;
+  etx.observed = env_.observer != nullptr && env_.observer->wants_state_reads();
   etx.record.now = etx.now;
   etx.record.random_seed = function_random_.seed();
   idle_ = false;
@@ -531,6 +539,10 @@ Job::Outcome Job::commit(EpochTx& etx) {
   etx.record.layout_version = env_.spec.layout_version;
   etx.record.tx = etx.tx.id();
   etx.record.epoch = etx.meta.epoch;
+  if (env_.options.record_history && computation_ != nullptr &&
+      (!etx.record.consumed.empty() || !etx.record.timers_fired.empty())) {
+    etx.tx.put(tables::history(computation_->name), prefix_ + tables::hex16(etx.meta.epoch), encode_history_row(etx.record));
+  }
   if (env_.observer != nullptr) env_.observer->epoch_committing(etx.record);
   if (etx.has_work) fault_point(env_, "epoch.before_commit");
   auto result = env_.store.commit(etx.tx, prerequisites);

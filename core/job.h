@@ -42,6 +42,11 @@ struct JobProgress {
   Micros event_watermark = INT64_MIN;  // a computation: the newest event time it took
 };
 JobProgress job_progress(std::string_view meta_row);
+// Whether a stored timer of computation `c` is still to fire: a system-time timer is (its
+// time comes); an event-time one when its partition's event watermark (JobProgress) has
+// reached its trigger. One past that waits for newer input: once none is coming, the pipeline
+// is drained with it pending.
+bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark);
 // The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),
 // as their jobs' last committed epochs say: a drain waits for none.
 Result<uint64_t> at_most_once_pending(Store& store, const Transaction& tx, const PipelineSpec& spec);
@@ -80,6 +85,11 @@ class Job {
  private:
   struct Meta;
   friend JobProgress job_progress(std::string_view meta_row);
+// Whether a stored timer of computation `c` is still to fire: a system-time timer is (its
+// time comes); an event-time one when its partition's event watermark (JobProgress) has
+// reached its trigger. One past that waits for newer input: once none is coming, the pipeline
+// is drained with it pending.
+bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark);
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
   friend std::string with_input_swapped(std::string_view meta_row, Micros newest);

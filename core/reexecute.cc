@@ -5,6 +5,7 @@
 #include <cassert>
 
 #include "core/emitted.h"
+#include "core/env/codec.h"
 #include "core/env/random.h"
 
 namespace onceflow {
@@ -157,6 +158,50 @@ ReexecutedEpoch Reexecution::next(const CommittedEpoch& e) {
     for (Message& batch : batches.take(c->batch_size)) out.produced.push_back(std::move(batch));
   }
   return out;
+}
+
+std::string encode_history_row(const EngineObserver::Epoch& e) {
+  Encoder out;
+  out.i64(e.now).fixed64(e.random_seed).u64(e.consumed.size());
+  Micros before = e.now;  // system times as differences: most are close to each other
+  for (const Message& m : e.consumed) {
+    out.fixed64(m.id).i64(m.system_ts - before);
+    before = m.system_ts;
+  }
+  out.u64(e.timers_fired.size());
+  for (const auto& f : e.timers_fired) {
+    out.bytes(f.row).u64(f.creation).i64(f.timer.event_ts).u64(f.after_consumed);
+  }
+  return out.take();
+}
+
+std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes) {
+  Decoder in(bytes);
+  EpochHistoryRow row;
+  row.now = in.i64();
+  row.random_seed = in.fixed64();
+  const uint64_t consumed = in.u64();
+  if (!in.ok() || consumed > bytes.size()) return std::nullopt;
+  Micros before = row.now;
+  for (uint64_t i = 0; i < consumed && in.ok(); ++i) {
+    const MessageId id = in.fixed64();
+    before += in.i64();
+    row.consumed.emplace_back(id, before);
+  }
+  const uint64_t fired = in.u64();
+  if (!in.ok() || fired > bytes.size()) return std::nullopt;
+  for (uint64_t i = 0; i < fired && in.ok(); ++i) {
+    EngineObserver::Epoch::FiredTimer f;
+    f.row = in.string();
+    f.creation = in.u64();
+    const Micros event_ts = in.i64();
+    f.after_consumed = in.u64();
+    if (!in.ok() || f.row.size() <= 34 || f.row[16] != '/' || f.row[33] != '/') return std::nullopt;
+    f.timer = decode_timer(f.row, TimerValue{event_ts, f.creation});
+    row.timers_fired.push_back(std::move(f));
+  }
+  if (!in.done()) return std::nullopt;
+  return row;
 }
 
 std::map<std::string, std::map<std::string, std::string>> Reexecution::tables() const {

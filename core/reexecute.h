@@ -51,6 +51,19 @@ struct ReexecutedEpoch {
   std::vector<std::string> problems;
 };
 
+// What a real run records of a committed computation epoch (tables::history, one row per
+// epoch that took a message or fired a timer): its system time and seed, the messages it took
+// by id with their system times, and the timers it fired. The messages themselves are found
+// again by re-executing what produced them.
+struct EpochHistoryRow {
+  Micros now = 0;
+  uint64_t random_seed = 0;
+  std::vector<std::pair<MessageId, Micros>> consumed;  // (id, system time), in order
+  std::vector<EngineObserver::Epoch::FiredTimer> timers_fired;  // watermark not kept (0)
+};
+std::string encode_history_row(const EngineObserver::Epoch& e);
+std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes);
+
 class Reexecution {
  public:
   // REQUIRES: every computation's function of `spec` is registered in `registry`.

@@ -45,6 +45,7 @@ class Recorder final : public EngineObserver {
     return it == store_->leases().end() ? nullptr : &it->second;
   }
 
+  bool wants_state_reads() const override { return true; }
   // Every attempt is kept; the store's outcomes decide later which ones applied.
   void epoch_committing(const Epoch& e) override {
     checkers::EpochRecord r;
@@ -492,6 +493,20 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   return h;
 }
 
+// The committed epochs' outputs and the deliveries, by id and payload, in history order.
+uint64_t content_hash(const checkers::PipelineHistory& h) {
+  uint64_t hash = 0;
+  const auto add = [&hash](const checkers::MessageRecord& m) {
+    hash = mix64(hash ^ m.id);
+    hash = mix64(hash ^ hash_bytes(m.payload));
+  };
+  for (const auto& e : h.epochs) {
+    for (const auto& m : e.produced) add(m);
+  }
+  for (const auto& d : h.deliveries) add(d.message);
+  return hash;
+}
+
 // What each fault kind of `plan` did (measure_world_effects), with what only a pipeline has:
 // targets, the controller, spare workers, and the engine paths a fault led to.
 std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, PipelineWorld& w, const Recorder& rec) {
@@ -659,6 +674,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.verdicts = checkers::run_pipeline_checks(run.history);
   out.passed = checkers::all_passed(out.verdicts);
   out.trace_hash = world.world().trace_hash();
+  out.content_hash = content_hash(run.history);
   out.events = world.world().scheduler().events_run();
   out.sim_time_us = world.world().now();
   out.observed = recorder.counters;

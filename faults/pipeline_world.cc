@@ -520,18 +520,13 @@ bool PipelineWorld::drained() const {
   return true;
 }
 
-// Whether a timer of `c` is still to fire: a system-time timer always is; an event-time one
-// when its partition's event time has reached its trigger. One past that waits for newer input,
-// and none is coming: the pipeline is drained as far as its input goes.
+// Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
   const std::string table = tables::timers(c.name);
   std::map<std::string, Micros> watermarks;  // partition prefix -> the job's event watermark
   for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
     const size_t prefix_end = row.key.find('/') + 1;
     const Timer t = decode_timer(std::string_view(row.key).substr(prefix_end), decode_timer_value(row.value));
-    const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
-                                     [&](const TimerStreamSpec& s) { return s.name == t.timer_stream; });
-    if (stream == c.timer_streams.end() || stream->watermark != Watermark::kEventTime) return true;
     const std::string prefix = row.key.substr(0, prefix_end);
     auto [it, fresh] = watermarks.try_emplace(prefix, INT64_MIN);
     if (fresh) {
@@ -539,7 +534,7 @@ bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
       const auto meta = data_.latest(tables::kJobMeta, JobId{JobKind::kComputation, c.name, partition}.str());
       if (meta) it->second = job_progress(*meta).event_watermark;
     }
-    if (t.trigger_ts <= it->second) return true;
+    if (timer_may_fire(c, t, it->second)) return true;
   }
   return false;
 }

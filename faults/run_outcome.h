@@ -26,6 +26,9 @@ struct FaultEffect {
 struct RunOutcome {
   uint64_t seed = 0;
   uint64_t trace_hash = 0;
+  // What the run committed and delivered, by id and payload: the trace does not hash payloads,
+  // so a computation stamping the machine's clock into them shows here only.
+  uint64_t content_hash = 0;
   uint64_t events = 0;
   Micros sim_time_us = 0;
   std::string fault_mix;  // the swarm mix, "scripted" or "none"

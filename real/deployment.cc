@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/controller.h"
+#include "core/emitted.h"
 #include "core/outbox.h"
 #include "core/env/codec.h"
 #include "core/job.h"
@@ -168,6 +169,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
       progress_(std::make_unique<Progress>(spec)),
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
       layout_(process_layout(options_, o)) {
+  options_.record_history = o.record_history;  // what --verify re-executes
   config_ = std::make_unique<DeploymentConfig>(
       DeploymentConfig{spec_, registry, options_, bugs_, o.seed, progress_.get(), shared_connectors_.get()});
   PipelineWorkload w;
@@ -883,13 +885,47 @@ std::string RealDeployment::waiting_for(bool stopped_is_done) {
     return fmt::format("{} at-most-once messages still in the senders' queues", *amo_pending);
   }
   for (const auto& [prefix, what] : {std::pair{"stream/", "stream rows (messages between computations)"},
-                                     std::pair{"output_messages/", "outbox rows (messages not yet delivered)"},
-                                     std::pair{"timers/", "timers"}}) {
+                                     std::pair{"output_messages/", "outbox rows (messages not yet delivered)"}}) {
     auto any = store_.any_rows(prefix);
     if (!any) return "the store (" + any.error().message() + ")";
     if (*any) return what;
   }
+  auto any = store_.any_rows("timers/");
+  if (!any) return "the store (" + any.error().message() + ")";
+  if (!*any) return "";
+  for (const auto& c : spec_.computations) {
+    auto waiting = timers_to_fire(c);
+    if (!waiting) return "the store (" + waiting.error().message() + ")";
+    if (*waiting) return "timers";
+  }
   return "";
+}
+
+// Whether a stored timer of `c` is still to fire (core/job.h: timer_may_fire).
+Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
+  if (c.timer_streams.empty()) return false;
+  auto rows = store_.dump(tables::timers(c.name));
+  if (!rows) return rows.error();
+  std::map<std::string, Micros> watermarks;  // partition prefix -> its event watermark
+  for (const Row& row : *rows) {
+    const size_t prefix_end = row.key.find('/') + 1;
+    const std::string_view rest = std::string_view(row.key).substr(prefix_end);
+    if (prefix_end == 0 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return true;  // not ours to judge
+    const Timer t = decode_timer(rest, decode_timer_value(row.value));
+    const std::string prefix = row.key.substr(0, prefix_end);
+    auto [it, fresh] = watermarks.try_emplace(prefix, INT64_MIN);
+    if (fresh) {
+      auto tx = store_.begin();
+      if (!tx) return tx.error();
+      const int partition = std::stoi(prefix.substr(0, prefix.size() - 1), nullptr, 16);
+      auto meta = store_.get(*tx, tables::kJobMeta, JobId{JobKind::kComputation, c.name, partition}.str());
+      store_.abort(*tx);
+      if (!meta) return meta.error();
+      if (*meta) it->second = job_progress(**meta).event_watermark;
+    }
+    if (timer_may_fire(c, t, it->second)) return true;
+  }
+  return false;
 }
 
 void RealDeployment::print_progress(Micros elapsed, bool last) {

@@ -60,6 +60,9 @@ struct RealOptions {
   int keys = 16;
   uint64_t seed = 1;  // of the workload and of the processes' generators
   bool verify = false;
+  // Each committed computation epoch records what re-executing it needs (core/reexecute.h),
+  // which --verify holds the run to; off, --verify of this store cannot run.
+  bool record_history = true;
   bool progress = true;  // a progress line on stderr
   Micros progress_every_us = 0;  // between progress lines; 0: 1 s on a terminal, else 5 s
   bool stats = false;    // a JSON line of figures on stdout at the end (for bench/run.sh)
@@ -134,6 +137,8 @@ class RealDeployment {
   void observe(bool ends_by_draining);
   Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
   Status check_kafka_holds_what_was_done();
+  // Whether a stored timer of `c` is still to fire (a drain waits for it).
+  Result<bool> timers_to_fire(const ComputationSpec& c);
   std::string instance();
   struct Counts {
     uint64_t produced = 0;  // inputs the producer wrote, in all lives

@@ -1,6 +1,8 @@
-// --verify for `onceflow real`: reads back what a finished run delivered and holds, runs the
-// delivery and state checkers against the reference run of its recorded input (the input log
-// and the input topics), and prints one JSON object on stdout.
+// --verify for `onceflow real`: reads back what a finished run delivered and holds, and holds
+// it to the run's committed history: the inputs (the input log and the input topics) and each
+// committed computation epoch as the run recorded it (tables::history) are re-executed
+// (core/reexecute.h), and the delivery, state and consumption checks compare what the sinks
+// and tables hold with that. Prints one JSON object on stdout.
 #pragma once
 
 #include "core/computation.h"

@@ -64,4 +64,18 @@ rerun=${rerun#rerun just this case: }
   fail "the rerun line: $rerun"
 eval "$rerun" >"$tmp/rerun.txt" 2>&1 && fail "the pasted rerun line passed"
 grep -q "Falsifiable" "$tmp/rerun.txt" || { tail -20 "$tmp/rerun.txt"; fail "the rerun did not reproduce the case"; }
-echo "package_test: installed, built the example against the package, its tests and replay lines work"
+# The example's pipeline run for real, unpaced, killed once and resumed: --verify holds the
+# user's order-dependent computation to its committed history (it did report a loss when the
+# oracle was one reference run).
+mine="$tmp/example/my_onceflow"
+"$mine" real "$src/examples/own_computation/pipeline.yaml" --data "$tmp/real" --messages 20000 --no-progress \
+  >/dev/null 2>"$tmp/real1.log" &
+pid=$!
+sleep 0.5
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$mine" real "$src/examples/own_computation/pipeline.yaml" --data "$tmp/real" --messages 20000 --no-progress --verify \
+  >"$tmp/verify.json" 2>"$tmp/real2.log" ||
+  { cat "$tmp/verify.json" "$tmp/real2.log"; fail "the example under real --verify after kill -9"; }
+grep -q '"verdict": "pass"' "$tmp/verify.json" || fail "the example's --verify: $(head -20 "$tmp/verify.json")"
+echo "package_test: installed, built the example against the package, its tests, replay lines and real --verify work"

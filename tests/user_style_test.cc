@@ -63,5 +63,23 @@ TEST(UserStyleTest, AWallClockInASwiftMapIsCaughtNamingTheComputation) {
   EXPECT_NE(failed.front().detail.find("computation Normalize"), std::string::npos) << failed.front().detail;
 }
 
+TEST(UserStyleTest, TheDeterminismSelfCheckHashesPayloads) {
+  faults::PipelineRunOptions o = options_of("user_lottery.yaml");
+  o.swarm = false;
+  const ComputationRegistry registry = with_planted_bugs();
+  const auto twice = [&](const faults::PipelineRunOptions& options) {
+    const faults::RunOutcome a = faults::run_pipeline(options, registry).outcome;
+    const faults::RunOutcome b = faults::run_pipeline(options, registry).outcome;
+    return checkers::DeterminismCheck().check(1, a.trace_hash, b.trace_hash, a.content_hash, b.content_hash, "");
+  };
+  EXPECT_TRUE(twice(o).passed) << twice(o).detail;  // random() and current_timestamp(): from the seed
+  for (auto& c : o.spec.computations) {
+    if (c.name == "Normalize") c.processing_function = "WallClockStamp";
+  }
+  const checkers::Verdict v = twice(o);
+  EXPECT_FALSE(v.passed) << "a payload stamped with the machine's clock passed the determinism self-check";
+  EXPECT_NE(v.detail.find("other payloads"), std::string::npos) << v.detail;
+}
+
 }  // namespace
 }  // namespace onceflow::testing

@@ -1,0 +1,94 @@
+// onceflow real --verify holds a run to its own committed history: a user's order-dependent
+// computation passes, and damage to what the run delivered, to its state or to its recorded
+// history fails the check that owns it.
+#include "real/verify.h"
+
+#include <gtest/gtest.h>
+
+#include "core/builtin.h"
+#include "real/data_dir.h"
+#include "real/run.h"
+#include "real/wall_clock.h"
+#include "tests/temp_dir.h"
+
+namespace onceflow::real {
+namespace {
+
+struct Verified {
+  int rc = -1;
+  std::string json;
+};
+
+class RealVerifyTest : public ::testing::Test {
+ protected:
+  void run_pipeline(const std::string& name, uint64_t messages) {
+    path_ = std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml";
+    auto parsed = load_pipeline_spec(path_);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+    spec_ = *parsed;
+    builtin::register_all(registry_);
+    RealOptions o;
+    o.data_dir = dir_.str();
+    o.messages = messages;
+    o.progress = false;
+    ASSERT_EQ(run_real(path_, spec_, registry_, o), 0);
+  }
+  // Runs `damage` on the stopped run's store, then verifies it.
+  template <typename Damage>
+  Verified verify_after(Damage damage) {
+    WallClock clock;
+    auto store = open_data_dir(dir_.str(), spec_, clock);
+    EXPECT_TRUE(store.has_value()) << store.error().message();
+    damage(**store);
+    ::testing::internal::CaptureStdout();
+    auto rc = verify_run(spec_, registry_, **store, KafkaConfig{});
+    Verified out{rc.has_value() ? *rc : 2, ::testing::internal::GetCapturedStdout()};
+    return out;
+  }
+  static void erase_first(LevelDbStore& store, const std::string& table) {
+    auto rows = store.dump(table);
+    ASSERT_TRUE(rows.has_value() && !rows->empty()) << table;
+    auto tx = store.begin();
+    tx->erase(table, rows->front().key);
+    ASSERT_TRUE(store.commit(*tx, {}).has_value());
+  }
+
+  testing::TempDir dir_;
+  std::string path_;
+  PipelineSpec spec_;
+  ComputationRegistry registry_;
+};
+
+TEST_F(RealVerifyTest, AnOrderDependentComputationPasses) {
+  run_pipeline("longest_so_far", 3000);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 0) << v.json;
+  EXPECT_NE(v.json.find("\"oracle\": \"the committed history, re-executed\""), std::string::npos) << v.json;
+}
+
+TEST_F(RealVerifyTest, AnOutputMissingFromTheTargetIsALostWrite) {
+  run_pipeline("longest_so_far", 3000);
+  const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "target/longest_out"); });
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("lost-write"), std::string::npos) << v.json;
+}
+
+TEST_F(RealVerifyTest, StateTheHistoryDoesNotGiveFailsTheStateCheck) {
+  run_pipeline("running_max", 3000);
+  const Verified v = verify_after([](LevelDbStore& store) {
+    auto tx = store.begin();
+    tx->put("state/RunningMax/max", "00000000000000ff", "12345");
+    ASSERT_TRUE(store.commit(*tx, {}).has_value());
+  });
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("re-executed"), std::string::npos) << v.json;
+}
+
+TEST_F(RealVerifyTest, ACommittedEpochMissingFromTheHistoryIsCaught) {
+  run_pipeline("running_max", 3000);
+  const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "history/RunningMax"); });
+  EXPECT_EQ(v.rc, 1) << v.json;
+}
+
+}  // namespace
+}  // namespace onceflow::real
