@@ -542,6 +542,14 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     (void)inv.bugs.enable(bug);
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
+    // A catch is a failure of a check named for the switch; any other failure is remembered.
+    const std::vector<std::string> catchers = BugSwitches::catchers(bug);
+    const auto named_check_failed = [&](const cli::SeedSummary& r) {
+      return std::any_of(r.checks.begin(), r.checks.end(), [&](const auto& check) {
+        return check.second == "fail" && std::find(catchers.begin(), catchers.end(), check.first) != catchers.end();
+      });
+    };
+    std::string other_failure;  // the first seed failing only checks not named for the switch
     // The scenarios built to catch this switch first, then the others in order.
     std::vector<const cli::Scenario*> order = BugSwitches::store_bug(bug) ? store_order : engine_order;
     std::stable_partition(order.begin(), order.end(), [&](const cli::Scenario* s) {
@@ -555,14 +563,19 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         if (caught) break;
         ++tried;
         cli::SeedSummary r = cli::parse_summary(cli::summary_json(run_seed(inv, s, seed, s.swarm, 0, false)));
-        if (!r.passed && run_seed(clean, s, seed, s.swarm, 0, false).passed) caught = std::move(r);
+        if (!r.passed && named_check_failed(r) && run_seed(clean, s, seed, s.swarm, 0, false).passed) caught = std::move(r);
       }
       for (uint64_t first = 1; first <= max_seeds && !caught; first += batch) {
         const uint64_t count = std::min(batch, max_seeds - first + 1);
         std::map<uint64_t, cli::SeedSummary> found;
         explore_seeds(inv, s, first, count, jobs, s.swarm, [&](const cli::SeedSummary& r) {
           ++tried;
-          if (!r.passed) found.emplace(r.seed, r);
+          if (r.passed) return;
+          if (named_check_failed(r)) {
+            found.emplace(r.seed, r);
+          } else if (other_failure.empty()) {
+            other_failure = fmt::format("{} --seed {}: {}", s.path, r.seed, r.first_failure);
+          }
         });
         // A catch counts only on a seed that passes with no switch on: the switch made the
         // difference, not the seed.
@@ -580,15 +593,24 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       if (!caught) continue;
       std::string checker;
       for (const auto& [name, verdict] : caught->checks) {
-        if (verdict == "fail" && checker.empty()) checker = name;
+        const bool named = std::find(catchers.begin(), catchers.end(), name) != catchers.end();
+        if (verdict == "fail" && named && checker.empty()) checker = name;
       }
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
                  {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};
       break;
     }
     row["seeds_tried"] = tried;
+    row["must_be_caught_by"] = catchers;
+    if (!row["caught"].get<bool>() && !other_failure.empty()) row["failed_only_other_checks"] = other_failure;
     all_caught &= row["caught"].get<bool>();
     if (!as_json) {
+      if (!row["caught"].get<bool>()) {
+        std::string named;
+        for (const std::string& c : catchers) named += (named.empty() ? "" : ", ") + c;
+        fmt::print(stderr, "onceflow mutants: {} must be caught by {}; {}\n", bug, named,
+                   other_failure.empty() ? "no seed failed" : "only other checks failed, first: " + other_failure);
+      }
       fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", bug, row["caught"].get<bool>() ? "caught" : "MISSED",
                  row["checker"].is_null() ? "-" : row["checker"].get<std::string>(),
                  row["scenario"].is_null() ? "-" : row["scenario"].get<std::string>(),

@@ -86,47 +86,50 @@ namespace {
 struct BugName {
   std::string_view name;
   bool BugSwitches::*flag;
+  // The checks that must catch it, space-separated: a run it fails in another way only is
+  // no catch (`onceflow mutants`), so a check that lost the clause for it shows.
+  std::string_view catchers;
 };
 constexpr BugName kBugNames[] = {
-    {"no-lease-prerequisite", &BugSwitches::no_lease_prerequisite},
-    {"no-input-dedup", &BugSwitches::no_input_dedup},
-    {"ambiguous-as-success", &BugSwitches::ambiguous_as_success},
-    {"ambiguous-as-failure", &BugSwitches::ambiguous_as_failure},
-    {"new-seqno-on-resend", &BugSwitches::new_seqno_on_resend},
-    {"batch-ack-whole", &BugSwitches::batch_ack_whole},
-    {"outbox-erase-held-in-part", &BugSwitches::outbox_erase_held_in_part},
-    {"deliver-before-commit", &BugSwitches::deliver_before_commit},
-    {"timer-delete-apart", &BugSwitches::timer_delete_apart},
-    {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early},
-    {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat},
-    {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance},
-    {"offsets-before-commit", &BugSwitches::offsets_before_commit},
-    {"callback-before-commit", &BugSwitches::callback_before_commit},
-    {"uncounted-send-failure", &BugSwitches::uncounted_send_failure},
-    {"amo-silent-loss", &BugSwitches::amo_silent_loss},
-    {"random-per-process", &BugSwitches::random_per_process},
-    {"assign-before-persist", &BugSwitches::assign_before_persist},
-    {"lease-abort-not-retried", &BugSwitches::lease_abort_not_retried},
-    {"controller-without-lease", &BugSwitches::controller_without_lease},
-    {"timer-fires-after-watermark", &BugSwitches::timer_fires_after_watermark},
-    {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time},
-    {"swift-replay-own-watermark", &BugSwitches::swift_replay_own_watermark},
-    {"dedup-cleanup-ignores-backlog", &BugSwitches::dedup_cleanup_ignores_backlog},
-    {"boot-scan-one-page", &BugSwitches::boot_scan_one_page},
-    {"replace-on-another-worker", &BugSwitches::replace_on_another_worker},
-    {"stop-without-drain", &BugSwitches::stop_without_drain},
-    {"completion-leaves-leases", &BugSwitches::completion_leaves_leases},
-    {"repartition-without-drain", &BugSwitches::repartition_without_drain},
-    {"source-swap-keeps-offsets", &BugSwitches::source_swap_keeps_offsets},
-    {"reconfigure-keeps-jobs", &BugSwitches::reconfigure_keeps_jobs},
-    {"reshard-keeps-producer-ids", &BugSwitches::reshard_keeps_producer_ids},
-    {"reshard-watches-widest", &BugSwitches::reshard_watches_widest},
-    {"drain-waits-for-sources", &BugSwitches::drain_waits_for_sources},
-    {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence},
-    {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write},
-    {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases},
-    {"kafka-init-keeps-epoch", &BugSwitches::kafka_init_keeps_epoch},
-    {"alo-write-after-commit", &BugSwitches::alo_write_after_commit},
+    {"no-lease-prerequisite", &BugSwitches::no_lease_prerequisite, "fencing"},
+    {"no-input-dedup", &BugSwitches::no_input_dedup, "consumption delivery"},
+    {"ambiguous-as-success", &BugSwitches::ambiguous_as_success, "delivery-callback delivery consumption"},
+    {"ambiguous-as-failure", &BugSwitches::ambiguous_as_failure, "delivery consumption"},
+    {"new-seqno-on-resend", &BugSwitches::new_seqno_on_resend, "delivery"},
+    {"batch-ack-whole", &BugSwitches::batch_ack_whole, "delivery"},
+    {"outbox-erase-held-in-part", &BugSwitches::outbox_erase_held_in_part, "delivery"},
+    {"deliver-before-commit", &BugSwitches::deliver_before_commit, "fencing delivery"},
+    {"timer-delete-apart", &BugSwitches::timer_delete_apart, "timers re-execution"},
+    {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early, "consumption delivery"},
+    {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat, "delivery consumption"},
+    {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance, "controller fencing"},
+    {"offsets-before-commit", &BugSwitches::offsets_before_commit, "consumption delivery"},
+    {"callback-before-commit", &BugSwitches::callback_before_commit, "delivery-callback"},
+    {"uncounted-send-failure", &BugSwitches::uncounted_send_failure, "delivery"},
+    {"amo-silent-loss", &BugSwitches::amo_silent_loss, "delivery"},
+    {"random-per-process", &BugSwitches::random_per_process, "re-execution"},
+    {"assign-before-persist", &BugSwitches::assign_before_persist, "controller"},
+    {"lease-abort-not-retried", &BugSwitches::lease_abort_not_retried, "controller fencing"},
+    {"controller-without-lease", &BugSwitches::controller_without_lease, "controller"},
+    {"timer-fires-after-watermark", &BugSwitches::timer_fires_after_watermark, "liveness delivery"},
+    {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time, "re-execution delivery consumption"},
+    {"swift-replay-own-watermark", &BugSwitches::swift_replay_own_watermark, "consumption delivery"},
+    {"dedup-cleanup-ignores-backlog", &BugSwitches::dedup_cleanup_ignores_backlog, "consumption delivery"},
+    {"boot-scan-one-page", &BugSwitches::boot_scan_one_page, "controller"},
+    {"replace-on-another-worker", &BugSwitches::replace_on_another_worker, "consumption delivery liveness"},
+    {"stop-without-drain", &BugSwitches::stop_without_drain, "lifecycle"},
+    {"completion-leaves-leases", &BugSwitches::completion_leaves_leases, "lifecycle"},
+    {"repartition-without-drain", &BugSwitches::repartition_without_drain, "ordering"},
+    {"source-swap-keeps-offsets", &BugSwitches::source_swap_keeps_offsets, "consumption delivery"},
+    {"reconfigure-keeps-jobs", &BugSwitches::reconfigure_keeps_jobs, "layout"},
+    {"reshard-keeps-producer-ids", &BugSwitches::reshard_keeps_producer_ids, "delivery"},
+    {"reshard-watches-widest", &BugSwitches::reshard_watches_widest, "layout"},
+    {"drain-waits-for-sources", &BugSwitches::drain_waits_for_sources, "lifecycle"},
+    {"store-resolve-without-fence", &BugSwitches::store_resolve_without_fence, "ambiguous-resolution"},
+    {"store-delete-not-a-write", &BugSwitches::store_delete_not_a_write, "conservation"},
+    {"store-forgets-ended-leases", &BugSwitches::store_forgets_ended_leases, "fencing"},
+    {"kafka-init-keeps-epoch", &BugSwitches::kafka_init_keeps_epoch, "delivery"},
+    {"alo-write-after-commit", &BugSwitches::alo_write_after_commit, "delivery"},
 };
 }  // namespace
 
@@ -138,6 +141,19 @@ bool BugSwitches::enable(std::string_view name) {
     }
   }
   return false;
+}
+
+std::vector<std::string> BugSwitches::catchers(std::string_view name) {
+  std::vector<std::string> out;
+  for (const auto& b : kBugNames) {
+    if (b.name != name) continue;
+    for (size_t at = 0; at < b.catchers.size();) {
+      const size_t end = std::min(b.catchers.find(' ', at), b.catchers.size());
+      out.emplace_back(b.catchers.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> BugSwitches::names() {

@@ -156,6 +156,8 @@ struct BugSwitches {
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);
   static std::vector<std::string> names();
+  // The checks that must catch switch `name` (empty for an unknown name).
+  static std::vector<std::string> catchers(std::string_view name);
   // Whether `name` is a bug of the simulated store rather than of the engine.
   static bool store_bug(std::string_view name) { return name.rfind("store-", 0) == 0; }
   bool any() const;

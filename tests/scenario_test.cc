@@ -283,3 +283,27 @@ TEST(ScenarioTest, TheDocDocumentsEveryKeyTheParserAccepts) {
   }
   EXPECT_GE(keys, 50u);  // the table was read at all
 }
+
+#include "checkers/kernel_checks.h"
+#include "checkers/pipeline_checks.h"
+#include "core/engine.h"
+
+namespace onceflow::cli {
+namespace {
+
+// Every bug switch names the checks that must catch it (onceflow mutants counts no other
+// failure as its catch), and they are checks that exist.
+TEST(BugSwitchCatchersTest, EverySwitchNamesChecksThatExist) {
+  std::set<std::string> checks;
+  for (const auto& c : checkers::all_pipeline_checkers()) checks.emplace(c->name());
+  for (const auto& c : checkers::all_kernel_checkers()) checks.emplace(c->name());
+  for (const std::string& bug : BugSwitches::names()) {
+    const std::vector<std::string> catchers = BugSwitches::catchers(bug);
+    EXPECT_FALSE(catchers.empty()) << bug;
+    for (const std::string& c : catchers) EXPECT_EQ(checks.count(c), 1u) << bug << " names check '" << c << "'";
+  }
+  EXPECT_TRUE(BugSwitches::catchers("no-such-switch").empty());
+}
+
+}  // namespace
+}  // namespace onceflow::cli
