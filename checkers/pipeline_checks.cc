@@ -379,6 +379,8 @@ std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord&
 
 // ---- the committed history as the oracle ----
 
+constexpr size_t kNamedMax = 3;  // messages a report names before it only counts
+
 // Who committed each message: the first committed epoch that produced it.
 std::map<uint64_t, const EpochRecord*> producing_epochs(const PipelineHistory& h) {
   std::map<uint64_t, const EpochRecord*> out;
@@ -392,18 +394,30 @@ std::string shown(const MessageRecord& m) {
   return fmt::format("{} (key {}, {})", hex_id(m.id), hex_id(m.key), shown(m.payload));
 }
 
+// The first inputs of an epoch by MessageId, and how many timers it fired, for reports.
+std::string first_inputs(const EpochRecord& e) {
+  if (e.consumed.empty() && e.fired.empty()) return "no input";
+  std::string out;
+  for (size_t i = 0; i < e.consumed.size() && i < kNamedMax; ++i) {
+    fmt::format_to(std::back_inserter(out), "{}{:016x}", i == 0 ? "" : " ", e.consumed[i].id);
+  }
+  if (e.consumed.size() > kNamedMax) out += fmt::format(" +{}", e.consumed.size() - kNamedMax);
+  if (!e.fired.empty()) out += fmt::format("{}{} timers", out.empty() ? "" : ", ", e.fired.size());
+  return out;
+}
+
 // Where a message came from, for a report: the computation and committed epoch, or the source.
 std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>& producers) {
   const auto it = producers.find(id);
   if (it == producers.end()) return "a source input";
   const EpochRecord& e = *it->second;
-  return fmt::format("{} {} (job {}, committed version {})", e.job.starts_with("source/") ? "source" : "computation",
-                     e.computation, e.job, e.version);
+  if (e.job.starts_with("source/")) return fmt::format("source {} (job {}, committed version {})", e.computation, e.job, e.version);
+  return fmt::format("computation {} (job {}, committed version {}, inputs {})", e.computation, e.job, e.version,
+                     first_inputs(e));
 }
 
 bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key == b.key && a.payload == b.payload; }
 
-constexpr size_t kNamedMax = 3;  // messages a report names before it only counts
 
 // One sink held to the re-executed history by MessageId: exactly once, at least once (extras
 // only copies) or at most once (a missing one dropped or in doubt).
@@ -1018,16 +1032,6 @@ std::string outputs_problem(const EpochRecord& e) {
   return "";
 }
 
-std::string first_inputs(const EpochRecord& e) {
-  if (e.consumed.empty() && e.fired.empty()) return "no input";
-  std::string out;
-  for (size_t i = 0; i < e.consumed.size() && i < kNamedMax; ++i) {
-    fmt::format_to(std::back_inserter(out), "{}{:016x}", i == 0 ? "" : " ", e.consumed[i].id);
-  }
-  if (e.consumed.size() > kNamedMax) out += fmt::format(" +{}", e.consumed.size() - kNamedMax);
-  if (!e.fired.empty()) out += fmt::format("{}{} timers", out.empty() ? "" : ", ", e.fired.size());
-  return out;
-}
 
 }  // namespace
 
