@@ -140,9 +140,8 @@ class Loader {
     } catch (const YAML::Exception& e) {
       throw ScenarioError{fmt::format("{}:{}: malformed YAML: {}", path_, e.mark.line + 1, e.msg)};
     }
-    if (const auto twice = duplicate_key(root)) {
-      throw ScenarioError{fmt::format("{}:{}: key '{}' appears twice in one mapping", path_, twice->second,
-                                      short_value(twice->first))};
+    if (const auto problem = yaml_problem(root)) {
+      throw ScenarioError{fmt::format("{}:{}: {}", path_, problem->line, problem->what)};
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
     only_keys(root, "");

@@ -1,10 +1,14 @@
 #include "core/input_checks.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <system_error>
+#include <tuple>
+#include <vector>
 
 namespace onceflow {
 
@@ -50,21 +54,57 @@ Status check_input_file(const std::string& path) {
   return Status::ok();
 }
 
-std::optional<std::pair<std::string, int>> duplicate_key(const YAML::Node& node) {
-  if (node.IsMap()) {
-    std::set<std::string> seen;
-    for (const auto& entry : node) {
-      if (entry.first.IsScalar() && !seen.insert(entry.first.Scalar()).second) {
-        return std::make_pair(entry.first.Scalar(), entry.first.Mark().line + 1);
-      }
-      if (auto inner = duplicate_key(entry.second)) return inner;
-    }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) {
-      if (auto inner = duplicate_key(item)) return inner;
-    }
-  }
-  return std::nullopt;
+namespace {
+
+// A node's place in the text: one per node, and the same for an alias as for its anchor.
+using Place = std::tuple<int, int, int>;
+Place place_of(const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  return {m.pos, m.line, m.column};
 }
+
+struct YamlWalk {
+  std::set<Place> walked;     // collections walked already
+  std::vector<Place> inside;  // the collections the walk is in now
+  size_t nodes = 0;
+
+  std::optional<YamlProblem> walk(const YAML::Node& node) {
+    const int line = node.Mark().line + 1;
+    if (++nodes > kYamlNodesMax) return YamlProblem{fmt::format("more than {} nodes", kYamlNodesMax), line};
+    if (!node.IsMap() && !node.IsSequence()) return std::nullopt;
+    const Place here = place_of(node);
+    if (std::find(inside.begin(), inside.end(), here) != inside.end()) {
+      return YamlProblem{"an alias refers to a node that contains it", line};
+    }
+    if (!walked.insert(here).second) return std::nullopt;  // an alias to a node walked already
+    if (inside.size() >= static_cast<size_t>(kYamlDepthMax)) {
+      return YamlProblem{fmt::format("nested deeper than {} levels", kYamlDepthMax), line};
+    }
+    inside.push_back(here);
+    std::optional<YamlProblem> problem;
+    if (node.IsMap()) {
+      std::set<std::string> seen;
+      for (const auto& entry : node) {
+        if (entry.first.IsScalar() && !seen.insert(entry.first.Scalar()).second) {
+          problem = YamlProblem{fmt::format("key '{}' appears twice in one mapping", short_value(entry.first.Scalar())),
+                                entry.first.Mark().line + 1};
+        }
+        if (!problem) problem = walk(entry.second);
+        if (problem) break;
+      }
+    } else {
+      for (const auto& item : node) {
+        problem = walk(item);
+        if (problem) break;
+      }
+    }
+    inside.pop_back();
+    return problem;
+  }
+};
+
+}  // namespace
+
+std::optional<YamlProblem> yaml_problem(const YAML::Node& node) { return YamlWalk{}.walk(node); }
 
 }  // namespace onceflow

@@ -19,8 +19,18 @@ namespace onceflow {
 // (no such file, name too long, permission denied...). Never throws.
 Status check_input_file(const std::string& path);
 
-// The first key some mapping in `node` (at any depth) holds twice, and its 1-based line.
-std::optional<std::pair<std::string, int>> duplicate_key(const YAML::Node& node);
+// What makes a parsed YAML document unfit to read, with its 1-based line: a key some mapping
+// holds twice; an alias inside the node it refers to (a cycle, which any reader would follow
+// forever); nesting deeper than kYamlDepthMax; more than kYamlNodesMax nodes. The walk
+// resolves each alias once (a node reached again through another alias is not walked again),
+// so an alias bomb costs its size, not its expansion. nullopt when none.
+inline constexpr int kYamlDepthMax = 64;
+inline constexpr size_t kYamlNodesMax = 200'000;
+struct YamlProblem {
+  std::string what;
+  int line = 0;
+};
+std::optional<YamlProblem> yaml_problem(const YAML::Node& node);
 
 // `value` as an error message may quote it: at most 40 characters, one line.
 std::string short_value(std::string_view value);

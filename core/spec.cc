@@ -660,10 +660,8 @@ Result<PipelineSpec> parse_pipeline_spec_text(const std::string& yaml, const std
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(message_of(Violation{{}, "malformed YAML: " + e.msg, e.mark.line + 1}, where));
   }
-  if (const auto twice = duplicate_key(root)) {
-    return Status::invalid_argument(message_of(
-        Violation{{}, fmt::format("key '{}' appears twice in one mapping", short_value(twice->first)), twice->second},
-        where));
+  if (const auto problem = yaml_problem(root)) {
+    return Status::invalid_argument(message_of(Violation{{}, problem->what, problem->line}, where));
   }
   return parse_pipeline_spec(root, where);
 }

@@ -114,6 +114,13 @@ TEST(ScenarioTest, AServiceLogNeedsMaxCyclesInTheSimulator) {
       << message;
 }
 
+TEST(ScenarioTest, RefusesAnAliasInsideItselfAndDeepNesting) {
+  EXPECT_NE(error_of("a: &a [*a]\n").find(":1: an alias refers to a node that contains it"), std::string::npos);
+  EXPECT_NE(error_of("name: s\nkind: kernel\nworkload: " + std::string(80, '[') + std::string(80, ']') + "\n")
+                .find(":3: nested deeper than 64 levels"),
+            std::string::npos);
+}
+
 TEST(ScenarioTest, RefusesDuplicateKeysUnboundedValuesAndEchoesOnlyAPrefix) {
   const std::string kernel = "name: s\nkind: kernel\n";
   EXPECT_NE(error_of(kernel + "workload: {clients: 2}\nworkload: {clients: 3}\n").find(":4: key 'workload' appears twice"),

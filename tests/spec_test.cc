@@ -1,5 +1,6 @@
 #include "core/spec.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -255,6 +256,29 @@ TEST(SpecTest, LoadReportsMissingFile) {
   const auto spec = load_pipeline_spec("/nonexistent/spec.yaml");
   ASSERT_FALSE(spec.has_value());
   EXPECT_EQ(spec.error().message(), "/nonexistent/spec.yaml: no such file");
+}
+
+// An alias inside the node it names, an alias bomb and deep nesting: one line naming the
+// file and line, quickly (the duplicate-key walk once recursed forever on the first and
+// never ended on the second).
+TEST(SpecTest, LoadRefusesAliasCyclesAndBombsAndDeepNesting) {
+  const auto error = [](const std::string& name, const std::string& text) {
+    const auto spec = load_pipeline_spec(write_temp(name, text));
+    return spec.has_value() ? std::string("accepted") : spec.error().message();
+  };
+  EXPECT_NE(error("spec_test_cycle.yaml", "name: p\nsources: &s {events: {more: *s}}\n")
+                .find(":2: an alias refers to a node that contains it"),
+            std::string::npos);
+  std::string bomb = "name: p\nx0: &x0 [a, a, a, a, a, a, a, a, a, a]\n";
+  for (int i = 1; i <= 10; ++i) {
+    bomb += fmt::format("x{}: &x{} [", i, i);
+    for (int j = 0; j < 10; ++j) bomb += fmt::format("{}*x{}", j == 0 ? "" : ", ", i - 1);
+    bomb += "]\n";
+  }
+  EXPECT_NE(error("spec_test_bomb.yaml", bomb).find("unknown key"), std::string::npos);  // walked once, then read
+  EXPECT_NE(error("spec_test_deep.yaml", "name: p\nsources: " + std::string(100, '[') + std::string(100, ']') + "\n")
+                .find(":2: nested deeper than 64 levels"),
+            std::string::npos);
 }
 
 TEST(SpecTest, LoadRefusesAKeyTwiceAndAPathTheSystemRefuses) {
