@@ -162,7 +162,7 @@ ReexecutedEpoch Reexecution::next(const CommittedEpoch& e) {
 
 std::string encode_history_row(const EngineObserver::Epoch& e) {
   Encoder out;
-  out.i64(e.now).fixed64(e.random_seed).u64(e.consumed.size());
+  out.u64(e.layout_version).i64(e.now).fixed64(e.random_seed).u64(e.consumed.size());
   Micros before = e.now;  // system times as differences: most are close to each other
   for (const Message& m : e.consumed) {
     out.fixed64(m.id).i64(m.system_ts - before);
@@ -178,6 +178,7 @@ std::string encode_history_row(const EngineObserver::Epoch& e) {
 std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes) {
   Decoder in(bytes);
   EpochHistoryRow row;
+  row.layout_version = in.u64();
   row.now = in.i64();
   row.random_seed = in.fixed64();
   const uint64_t consumed = in.u64();

@@ -52,10 +52,13 @@ struct ReexecutedEpoch {
 };
 
 // What a real run records of a committed computation epoch (tables::history, one row per
-// epoch that took a message or fired a timer): its system time and seed, the messages it took
+// epoch that took a message or fired a timer): its layout, system time and seed, the messages it took
 // by id with their system times, and the timers it fired. The messages themselves are found
 // again by re-executing what produced them.
 struct EpochHistoryRow {
+  // The layout the job ran with: a key moves to another partition only with a new layout,
+  // after the old one drained, so (layout, partition, epoch) orders one key's epochs.
+  uint64_t layout_version = 0;
   Micros now = 0;
   uint64_t random_seed = 0;
   std::vector<std::pair<MessageId, Micros>> consumed;  // (id, system time), in order

@@ -105,34 +105,40 @@ Result<std::vector<Message>> source_messages(const PipelineSpec& spec, RealStore
   return out;
 }
 
-// The computations in an order where each comes after what produces its inputs (as far as
-// the pipeline has no cycle; one in a cycle comes in spec order).
-std::vector<const ComputationSpec*> upstream_first(const PipelineSpec& spec) {
-  std::set<std::string> ready;
-  for (const auto& s : spec.sources) ready.insert(s.output_stream);
-  std::vector<const ComputationSpec*> order;
-  std::set<std::string> placed;
-  while (order.size() < spec.computations.size()) {
-    const ComputationSpec* next = nullptr;
-    for (const auto& c : spec.computations) {
-      if (placed.count(c.name) != 0) continue;
-      const bool inputs_ready = std::all_of(c.input_streams.begin(), c.input_streams.end(),
-                                            [&](const std::string& s) { return ready.count(s) != 0; });
-      if (inputs_ready) {
-        next = &c;
-        break;
+// The history rows a real run recorded (tables::history), by job, each job's in epoch order.
+struct RecordedEpoch {
+  uint64_t layout = 0;
+  uint64_t epoch = 0;
+  EpochHistoryRow row;
+};
+struct JobEpochs {
+  std::string computation;
+  std::vector<RecordedEpoch> epochs;
+  size_t next = 0;  // the first not yet re-executed
+};
+Result<std::map<std::string, JobEpochs>> recorded_epochs(const PipelineSpec& spec, RealStore& store) {
+  std::map<std::string, JobEpochs> out;
+  for (const auto& c : spec.computations) {
+    auto rows = store.dump(tables::history(c.name));
+    if (!rows) return rows.error();
+    for (const Row& row : *rows) {  // keys "<partition>/<epoch>": in epoch order per partition
+      auto recorded = decode_history_row(row.value);
+      const size_t slash = row.key.find('/');
+      if (!recorded || slash == 0 || slash > 16 || slash == std::string::npos || row.key.size() != slash + 17) {
+        return Status::corruption(fmt::format("{}: history row {} of computation {} does not decode", store.where(),
+                                              row.key, c.name));
       }
-      if (next == nullptr) next = &c;  // a cycle: the first one left
+      const uint64_t partition = tables::parse_hex16(std::string(16 - slash, '0') + row.key.substr(0, slash));
+      JobEpochs& job = out[fmt::format("computation/{}/{}", c.name, partition)];
+      job.computation = c.name;
+      job.epochs.push_back({recorded->layout_version, tables::parse_hex16(row.key.substr(slash + 1)), std::move(*recorded)});
     }
-    order.push_back(next);
-    placed.insert(next->name);
-    ready.insert(next->output_streams.begin(), next->output_streams.end());
   }
-  return order;
+  return out;
 }
 
-// The committed history as a real run recorded it, re-executed: sources, then each
-// computation's committed epochs (upstream first, each partition's in epoch order).
+// The committed history as a real run recorded it, re-executed: the sources, then every
+// committed computation epoch, in an order the run's causality allows (below).
 Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
                           const std::vector<Message>& sources, checkers::PipelineHistory& h) {
   std::map<MessageId, Message> known;  // every message committed so far, by id
@@ -147,44 +153,81 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     }
     h.epochs.push_back(std::move(e));
   }
+  auto recorded = recorded_epochs(spec, store);
+  if (!recorded) return recorded.error();
   Reexecution reexecution(spec, registry);
-  for (const ComputationSpec* c : upstream_first(spec)) {
-    auto rows = store.dump(tables::history(c->name));
-    if (!rows) return rows.error();
-    for (const Row& row : *rows) {
-      const auto recorded = decode_history_row(row.value);
-      const size_t slash = row.key.find('/');
-      if (!recorded || slash == std::string::npos) {
-        return Status::corruption(fmt::format("{}: history row {} of computation {} does not decode", store.where(),
-                                              row.key, c->name));
+  // A real run does not record the order epochs of different jobs committed in, but it is
+  // causal: an epoch took only what was committed before it. So the epochs are re-executed
+  // each job's in order, a job's next epoch once every message it took is known and no epoch
+  // of an older layout of its computation is left (a key changes partition only with a new
+  // layout, after the old one drained). That also orders a pipeline with a cycle.
+  std::map<std::string, uint64_t> oldest_left;  // computation -> the oldest layout with epochs left
+  const auto update_oldest = [&] {
+    oldest_left.clear();
+    for (const auto& [job, queue] : *recorded) {
+      if (queue.next == queue.epochs.size()) continue;
+      const uint64_t layout = queue.epochs[queue.next].layout;
+      auto [it, fresh] = oldest_left.try_emplace(queue.computation, layout);
+      if (!fresh) it->second = std::min(it->second, layout);
+    }
+  };
+  const auto ready = [&](const JobEpochs& queue) {
+    const RecordedEpoch& head = queue.epochs[queue.next];
+    if (head.layout > oldest_left[queue.computation]) return false;
+    return std::all_of(head.row.consumed.begin(), head.row.consumed.end(),
+                       [&](const auto& taken) { return known.count(taken.first) != 0; });
+  };
+  const auto run_head = [&](const std::string& job, JobEpochs& queue) {
+    const RecordedEpoch& r = queue.epochs[queue.next++];
+    CommittedEpoch epoch;
+    epoch.job = job;
+    epoch.computation = queue.computation;
+    epoch.now = r.row.now;
+    epoch.random_seed = r.row.random_seed;
+    epoch.timers_fired = r.row.timers_fired;
+    checkers::EpochRecord e;
+    e.job = job;
+    e.computation = queue.computation;
+    e.epoch = r.epoch;
+    e.layout_version = r.layout;
+    e.now = r.row.now;
+    for (const auto& [id, system_ts] : r.row.consumed) {
+      const auto it = known.find(id);
+      Message m;
+      m.id = id;
+      if (it != known.end()) m = it->second;
+      m.system_ts = m.alignment_ts = system_ts;
+      e.consumed.push_back(record_of(m));
+      // A message committed by nobody is not handed to the function (the consumption check
+      // names it); the epoch is re-executed without it.
+      if (it != known.end()) epoch.consumed.push_back(std::move(m));
+    }
+    for (Message& m : reexecution.next(epoch).produced) {
+      e.produced.push_back(record_of(m));
+      known.emplace(m.id, std::move(m));
+    }
+    h.epochs.push_back(std::move(e));
+  };
+  for (bool left = true; left;) {
+    update_oldest();
+    left = false;
+    bool progress = false;
+    for (auto& [job, queue] : *recorded) {
+      while (queue.next < queue.epochs.size() && ready(queue)) {
+        run_head(job, queue);
+        progress = true;
       }
-      CommittedEpoch epoch;
-      epoch.job = fmt::format("computation/{}/{}", c->name, std::stoi(row.key.substr(0, slash), nullptr, 16));
-      epoch.computation = c->name;
-      epoch.now = recorded->now;
-      epoch.random_seed = recorded->random_seed;
-      epoch.timers_fired = recorded->timers_fired;
-      checkers::EpochRecord e;
-      e.job = epoch.job;
-      e.computation = c->name;
-      e.epoch = tables::parse_hex16(row.key.substr(slash + 1));
-      e.now = recorded->now;
-      for (const auto& [id, system_ts] : recorded->consumed) {
-        Message m;
-        if (const auto it = known.find(id); it != known.end()) {
-          m = it->second;
-        } else {
-          m.id = id;  // committed by nobody: the consumption check names it
-        }
-        m.system_ts = m.alignment_ts = system_ts;
-        e.consumed.push_back(record_of(m));
-        epoch.consumed.push_back(std::move(m));
-      }
-      for (Message& m : reexecution.next(epoch).produced) {
-        e.produced.push_back(record_of(m));
-        known.emplace(m.id, std::move(m));
-      }
-      h.epochs.push_back(std::move(e));
+      left = left || queue.next < queue.epochs.size();
+    }
+    if (left && !progress) {
+      // Nothing can go on: some epoch took a message nobody committed. The oldest such head goes
+      // anyway, so that the check can name what is missing.
+      auto stuck = std::min_element(recorded->begin(), recorded->end(), [](const auto& a, const auto& b) {
+        const bool a_left = a.second.next < a.second.epochs.size(), b_left = b.second.next < b.second.epochs.size();
+        if (a_left != b_left) return a_left;
+        return a_left && a.second.epochs[a.second.next].layout < b.second.epochs[b.second.next].layout;
+      });
+      run_head(stuck->first, stuck->second);
     }
   }
   h.reexecuted_tables = reexecution.tables();
