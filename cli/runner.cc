@@ -102,7 +102,12 @@ faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Sce
 
 faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                                  size_t keep_lines) {
-  if (s.kind == "pipeline") return faults::run_pipeline(pipeline_run_options(inv, s, seed, swarm, keep_lines), inv.registry).outcome;
+  if (s.kind == "pipeline") {
+    faults::RunOutcome r = faults::run_pipeline(pipeline_run_options(inv, s, seed, swarm, keep_lines), inv.registry).outcome;
+    // The function and its spec disagree: bad input (exit 2), whatever the seed.
+    if (!r.usage_error.empty()) throw UsageError{fmt::format("{}: {}", s.pipeline_path, r.usage_error)};
+    return r;
+  }
   faults::SelftestOptions options = s.kernel;
   options.seed = seed;
   options.swarm = swarm;

@@ -1,5 +1,7 @@
 #include "core/computation.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
 
@@ -27,14 +29,30 @@ void InitContext::init_external_state_client(ExternalStateClient& client,
 }
 
 void CollectingOutput::add_message(uint64_t key, std::string payload, std::string_view stream) {
-  const std::string out = stream.empty() ? spec_.output_streams.at(0) : std::string(stream);
-  assert(std::find(spec_.output_streams.begin(), spec_.output_streams.end(), out) != spec_.output_streams.end());
+  if (spec_.output_streams.empty()) {
+    if (misuse.empty()) misuse = "emits a message, but its spec declares no output_streams";
+    return;
+  }
+  const std::string out = stream.empty() ? spec_.output_streams.front() : std::string(stream);
+  if (std::find(spec_.output_streams.begin(), spec_.output_streams.end(), out) == spec_.output_streams.end()) {
+    if (misuse.empty()) misuse = fmt::format("emits to stream '{}', which its spec's output_streams do not name", out);
+    return;
+  }
   messages.push_back({key, out, std::move(payload)});
 }
 
 void CollectingOutput::add_timer(Micros trigger_ts, Micros event_ts, std::string_view timer_stream) {
-  assert(!spec_.timer_streams.empty());
-  const std::string stream = timer_stream.empty() ? spec_.timer_streams.at(0).name : std::string(timer_stream);
+  if (spec_.timer_streams.empty()) {
+    if (misuse.empty()) misuse = "sets a timer, but its spec declares no timer_streams";
+    return;
+  }
+  const std::string stream = timer_stream.empty() ? spec_.timer_streams.front().name : std::string(timer_stream);
+  const bool declared = std::any_of(spec_.timer_streams.begin(), spec_.timer_streams.end(),
+                                    [&](const TimerStreamSpec& s) { return s.name == stream; });
+  if (!declared) {
+    if (misuse.empty()) misuse = fmt::format("sets a timer on stream '{}', which its spec's timer_streams do not name", stream);
+    return;
+  }
   timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts, stream});
 }
 

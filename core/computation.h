@@ -131,6 +131,10 @@ class CollectingOutput final : public OutputCollector {
   };
   std::vector<Out> messages;
   std::vector<Timer> timers;
+  // The first call the computation's spec does not allow (a stream it does not declare, a
+  // timer without timer_streams), which was dropped; empty when none. The engine commits no
+  // epoch with such a call: the user's function and its spec disagree.
+  std::string misuse;
 
  private:
   const ComputationSpec& spec_;

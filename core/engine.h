@@ -214,6 +214,9 @@ class EngineObserver {
   // Whether epochs record the state rows their function read (Epoch::state_reads): a cost on
   // every state read, for onlookers that re-execute the history.
   virtual bool wants_state_reads() const { return false; }
+  // A computation's function made a call its spec does not allow (CollectingOutput::misuse):
+  // the epoch is abandoned, and every later one will be too. The deployment should stop.
+  virtual void computation_misuse(const std::string& /*computation*/, const std::string& /*what*/) {}
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
   virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
   // At-most-once sinks: a message held only in the sink's memory (accepted into the

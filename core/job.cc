@@ -1041,7 +1041,7 @@ void Job::step_computation(EpochTx& etx) {
     if (swift && committed_epochs_ == 0 && etx.meta.epoch > 1) probe(env_, Probe::kSwiftRecompute);
     CollectingOutput out(spec, m.key, m.event_ts);
     function_->process_message(m, out, context);
-    if (!etx.failed.is_ok()) return;
+    if (!etx.failed.is_ok() || misused(etx, out)) return;
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
     if (swift) {
       etx.consumed_rows.push_back({etx.inputs.row(in.read), m.id});
@@ -1085,6 +1085,14 @@ void Job::step_computation(EpochTx& etx) {
     etx.meta.last_output_ts = std::max(etx.meta.last_output_ts, etx.now);
     etx.meta.low_watermark = etx.meta.replay_watermark = etx.meta.last_output_ts + 1;
   }
+}
+
+// A call of the function its spec does not allow fails the epoch, and is reported.
+bool Job::misused(EpochTx& etx, const CollectingOutput& out) {
+  if (out.misuse.empty()) return false;
+  etx.failed = Status::invalid_argument(fmt::format("computation {}: {}", computation_->name, out.misuse));
+  if (env_.observer != nullptr) env_.observer->computation_misuse(computation_->name, out.misuse);
+  return true;
 }
 
 // How far the timers of `timer_stream` are due: its watermark, the event time seen so far or
@@ -1169,7 +1177,7 @@ void Job::fire_timers(EpochTx& etx) {
     etx.has_work = true;
     CollectingOutput out(spec, t.key, t.event_ts);
     function_->process_timer(t, out, context);
-    if (!etx.failed.is_ok()) return;
+    if (!etx.failed.is_ok() || misused(etx, out)) return;
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
     etx.record.timers_fired.push_back({rest, value.creation, t, etx.record.consumed.size(),
                                        timer_watermark(t.timer_stream, etx.meta.event_watermark, etx.now)});

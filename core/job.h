@@ -138,6 +138,7 @@ std::string with_new_producer(std::string_view meta_row);
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
   bool due(const Timer& t, Micros event_watermark, Micros now) const;
   void fire_timers(EpochTx& etx);
+  bool misused(EpochTx& etx, const CollectingOutput& out);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);

@@ -46,6 +46,10 @@ class Recorder final : public EngineObserver {
   }
 
   bool wants_state_reads() const override { return true; }
+  void computation_misuse(const std::string& computation, const std::string& what) override {
+    if (misuse.empty()) misuse = fmt::format("computation {}: {}", computation, what);
+  }
+  std::string misuse;
   // Every attempt is kept; the store's outcomes decide later which ones applied.
   void epoch_committing(const Epoch& e) override {
     checkers::EpochRecord r;
@@ -675,6 +679,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.passed = checkers::all_passed(out.verdicts);
   out.trace_hash = world.world().trace_hash();
   out.content_hash = content_hash(run.history);
+  out.usage_error = recorder.misuse;
   out.events = world.world().scheduler().events_run();
   out.sim_time_us = world.world().now();
   out.observed = recorder.counters;

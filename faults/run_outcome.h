@@ -29,6 +29,9 @@ struct RunOutcome {
   // What the run committed and delivered, by id and payload: the trace does not hash payloads,
   // so a computation stamping the machine's clock into them shows here only.
   uint64_t content_hash = 0;
+  // A computation's function made a call its spec does not allow (CollectingOutput::misuse):
+  // the scenario is bad input, not a verdict. Empty when none.
+  std::string usage_error;
   uint64_t events = 0;
   Micros sim_time_us = 0;
   std::string fault_mix;  // the swarm mix, "scripted" or "none"

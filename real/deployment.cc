@@ -128,6 +128,10 @@ Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::str
 class RealDeployment::Progress final : public EngineObserver {
  public:
   explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
+  void computation_misuse(const std::string& computation, const std::string& what) override {
+    if (misuse.empty()) misuse = fmt::format("computation {}: {}; nothing of that epoch was committed", computation, what);
+  }
+  std::string misuse;  // the first call a computation's spec does not allow
   void epoch_committed(const Epoch& e) override {
     if (epochs++ == 0) first_epoch_at = clock_.now();
     if (e.job.kind != JobKind::kSink) return;
@@ -579,6 +583,7 @@ void RealDeployment::request_state(const std::string& state) {
 
 Status RealDeployment::failing() const {
   if (!store_.failed().is_ok()) return store_.failed();
+  if (!progress_->misuse.empty()) return Status::invalid_argument(progress_->misuse);
   for (const auto& [name, sink] : kafka_sinks_) {
     if (!sink->failed().is_ok()) return Status::invalid_argument(fmt::format("sink {}: {}", name, sink->failed().message()));
   }

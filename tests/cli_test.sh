@@ -284,5 +284,20 @@ for n in -5 3000000000 4294967306; do
 done
 [ ! -e "$tmp/real-bad" ] || fail "a refused onceflow real created its data directory"
 
+# A function and its spec that disagree (RequestProcessor sets timers; the spec declares no
+# timer_streams): one line naming the computation and the call, exit 2, in the simulator and
+# in onceflow real (which once aborted on an assertion).
+sed '/timer_streams:/,+1d' "$src/scenarios/pipelines/retryable_request.yaml" >"$tmp/no_timers.yaml"
+sed "s|pipeline: pipelines/retryable_request.yaml|pipeline: $tmp/no_timers.yaml|" "$src/scenarios/retryable_request.yaml" \
+  >"$tmp/no_timers_scenario.yaml"
+"$bin" run "$tmp/no_timers_scenario.yaml" --seed 1 >/dev/null 2>"$tmp/err.txt"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "computation RequestProcessor: sets a timer, but its spec declares no timer_streams" "$tmp/err.txt" ||
+  fail "run of a spec without the timer_streams its function uses: exit $rc, $(head -c 300 "$tmp/err.txt")"
+"$bin" real "$tmp/no_timers.yaml" --data "$tmp/real-no-timers" --messages 200 --no-progress >/dev/null 2>"$tmp/err.txt"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "computation RequestProcessor: sets a timer" "$tmp/err.txt" ||
+  fail "real of a spec without the timer_streams its function uses: exit $rc, $(head -c 300 "$tmp/err.txt")"
+
 if [ "$failures" -eq 0 ]; then echo "cli_test: all checks passed"; fi
 exit "$failures"
