@@ -86,6 +86,11 @@ CLI::Validator whole(uint64_t min, uint64_t max) {
       fmt::format("UINT in [{}, {}]", min, max));
 }
 
+// A path to write to: an empty one would write nothing and say nothing.
+const CLI::Validator kPathToWrite(
+    [](std::string& text) -> std::string { return text.empty() ? "an empty path (nothing would be written)" : ""; },
+    "PATH");
+
 Micros duration_option(const std::string& name, const std::string& text, Micros min_us, Micros max_us) {
   const auto us = parse_duration(text);
   if (!us || *us < min_us || *us > max_us) {
@@ -697,7 +702,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   run->add_option("--seed", seed, "Seed of the run")->check(whole(0, kMaxSeed));
   add_swarm(run);
   run->add_flag("--json", as_json, "Print one JSON object");
-  run->add_option("--trace", trace_file, "Write the run's trace to FILE");
+  run->add_option("--trace", trace_file, "Write the run's trace to FILE")->check(kPathToWrite);
   add_bug(run);
 
   cli::ExploreOptions explore_options;
@@ -713,7 +718,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
   explore->add_option("--junit", explore_options.junit_path,
-                      "Also write a JUnit XML report: a test case per scenario and seed range");
+                      "Also write a JUnit XML report: a test case per scenario and seed range")
+      ->check(kPathToWrite);
   explore->add_option("--time-budget", time_budget,
                       "Explore until this much wall time is spent (e.g. 10m), shared by the scenarios; no seed bound "
                       "unless --seeds is given");
@@ -747,7 +753,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   CLI::App* shrink = app.add_subcommand("shrink", "Reduce a failing seed to a smaller scenario that fails the same check");
   shrink->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
   shrink->add_option("--seed", seed, "The failing seed")->required()->check(whole(0, kMaxSeed));
-  shrink->add_option("--out", out_path, "Where to write the shrunk scenario")->required();
+  shrink->add_option("--out", out_path, "Where to write the shrunk scenario")->required()->check(kPathToWrite);
   add_swarm(shrink);
   add_bug(shrink);
 
@@ -755,7 +761,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   CLI::App* explain = app.add_subcommand("explain", "Draw one seeded run as a self-contained HTML timeline");
   explain->add_option("scenario", path, "Scenario file (YAML)")->required()->check(CLI::ExistingFile);
   explain->add_option("--seed", seed, "Seed of the run")->required()->check(whole(0, kMaxSeed));
-  explain->add_option("--html", html_path, "Where to write the page")->required();
+  explain->add_option("--html", html_path, "Where to write the page")->required()->check(kPathToWrite);
   add_swarm(explain);
   add_bug(explain);
 

@@ -284,6 +284,14 @@ for n in -5 3000000000 4294967306; do
 done
 [ ! -e "$tmp/real-bad" ] || fail "a refused onceflow real created its data directory"
 
+# An empty path to write to is refused (it once wrote nothing and exited 0).
+for args in "run $src/scenarios/keyed_aggregation.yaml --trace" "explore $src/scenarios/keyed_aggregation.yaml --seeds 1 --junit"; do
+  # shellcheck disable=SC2086
+  "$bin" $args '' >/dev/null 2>"$tmp/err.txt"
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "an empty path" "$tmp/err.txt" || fail "$args '': exit $rc, $(head -c 200 "$tmp/err.txt")"
+done
+
 # A function and its spec that disagree (RequestProcessor sets timers; the spec declares no
 # timer_streams): one line naming the computation and the call, exit 2, in the simulator and
 # in onceflow real (which once aborted on an assertion).
