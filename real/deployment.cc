@@ -704,6 +704,9 @@ void RealDeployment::produce() {
         continue;
       }
     }
+    // Stopping: no new input from the first signal on, but the heads still move, so that the
+    // sources' watermarks pass the drain's cut.
+    if (stop_signals_.load() > 0) end = next;
     // Every queue partition's next offset, in one read.
     auto stored = store_.get_many(*tx, kProducer, counters);
     if (!stored) {
