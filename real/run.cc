@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <array>
 #include <csignal>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,27 +28,31 @@ extern "C" void on_stop_signal(int sig) {
   if (RealDeployment* d = g_deployment.load()) d->stop();
 }
 
-// SIGINT and SIGTERM stop the deployment gracefully while it runs.
+// SIGINT, SIGTERM and SIGHUP stop the deployment gracefully (a hang-up of the terminal is an
+// operator leaving, as for most daemons' foreground runs: stop, drain, keep everything). The
+// handlers are in place before anything is opened; a signal that comes before the deployment
+// exists stops it as soon as it is attached.
 class StopOnSignals {
  public:
-  explicit StopOnSignals(RealDeployment& d) {
-    g_deployment.store(&d);
+  StopOnSignals() {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-    if (g_signal.load() != 0) d.stop();  // a signal came while setting up
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &action, &old_[i]);
   }
   ~StopOnSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-    g_deployment.store(nullptr);
+    detach();
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
   }
+  void attach(RealDeployment& d) {
+    g_deployment.store(&d);
+    if (g_signal.load() != 0) d.stop();  // a signal came while setting up
+  }
+  void detach() { g_deployment.store(nullptr); }
 
  private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
 };
 
 Status check_backends(const PipelineSpec& spec) {
@@ -85,6 +90,7 @@ int bad(const std::string& line) {
 
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
+  StopOnSignals signals;  // before the store is touched
   if (Status s = check_backends(spec); !s.is_ok()) return bad(spec_path + ": " + s.message());
   KafkaConfig kafka;
   kafka.brokers = o.kafka;
@@ -134,7 +140,11 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
         return bad(fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
       }
     }
-    StopOnSignals signals(deployment);
+    signals.attach(deployment);
+    struct Detach {
+      StopOnSignals& signals;
+      ~Detach() { signals.detach(); }
+    } detach{signals};
     ending = deployment.run();
     latency = deployment.latency();
     first_epoch_at = deployment.first_epoch_at();
