@@ -663,7 +663,11 @@ namespace {
 int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool execute);
 }  // namespace
 
-int cli_main(int argc, char** argv, const ComputationRegistry& registry) { return cli_run(argc, argv, registry, true); }
+int cli_main(int argc, char** argv, const ComputationRegistry& registry) {
+  // `real`'s stop signals are caught from the first moment, not once its spec is read.
+  if (argc > 1 && std::string_view(argv[1]) == "real") real::catch_stop_signals_early();
+  return cli_run(argc, argv, registry, true);
+}
 
 int cli_check_arguments(int argc, char** argv) {
   ComputationRegistry registry;

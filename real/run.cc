@@ -88,6 +88,13 @@ int bad(const std::string& line) {
 
 }  // namespace
 
+void catch_stop_signals_early() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
+}
+
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
   StopOnSignals signals;  // before the store is touched

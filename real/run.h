@@ -27,6 +27,11 @@ namespace onceflow::real {
 
 // Runs until the input is processed and delivered, or until SIGINT/SIGTERM. Returns the exit
 // code.
+// Makes SIGINT, SIGTERM and SIGHUP stop a run_real of this process rather than kill it: a signal
+// that comes before run_real starts stops it as soon as its deployment is up. Called first
+// thing by `onceflow real`, before its arguments and spec are read.
+void catch_stop_signals_early();
+
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& options);
 

@@ -298,13 +298,13 @@ written=$(grep -o 'in [0-9]*/2000000' "$tmp/sigint.log" | tail -1 | sed 's|in \(
 [ "$rc" -eq 0 ] && [ -n "$written" ] && [ "$written" -lt 2000000 ] && grep -q "stopped on signal 2" "$tmp/sigint.log" ||
   fail "SIGINT under load: exit $rc, $written of 2000000 written: $(tail -2 "$tmp/sigint.log")"
 
-# SIGHUP stops as SIGINT and SIGTERM do, and so does a signal in the first moments, before
-# the store is open (both once killed the process with no message).
+# SIGHUP stops as SIGINT and SIGTERM do, and so does a signal in the first 100 ms, before the
+# spec is read or the store is open (both once killed the process with no message).
 for sig in HUP TERM; do
   "$bin" real "$src/scenarios/pipelines/keyed_aggregation.yaml" --data "$tmp/real-$sig" --messages 100000 \
     >/dev/null 2>"$tmp/sig.log" &
   pid=$!
-  [ "$sig" = HUP ] && sleep 0.5 || sleep 0.02
+  [ "$sig" = HUP ] && sleep 0.5 || sleep 0.1
   kill -"$sig" "$pid"
   wait "$pid"
   rc=$?

@@ -46,6 +46,7 @@ std::optional<std::string> get(LevelDbStore& store, const Transaction& tx, const
 Result<Version> put_and_commit(LevelDbStore& store, const std::string& key, const std::string& value,
                                const std::vector<LeaseId>& prerequisites = {}) {
   auto tx = store.begin();
+  if (!tx) return tx.error();  // a store that failed refuses new transactions too
   tx->put("t", key, value);
   return store.commit(*tx, prerequisites);
 }
