@@ -279,7 +279,7 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   for (const auto& [kind, e] : r.effects) fmt::print("  effect: {} {} {}\n", kind, e.count, e.measure);
   for (const auto& w : r.warnings) fmt::print("  warning: {}\n", w);
   for (const auto& v : r.verdicts) {
-    fmt::print("  {:<22} {}  {}\n", v.check, v.passed ? "pass" : "FAIL", v.detail);
+    fmt::print("  {:<22} {:<4}  {}\n", v.check, !v.passed ? "FAIL" : v.applicable ? "pass" : "n/a", v.detail);
   }
   if (r.passed) return;
   fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
