@@ -312,6 +312,10 @@ for sig in HUP TERM; do
     fail "SIG$sig: exit $rc: $(tail -2 "$tmp/sig.log")"
 done
 
+# A check with nothing to check says n/a in run's table, as in --json and explore.
+"$bin" run "$src/scenarios/keyed_aggregation.yaml" --seed 1 >"$tmp/na.txt"
+grep -Eq '^  timers +n/a +no timers' "$tmp/na.txt" || fail "run shows no n/a for timers: $(grep timers "$tmp/na.txt")"
+
 # An empty path to write to is refused (it once wrote nothing and exited 0).
 for args in "run $src/scenarios/keyed_aggregation.yaml --trace" "explore $src/scenarios/keyed_aggregation.yaml --seeds 1 --junit"; do
   # shellcheck disable=SC2086
