@@ -10,6 +10,7 @@
 // kAmbiguous is resolved with Store::resolve before anything else happens.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,6 +48,11 @@ JobProgress job_progress(std::string_view meta_row);
 // reached its trigger. One past that waits for newer input: once none is coming, the pipeline
 // is drained with it pending.
 bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark);
+// Whether any of `rows` (computation `c`'s timer rows, keys "<partition>/<row>") may still
+// fire; `meta` reads a job's meta row (tables::kJobMeta) by JobId::str(). A row this code
+// did not write counts as one that may fire.
+bool timers_may_fire(const ComputationSpec& c, const std::vector<Row>& rows,
+                     const std::function<std::optional<std::string>(const std::string& job)>& meta);
 // The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),
 // as their jobs' last committed epochs say: a drain waits for none.
 Result<uint64_t> at_most_once_pending(Store& store, const Transaction& tx, const PipelineSpec& spec);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <chrono>
 #include <map>
 
 #include "core/env/random.h"
@@ -17,8 +16,6 @@ int64_t number(const std::optional<std::string>& text) {
   if (text) std::from_chars(text->data(), text->data() + text->size(), v);
   return v;
 }
-
-int64_t value_of(const Message& m) { return static_cast<int64_t>(hash_bytes(m.payload) % 1000); }
 
 class LongestSoFar final : public ProcessFunction {
  public:
@@ -106,36 +103,6 @@ class Lottery final : public ProcessFunction {
   StateClient count_;
 };
 
-// The planted bug: the maximum lives in the instance, which a restarted job does not have.
-class RunningMaxInMember final : public ProcessFunction {
- public:
-  void init(const InitContext& init) override { init.init_state_client(armed_, "armed"); }
-  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
-    auto [it, fresh] = max_.try_emplace(m.key, value_of(m));
-    if (!fresh) it->second = std::max(it->second, value_of(m));
-    if (armed_.get(m.key)) return;
-    armed_.set(m.key, "1");
-    out.add_timer(context.current_timestamp() + kReportDelay);
-  }
-  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
-    armed_.clear(t.key);
-    out.add_message(t.key, fmt::format("key={} max={}", t.key, max_[t.key]));
-  }
-
- private:
-  std::map<uint64_t, int64_t> max_;
-  StateClient armed_;
-};
-
-// The planted bug: a swift map's output depends on the machine's clock.
-class WallClockStamp final : public ProcessFunction {
- public:
-  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    out.add_message(m.key, fmt::format("{} seen at {}", m.payload, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
-  }
-};
-
 template <typename T>
 ProcessFunctionFactory factory() {
   return [] { return std::make_unique<T>(); };
@@ -143,16 +110,13 @@ ProcessFunctionFactory factory() {
 
 }  // namespace
 
+int64_t value_of(const Message& m) { return static_cast<int64_t>(hash_bytes(m.payload) % 1000); }
+
 void register_all(ComputationRegistry& registry) {
   registry.add("LongestSoFar", factory<LongestSoFar>());
   registry.add("RunningMax", factory<RunningMax>());
   registry.add("SessionWindow", factory<SessionWindow>());
   registry.add("Lottery", factory<Lottery>());
-}
-
-void register_planted_bugs(ComputationRegistry& registry) {
-  registry.add("RunningMaxInMember", factory<RunningMaxInMember>());
-  registry.add("WallClockStamp", factory<WallClockStamp>());
 }
 
 }  // namespace onceflow::user_style

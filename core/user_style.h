@@ -12,11 +12,8 @@
 // - Lottery: per message, a draw from random() and the epoch's current_timestamp() in the
 //   output, and a per-key count in state (allowed for regular computations, as Flow says).
 //
-// And two with a planted bug each, registered only by register_planted_bugs (tests, and the
-// docs' walkthroughs):
-// - RunningMaxInMember: RunningMax keeping its maximum in a member, not in the state client:
-//   a job that restarts forgets it.
-// - WallClockStamp: a swift map whose output carries the machine's clock.
+// Planted bugs in them (state in a member, a swift map reading the machine's clock) live in
+// tests/user_style_test.cc: nothing a simulation runs by default may read the clock.
 #pragma once
 
 #include "core/computation.h"
@@ -28,7 +25,7 @@ inline constexpr Micros kSessionGap = 30 * kMillis;
 
 // Registers LongestSoFar, RunningMax, SessionWindow and Lottery.
 void register_all(ComputationRegistry& registry);
-// Registers RunningMaxInMember and WallClockStamp.
-void register_planted_bugs(ComputationRegistry& registry);
+// RunningMax's value of a message: its payload's hash mod 1000.
+int64_t value_of(const Message& m);
 
 }  // namespace onceflow::user_style

@@ -522,21 +522,8 @@ bool PipelineWorld::drained() const {
 
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
-  const std::string table = tables::timers(c.name);
-  std::map<std::string, Micros> watermarks;  // partition prefix -> the job's event watermark
-  for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
-    const size_t prefix_end = row.key.find('/') + 1;
-    const Timer t = decode_timer(std::string_view(row.key).substr(prefix_end), decode_timer_value(row.value));
-    const std::string prefix = row.key.substr(0, prefix_end);
-    auto [it, fresh] = watermarks.try_emplace(prefix, INT64_MIN);
-    if (fresh) {
-      const int partition = std::stoi(prefix.substr(0, prefix.size() - 1), nullptr, 16);
-      const auto meta = data_.latest(tables::kJobMeta, JobId{JobKind::kComputation, c.name, partition}.str());
-      if (meta) it->second = job_progress(*meta).event_watermark;
-    }
-    if (timer_may_fire(c, t, it->second)) return true;
-  }
-  return false;
+  return onceflow::timers_may_fire(c, data_.read_range(tables::timers(c.name), "", "", data_.last_version(), SIZE_MAX),
+                                   [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); });
 }
 
 void PipelineWorld::run_sampling(Micros until) {

@@ -914,26 +914,20 @@ Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
   if (c.timer_streams.empty()) return false;
   auto rows = store_.dump(tables::timers(c.name));
   if (!rows) return rows.error();
-  std::map<std::string, Micros> watermarks;  // partition prefix -> its event watermark
-  for (const Row& row : *rows) {
-    const size_t prefix_end = row.key.find('/') + 1;
-    const std::string_view rest = std::string_view(row.key).substr(prefix_end);
-    if (prefix_end == 0 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return true;  // not ours to judge
-    const Timer t = decode_timer(rest, decode_timer_value(row.value));
-    const std::string prefix = row.key.substr(0, prefix_end);
-    auto [it, fresh] = watermarks.try_emplace(prefix, INT64_MIN);
-    if (fresh) {
-      auto tx = store_.begin();
-      if (!tx) return tx.error();
-      const int partition = std::stoi(prefix.substr(0, prefix.size() - 1), nullptr, 16);
-      auto meta = store_.get(*tx, tables::kJobMeta, JobId{JobKind::kComputation, c.name, partition}.str());
-      store_.abort(*tx);
-      if (!meta) return meta.error();
-      if (*meta) it->second = job_progress(**meta).event_watermark;
+  Status failed;
+  const bool may = timers_may_fire(c, *rows, [&](const std::string& job) -> std::optional<std::string> {
+    auto tx = store_.begin();
+    if (!tx) {
+      failed = tx.error();
+      return std::nullopt;
     }
-    if (timer_may_fire(c, t, it->second)) return true;
-  }
-  return false;
+    auto meta = store_.get(*tx, tables::kJobMeta, job);
+    store_.abort(*tx);
+    if (!meta) failed = meta.error();
+    return meta && *meta ? std::optional<std::string>(**meta) : std::nullopt;
+  });
+  if (!failed.is_ok()) return failed;
+  return may;
 }
 
 void RealDeployment::print_progress(Micros elapsed, bool last) {

@@ -3,16 +3,51 @@
 // them are caught, named by the user's computation.
 #include "core/user_style.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
 
 #include "tests/scenario_runs.h"
 
 namespace onceflow::testing {
 namespace {
 
+// The planted bug: the maximum lives in the instance, which a restarted job does not have.
+class RunningMaxInMember final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(armed_, "armed"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    auto [it, fresh] = max_.try_emplace(m.key, user_style::value_of(m));
+    if (!fresh) it->second = std::max(it->second, user_style::value_of(m));
+    if (armed_.get(m.key)) return;
+    armed_.set(m.key, "1");
+    out.add_timer(context.current_timestamp() + user_style::kReportDelay);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    armed_.clear(t.key);
+    out.add_message(t.key, fmt::format("key={} max={}", t.key, max_[t.key]));
+  }
+
+ private:
+  std::map<uint64_t, int64_t> max_;
+  StateClient armed_;
+};
+
+// The planted bug: a swift map's output depends on the machine's clock.
+class WallClockStamp final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    out.add_message(m.key, fmt::format("{} seen at {}", m.payload, std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+  }
+};
+
 ComputationRegistry with_planted_bugs() {
   ComputationRegistry r = builtin_registry();
-  user_style::register_planted_bugs(r);
+  r.add("RunningMaxInMember", [] { return std::make_unique<RunningMaxInMember>(); });
+  r.add("WallClockStamp", [] { return std::make_unique<WallClockStamp>(); });
   return r;
 }
 
