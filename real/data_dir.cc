@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMetaTable = "real/meta";
 constexpr const char* kMarkerFile = "onceflow-data";
+constexpr const char* kCommitPointFile = "commit-point";
 
 std::string marker_text(const DataIdentity& id) {
   return fmt::format("onceflow data directory\nformat {}\npipeline {}\nshape {}\n", id.format, id.pipeline, id.shape);
@@ -125,6 +126,7 @@ Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, cons
   // check refuses, more precisely.
   const bool store_gone = !fs::exists(store_dir, ec) || fs::is_empty(store_dir, ec);
   if (*marker && store_gone) return reset_store(dir, marker_file, **marker);
+  options.commit_point_file = (fs::path(dir) / kCommitPointFile).string();
   auto store = LevelDbStore::open(store_dir.string(), clock, options);
   if (!store) return store.error();
   const DataIdentity wanted = identity_of(spec);

@@ -1,4 +1,5 @@
-// The data directory of `onceflow real`: DIR/store (the LevelDB store) and DIR/onceflow-data.
+// The data directory of `onceflow real`: DIR/store (the LevelDB store), DIR/onceflow-data and
+// DIR/commit-point (how far the store had committed: real/commit_point.h).
 //
 // A directory records what its rows are: the format version of their layout (the engine's
 // tables and real/'s own) and the pipeline it was made for, by name and by a hash of what
@@ -49,8 +50,8 @@ DataIdentity identity_of(const PipelineSpec& spec);
 
 // Opens DIR/store for `spec`, creating DIR and a new store when DIR holds none. Refuses
 // (kInvalidArgument or kCorruption, one line naming DIR): a damaged store, a store that was
-// deleted or reset while DIR/onceflow-data remains, and a store of another format or
-// pipeline (naming both).
+// deleted or reset while DIR/onceflow-data remains, a store behind DIR/commit-point, and a
+// store of another format or pipeline (naming both).
 Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, const PipelineSpec& spec,
                                                      const Clock& clock, LevelDbStore::Options options = {});
 

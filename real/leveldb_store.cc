@@ -13,6 +13,7 @@
 
 #include "core/env/codec.h"
 #include "fibers/scheduler.h"
+#include "real/commit_point.h"
 #include "real/leveldb_env.h"
 #include "real/loop.h"
 
@@ -156,6 +157,15 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   if (!generation) return generation.error();
   auto version = read_u64(*db, dir, kVersionKey);
   if (!version) return version.error();
+  const std::string& point_file = options.commit_point_file;
+  if (!point_file.empty()) {
+    auto recorded = read_commit_point(point_file);
+    if (!recorded) return recorded.error();
+    if (*recorded) {
+      const CommitPoint held{*version, *generation};
+      if (Status behind = check_commit_point(dir, point_file, held, **recorded); !behind.is_ok()) return behind;
+    }
+  }
   // A new life: every Lease of the previous one is over.
   const uint64_t next_generation = *generation + 1;
   leveldb::WriteOptions sync;
@@ -163,7 +173,12 @@ Result<std::unique_ptr<LevelDbStore>> LevelDbStore::open(const std::string& dir,
   if (leveldb::Status put = db->Put(sync, kGenerationKey, u64_bytes(next_generation)); !put.ok()) {
     return store_error(dir, put);
   }
-  return std::unique_ptr<LevelDbStore>(new LevelDbStore(std::move(db), dir, clock, options, next_generation, *version));
+  std::unique_ptr<LevelDbStore> store(new LevelDbStore(std::move(db), dir, clock, options, next_generation, *version));
+  if (!point_file.empty()) {
+    if (Status recorded = store->record_commit_point(*version); !recorded.is_ok()) return recorded;
+    store->commit_point_at_ = clock.now();
+  }
+  return store;
 }
 
 LevelDbStore::LevelDbStore(std::unique_ptr<leveldb::DB> db, std::string dir, const Clock& clock, Options options,
@@ -184,6 +199,23 @@ Status LevelDbStore::check(const leveldb::Status& s) {
 
 LevelDbStore::~LevelDbStore() {
   for (auto& [id, tx] : open_) db_->ReleaseSnapshot(tx.snapshot);
+  if (options_.commit_point_file.empty() || !failed_.is_ok()) return;
+  if (!options_.sync) {  // what was written unsynced is made durable before it is recorded
+    leveldb::WriteOptions wo;
+    wo.sync = true;
+    if (!db_->Put(wo, kVersionKey, u64_bytes(version_)).ok()) return;
+  }
+  // A failure leaves the last point recorded, which is behind: nothing is refused wrongly.
+  (void)record_commit_point(version_);
+}
+
+bool LevelDbStore::commit_point_due() const {
+  return options_.sync && !options_.commit_point_file.empty() &&
+         clock_.now() - commit_point_at_ >= options_.commit_point_every_us;
+}
+
+Status LevelDbStore::record_commit_point(Version version) const {
+  return write_commit_point(options_.commit_point_file, CommitPoint{version, generation_});
 }
 
 // --- Leases ---
@@ -388,6 +420,11 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
   stats_.bytes += batch.ApproximateSize();
   committed(tx.id(), version, tx.writes().size());
   release(tx.id());
+  if (commit_point_due()) {
+    commit_point_at_ = clock_.now();
+    // The commit stands; a store that cannot record how far it got goes no further.
+    if (Status recorded = record_commit_point(version); !recorded.is_ok() && failed_.is_ok()) failed_ = recorded;
+  }
   return version;
 }
 
@@ -486,12 +523,16 @@ void LevelDbStore::write_group() {
   std::shared_ptr<Group> group = std::move(forming_);  // commits from now on form the next group
   group->batch.Put(kVersionKey, u64_bytes(group->last));
   leveldb::Status written;
+  Status point_recorded;
   struct Finish {
     LevelDbStore& store;
     Group& group;
     const leveldb::Status& written;
+    const Status& point_recorded;
     ~Finish() {
       store.writing_ = false;
+      // The group's commits stand; a store that cannot record how far it got goes no further.
+      if (!point_recorded.is_ok() && store.failed_.is_ok()) store.failed_ = point_recorded;
       store.stats_.bytes += group.batch.ApproximateSize();
       ++store.stats_.synced_writes;
       if (written.ok()) {
@@ -515,13 +556,19 @@ void LevelDbStore::write_group() {
       for (const auto& token : store.written_waiters_) scheduler.wake(token);
       store.written_waiters_.clear();
     }
-  } finish{*this, *group, written};
+  } finish{*this, *group, written, point_recorded};
   leveldb::WriteOptions wo;
   wo.sync = options_.sync;
   leveldb::WriteBatch* batch = &group->batch;
   leveldb::DB* db = db_.get();
   const Micros began = clock_.now();
-  loop_->run_blocking([&written, wo, batch, db] { written = db->Write(wo, batch); });
+  const bool record_point = commit_point_due();
+  if (record_point) commit_point_at_ = began;
+  const Version last = group->last;
+  loop_->run_blocking([&, wo, batch, db] {
+    written = db->Write(wo, batch);
+    if (written.ok() && record_point) point_recorded = record_commit_point(last);
+  });
   stats_.write_us += static_cast<uint64_t>(std::max<Micros>(0, clock_.now() - began));
 }
 

@@ -23,7 +23,9 @@
 //   corruption or an I/O error (at a read, a write, or a compaction behind a later write,
 //   a full disk included) the store is failed(): it answers every further call with that
 //   error, and its owner stops. Nothing is lost by that: what was committed stays committed,
-//   and a reopening after the cause is gone resumes from it.
+//   and a reopening after the cause is gone resumes from it. Damage LevelDB cannot see (its
+//   newest log cut short reads as a crash mid-write, and the commits after the cut vanish
+//   without a word) the commit point tells (Options::commit_point_file, real/commit_point.h).
 //
 // - Group commit (set_loop): a commit from a fiber of the loop is validated at once
 //   (prerequisites and conflicts, in call order, exactly as alone) and joins the group of
@@ -85,6 +87,14 @@ class LevelDbStore final : public RealStore {
     Micros tx_timeout_us = 60 * kSeconds;
     // LevelDB's file system; null for the default one. Tests hand in one that fails writes.
     leveldb::Env* env = nullptr;
+    // Where the store records its commit point (real/commit_point.h); empty: nowhere. A
+    // store behind the point recorded there is refused at open (kCorruption).
+    std::string commit_point_file;
+    // Between two records of the commit point while commits go on (each a small file written
+    // and synced off the loop's thread, with a group's write): what was committed less than
+    // this long before a crash can be lost with the store's newest files unnoticed. It is
+    // recorded at every open and clean close too; with sync off, only then.
+    Micros commit_point_every_us = 1 * kSeconds;
   };
   // Opens (creating if needed) the store in `dir`. `clock` times Leases; it must outlive
   // the store.
@@ -92,6 +102,7 @@ class LevelDbStore final : public RealStore {
   static Result<std::unique_ptr<LevelDbStore>> open(const std::string& dir, const Clock& clock) {
     return open(dir, clock, Options{});
   }
+  // Records the commit point (when the store has a file for it and has not failed).
   ~LevelDbStore() override;
 
   Result<LeaseId> start_lease(Micros ttl_us) override;
@@ -162,6 +173,11 @@ class LevelDbStore final : public RealStore {
   Result<Version> commit_in_group(const Transaction& tx, const std::vector<uint64_t>& hashes);
   void write_group();
   void refuse_forming();  // the store failed: the forming group is never written
+  // Whether the commit point is due for a record after a write that ends now.
+  bool commit_point_due() const;
+  // Records {version, generation_} as the commit point: the caller's thread does the I/O.
+  Status record_commit_point(Version version) const;
+
   // From a fiber: returns once every commit up to `version` is written (or the store failed).
   void wait_until_written(Version version);
 
@@ -188,6 +204,7 @@ class LevelDbStore final : public RealStore {
   Stats stats_;
   RealLoop* loop_ = nullptr;
   Version assigned_ = 0;            // the last version given to a commit, written or not
+  Micros commit_point_at_ = 0;      // when the commit point was last recorded (the store's clock)
   std::shared_ptr<Group> forming_;  // commits waiting for the next write
   bool writing_ = false;            // a group's write is under way
   std::map<TxId, Version> pending_; // validated commits not yet written, for resolve()

@@ -325,7 +325,30 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Opti
     if (!r.ok()) return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
   }
   store->release(std::move(*c));
+  auto fsync = store->setting("fsync");
+  if (!fsync) return fsync.error();
+  if (*fsync != "on") {
+    return Status::invalid_argument(fmt::format(
+        "{} runs with fsync {}: a crash of the server can lose commits it acknowledged, without a word; turn fsync on",
+        store->where(), *fsync));
+  }
   return store;
+}
+
+Result<std::string> PgStore::setting(const std::string& name) {
+  auto rows = query_once("SELECT current_setting($1)", {name});
+  if (!rows) return rows.error();
+  if (rows->size() != 1 || rows->front().size() != 1 || !rows->front()[0]) {
+    return Status::unavailable("postgresql store: no setting " + name);
+  }
+  return *rows->front()[0];
+}
+
+Status PgStore::erase_old_tombstones() {
+  auto erased = query_once(
+      "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
+      {std::to_string(2 * options_.tx_timeout_us)});
+  return erased ? Status::ok() : erased.error();
 }
 
 Result<std::unique_ptr<PgStore::Connection>> PgStore::acquire() {
@@ -347,6 +370,10 @@ Result<std::unique_ptr<PgStore::Connection>> PgStore::acquire() {
   }
   // Quiet: NOTICEs of CREATE ... IF NOT EXISTS would go to stderr.
   PQsetNoticeProcessor(c->conn, [](void*, const char*) {}, nullptr);
+  // A commit is acknowledged once it is durable, whatever the server's or database's default.
+  if (Reply r = exec(c->conn, "SET synchronous_commit TO on", {}); !r.ok()) {
+    return Status::unavailable("postgresql store: " + r.status.message());
+  }
   return c;
 }
 
@@ -577,11 +604,7 @@ Result<Version> PgStore::commit(const Transaction& tx, const std::vector<LeaseId
     stats_.writes += tx.write_count();
     for (const auto& [where, value] : tx.writes()) stats_.bytes += where.second.size() + (value ? value->size() : 0);
   }
-  if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) {  // tombstones no transaction may still need
-    (void)query_once(
-        "DELETE FROM onceflow_rows WHERE value IS NULL AND erased_at < clock_timestamp() - $1::bigint * interval '1 microsecond'",
-        {std::to_string(2 * options_.tx_timeout_us)});
-  }
+  if (commits_since_cleanup_.fetch_add(1) % 1000 == 999) (void)erase_old_tombstones();
   return version;
 }
 

@@ -22,8 +22,14 @@
 // fence token for tx unless the commit's token is there: the commit either got in first (its
 // token has a version: committed) or can no longer (its token insert fails).
 //
-// Tombstones older than the transaction timeout are deleted now and then: a transaction old
-// enough to need them is refused at commit. Blocking libpq calls run on the calling thread,
+// Tombstones older than twice the transaction timeout are deleted now and then: a transaction
+// old enough to need them is refused at commit.
+//
+// Durability is the server's: every session runs with synchronous_commit on (a commit is
+// acknowledged once its WAL is flushed, whatever the server's default), and a server with
+// fsync off is refused at open, since a crash of it can lose acknowledged commits silently.
+// What the store cannot see is a database put back as a whole (a restore from a backup, a
+// failover to a replica that was behind): docs/real.md says what an operator does then. Blocking libpq calls run on the calling thread,
 // except a commit from a fiber of a RealLoop given with set_loop, which runs on a helper
 // thread so that the loop goes on during the database's synced write.
 #pragma once
@@ -78,6 +84,10 @@ class PgStore final : public RealStore {
   size_t open_transactions() const;
   // Breaks the connection of an open transaction, as a network failure would (tests).
   void break_connection_of(TxId tx);
+  // Deletes the tombstones no transaction may still need (commit does it every 1000 commits).
+  Status erase_old_tombstones();
+  // A setting (current_setting(name)) as a session of this store sees it.
+  Result<std::string> setting(const std::string& name);
 
  protected:
   Result<std::optional<std::string>> read(const Transaction& tx, const std::string& table,

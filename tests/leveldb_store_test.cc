@@ -307,7 +307,9 @@ TEST(LevelDbStoreTest, AGroupBehindAFailedWriteIsNeverWritten) {
   TempDir dir;
   WallClock clock;
   FullDiskEnv env;
-  auto opened = open_store(dir, clock, {.env = &env});
+  LevelDbStore::Options options;
+  options.env = &env;
+  auto opened = open_store(dir, clock, options);
   ASSERT_NE(opened, nullptr);
   LevelDbStore& store = *opened;
   RealLoop loop;

@@ -63,6 +63,19 @@ refused deleted 'rm -rf store' "deleted or reset"
 refused table 'for f in store/*.ldb; do flip "$f"; done' "Corruption"
 refused log 'for f in store/*.log; do flip "$f"; done' "Corruption"
 refused pipeline 'true' "made for pipeline" "$other"
+# Damage LevelDB cannot see: the newest log of a cleanly stopped directory cut to half reads
+# as a crash in the middle of a write, and the commits after the cut would vanish silently.
+# The commit point recorded at the stop, outside the store's files, tells.
+"$onceflow" real "$spec" --data "$work/stopped" --messages "$messages" --rate 60000 --no-progress >/dev/null 2>&1 &
+pid=$!
+sleep 2
+kill -TERM "$pid"
+wait "$pid" || fail "a run stopped by SIGTERM did not exit 0"
+cp -r "$work/stopped" "$work/base-stopped"
+cut_newest_log='f=$(ls store/*.log | sort | tail -1); truncate -s $(( $(stat -c %s "$f") / 2 )) "$f"'
+rm -rf "$work/base-kept"; mv "$work/base" "$work/base-kept"; mv "$work/base-stopped" "$work/base"
+refused cut-log "$cut_newest_log" "behind its commit point"
+rm -rf "$work/base"; mv "$work/base-kept" "$work/base"
 # A first run killed while LevelDB made its store (its first manifest written, CURRENT not yet)
 # left nothing that held a row: the next run makes the store again and verifies. Under a
 # directory that held a store (its onceflow-data file says so), the same files are a reset.

@@ -3,6 +3,7 @@
 // of the test's own, tests/pg_server.h). What only one backend can show (lost replies on the
 // simulated network, reopening LevelDB, a broken database connection) stays in its own test.
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 
 #include <atomic>
 #include <chrono>
@@ -81,10 +82,10 @@ class LevelDbBackend final : public Backend {
 
 class PgBackend final : public Backend {
  public:
-  PgBackend() {
+  explicit PgBackend(real::PgStore::Options options = {}) {
     server_ = testing::PgServer::start(&why_);
     if (server_ == nullptr) return;
-    auto store = real::PgStore::open(server_->conninfo());
+    auto store = real::PgStore::open(server_->conninfo(), options);
     if (!store) {
       why_ = store.error().message();
       return;
@@ -97,6 +98,7 @@ class PgBackend final : public Backend {
   }
   void wait(Micros us) override { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
   real::PgStore& store() { return *store_; }
+  const testing::PgServer& server() const { return *server_; }
 
  private:
   std::string why_;
@@ -378,6 +380,86 @@ TEST(PgStoreTest, ConcurrentIncrementsFromManyConnectionsAreNeverLost) {
   EXPECT_EQ(committed.load(), kThreads * kEach);
   backend.run([&](Store& s) { EXPECT_EQ(latest(s, "counter"), std::to_string(kThreads * kEach)); });
   EXPECT_GT(conflicts.load(), 0);  // they did race
+}
+
+// One statement on a connection of its own, outside the store (ALTER SYSTEM and the like).
+std::string sql(const std::string& conninfo, const std::string& statement) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  std::string out;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    out = std::string("cannot connect: ") + PQerrorMessage(conn);
+  } else {
+    PGresult* r = PQexec(conn, statement.c_str());
+    const ExecStatusType status = PQresultStatus(r);
+    if (status == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) out = std::string("error: ") + PQerrorMessage(conn);
+    PQclear(r);
+  }
+  PQfinish(conn);
+  return out;
+}
+
+std::string rows_under(const std::string& conninfo, const std::string& key) {
+  return sql(conninfo, "SELECT count(*) FROM onceflow_rows WHERE key = '" + key + "'::bytea");
+}
+
+// PostgreSQL only: the tombstones an erase leaves are deleted once no transaction may still
+// need them, and a transaction that began before the erase never writes over the erased row:
+// while the tombstone is there its write conflicts, and once it is gone the transaction is too
+// old to commit at all.
+TEST(PgStoreTest, AStaleWriteNeverCommitsOverAnErasedRowAcrossATombstoneCleanup) {
+  real::PgStore::Options options;
+  options.tx_timeout_us = 300'000;
+  PgBackend backend(options);
+  backend.run([&](Store& store) {
+    real::PgStore& pg = backend.store();
+    const std::string conninfo = backend.server().conninfo();
+    for (const std::string key : {"young", "old"}) {
+      ASSERT_TRUE(put_and_commit(store, key, "v").has_value());
+      auto stale = store.begin();
+      ASSERT_TRUE(stale.has_value());
+      EXPECT_EQ(get(store, *stale, "t", key), "v");
+      auto eraser = store.begin();
+      ASSERT_TRUE(eraser.has_value());
+      eraser->erase("t", key);
+      ASSERT_TRUE(store.commit(*eraser, {}).has_value());
+      if (key == "old") std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past twice the timeout
+      ASSERT_TRUE(pg.erase_old_tombstones().is_ok());
+      // The young tombstone is kept; the old one is gone: the test tests both ways.
+      EXPECT_EQ(rows_under(conninfo, key), key == "young" ? "1" : "0");
+      stale->put("t", key, "stale");
+      auto committed = store.commit(*stale, {});
+      ASSERT_FALSE(committed.has_value()) << "a write from before the erase committed over it (" << key << ")";
+      const bool expected = key == "young" ? committed.error().is_conflict() : committed.error().is_aborted();
+      EXPECT_TRUE(expected) << key << ": " << committed.error().message();
+      EXPECT_EQ(latest(store, key), "<none>");
+    }
+  });
+}
+
+// PostgreSQL only: commits are acknowledged once durable whatever the database's default, and
+// a server that may lose acknowledged commits at a crash (fsync off) is refused.
+TEST(PgStoreTest, CommitsAreSynchronousAndAServerWithFsyncOffIsRefused) {
+  PgBackend backend;
+  backend.run([&](Store&) {
+    const std::string conninfo = backend.server().conninfo();
+    ASSERT_EQ(sql(conninfo, "ALTER DATABASE postgres SET synchronous_commit = off"), "");
+    auto store = real::PgStore::open(conninfo);
+    ASSERT_TRUE(store.has_value()) << store.error().message();
+    EXPECT_EQ(sql(conninfo, "SHOW synchronous_commit"), "off") << "the database default did not change";
+    auto setting = (*store)->setting("synchronous_commit");
+    ASSERT_TRUE(setting.has_value());
+    EXPECT_EQ(*setting, "on") << "the store's sessions commit asynchronously";
+    store->reset();
+    ASSERT_EQ(sql(conninfo, "ALTER SYSTEM SET fsync = off"), "");
+    ASSERT_EQ(sql(conninfo, "SELECT pg_reload_conf()"), "t");
+    auto refused = real::PgStore::open(conninfo);
+    ASSERT_FALSE(refused.has_value()) << "a server with fsync off was taken";
+    EXPECT_TRUE(refused.error().is_invalid_argument());
+    EXPECT_NE(refused.error().message().find("fsync off"), std::string::npos) << refused.error().message();
+    ASSERT_EQ(sql(conninfo, "ALTER SYSTEM RESET fsync"), "");
+    ASSERT_EQ(sql(conninfo, "SELECT pg_reload_conf()"), "t");
+  });
 }
 
 }  // namespace
