@@ -380,9 +380,9 @@ class Loader {
       }
       if (op["set_state"]) {
         const std::string state = string(op["set_state"], "operations.set_state");
-        if (state != "stopped" && state != "paused" && state != "working") {
+        if (state != "stopped" && state != "stopped now" && state != "paused" && state != "working") {
           fail(op["set_state"], "operations.set_state",
-               fmt::format("expected stopped, paused or working, got '{}'", state.substr(0, 40)));
+               fmt::format("expected stopped, 'stopped now', paused or working, got '{}'", state.substr(0, 40)));
         }
         o.state_requests.emplace_back(at, state);
         continue;

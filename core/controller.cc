@@ -318,18 +318,23 @@ std::vector<std::string> Controller::drain_metas() const {
 // stored is older than the cut, and every source epoch after it reads the cut. It goes into
 // the meta rows of computations with timers too: they fire none while the pipeline drains,
 // so that a drain ends (a timer that sets itself again would keep work in flight for ever).
-bool Controller::put_drain_cut(Transaction& tx) {
+bool Controller::put_drain_cut(Transaction& tx, bool now) {
   const std::vector<std::string> keys = drain_metas();
   const size_t sources = source_metas().size();
   auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
   if (!rows) return false;
-  Micros cut = env_.runtime.clock().now();
+  // At least the clock: every input written before the request is older than the cut. A stop
+  // "now" cuts just past what the sources emitted instead: a queue's backlog, written but not
+  // read yet, stays for the restart (a queue partition that lags the others still reads up to
+  // the newest time any of them emitted); the clock only when no source has emitted anything.
+  Micros cut = now ? INT64_MIN : env_.runtime.clock().now();
   for (size_t i = 0; i < sources; ++i) {
     if ((*rows)[i]) {
       const Micros newest = job_progress(*(*rows)[i]).last_output_ts;
       if (newest != INT64_MIN) cut = std::max(cut, newest + 1);
     }
   }
+  if (cut == INT64_MIN) cut = env_.runtime.clock().now();
   // A job that has not committed yet gets a meta row too: else it would never learn the cut
   // (and read on past it); a first epoch in flight conflicts with this write.
   const std::string fresh = with_output_floor(std::nullopt, INT64_MIN);
@@ -368,7 +373,7 @@ bool Controller::put_state(Transaction& tx) {
     }
     return true;
   }
-  if (!drain_cut_) return put_drain_cut(tx);
+  if (!drain_cut_) return put_drain_cut(tx, stop_now_);
   Encoder out;
   out.i64(*drain_cut_);
   tx.put(tables::kController, tables::kDrainCutKey, out.take());
@@ -995,8 +1000,15 @@ bool Controller::forget_swapped_inputs(Transaction& tx, const PipelineSpec& next
 // so one older than the last applied is ignored.
 Result<std::string> Controller::on_set_state(std::string_view request) {
   auto parts = numbered_request(request, ' ', "'<sequence> <state>'");
-  const auto parsed = parts ? parse_pipeline_state(parts->second) : std::nullopt;
-  if (!parsed) return Status::invalid_argument(fmt::format("expected '<sequence> <state>', got '{}'", request.substr(0, 64)));
+  std::string_view state_word = parts ? parts->second : std::string_view();
+  constexpr std::string_view kNow = " now";
+  const bool now = state_word.ends_with(kNow);
+  if (now) state_word.remove_suffix(kNow.size());
+  const auto parsed = parts ? parse_pipeline_state(state_word) : std::nullopt;
+  if (!parsed || (now && *parsed != PipelineState::kStopped && *parsed != PipelineState::kDraining)) {
+    return Status::invalid_argument(
+        fmt::format("expected '<sequence> <state>' or '<sequence> stopped now', got '{}'", request.substr(0, 64)));
+  }
   const uint64_t seq = parts->first;
   const PipelineState requested = *parsed;
   if (Status refused = serving(); !refused.is_ok()) return refused;
@@ -1021,6 +1033,7 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   const bool resume_before = resume_after_layout_;
   if (pending_) resume_after_layout_ = next == PipelineState::kWorking;  // a stop keeps it stopped after
   if (state_ != before) quiescing_.reset();
+  stop_now_ = now;  // the cut of a drain this request begins
   if (!persist_state()) {
     resume_after_layout_ = resume_before;
     state_ = before;
@@ -1029,6 +1042,11 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   }
   state_dirty_ = true;
   probe(env_, Probe::kControllerStateChanged);
+  // What a pause or a stop did, where it landed (the simulator's fault effects count these).
+  if (state_ != before && state_ == PipelineState::kPaused) probe(env_, Probe::kControllerPaused);
+  if (state_ != before && (state_ == PipelineState::kDraining || state_ == PipelineState::kStopped)) {
+    probe(env_, Probe::kControllerStopping);
+  }
   return std::string(pipeline_state_name(state_));
 }
 

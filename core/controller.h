@@ -89,8 +89,11 @@ class Controller {
 
   // Request "<sequence number> <state>"; a request older than the last applied is ignored.
   // A controller that does not lead answers Unavailable. "stopped" (or "draining") starts a
-  // drain; the answer is the state now stored ("draining"). "completed" is refused: a
-  // pipeline completes by itself.
+  // drain whose cut is past every input written before the request (the controller's clock):
+  // the queues' backlog is processed before "stopped". "stopped now" cuts just past what the
+  // sources have emitted: what they have not read stays for the restart, so the stop takes
+  // the time of what is in flight (a signal to `onceflow real` asks for it). The answer is the
+  // state now stored ("draining"). "completed" is refused: a pipeline completes by itself.
   static constexpr const char* kSetStateService = "set_state";
   // Only with the assign-before-persist bug switch: assignments pushed to a worker.
   static constexpr const char* kPushService = "push_assignments";
@@ -154,7 +157,8 @@ class Controller {
   bool persist(const std::map<std::string, Assignment>& assignments);
   bool persist_state();  // the pipeline state alone
   bool put_state(Transaction& tx);
-  bool put_drain_cut(Transaction& tx);
+  // `now`: cut just past what the sources emitted, not at the clock.
+  bool put_drain_cut(Transaction& tx, bool now = false);
   std::vector<std::string> source_metas() const;
   std::vector<std::string> drain_metas() const;  // those and the computations' with timers
   // Draining: every source has read all of its rows older than the cut.
@@ -216,6 +220,7 @@ class Controller {
   std::optional<PipelineState> quiescing_;
   std::optional<Micros> drain_cut_;    // while draining, once stored
   std::optional<Micros> cut_written_;  // what the transaction being built stores
+  bool stop_now_ = false;  // the stop being stored was asked for "now" (its cut)
   PipelineSpec spec_;                  // the spec with layout_'s partition counts
   Layout layout_;
   std::optional<Layout> pending_;      // a repartition under way

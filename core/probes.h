@@ -67,6 +67,8 @@ namespace onceflow {
   X(kControllerUnstored, "controller.unstored", "assignments could not be stored; their Leases are ended first") \
   X(kControllerCommitAmbiguous, "controller.commit_ambiguous", "a controller commit was ambiguous and resolved") \
   X(kControllerStateChanged, "controller.state_changed", "the pipeline was paused, stopped or started")     \
+  X(kControllerPaused, "controller.paused", "a request paused a working pipeline")                          \
+  X(kControllerStopping, "controller.stopping", "a request stopped the pipeline (a drain began)")            \
   X(kControllerDrained, "controller.drained", "a draining pipeline had nothing in flight and stopped")           \
   X(kControllerRepartitioned, "controller.repartitioned", "a new partition layout was stored after its rows were moved") \
   X(kControllerReconfigured, "controller.reconfigured", "settings of an existing pipeline changed (no drain)")  \

@@ -106,8 +106,16 @@ void FaultInjector::recompute_sink_errors() {
   }
 }
 
+// Stops alternate between the two an operator can ask for: every input written before the
+// request drained first, or "now" (what the sources have not read stays for the restart).
 void FaultInjector::set_pipeline(bool halted, FaultKind kind) {
-  hooks_->set_pipeline_state(!halted ? "working" : kind == FaultKind::kPipelinePause ? "paused" : "stopped");
+  if (!halted) {
+    hooks_->set_pipeline_state("working");
+  } else if (kind == FaultKind::kPipelinePause) {
+    hooks_->set_pipeline_state("paused");
+  } else {
+    hooks_->set_pipeline_state(stops_++ % 2 == 0 ? "stopped" : "stopped now");
+  }
 }
 
 void FaultInjector::end(size_t id) {

@@ -61,6 +61,7 @@ class FaultInjector {
   sim::LinkOptions base_link_;
   std::vector<Fault> faults_;
   std::set<size_t> active_;
+  uint64_t stops_ = 0;  // pipeline stops asked for so far
   std::set<FaultKind> inert_;
   std::map<sim::NodeIndex, int> crashed_;
   std::map<sim::NodeIndex, int> paused_;

@@ -542,8 +542,8 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
         break;
       case FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
       case FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
-      case FaultKind::kPipelinePause:
-      case FaultKind::kPipelineStop: e = {"pipeline state changes applied", probe_hits(Probe::kControllerStateChanged)}; break;
+      case FaultKind::kPipelinePause: e = {"pauses applied", probe_hits(Probe::kControllerPaused)}; break;
+      case FaultKind::kPipelineStop: e = {"stops applied (drains begun)", probe_hits(Probe::kControllerStopping)}; break;
       case FaultKind::kRebalance:
         e = {"spare worker starts", spare_starts, {{"jobs moved", probe_hits(Probe::kControllerRebalance)}}};
         break;

@@ -407,10 +407,13 @@ RealDeployment::Ending RealDeployment::run() {
   bool stopping_drained = false;  // a controller's process found the pipeline drained and stops it
   bool seen_working = false;      // a worker's process saw the pipeline not stopped
   uint64_t looked_at = 0;         // the observation the checks last acted on
-  const auto ask_stop = [this] {
-    loop_.runtime(kOperator).spawn("stop", [this] {
+  // A signal stops "now": what the sources have not read stays for the next run, so that a
+  // loaded run stops in the time of what is in flight. A run that drained (to verify) has
+  // read everything: its stop is the ordinary one.
+  const auto ask_stop = [this](bool now) {
+    loop_.runtime(kOperator).spawn("stop", [this, now] {
       while (starting_) loop_.runtime(kOperator).sleep_for(10 * kMillis);
-      request_state("stopped");
+      request_state(now ? "stopped now" : "stopped");
     });
   };
   // Commits of the fibers are grouped into shared synced writes while the loop runs.
@@ -455,7 +458,7 @@ RealDeployment::Ending RealDeployment::run() {
         return true;
       }
       fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
-      if (!stopping_drained) ask_stop();
+      if (!stopping_drained) ask_stop(true);
     }
     if (!fresh) return drain_deadline >= 0 && now >= drain_deadline;
     if (drain_deadline >= 0 || stopping_drained) {
@@ -471,7 +474,7 @@ RealDeployment::Ending RealDeployment::run() {
       // The workers' processes end once the pipeline is stopped; a run started again
       // resumes it.
       stopping_drained = true;
-      ask_stop();
+      ask_stop(false);
     }
     return false;
   });
@@ -571,7 +574,7 @@ void RealDeployment::request_state(const std::string& state) {
       store_.abort(*tx);
       if (stored && stored->has_value()) seq = std::stoull(**stored);
       // Another controller's process stopped it (under several, the leader's takes the request).
-      if (state == "stopped" && now && *now == "stopped") return;
+      if (state.starts_with("stopped") && now && *now == "stopped") return;
     }
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
     auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, fmt::format("{} {}", seq + 1, state),

@@ -77,7 +77,7 @@ TEST(ScenarioTest, AWrittenScenarioKeepsItsExternalSystems) {
 
 TEST(ScenarioTest, AWrittenScenarioKeepsItsOperations) {
   for (const char* name : {"repartition.yaml", "reconfigure.yaml", "source_swap.yaml", "target_reshard.yaml",
-                           "pipeline_stop_long.yaml"}) {
+                           "pipeline_stop_long.yaml", "pipeline_stop_now.yaml"}) {
     auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + name);
     ASSERT_TRUE(s.has_value()) << s.error().message();
     auto again = load_scenario(write_temp(scenario_yaml(*s, "copy", "a copy")));
@@ -102,7 +102,7 @@ TEST(ScenarioTest, AWrittenScenarioKeepsItsOperations) {
   const std::string head = "name: t\nkind: pipeline\npipeline: " + std::string(ONCEFLOW_SOURCE_DIR) +
                            "/scenarios/pipelines/keyed_aggregation.yaml\noperations:\n";
   EXPECT_NE(error_of(head + "  - {at: 1s, set_state: halted}\n")
-                .find(":5: operations.set_state: expected stopped, paused or working, got 'halted'"),
+                .find(":5: operations.set_state: expected stopped, 'stopped now', paused or working, got 'halted'"),
             std::string::npos);
 }
 
