@@ -43,7 +43,17 @@ Scenario load_or_fail(const std::string& path) {
 // A pipeline's functions must be registered in this program (see examples/own_computation).
 void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec) {
   for (const auto& c : spec.computations) {
-    if (registry.has(c.processing_function)) continue;
+    if (registry.has(c.processing_function)) {
+      const std::vector<std::string>& reads = registry.contract(c.processing_function).reads;
+      for (const std::string& stream : c.input_streams) {
+        if (reads.empty() || std::find(reads.begin(), reads.end(), stream) != reads.end()) continue;
+        std::string names;
+        for (const std::string& r : reads) names += (names.empty() ? "" : " and ") + r;
+        throw UsageError{fmt::format("{}: computations.{}.input_streams: {} reads only {}, not '{}'", spec_path, c.name,
+                                     c.processing_function, names, stream.substr(0, 64))};
+      }
+      continue;
+    }
     std::string known;
     for (const auto& name : registry.names()) known += (known.empty() ? "" : ", ") + name;
     throw UsageError{fmt::format("{}: computations.{}.processing_function: '{}' is not registered in this program "

@@ -48,6 +48,9 @@ namespace {
 
 // The longest duration a scenario may name, of either sign: simulated runs stay short.
 constexpr Micros kMaxScenarioDuration = 3600 * kSeconds;
+// Jobs a simulated worker runs at most (load_pipeline): 1,402 jobs on 3 workers drained as
+// usual, 2,002 never did (2026-12-04, the service-log scenario with more partitions).
+constexpr size_t kMaxJobsPerWorker = 500;
 
 // Thrown inside the loader only, turned into a Status at its boundary.
 struct ScenarioError {
@@ -224,6 +227,18 @@ class Loader {
         o.spare_workers = static_cast<int>(integer(root["topology"]["spare_workers"], "topology.spare_workers", 0, 64));
       }
     }
+    // What the simulated store keeps alive: every job holds a Lease its worker pings and
+    // commits an epoch each period. Past a few hundred jobs a worker, the store's queue grows
+    // faster than it drains, Leases lapse and the run never drains (2,000 service-log
+    // partitions on 3 workers did: "liveness" failed on a deployment that could not work,
+    // not on an engine mistake). Refused here, where the cause can be named.
+    const size_t jobs = all_jobs(*spec).size();
+    if (jobs > kMaxJobsPerWorker * static_cast<size_t>(o.workers)) {
+      fail(root["topology"] ? root["topology"] : root["pipeline"], "topology.workers",
+           fmt::format("{} has {} jobs (partitions of its sources, computations and sinks) for {} workers: the "
+                       "simulator runs at most {} jobs a worker; give more workers or fewer partitions",
+                       s.pipeline_path, jobs, o.workers, kMaxJobsPerWorker));
+    }
     if (root["workload"]) {
       const YAML::Node& w = root["workload"];
       only_keys(w, "workload");
@@ -351,10 +366,19 @@ class Loader {
       o.transfers_per_client = static_cast<uint64_t>(
           integer(w["transfers_per_client"], "workload.transfers_per_client", 0, 100'000));
     }
-    if (w["lease_ttl"]) o.lease_ttl_us = duration(w["lease_ttl"], "workload.lease_ttl");
-    if (w["ping_interval"]) o.ping_interval_us = duration(w["ping_interval"], "workload.ping_interval");
-    if (w["rpc_timeout"]) o.rpc_timeout_us = duration(w["rpc_timeout"], "workload.rpc_timeout");
-    if (w["think_time_max"]) o.think_time_us_max = duration(w["think_time_max"], "workload.think_time_max");
+    // Periods and timeouts are positive (a zero one would reach the simulator's assertions).
+    const auto positive = [&](const char* key) {
+      const Micros d = duration(w[key], std::string("workload.") + key);
+      if (d <= 0) fail(w[key], std::string("workload.") + key, "must be positive");
+      return d;
+    };
+    if (w["lease_ttl"]) o.lease_ttl_us = positive("lease_ttl");
+    if (w["ping_interval"]) o.ping_interval_us = positive("ping_interval");
+    if (w["rpc_timeout"]) o.rpc_timeout_us = positive("rpc_timeout");
+    if (w["think_time_max"]) {
+      o.think_time_us_max = duration(w["think_time_max"], "workload.think_time_max");
+      if (o.think_time_us_max < 0) fail(w["think_time_max"], "workload.think_time_max", "must not be negative");
+    }
     if (w["close_percent"]) o.close_percent = static_cast<int>(integer(w["close_percent"], "workload.close_percent", 0, 100));
     if (o.ping_interval_us >= o.lease_ttl_us) {
       fail(w, "workload.ping_interval", "must be shorter than workload.lease_ttl");

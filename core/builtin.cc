@@ -229,8 +229,9 @@ std::string response_payload(uint64_t request_id, uint64_t event_key, int64_t le
 }
 
 void register_all(ComputationRegistry& registry) {
-  registry.add("StateKeeper", factory<StateKeeper>());
-  registry.add("RequestProcessor", factory<RequestProcessor>());
+  // These two parse what they read: a spec must give them only those streams.
+  registry.add("StateKeeper", factory<StateKeeper>(), FunctionContract{{"event", "response"}});
+  registry.add("RequestProcessor", factory<RequestProcessor>(), FunctionContract{{"request"}});
   registry.add("Counter", factory<Counter>());
   registry.add("Normalize", factory<Normalize>());
   registry.add("Annotate", factory<Annotate>());

@@ -56,11 +56,18 @@ void CollectingOutput::add_timer(Micros trigger_ts, Micros event_ts, std::string
   timers.push_back(Timer{key_, trigger_ts, event_ts < 0 ? event_ts_ : event_ts, stream});
 }
 
-void ComputationRegistry::add(const std::string& name, ProcessFunctionFactory factory) {
+void ComputationRegistry::add(const std::string& name, ProcessFunctionFactory factory, FunctionContract contract) {
   assert(factory);
   const bool inserted = factories_.emplace(name, std::move(factory)).second;
   assert(inserted);
   (void)inserted;
+  contracts_.emplace(name, std::move(contract));
+}
+
+const FunctionContract& ComputationRegistry::contract(std::string_view name) const {
+  auto it = contracts_.find(name);
+  assert(it != contracts_.end());
+  return it->second;
 }
 
 std::unique_ptr<ProcessFunction> ComputationRegistry::create(std::string_view name) const {

@@ -149,17 +149,27 @@ class ComputationRegistry;
 // REQUIRES: its function is registered.
 std::vector<std::string> bound_tables(const ComputationRegistry& registry, const ComputationSpec& computation);
 
+// What a function needs of the spec that runs it, checked when the spec is read (a spec that
+// breaks it is refused, exit 2), so that nothing a spec says reaches an assertion.
+struct FunctionContract {
+  // The input streams whose payloads the function parses; empty: it takes any stream.
+  std::vector<std::string> reads;
+};
+
 class ComputationRegistry {
  public:
   // REQUIRES: the name is new.
-  void add(const std::string& name, ProcessFunctionFactory factory);
+  void add(const std::string& name, ProcessFunctionFactory factory, FunctionContract contract = {});
   bool has(std::string_view name) const { return factories_.find(name) != factories_.end(); }
+  // REQUIRES: has(name).
+  const FunctionContract& contract(std::string_view name) const;
   // REQUIRES: has(name).
   std::unique_ptr<ProcessFunction> create(std::string_view name) const;
   std::vector<std::string> names() const;
 
  private:
   std::map<std::string, ProcessFunctionFactory, std::less<>> factories_;
+  std::map<std::string, FunctionContract, std::less<>> contracts_;
 };
 
 }  // namespace onceflow

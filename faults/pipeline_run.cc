@@ -267,6 +267,12 @@ int keyed_parallelism(int partitions, uint64_t keys) {
 Micros calm(const PipelineRunOptions& o, Micros heal_at, Micros last_write) {
   Micros at = std::max(heal_at, last_write);
   for (const auto& request : o.state_requests) at = std::max(at, request.first);
+  // Every operation is asked for before the run may count as drained (a respec due after the
+  // drain once never came, and the inputs written for the new queue looked lost).
+  for (const auto& r : o.repartitions) at = std::max(at, r.at_us);
+  for (const auto& r : o.respecs) at = std::max(at, r.at_us);
+  for (const auto& r : o.reconfigures) at = std::max(at, r.first);
+  for (const auto& r : o.target_reshards) at = std::max(at, r.at_us);
   return at;
 }
 

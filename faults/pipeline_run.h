@@ -81,7 +81,8 @@ struct PipelineRunOptions {
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse = nullptr);
 
 // The calm, from which the liveness bound counts: every fault lifted (`heal_at`), every input
-// written, and the operator's last state request made (a stop halts the pipeline on purpose).
+// written, and the operator's last state request and operation made (a stop halts the
+// pipeline on purpose; a run is not drained before its last operation is asked for).
 Micros calm(const PipelineRunOptions& o, Micros heal_at, Micros last_write);
 
 // The liveness bound a run gets unless its scenario names one: the time the engine needs at

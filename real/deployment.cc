@@ -625,9 +625,11 @@ void RealDeployment::watch_kafka() {
 }
 
 RealDeployment::Counts RealDeployment::counts() {
+  const uint64_t delivered = progress_->delivered;  // before the snapshot: all of it is in it
   auto tx = store_.begin();
   if (!tx) return observed_.counts;  // the store failed: the last figures stand
   Counts c;
+  c.delivered = delivered;
   c.produced = read_u64(store_, *tx, kProducer, "next");
   for (const auto& sink : spec_.sinks) {
     if (sink.type == SinkType::kAsyncQueue) c.outputs += read_u64(store_, *tx, target_state(sink.name), "count");
@@ -936,7 +938,9 @@ Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
 void RealDeployment::print_progress(Micros elapsed, bool last) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   const double seconds = static_cast<double>(elapsed) / 1e6;
-  const uint64_t delivered = progress_->delivered;
+  if (last) observed_.counts = counts();  // the final figures, read now
+  // The figures of one look: what was delivered before the store was read, beside what it held.
+  const uint64_t delivered = observed_.counts.delivered;
   const double interval_s = static_cast<double>(std::max<Micros>(elapsed - last_progress_at_, 1)) / 1e6;
   const auto rate = static_cast<uint64_t>(static_cast<double>(delivered - delivered_at_last_progress_) / interval_s);
   std::string kafka;

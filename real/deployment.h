@@ -143,6 +143,9 @@ class RealDeployment {
   struct Counts {
     uint64_t produced = 0;  // inputs the producer wrote, in all lives
     uint64_t outputs = 0;   // what async queue sinks' targets hold, in all lives
+    // This process's deliveries acknowledged by the targets before the figures above were
+    // read: never more than the targets hold (a live count beside a stale read could be).
+    uint64_t delivered = 0;
   };
   Counts counts();
   void await_pipeline(Runtime& rt);

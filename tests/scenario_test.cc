@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "cli/runner.h"
+#include "core/builtin.h"
+#include "core/spec.h"
 
 namespace onceflow::cli {
 namespace {
@@ -112,6 +117,78 @@ TEST(ScenarioTest, AServiceLogNeedsMaxCyclesInTheSimulator) {
   const std::string message = error_of("name: s\nkind: pipeline\npipeline: " + pipeline + "\n");
   EXPECT_NE(message.find("sources.log: the simulator needs max_cycles on a service_log source"), std::string::npos)
       << message;
+}
+
+// More jobs than the simulated deployment keeps alive is refused at load, naming the count,
+// rather than run into a liveness failure that blames nothing (2,000 service-log partitions on
+// 3 workers once did); the same partitions on enough workers load.
+TEST(ScenarioTest, MoreJobsThanTheWorkersCanRunAreRefused) {
+  const std::string pipeline = write_temp(
+      "name: p\nsources:\n  log: {type: service_log, partitions: 2000, output_stream: e, max_cycles: 1}\n"
+      "sinks:\n  out: {input_stream: e, partitions: 2}\n");
+  const std::string message =
+      error_of("name: s\nkind: pipeline\npipeline: " + pipeline + "\ntopology: {workers: 3}\n");
+  EXPECT_NE(message.find("has 2002 jobs (partitions of its sources, computations and sinks) for 3 workers"),
+            std::string::npos)
+      << message;
+  auto enough = load_scenario(write_temp("name: s\nkind: pipeline\npipeline: " + pipeline + "\ntopology: {workers: 5}\n"));
+  EXPECT_TRUE(enough.has_value()) << enough.error().message();
+}
+
+// A function that parses what it reads states which streams those are (its contract); a
+// spec that gives it another is refused when read, naming the computation and the stream,
+// rather than reaching the function's assertion on a payload it cannot parse (RequestProcessor
+// given the source's stream once aborted).
+TEST(ScenarioTest, AFunctionGivenAStreamItDoesNotReadIsRefused) {
+  ComputationRegistry registry;
+  builtin::register_all(registry);
+  size_t contracts = 0;
+  for (const std::string& name : registry.names()) {
+    const FunctionContract& contract = registry.contract(name);
+    if (contract.reads.empty()) continue;
+    ++contracts;
+    auto spec = parse_pipeline_spec(YAML::Load(fmt::format(R"(
+name: p
+sources: {{events: {{type: queue, partitions: 1, output_stream: other}}}}
+computations:
+  C: {{type: process_function, processing_function: {}, input_streams: [other], output_streams: [out]}}
+sinks: {{out: {{type: async_queue, input_stream: out}}}}
+)", name)), "test");
+    ASSERT_TRUE(spec.has_value()) << spec.error().message();
+    try {
+      cli::check_functions(registry, "p.yaml", *spec);
+      ADD_FAILURE() << name << " was given a stream it does not read";
+    } catch (const cli::UsageError& e) {
+      EXPECT_NE(e.message.find("computations.C.input_streams: " + name + " reads only"), std::string::npos) << e.message;
+      EXPECT_NE(e.message.find("not 'other'"), std::string::npos) << e.message;
+    }
+    // The streams it reads are accepted.
+    auto right = parse_pipeline_spec(YAML::Load(fmt::format(R"(
+name: p
+sources: {{events: {{type: queue, partitions: 1, output_stream: {}}}}}
+computations:
+  C: {{type: process_function, processing_function: {}, input_streams: [{}], output_streams: [out]}}
+sinks: {{out: {{type: async_queue, input_stream: out}}}}
+)", contract.reads.front(), name, contract.reads.front())), "test");
+    ASSERT_TRUE(right.has_value()) << right.error().message();
+    EXPECT_NO_THROW(cli::check_functions(registry, "p.yaml", *right)) << name;
+  }
+  EXPECT_EQ(contracts, 2u) << "StateKeeper and RequestProcessor parse their inputs";
+}
+
+// An operation due after the pipeline would have drained still happens before the run counts
+// as drained: a respec at 8 s (the inputs written for its new queue) once never came, and the
+// consumption check reported those inputs lost (found by tests/campaign_test.sh).
+TEST(ScenarioTest, AnOperationDueAfterTheDrainStillHappens) {
+  ComputationRegistry registry;
+  builtin::register_all(registry);
+  Scenario s = cli::load_or_fail(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/source_swap.yaml");
+  ASSERT_EQ(s.pipeline.respecs.size(), 1u);
+  s.pipeline.respecs[0].at_us = 8 * kSeconds;
+  const cli::Invocation inv{registry, {}, "", {}};
+  const faults::RunOutcome r = cli::run_seed_once(inv, s, 1, false, 0);
+  for (const auto& v : r.verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
+  EXPECT_TRUE(r.passed);
 }
 
 TEST(ScenarioTest, RefusesAnAliasInsideItselfAndDeepNesting) {
