@@ -106,9 +106,10 @@ void Delivery::committed(EpochOutbox changes) {
     std::erase_if(known_messages_, [&](const OutboxRow& m) { return m.seqno >= row->first && m.seqno <= row->last; });
     known_rows_.erase(row);
   }
-  if (!changes.messages.empty()) {
-    append_outbox_rows(changes.first, changes.messages, batched_outbox(sink_), &known_messages_);
-    known_rows_.push_back({prefix_ + tables::hex16(changes.first), changes.first, known_messages_.back().seqno});
+  for (const EpochOutbox::Written& row : changes.written) {
+    if (row.messages.empty()) continue;
+    append_outbox_rows(row.first, row.messages, batched_outbox(sink_), &known_messages_);
+    known_rows_.push_back({prefix_ + tables::hex16(row.first), row.first, known_messages_.back().seqno});
   }
   if (known_rows_.size() > round_rows_) {  // too far behind to keep in memory
     probe(env_, Probe::kOutboxBehindTarget);

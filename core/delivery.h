@@ -50,8 +50,11 @@ class Delivery {
   // What an epoch does to the outbox (filled by the epoch, see acknowledge()).
   struct EpochOutbox {
     std::vector<std::string> erased;  // keys of the rows it erases
-    uint64_t first = 0;               // the seqNo of the first message of the row it writes
-    std::vector<Message> messages;    // that row's messages (none: it writes no row)
+    struct Written {
+      uint64_t first = 0;             // the seqNo of the row's first message
+      std::vector<Message> messages;  // the row's messages
+    };
+    std::vector<Written> written;     // the rows it writes, in seqNo order
   };
   // The epoch that did `changes` committed: the outbox this incarnation keeps in memory
   // follows.

@@ -1243,6 +1243,9 @@ void Job::step_sink(EpochTx& etx) {
   delivery_->incarnation_starts_at(first_seqno);  // earlier seqNos are an earlier incarnation's
   OutboxRowWriter outbox;  // the epoch's outputs, one row (or one per message)
   const bool row_per_message = outbox_row_per_message(spec);
+  const bool batched = batched_outbox(spec);
+  uint64_t row_first = first_seqno;  // the first seqNo of the outbox row being filled
+  const auto batch_block = static_cast<uint64_t>(std::max(1, spec.max_batch_messages));
   std::vector<Input> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
@@ -1277,11 +1280,22 @@ void Job::step_sink(EpochTx& etx) {
       outbox.add(std::move(m));
       const uint64_t seqno = etx.meta.next_seqno++;
       if (row_per_message) etx.tx.put(outbox_table_, prefix + tables::hex16(seqno), outbox.take());
+      // A batching sink's batch is a row of its own, cut here at every max_batch_messages-th
+      // seqNo (and at the epoch's end, below): once committed the cut never moves, whatever
+      // limit a later incarnation runs with, so a batch sent again is the same batch, under
+      // the same token.
+      if (batched && seqno % batch_block == 0) {
+        Delivery::EpochOutbox::Written& row = etx.outbox.written.emplace_back();
+        row.first = row_first;
+        etx.tx.put(outbox_table_, prefix + tables::hex16(row_first), outbox.take(&row.messages));
+        row_first = seqno + 1;
+      }
     }
   }
   if (outbox.messages() > 0) {
-    etx.outbox.first = first_seqno;
-    etx.tx.put(outbox_table_, prefix + tables::hex16(first_seqno), outbox.take(&etx.outbox.messages));
+    Delivery::EpochOutbox::Written& row = etx.outbox.written.emplace_back();
+    row.first = row_first;
+    etx.tx.put(outbox_table_, prefix + tables::hex16(row_first), outbox.take(&row.messages));
   }
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);

@@ -26,6 +26,7 @@ std::string encode_layout(const Layout& layout) {
   for (const auto& [name, tablets] : layout.target_tablets) out.bytes(name).u64(static_cast<uint64_t>(tablets));
   out.u64(layout.producer_generations.size());
   for (const auto& [name, generation] : layout.producer_generations) out.bytes(name).u64(generation);
+  if (layout.max_batch_messages != 0) out.u64(static_cast<uint64_t>(layout.max_batch_messages));
   return out.take();
 }
 
@@ -59,6 +60,8 @@ std::optional<Layout> decode_layout(std::string_view bytes) {
     std::string name = in.string();
     layout.producer_generations[std::move(name)] = static_cast<uint32_t>(in.u64());
   }
+  if (in.done()) return layout;  // a row written before sink batch limits changed live ends here
+  layout.max_batch_messages = static_cast<int>(in.u64());
   if (!in.done()) return std::nullopt;
   return layout;
 }
@@ -98,6 +101,9 @@ PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout) {
   }
   if (layout.epoch_period_us != 0) out.epoch_period_us = layout.epoch_period_us;
   if (layout.epoch_batch_limit != 0) out.epoch_batch_limit = layout.epoch_batch_limit;
+  if (layout.max_batch_messages != 0) {
+    for (auto& s : out.sinks) s.max_batch_messages = layout.max_batch_messages;
+  }
   out.layout_version = layout.version;
   for (auto& c : out.computations) {
     if (auto it = layout.partitions.find(c.name); it != layout.partitions.end()) c.partitions = it->second;
@@ -155,9 +161,16 @@ Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text) 
         return Status::invalid_argument(fmt::format("epoch_batch_limit: '{}'; expected 1 to 1000000", value.substr(0, 40)));
       }
       next.epoch_batch_limit = limit;
+    } else if (name == "max_batch_messages") {
+      int limit = 0;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+      if (ec != std::errc() || ptr != value.data() + value.size() || limit < 1 || limit > 1'000'000) {
+        return Status::invalid_argument(fmt::format("max_batch_messages: '{}'; expected 1 to 1000000", value.substr(0, 40)));
+      }
+      next.max_batch_messages = limit;
     } else {
-      return Status::invalid_argument(fmt::format("no setting '{}' changes live (epoch_period, epoch_batch_limit)",
-                                                  name.substr(0, 40)));
+      return Status::invalid_argument(fmt::format(
+          "no setting '{}' changes live (epoch_period, epoch_batch_limit, max_batch_messages)", name.substr(0, 40)));
     }
   }
   return next;

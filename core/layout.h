@@ -35,6 +35,7 @@ struct Layout {
   // Settings changed on a running pipeline (0: the spec's): jobs started with this layout use them.
   Micros epoch_period_us = 0;
   int epoch_batch_limit = 0;
+  int max_batch_messages = 0;  // of exactly-once ClickHouse sinks (their batches)
   // Sinks with a sharded target: the tablet count the controller last saw (the spec's when
   // absent), and how many times it recreated the sink's partitions for a reshard.
   std::map<std::string, int> target_tablets;
@@ -68,8 +69,8 @@ std::optional<Layout> layout_to_change(const std::optional<std::string>& layout_
 // source generations.
 PipelineSpec with_layout(const PipelineSpec& spec, const Layout& layout);
 
-// Parses "epoch_period=DURATION epoch_batch_limit=N ..." (at least one): the layout with
-// those settings, else why not.
+// Parses "epoch_period=DURATION epoch_batch_limit=N max_batch_messages=N ..." (at least one):
+// the layout with those settings, else why not.
 Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text);
 
 // A new spec given while the pipeline is stopped (its YAML), checked against the one in force

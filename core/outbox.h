@@ -27,15 +27,15 @@ namespace onceflow {
 struct OutboxRow {
   uint64_t seqno = 0;
   std::string message;     // the encoded message
-  bool batch_end = false;  // batching sinks: the last row of an epoch (a batch boundary)
+  bool batch_end = false;  // batching sinks: the last message of an outbox row (a batch's end)
   MessageId id = 0;        // the message's id, for the delivery callback
 };
 
 // --- Outbox rows in the store (tables::outbox: "<partition>/<seqNo of its first message>") --
 // A row holds messages of consecutive seqNos from its key's, of the one stream the sink reads,
 // encoded as a stream row is (core/stream_rows.h). An epoch of an exactly-once sink writes one
-// row for all its outputs: one put, and one erase once the target holds the last of them (a
-// batching sink's batch is such a row). An at-most-once ClickHouse sink, which acknowledges
+// row for all its outputs: one put, and one erase once the target holds the last of them; a
+// batching sink writes a row per batch (its outputs cut at every max_batch_messages-th seqNo). An at-most-once ClickHouse sink, which acknowledges
 // each message alone just before its send, writes one row per message.
 class OutboxRowWriter {
  public:

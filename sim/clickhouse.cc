@@ -144,19 +144,20 @@ Status SimClickHouseSink::insert(const std::string& job, LeaseId lease, const st
   return reply ? Status::ok() : reply.error();
 }
 
-// Batches end at an epoch's last row and at every max_batch_messages-th seqNo; only complete
-// batches go (a later epoch never adds to one). Returns the last seqNo of the last batch
-// every shard took.
+// A batch is an outbox row: the engine cuts them at each epoch's end and at every
+// max_batch_messages-th seqNo when it writes them (core/job.cc), so a batch sent again after
+// a restart with another limit is the same batch under the same token. Only complete batches
+// go (a later epoch never adds to one). Returns the last seqNo of the last batch every shard
+// took.
 Result<uint64_t> SimClickHouseSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
   if (const Status s = open_session(job, lease); !s.is_ok()) return s;
-  const auto block = static_cast<uint64_t>(spec_.max_batch_messages);
   uint64_t delivered = 0;
   std::vector<Message> batch;
   for (const OutboxRow& row : rows) {
     auto m = decode_message(row.message);
     if (!m) return Status::corruption("an outbox row does not decode");
     batch.push_back(std::move(*m));
-    if (!row.batch_end && row.seqno % block != 0) continue;
+    if (!row.batch_end) continue;
     MessageId largest = 0;
     for (const Message& b : batch) largest = std::max(largest, b.id);
     const std::string token = format_id(largest);

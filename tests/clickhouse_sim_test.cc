@@ -145,12 +145,20 @@ TEST_F(ClickHouseTest, TheWindowKeepsAtMostWindowBlocksTokens) {
   EXPECT_EQ(table_.appended.size(), 12u);
 }
 
-TEST_F(ClickHouseTest, BatchesEndAtEpochBoundariesAndEveryMaxBatchMessagesAndOnlyCompleteOnesGo) {
+// A batch is an outbox row (the engine cuts them when it writes them, core/job.cc): the sink
+// sends up to each row's end, whatever its own max_batch_messages says now (a restart under
+// another limit must resend the batches the target holds as they were), and only complete
+// batches go.
+TEST_F(ClickHouseTest, BatchesEndWhereTheOutboxRowsEndAndOnlyCompleteOnesGo) {
   start({});
-  spec_.max_batch_messages = 4;
+  spec_.max_batch_messages = 2;  // not what cuts the batches
   run([&](SimClickHouseSink& sink) {
-    // Rows 1..6 of one epoch (ends at 6), then 7..9 of an epoch still growing (no end yet).
-    auto r = sink.deliver("sink/ch/0", 1, rows(1, 9, 6));
+    // Rows [1..4] and [5..6] of one epoch (a limit of 4 when written), then [7..8] of the next
+    // and 9 of a row still being filled (no end yet).
+    std::vector<OutboxRow> outbox = rows(1, 9, 6);
+    outbox[3].batch_end = true;  // seqNo 4
+    outbox[7].batch_end = true;  // seqNo 8
+    auto r = sink.deliver("sink/ch/0", 1, outbox);
     ASSERT_TRUE(r.has_value());
     EXPECT_EQ(*r, 8u);  // batches [1..4], [5..6] and [7..8]; 9 waits for its batch to end
   });

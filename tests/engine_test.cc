@@ -692,7 +692,7 @@ TEST(EngineTest, SettingsChangeLiveUnderACompareAndSwapAndEveryJobStartsAgainWit
   EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "1 epoch_batch_limit=4"),
             "the layout is at version 0, not 1");
   EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "0 lease_ttl=1s"),
-            "no setting 'lease_ttl' changes live (epoch_period, epoch_batch_limit)");
+            "no setting 'lease_ttl' changes live (epoch_period, epoch_batch_limit, max_batch_messages)");
   EXPECT_EQ(ask_controller(w, Controller::kReconfigureService, "0 epoch_period=20ms epoch_batch_limit=4"), "ok 1");
   EXPECT_EQ(stored_state(w.store_data()), "working");  // no drain
   w.world().run_until(w.world().now() + kSeconds);

@@ -38,6 +38,9 @@ TEST(LayoutTest, EncodesPartitionsSpecAndSourceGenerations) {
   layout.target_tablets = {{"out", 3}};
   layout.producer_generations = {{"out", 2}};
   EXPECT_EQ(decode_layout(encode_layout(layout)), layout);
+  layout.max_batch_messages = 5;  // a later trailing field
+  EXPECT_EQ(decode_layout(encode_layout(layout)), layout);
+  EXPECT_EQ(with_layout(parsed(spec_yaml(kEvents)), layout).sinks.front().max_batch_messages, 5);
   // Rows written before specs were stored (version and partitions only), before settings
   // changed live (no settings), and before sink targets were followed.
   Layout old;
@@ -136,7 +139,7 @@ TEST(LayoutTest, SettingsThatChangeLiveAreTheEpochPeriodAndTheBatchLimit) {
            {"epoch_period", "expected SETTING=VALUE, got 'epoch_period'"},
            {"epoch_period=0ms", "epoch_period: '0ms'; expected a duration from 1ms to 60s"},
            {"epoch_batch_limit=-1", "epoch_batch_limit: '-1'; expected 1 to 1000000"},
-           {"Counter=4", "no setting 'Counter' changes live (epoch_period, epoch_batch_limit)"}}) {
+           {"Counter=4", "no setting 'Counter' changes live (epoch_period, epoch_batch_limit, max_batch_messages)"}}) {
     auto refused = reconfigured_layout(layout, text);
     ASSERT_FALSE(refused.has_value()) << text;
     EXPECT_EQ(refused.error().message(), error);
