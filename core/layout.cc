@@ -154,20 +154,13 @@ Result<Layout> reconfigured_layout(const Layout& layout, std::string_view text) 
                                                     value.substr(0, 40)));
       }
       next.epoch_period_us = *period;
-    } else if (name == "epoch_batch_limit") {
+    } else if (name == "epoch_batch_limit" || name == "max_batch_messages") {
       int limit = 0;
       const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
       if (ec != std::errc() || ptr != value.data() + value.size() || limit < 1 || limit > 1'000'000) {
-        return Status::invalid_argument(fmt::format("epoch_batch_limit: '{}'; expected 1 to 1000000", value.substr(0, 40)));
+        return Status::invalid_argument(fmt::format("{}: '{}'; expected 1 to 1000000", name, value.substr(0, 40)));
       }
-      next.epoch_batch_limit = limit;
-    } else if (name == "max_batch_messages") {
-      int limit = 0;
-      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
-      if (ec != std::errc() || ptr != value.data() + value.size() || limit < 1 || limit > 1'000'000) {
-        return Status::invalid_argument(fmt::format("max_batch_messages: '{}'; expected 1 to 1000000", value.substr(0, 40)));
-      }
-      next.max_batch_messages = limit;
+      (name == "epoch_batch_limit" ? next.epoch_batch_limit : next.max_batch_messages) = limit;
     } else {
       return Status::invalid_argument(fmt::format(
           "no setting '{}' changes live (epoch_period, epoch_batch_limit, max_batch_messages)", name.substr(0, 40)));
