@@ -1033,8 +1033,10 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   const bool resume_before = resume_after_layout_;
   if (pending_) resume_after_layout_ = next == PipelineState::kWorking;  // a stop keeps it stopped after
   if (state_ != before) quiescing_.reset();
+  const bool stop_now_before = stop_now_;
   stop_now_ = now;  // the cut of a drain this request begins
   if (!persist_state()) {
+    stop_now_ = stop_now_before;
     resume_after_layout_ = resume_before;
     state_ = before;
     state_seq_ = seq_before;

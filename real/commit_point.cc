@@ -68,7 +68,9 @@ Status write_commit_point(const std::string& file, const CommitPoint& point) {
   const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return unavailable(file, "open its directory");
   const bool synced = ::fsync(dir_fd) == 0;
+  const int sync_error = errno;
   ::close(dir_fd);
+  errno = sync_error;
   if (!synced) return unavailable(file, "sync its directory");
   return Status::ok();
 }

@@ -31,7 +31,8 @@ Result<std::optional<CommitPoint>> read_commit_point(const std::string& file);
 
 // Replaces `file` with `point`, durably: written to FILE.new, synced, renamed over FILE, and
 // the directory synced. kUnavailable naming the file and the cause on any failure (FILE then
-// still holds the previous point, or nothing).
+// holds the previous point, or this one if only the directory's sync failed: never a point
+// ahead of what was committed).
 Status write_commit_point(const std::string& file, const CommitPoint& point);
 
 // Refuses (kCorruption, one line naming `store_dir` and `file`) a store at `held` that is

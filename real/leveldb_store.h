@@ -93,7 +93,7 @@ class LevelDbStore final : public RealStore {
     // Between two records of the commit point while commits go on (each a small file written
     // and synced off the loop's thread, with a group's write): what was committed less than
     // this long before a crash can be lost with the store's newest files unnoticed. It is
-    // recorded at every open and clean close too; with sync off, only then.
+    // recorded at every open and clean close too; with sync off, only at open.
     Micros commit_point_every_us = 1 * kSeconds;
   };
   // Opens (creating if needed) the store in `dir`. `clock` times Leases; it must outlive
