@@ -13,7 +13,7 @@ cases=${3:-300}
 seed=${4:-1}
 work=$(mktemp -d)
 # Against a sanitizer build, a report must not pass for a failed check (exit 1).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86" UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}exitcode=86
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=86" UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}exitcode=86"
 keep=
 cleanup() { [[ -z $keep ]] && rm -rf "$work"; }
 trap cleanup EXIT
