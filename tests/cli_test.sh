@@ -316,7 +316,15 @@ for sig in HUP TERM; do
   "$bin" real "$src/scenarios/pipelines/keyed_aggregation.yaml" --data "$tmp/real-$sig" --messages 100000 \
     >/dev/null 2>"$tmp/sig.log" &
   pid=$!
-  [ "$sig" = HUP ] && sleep 0.5 || sleep 0.1
+  # As early as can be caught: once the process catches SIGTERM (its SigCgt mask in /proc), for
+  # a sanitizer build or a loaded machine may take more than 100 ms to reach main(); a signal
+  # before that kills any program.
+  for _ in $(seq 500); do
+    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && break
+    sleep 0.01
+  done
+  [ "$sig" = HUP ] && sleep 0.5
   kill -"$sig" "$pid"
   wait "$pid"
   rc=$?
