@@ -45,14 +45,11 @@ Delivery::Delivery(const EngineEnv& env, const JobId& job, LeaseId lease, const 
   // batching sink's epoch writes a row per batch: up to epoch_batch_limit / max_batch_messages
   // of them, and one more for the epoch's end.
   const auto epoch_limit = std::max<size_t>(1, static_cast<size_t>(env_.spec.epoch_batch_limit));
-  const size_t rows_per_epoch =
-      batched_outbox(sink_)
-          ? (epoch_limit + static_cast<size_t>(std::max(1, sink_.max_batch_messages)) - 1) /
-                    static_cast<size_t>(std::max(1, sink_.max_batch_messages)) + 1
-          : 1;
+  const auto block = std::max<size_t>(1, static_cast<size_t>(sink_.max_batch_messages));
+  const size_t rows_per_epoch = batched_outbox(sink_) ? (epoch_limit + block - 1) / block + 1 : 1;
   round_rows_ = outbox_row_per_message(sink_)
                     ? messages
-                    : std::max<size_t>(2 * rows_per_epoch, rows_per_epoch * ((messages + epoch_limit - 1) / epoch_limit));
+                    : rows_per_epoch * std::max<size_t>(2, (messages + epoch_limit - 1) / epoch_limit);
 }
 
 ExternalSink* Delivery::external_sink() const {

@@ -1246,6 +1246,13 @@ void Job::step_sink(EpochTx& etx) {
   const bool batched = batched_outbox(spec);
   uint64_t row_first = first_seqno;  // the first seqNo of the outbox row being filled
   const auto batch_block = static_cast<uint64_t>(std::max(1, spec.max_batch_messages));
+  // Writes the row being filled (up to seqNo `last`) and starts the next one after it.
+  const auto close_row = [&](uint64_t last) {
+    Delivery::EpochOutbox::Written& row = etx.outbox.written.emplace_back();
+    row.first = row_first;
+    etx.tx.put(outbox_table_, prefix + tables::hex16(row_first), outbox.take(&row.messages));
+    row_first = last + 1;
+  };
   std::vector<Input> rows;
   Micros unseen_from = kNoWatermark;
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
@@ -1284,19 +1291,10 @@ void Job::step_sink(EpochTx& etx) {
       // seqNo (and at the epoch's end, below): once committed the cut never moves, whatever
       // limit a later incarnation runs with, so a batch sent again is the same batch, under
       // the same token.
-      if (batched && seqno % batch_block == 0) {
-        Delivery::EpochOutbox::Written& row = etx.outbox.written.emplace_back();
-        row.first = row_first;
-        etx.tx.put(outbox_table_, prefix + tables::hex16(row_first), outbox.take(&row.messages));
-        row_first = seqno + 1;
-      }
+      if (batched && seqno % batch_block == 0) close_row(seqno);
     }
   }
-  if (outbox.messages() > 0) {
-    Delivery::EpochOutbox::Written& row = etx.outbox.written.emplace_back();
-    row.first = row_first;
-    etx.tx.put(outbox_table_, prefix + tables::hex16(row_first), outbox.take(&row.messages));
-  }
+  if (outbox.messages() > 0) close_row(etx.meta.next_seqno - 1);
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits

@@ -21,6 +21,8 @@ onceflow, src = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
 
 # name -> (command with {dir}, [(file under scenarios/, old text, new text)], what stderr says)
 RUN = ["run", "{dir}/scenarios/keyed_aggregation.yaml", "--seed", "1"]
+BANK = ["run", "{dir}/scenarios/kernel_bank.yaml", "--seed", "1"]
+WIDE = ["run", "{dir}/scenarios/wide.yaml", "--seed", "1"]
 REPRODUCERS = {
     "contract-request": (
         ["run", "{dir}/scenarios/retryable_request.yaml", "--seed", "1"],
@@ -48,18 +50,18 @@ REPRODUCERS = {
         ["run", "{dir}/scenarios/retryable_request.yaml", "--seed", "1"],
         [("pipelines/retryable_request.yaml", "    timer_streams:\n      retry: {watermark: system_time}\n", "")],
         "sets a timer, but its spec declares no timer_streams"),
-    "accounts": (["run", "{dir}/scenarios/kernel_bank.yaml", "--seed", "1"],
+    "accounts": (BANK,
                  [("kernel_bank.yaml", "  accounts: 8", "  accounts: 1")], "workload.accounts"),
-    "ping-interval": (["run", "{dir}/scenarios/kernel_bank.yaml", "--seed", "1"],
+    "ping-interval": (BANK,
                       [("kernel_bank.yaml", "  ping_interval: 400ms", "  ping_interval: 3s")],
                       "must be shorter than workload.lease_ttl"),
-    "rpc-timeout": (["run", "{dir}/scenarios/kernel_bank.yaml", "--seed", "1"],
+    "rpc-timeout": (BANK,
                     [("kernel_bank.yaml", "  rpc_timeout: 50ms", "  rpc_timeout: 0ms")], "workload.rpc_timeout: must be positive"),
-    "plan-duration": (["run", "{dir}/scenarios/wide.yaml", "--seed", "1"],
+    "plan-duration": (WIDE,
                       [("wide.yaml", "at: 1s, for: 500ms}", "at: 1s, for: -500ms}")], "faults.plan"),
-    "plan-node": (["run", "{dir}/scenarios/wide.yaml", "--seed", "1"],
+    "plan-node": (WIDE,
                   [("wide.yaml", "node: worker-3,", "node: worker-99,")], "worker-99"),
-    "plan-peer": (["run", "{dir}/scenarios/wide.yaml", "--seed", "1"],
+    "plan-peer": (WIDE,
                   [("wide.yaml", "    - {kind: crash, node: worker-3, at: 1500ms, for: 1s}",
                     "    - {kind: partition, node: worker-3, peer: nowhere, at: 1500ms, for: 1s}")], "nowhere"),
     "knobs": (["run", "{dir}/scenarios/pipeline_stop_long.yaml", "--seed", "1"],
