@@ -106,6 +106,13 @@ const ComputationSpec* PipelineSpec::computation(std::string_view name) const {
 const SourceSpec* PipelineSpec::source(std::string_view name) const {
   return find_named(sources, name);
 }
+bool PipelineSpec::repeats_late(std::string_view stream) const {
+  return std::any_of(computations.begin(), computations.end(), [&](const ComputationSpec& c) {
+    return c.processing_mode == ProcessingMode::kAtLeastOnceConsistent &&
+           std::find(c.output_streams.begin(), c.output_streams.end(), stream) != c.output_streams.end();
+  });
+}
+
 const SinkSpec* PipelineSpec::sink(std::string_view name) const { return find_named(sinks, name); }
 
 namespace {

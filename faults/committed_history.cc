@@ -43,17 +43,22 @@ CommittedEpoch committed_epoch(const checkers::EpochRecord& e) {
   return c;
 }
 
-// Which consumers take each stream, and how often each must take a message.
+// Which consumers take each stream, and how often each must take a message: once when it
+// dedups its input and the stream's producer never emits a message again later
+// (PipelineSpec::repeats_late), else at least once.
 std::map<std::string, std::vector<checkers::StreamConsumer>> consumers_of(const PipelineSpec& spec) {
   std::map<std::string, std::vector<checkers::StreamConsumer>> out;
   for (const auto& c : spec.computations) {
     const bool once = c.type != ComputationType::kSwiftMap && c.processing_mode == ProcessingMode::kExactlyOnce;
-    for (const auto& stream : c.input_streams) out[stream].push_back({"computation/" + c.name + "/", once});
+    for (const auto& stream : c.input_streams) {
+      out[stream].push_back({"computation/" + c.name + "/", once && !spec.repeats_late(stream)});
+    }
   }
   for (const auto& s : spec.sinks) {
     // As core/job.cc: an at-most-once sink and an at-least-once queue sink keep no input dedup.
     const bool alo_queue = s.type == SinkType::kAsyncQueue && s.delivery_guarantee == SinkDelivery::kAtLeastOnce;
-    out[s.input_stream].push_back({"sink/" + s.name + "/", !s.at_most_once_strategy.enabled && !alo_queue});
+    const bool once = !s.at_most_once_strategy.enabled && !alo_queue && !spec.repeats_late(s.input_stream);
+    out[s.input_stream].push_back({"sink/" + s.name + "/", once});
   }
   return out;
 }

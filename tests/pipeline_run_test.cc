@@ -87,3 +87,48 @@ TEST(PipelineRunRegressionTest, PipelineStateRequestsSurviveReorderingCrashesAnd
 
 }  // namespace
 }  // namespace onceflow::faults
+
+namespace onceflow::faults {
+namespace {
+
+// Regression (found by PipelineProps): an at-least-once-consistent stage committed one input
+// twice and emitted its output (one MessageId) again, stamped anew; the sink's input dedup had
+// forgotten the first copy below its watermark and took the repeat. At least once is all such
+// a stage promises downstream, and the consumption check held the sink to exactly once.
+TEST(PipelineRunRegressionTest, AConsumerBehindAnAtLeastOnceStageMayTakeALateRepeatAgain) {
+  const ComputationRegistry reg = registry();
+  auto spec = parse_pipeline_spec_text(R"(
+name: generated
+sources:
+  in: {type: queue, partitions: 2, output_stream: s0}
+computations:
+  Stage0: {type: swift_map, processing_function: Normalize, input_streams: [s0], output_streams: [s1], partitions: 1}
+  Stage1: {type: transform, processing_function: Annotate, input_streams: [s1], output_streams: [s2], partitions: 1,
+           processing_mode: at_least_once_consistent}
+sinks:
+  out: {type: sync_queue, input_stream: s2, partitions: 1}
+)",
+                                       "inline");
+  ASSERT_TRUE(spec.has_value()) << spec.error().message();
+  PipelineRunOptions o;
+  o.spec = *spec;
+  o.workload.messages = 1;
+  o.workload.keys = 1;
+  o.workload.interval_us = 1000;
+  o.swarm = false;
+  o.heal_at_us = 3 * kSeconds;
+  o.sink_guarantees = {{"out", checkers::Guarantee::kAtLeastOnce}};
+  o.scripted.heal_at_us = 3 * kSeconds;
+  Fault crash;
+  crash.kind = FaultKind::kCrash;
+  crash.node = "worker-3";
+  crash.at_us = 107467;
+  crash.duration_us = 161594;
+  o.scripted.faults.push_back(crash);
+  const RunOutcome r = run_pipeline(o, reg).outcome;
+  EXPECT_TRUE(r.passed) << failures(r);
+  EXPECT_GT(r.observed.at("processed"), 3u) << "the stage no longer repeats its input: the case is gone";
+}
+
+}  // namespace
+}  // namespace onceflow::faults
