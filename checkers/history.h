@@ -164,6 +164,17 @@ struct StreamConsumer {
   bool exactly_once = true;
 };
 
+// An `always` or `unreachable` assertion of the user's code (core/user_code.h): every such site
+// of the program, with how often the run evaluated (reached) it and how often it failed, and
+// where it failed first.
+struct UserAssertionRecord {
+  std::string name;
+  std::string kind;  // "always" or "unreachable"
+  uint64_t evaluated = 0;
+  uint64_t failed = 0;
+  std::string first_failure;  // "computation C, job J, epoch E, message M on N at T: details"
+};
+
 struct PipelineHistory {
   uint64_t seed = 0;
   std::string replay_command;
@@ -214,6 +225,10 @@ struct PipelineHistory {
   int64_t liveness_bound = 0;
   int64_t drained_at = -1;  // -1: never drained
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports
+  std::vector<UserAssertionRecord> user_assertions;
+  // Calls of the user's code to the machine's clock or randomness, intercepted and answered
+  // from the simulation: "clock_gettime from computation C (job J, epoch E)", distinct.
+  std::vector<std::string> nondeterministic_calls;
 };
 
 }  // namespace onceflow::checkers

@@ -1056,6 +1056,23 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
                                    outputs));
 }
 
+Verdict AssertionsCheck::check(const PipelineHistory& h) const {
+  if (h.user_assertions.empty()) return Verdict::not_applicable(std::string(name()), "the program has no always or unreachable assertion");
+  std::string failures;
+  uint64_t evaluated = 0, failing = 0;
+  for (const UserAssertionRecord& a : h.user_assertions) {
+    evaluated += a.evaluated;
+    if (a.failed == 0) continue;
+    ++failing;
+    failures += fmt::format("{}{} \"{}\" {} {} of {} times, first in {}", failures.empty() ? "" : "; ", a.kind, a.name,
+                            a.kind == "unreachable" ? "reached" : "false", a.failed, a.evaluated, a.first_failure);
+  }
+  if (failing == 0) {
+    return Verdict::pass(std::string(name()), fmt::format("{} assertions held over {} evaluations", h.user_assertions.size(), evaluated));
+  }
+  return failure(name(), h, std::move(failures));
+}
+
 std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   std::vector<std::unique_ptr<PipelineChecker>> out;
   out.push_back(std::make_unique<DeliveryCheck>());
@@ -1071,6 +1088,7 @@ std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers() {
   out.push_back(std::make_unique<LifecycleCheck>());
   out.push_back(std::make_unique<LayoutCheck>());
   out.push_back(std::make_unique<LivenessCheck>());
+  out.push_back(std::make_unique<AssertionsCheck>());
   return out;
 }
 

@@ -143,6 +143,14 @@ class LivenessCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// The assertions in the user's code (core/user_code.h) held: no `always` evaluated false, no
+// `unreachable` reached. n/a when the program has no such assertion.
+class AssertionsCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "assertions"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 std::vector<std::unique_ptr<PipelineChecker>> all_pipeline_checkers();
 std::vector<Verdict> run_pipeline_checks(const PipelineHistory& history);
 

@@ -21,6 +21,7 @@
 #include <yaml-cpp/yaml.h>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/input_checks.h"
@@ -84,6 +85,12 @@ CLI::Validator whole(uint64_t min, uint64_t max) {
         return std::string();
       },
       fmt::format("UINT in [{}, {}]", min, max));
+}
+
+// Worker processes when --jobs is not given: the cores this process may run on.
+int default_jobs() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp<uint64_t>(cores == 0 ? 1 : cores, 1, kMaxJobs));
 }
 
 // A path to write to: an empty one would write nothing and say nothing.
@@ -240,6 +247,15 @@ json effects_json(const faults::RunOutcome& r) {
   return out;
 }
 
+// The user's assertions (core/user_code.h): how often each was evaluated and held.
+json assertions_json(const faults::RunOutcome& r) {
+  json out = json::array();
+  for (const auto& c : r.user_sites) {
+    out.push_back({{"name", c.name}, {"kind", c.kind}, {"evaluated", c.evaluated}, {"held", c.held}});
+  }
+  return out;
+}
+
 json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
   json checks = json::array();
   json violations = json::array();
@@ -263,6 +279,7 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"liveness_bound_us", r.liveness_bound_us},
               {"effects", effects_json(r)},
               {"probes", r.probes},
+              {"assertions", assertions_json(r)},
               {"knobs", r.knobs},
               {"warnings", r.warnings},
               {"trace_excerpt", trace_excerpt(r)}};
@@ -278,6 +295,9 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   if (!observed.empty()) fmt::print("  observed: {}\n", observed);
   for (const auto& [kind, e] : r.effects) fmt::print("  effect: {} {} {}\n", kind, e.count, e.measure);
   for (const auto& w : r.warnings) fmt::print("  warning: {}\n", w);
+  for (const auto& c : r.user_sites) {
+    fmt::print("  assertion: {} \"{}\" evaluated {}, held {}\n", c.kind, c.name, c.evaluated, c.held);
+  }
   for (const auto& v : r.verdicts) {
     fmt::print("  {:<22} {:<4}  {}\n", v.check, !v.passed ? "FAIL" : v.applicable ? "pass" : "n/a", v.detail);
   }
@@ -334,24 +354,7 @@ std::string first_failure(const faults::RunOutcome& r) {
   return "";
 }
 
-// `s` with the faults of `plan` as its scripted plan (fault points kept on when the original
-// run was a swarm run, so the run is the same).
-// A copy of `s` that runs `plan` as scripted faults; `knobs`, when given, are the values the
-// run used (a swarm run draws its own), kept explicit so that the copy runs with them.
-cli::Scenario scripted_copy(const cli::Scenario& s, const faults::FaultPlan& plan, bool was_swarm,
-                            const std::map<std::string, int64_t>* knobs = nullptr) {
-  cli::Scenario out = s;
-  out.swarm = false;
-  if (knobs != nullptr) {
-    out.pipeline.knobs = *knobs;
-    out.knobs = "fixed";
-  }
-  out.scripted = plan;
-  out.kernel.scripted = plan;
-  out.pipeline.scripted = plan;
-  out.pipeline.fault_points_when_scripted = s.pipeline.fault_points_when_scripted || was_swarm;
-  return out;
-}
+using cli::scripted_copy;
 
 // The workload's size: input messages of a pipeline, transfers per client of the kernel.
 uint64_t workload_size(const cli::Scenario& s) {
@@ -426,6 +429,24 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
       points_note += "kept as random fault points (the failure did not reproduce with them scripted)";
     }
   }
+  // The user's fault points (ONCEFLOW_BUGGIFY): the sites that fired, pinned by name, then
+  // each dropped that the failure does not need.
+  if (best.kind == "pipeline" && !best.pipeline.buggify_sites) {
+    best.pipeline.buggify_sites = std::set<std::string>(first.buggify_fired.begin(), first.buggify_fired.end());
+    ++runs;
+    if (!still_fails(best)) throw UsageError{"the failure does not reproduce with the buggify sites that fired pinned"};
+  }
+  if (best.kind == "pipeline") {
+    for (const std::string& site : std::vector<std::string>(best.pipeline.buggify_sites->begin(), best.pipeline.buggify_sites->end())) {
+      cli::Scenario candidate = best;
+      candidate.pipeline.buggify_sites->erase(site);
+      ++runs;
+      if (still_fails(candidate)) best = std::move(candidate);
+    }
+    if (!best.pipeline.buggify_sites->empty()) {
+      points_note += fmt::format("\n  user fault points kept: {}", best.pipeline.buggify_sites->size());
+    }
+  }
   const size_t faults_before = best.scripted.faults.size();
   const uint64_t workload_before = workload_size(best);
   for (size_t i = best.scripted.faults.size(); i-- > 0;) {
@@ -488,8 +509,12 @@ int cmd_list_probes(bool as_json) {
   return kExitPass;
 }
 
-int cmd_list(const std::string& dir, bool as_json) {
-  const auto library = load_library(dir);
+// The scenarios of `dirs`, in order (the program's own folder first).
+int cmd_list(const std::vector<std::string>& dirs, bool as_json) {
+  std::vector<cli::Scenario> library;
+  for (const std::string& dir : dirs) {
+    for (auto& s : load_library(dir)) library.push_back(std::move(s));
+  }
   json scenarios = json::array();
   for (const auto& s : library) {
     scenarios.push_back({{"path", s.path},
@@ -512,9 +537,35 @@ int cmd_list(const std::string& dir, bool as_json) {
   return kExitPass;
 }
 
-// Runs every bug switch against the pipeline scenarios of `dir` until a checker catches it.
+// The bug switches `--bug` and `mutants` know: the program's own first, then the engine's
+// (with `engine`, or when the program has none).
+int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json) {
+  const bool show_engine = engine || registry.bugs().empty();
+  json own = json::array(), engines = json::array();
+  for (const UserBug& b : registry.bugs()) own.push_back({{"name", b.name}, {"description", b.description}});
+  if (show_engine) {
+    for (const std::string& name : BugSwitches::names()) engines.push_back({{"name", name}, {"caught_by", BugSwitches::catchers(name)}});
+  }
+  if (as_json) {
+    fmt::print("{}\n", json{{"own", own}, {"engine", show_engine ? engines : json(nullptr)}}.dump(2));
+    return kExitPass;
+  }
+  for (const UserBug& b : registry.bugs()) fmt::print("{:<32} {}\n", b.name, b.description);
+  if (!show_engine) return kExitPass;
+  if (!registry.bugs().empty()) fmt::print("\nengine bug switches:\n");
+  for (const std::string& name : BugSwitches::names()) {
+    std::string by;
+    for (const std::string& c : BugSwitches::catchers(name)) by += (by.empty() ? "" : ", ") + c;
+    fmt::print("{:<32} caught by {}\n", name, by);
+  }
+  return kExitPass;
+}
+
+// Runs every bug switch against the pipeline scenarios of `dir` until a checker catches it:
+// the program's own switches (ComputationRegistry::add_bug) when it has any, the engine's
+// when it has none or `engine_bugs` asks for them too.
 int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uint64_t max_seeds, int jobs,
-                bool as_json) {
+                bool as_json, bool engine_bugs) {
   // Engine bugs run on pipeline scenarios; store bugs on kernel scenarios first, whose
   // workload talks to the store alone, then on pipelines.
   std::vector<cli::Scenario> pipelines, kernels;
@@ -528,6 +579,15 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   for (const auto& s : pipelines) engine_order.push_back(&s);
   for (const auto& s : kernels) store_order.push_back(&s);
   store_order.insert(store_order.end(), engine_order.begin(), engine_order.end());
+  struct Switch {
+    std::string name;
+    bool own = false;  // the program's: any failing check catches it
+  };
+  std::vector<Switch> switches;
+  for (const UserBug& b : registry.bugs()) switches.push_back({b.name, true});
+  if (switches.empty() || engine_bugs) {
+    for (const std::string& name : BugSwitches::names()) switches.push_back({name, false});
+  }
   const Micros start = wall_now();
   json results = json::array();
   bool all_caught = true;
@@ -537,26 +597,34 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   std::vector<std::string> baseline_seeds;  // which ("<scenario> --seed N")
   if (!as_json) {
     fmt::print("mutants: {} bug switches against the {} scenarios in {}, up to {} seeds each, {} worker process{}\n\n",
-               BugSwitches::names().size(), store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
+               switches.size(), store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
     fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", "bug switch", "result", "caught by", "scenario", "seed",
                "tried");
     std::fflush(stdout);
   }
-  for (const std::string& bug : BugSwitches::names()) {
+  for (const Switch& sw : switches) {
+    const std::string& bug = sw.name;
     Invocation inv{registry, {}, bug, {}};
-    (void)inv.bugs.enable(bug);
+    if (sw.own) {
+      inv.user_bugs.insert(bug);
+    } else {
+      (void)inv.bugs.enable(bug);
+    }
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
-    // A catch is a failure of a check named for the switch; any other failure is remembered.
-    const std::vector<std::string> catchers = BugSwitches::catchers(bug);
+    // A catch is a failure of a check named for the switch (for the program's own switches,
+    // of any check); any other failure is remembered.
+    const std::vector<std::string> catchers = sw.own ? std::vector<std::string>{} : BugSwitches::catchers(bug);
+    const auto catches = [&](const std::string& check) {
+      return sw.own || std::find(catchers.begin(), catchers.end(), check) != catchers.end();
+    };
     const auto named_check_failed = [&](const cli::SeedSummary& r) {
-      return std::any_of(r.checks.begin(), r.checks.end(), [&](const auto& check) {
-        return check.second == "fail" && std::find(catchers.begin(), catchers.end(), check.first) != catchers.end();
-      });
+      return std::any_of(r.checks.begin(), r.checks.end(),
+                         [&](const auto& check) { return check.second == "fail" && catches(check.first); });
     };
     std::string other_failure;  // the first seed failing only checks not named for the switch
     // The scenarios built to catch this switch first, then the others in order.
-    std::vector<const cli::Scenario*> order = BugSwitches::store_bug(bug) ? store_order : engine_order;
+    std::vector<const cli::Scenario*> order = !sw.own && BugSwitches::store_bug(bug) ? store_order : engine_order;
     std::stable_partition(order.begin(), order.end(), [&](const cli::Scenario* s) {
       return std::find(s->catches.begin(), s->catches.end(), bug) != s->catches.end();
     });
@@ -598,20 +666,20 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       if (!caught) continue;
       std::string checker;
       for (const auto& [name, verdict] : caught->checks) {
-        const bool named = std::find(catchers.begin(), catchers.end(), name) != catchers.end();
-        if (verdict == "fail" && named && checker.empty()) checker = name;
+        if (verdict == "fail" && catches(name) && checker.empty()) checker = name;
       }
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
                  {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};
       break;
     }
     row["seeds_tried"] = tried;
-    row["must_be_caught_by"] = catchers;
+    row["own"] = sw.own;
+    row["must_be_caught_by"] = sw.own ? json("any check") : json(catchers);
     if (!row["caught"].get<bool>() && !other_failure.empty()) row["failed_only_other_checks"] = other_failure;
     all_caught &= row["caught"].get<bool>();
     if (!as_json) {
       if (!row["caught"].get<bool>()) {
-        std::string named;
+        std::string named = sw.own ? "any check" : "";
         for (const std::string& c : catchers) named += (named.empty() ? "" : ", ") + c;
         fmt::print(stderr, "onceflow mutants: {} must be caught by {}; {}\n", bug, named,
                    other_failure.empty() ? "no seed failed" : "only other checks failed, first: " + other_failure);
@@ -693,7 +761,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   std::string bug;
 
   const auto add_bug = [&](CLI::App* cmd) {
-    cmd->add_option("--bug", bug, "Switch on one engine bug (see onceflow mutants)");
+    cmd->add_option("--bug", bug, "Switch on one bug: the program's own or the engine's (see list --bugs, mutants)");
   };
   const auto add_swarm = [&](CLI::App* cmd) {
     cmd->add_flag_function(
@@ -718,7 +786,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   explore->add_option("--seeds", seeds, "How many seeds per scenario (with --time-budget: at most)")
       ->check(whole(1, kMaxSeeds));
   explore->add_option("--first-seed", first_seed, "The first seed")->check(whole(0, kMaxSeed));
-  explore->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
+  explore->add_option("--jobs,-j", jobs, "Worker processes [the machine's cores]")->check(whole(1, kMaxJobs));
   add_swarm(explore);
   explore->add_flag("--json", as_json, "Print one JSON object");
   explore->add_option("--junit", explore_options.junit_path,
@@ -731,6 +799,14 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
                     "Exit 1 when a fault kind configured or drawn had no effect in any seed");
   explore->add_flag("--require-probes", explore_options.require_probes,
                     "Exit 1 when a probe of core/probes.h was never reached");
+  explore->add_flag("--continuous", explore_options.continuous,
+                    "Fresh seeds round after round until --time-budget ends or SIGINT/SIGTERM; each new failure "
+                    "written as a scenario file that replays it");
+  explore->add_option("--failures-dir", explore_options.failures_dir,
+                      "Where --continuous writes the scenario files of new failures")
+      ->check(kPathToWrite);
+  explore->add_flag("--require-sometimes", explore_options.require_sometimes,
+                    "Exit 1 when an ONCEFLOW_SOMETIMES of your code was never true or an ONCEFLOW_REACHABLE never reached");
   explore->add_flag("--stop-on-first-failure", explore_options.stop_on_first_failure,
                     "Start no more seeds once one has failed unexpectedly (seeds run in rounds of 4 per worker process)");
   std::vector<std::string> inert;
@@ -815,8 +891,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   list->add_option("--scenarios", library_dir,
                    "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
   list->add_flag("--json", as_json, "Print one JSON object");
-  bool list_probes = false;
+  bool list_probes = false, list_bugs = false, with_library = false;
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
+  list->add_flag("--bugs", list_bugs, "List the bug switches (the program's own, then with --library the engine's)");
+  list->add_flag("--library", with_library,
+                 "Also the onceflow library's scenarios (and engine bug switches), after the program's own");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir,
                    "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
@@ -824,6 +903,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       ->check(whole(1, 1'000'000));
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));
   mutants->add_flag("--json", as_json, "Print one JSON object");
+  bool engine_bugs = false;
+  mutants->add_flag("--engine-bugs", engine_bugs,
+                    "Also the engine's bug switches (run by default only when the program registers none of its own)");
 
   for (const CLI::App* sub : app.get_subcommands({})) assert(is_cli_command(sub->get_name()));
   // "help [COMMAND]", and an unknown command named as such (CLI11 would only say that a
@@ -875,8 +957,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   }
 
   Invocation inv{registry, {}, bug, {}};
-  if (!bug.empty() && !inv.bugs.enable(bug)) {
+  if (registry.bug(bug) != nullptr) {
+    inv.user_bugs.insert(bug);
+  } else if (!bug.empty() && !inv.bugs.enable(bug)) {
     std::string known;
+    for (const auto& b : registry.bugs()) known += (known.empty() ? "" : ", ") + b.name;
     for (const auto& name : BugSwitches::names()) known += (known.empty() ? "" : ", ") + name;
     fmt::print(stderr, "onceflow: unknown bug switch '{}' (known: {})\n", bug.substr(0, 64), known);
     return kExitUsage;
@@ -896,11 +981,41 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       explore_options.seeds = seeds;
       explore_options.seeds_given = explore->count("--seeds") > 0;
       explore_options.first_seed = first_seed;
-      explore_options.jobs = jobs;
+      // CI sets the seeds in the environment (as for the testing helpers); the flags win.
+      const auto from_env = [](const char* name, uint64_t min, uint64_t max) -> std::optional<uint64_t> {
+        const char* text = std::getenv(name);
+        if (text == nullptr || *text == '\0') return std::nullopt;
+        std::string value = text;
+        if (const std::string problem = whole(min, max)(value); !problem.empty()) {
+          throw UsageError{fmt::format("{}={}", name, problem)};
+        }
+        return std::stoull(value);
+      };
+      explore_options.first_seed_given = explore->count("--first-seed") > 0;
+      if (explore->count("--first-seed") == 0) {
+        if (const auto env = from_env("ONCEFLOW_SEED", 0, kMaxSeed)) {
+          explore_options.first_seed = *env;
+          explore_options.first_seed_given = true;
+          explore_options.seeds_from = fmt::format("ONCEFLOW_SEED={}", *env);
+        }
+      }
+      if (explore->count("--seeds") == 0) {
+        if (const auto env = from_env("ONCEFLOW_SEEDS", 1, kMaxSeeds)) {
+          explore_options.seeds = *env;
+          explore_options.seeds_given = true;
+          explore_options.seeds_from += fmt::format("{}ONCEFLOW_SEEDS={}", explore_options.seeds_from.empty() ? "" : " ", *env);
+        }
+      }
+      // Every core by default: seeds are independent, and the report does not depend on how
+      // many processes ran them.
+      explore_options.jobs = explore->count("--jobs") > 0 ? jobs : default_jobs();
       explore_options.swarm = swarm;
       explore_options.as_json = as_json;
       if (!time_budget.empty()) {
         explore_options.time_budget_us = duration_option("--time-budget", time_budget, kSeconds, 30 * 86'400 * kSeconds);
+      }
+      if (explore_options.continuous && (as_json || explore_options.stop_on_first_failure || !explore_options.junit_path.empty())) {
+        throw UsageError{"--continuous reports as it goes: no --json, --junit or --stop-on-first-failure"};
       }
       return cli::explore_command(inv, explore_options);
     }
@@ -938,10 +1053,24 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
-    if (library_dir.empty()) library_dir = default_library_dir();
-    if (list->parsed()) return list_probes ? cmd_list_probes(as_json) : cmd_list(library_dir, as_json);
+    if (list->parsed()) {
+      if (list_probes) return cmd_list_probes(as_json);
+      if (list_bugs) return cmd_list_bugs(registry, with_library, as_json);
+      // The program's own scenarios first; the library's after them only when asked.
+      std::vector<std::string> dirs;
+      if (!library_dir.empty()) {
+        dirs.push_back(library_dir);
+      } else if (!registry.scenario_dir().empty()) {
+        dirs.push_back(registry.scenario_dir());
+        if (with_library) dirs.push_back(default_library_dir());
+      } else {
+        dirs.push_back(default_library_dir());
+      }
+      return cmd_list(dirs, as_json);
+    }
+    if (library_dir.empty()) library_dir = registry.scenario_dir().empty() ? default_library_dir() : registry.scenario_dir();
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
-    if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json);
+    if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json, engine_bugs);
   } catch (const UsageError& e) {
     fmt::print(stderr, "onceflow: {}\n", bounded_message(e.message));
     return kExitUsage;

@@ -22,8 +22,11 @@ json summary_json(const faults::RunOutcome& r) {
   for (const auto& [kind, e] : r.effects) effects[kind] = {e.measure, e.count};
   json probes = json::array();
   for (const auto& [name, hits] : r.probes) probes.push_back(name);
+  json sites = json::array();
+  for (const auto& c : r.user_sites) sites.push_back({c.name, c.kind, c.evaluated, c.held});
   return json{{"seed", r.seed},
               {"passed", r.passed},
+              {"assertions", sites},
               {"events", r.events},
               {"sim_time_us", r.sim_time_us},
               {"mix", r.fault_mix},
@@ -49,6 +52,9 @@ SeedSummary parse_summary(const json& j) {
     s.effects[kind] = e[1].get<uint64_t>();
   }
   for (const auto& p : j.at("probes")) s.probes.insert(p.get<std::string>());
+  for (const auto& c : j.at("assertions")) {
+    s.user_sites.push_back({c[0].get<std::string>(), c[1].get<std::string>(), c[2].get<uint64_t>(), c[3].get<uint64_t>()});
+  }
   return s;
 }
 
@@ -76,6 +82,12 @@ void ExploreTally::add(const SeedSummary& r) {
     k.total += count;
   }
   for (const std::string& p : r.probes) ++probe_seeds_[p];
+  for (const auto& c : r.user_sites) {
+    SiteTally& t = sites_[{c.kind, c.name}];
+    t.seeds += c.evaluated > 0 ? 1 : 0;
+    t.evaluated += c.evaluated;
+    t.held += c.held;
+  }
   results_[r.seed] = r;
 }
 
@@ -103,6 +115,25 @@ std::vector<std::string> ExploreTally::probes_never_hit() const {
   return out;
 }
 
+std::vector<std::string> ExploreTally::assertions_never_met() const {
+  std::vector<std::string> out;
+  for (const auto& [site, t] : sites_) {
+    if ((site.first == "sometimes" || site.first == "reachable") && t.held == 0) {
+      out.push_back(fmt::format("{} \"{}\"", site.first, site.second));
+    }
+  }
+  return out;
+}
+
+json ExploreTally::assertions_json() const {
+  json out = json::array();
+  for (const auto& [site, t] : sites_) {
+    out.push_back({{"name", site.second}, {"kind", site.first}, {"seeds", t.seeds}, {"evaluated", t.evaluated},
+                   {"held", t.held}});
+  }
+  return out;
+}
+
 json ExploreTally::checks_json() const {
   json checks = json::object();
   for (const auto& name : check_order_) {
@@ -123,12 +154,14 @@ json ExploreTally::effects_json() const {
 }
 
 void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
-  fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", "check", "pass", "fail", "n/a");
+  size_t width = 24;  // a program's own checks may have longer names
+  for (const auto& name : check_order_) width = std::max(width, std::min<size_t>(name.size(), 64));
+  fmt::print("  {:<{}} {:>8} {:>8} {:>8}\n", "check", width, "pass", "fail", "n/a");
   const json checks = checks_json();
   for (const auto& name : check_order_) {
     const json& c = checks[name];
-    fmt::print("  {:<24} {:>8} {:>8} {:>8}\n", name, c["pass"].get<uint64_t>(), c["fail"].get<uint64_t>(),
-               c["n/a"].get<uint64_t>());
+    fmt::print("  {:<{}} {:>8} {:>8} {:>8}\n", name.substr(0, 64), width, c["pass"].get<uint64_t>(),
+               c["fail"].get<uint64_t>(), c["n/a"].get<uint64_t>());
   }
   if (!drains_us_.empty()) {
     const json d = drains_json();
@@ -144,6 +177,17 @@ void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
     fmt::print("  warning: fault kind {} was configured in {} seeds and had no effect in any: is its injector "
                "working?\n",
                kind, kinds_.at(kind).seeds);
+  }
+  if (!sites_.empty()) {
+    fmt::print("\n  {:<40} {:<12} {:>6} {:>10} {:>10}\n", "assertion (your code)", "kind", "seeds", "evaluated", "held");
+    for (const auto& [site, t] : sites_) {
+      fmt::print("  {:<40} {:<12} {:>6} {:>10} {:>10}\n", site.second.substr(0, 40), site.first, t.seeds, t.evaluated,
+                 site.first == "unreachable" ? std::string("-") : std::to_string(t.held));
+    }
+    for (const std::string& never : assertions_never_met()) {
+      fmt::print("  warning: {} was never {} in {} seeds: a coverage gap\n", never,
+                 never.rfind("sometimes", 0) == 0 ? "true" : "reached", seeds);
+    }
   }
   if (!probes_apply) return;
   const std::vector<std::string> never = probes_never_hit();

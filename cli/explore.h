@@ -32,6 +32,7 @@ struct SeedSummary {
   std::map<std::string, uint64_t> effects;   // fault kind -> what it did (its measure's count)
   std::map<std::string, std::string> measures;  // fault kind -> what that count counts
   std::set<std::string> probes;              // probes reached
+  std::vector<faults::UserSiteCount> user_sites;  // the user's assertions (core/user_code.h)
 };
 
 nlohmann::json summary_json(const faults::RunOutcome& r);
@@ -51,6 +52,10 @@ class ExploreTally {
   std::vector<std::string> kinds_without_effect() const;
   // Probes (core/probes.h) no seed reached.
   std::vector<std::string> probes_never_hit() const;
+  // The user's `sometimes` assertions no seed saw true and `reachable` ones no seed reached,
+  // as "sometimes \"name\"".
+  std::vector<std::string> assertions_never_met() const;
+  nlohmann::json assertions_json() const;
   uint64_t events() const { return events_; }
   int64_t sim_time_us() const { return sim_time_us_; }
 
@@ -72,6 +77,12 @@ class ExploreTally {
   };
   std::map<std::string, KindTally> kinds_;
   std::map<std::string, uint64_t> probe_seeds_;  // probe -> seeds that reached it
+  struct SiteTally {
+    uint64_t seeds = 0;  // in which it was evaluated
+    uint64_t evaluated = 0;
+    uint64_t held = 0;
+  };
+  std::map<std::pair<std::string, std::string>, SiteTally> sites_;  // (kind, name)
   uint64_t events_ = 0;
   int64_t sim_time_us_ = 0;
 };
@@ -84,14 +95,23 @@ struct ExploreOptions {
   uint64_t seeds = 100;       // per scenario; with a time budget, an upper bound
   bool seeds_given = false;   // --seeds was given (else a time budget has no seed bound)
   uint64_t first_seed = 1;
+  std::string seeds_from;  // "ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=20" when the environment set them
   int jobs = 1;
   std::optional<bool> swarm;
   bool as_json = false;
   bool require_effects = false;        // exit 1 when a configured fault kind had no effect
   bool require_probes = false;         // exit 1 when a probe was never reached
+  bool require_sometimes = false;      // exit 1 when a sometimes/reachable assertion was never met
   bool stop_on_first_failure = false;  // no seeds started once one failed unexpectedly
   Micros time_budget_us = 0;           // > 0: explore until this much wall time is spent
   std::string junit_path;              // "": no JUnit report
+  // Continuous: fresh seeds (from first_seed when given, else drawn) round after round over
+  // the scenarios until the time budget ends or SIGINT/SIGTERM; each new failure (a check of
+  // a scenario failing for the first time) is written to failures_dir as a scenario file
+  // that replays it, with its replay line. Exit 1 when any seed failed.
+  bool continuous = false;
+  bool first_seed_given = false;
+  std::string failures_dir = "onceflow-failures";
 };
 int explore_command(const Invocation& inv, const ExploreOptions& options);
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <set>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +13,7 @@
 
 #include "cli/explore.h"
 #include "cli/runner.h"
+#include "core/env/random.h"
 #include "core/spec.h"
 
 namespace onceflow::cli {
@@ -70,8 +74,13 @@ std::vector<Scenario> scenarios_named(const std::vector<std::string>& paths) {
   return out;
 }
 
+// Runs seeds of `e` from where it stopped (its first seed, or past those it ran) until its
+// limit, a failure (with --stop-on-first-failure) or `deadline` (-1: none); the first round
+// always runs.
 void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, const std::string& label) {
   const uint64_t limit = seed_limit(eo);
+  const uint64_t done_before = e.ran();
+  if (done_before >= limit) return;
   const Micros start = wall_now();
   const bool progress = !eo.as_json && isatty(STDERR_FILENO) != 0;
   e.started = true;
@@ -89,19 +98,21 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
     fmt::print(stderr, "\r{}[{}{}] {}/{} seeds", label, std::string(filled, '#'), std::string(width - filled, '.'), done,
                limit);
   };
+  const uint64_t begin = eo.first_seed + done_before;
+  const uint64_t end = eo.first_seed + limit;
+  e.stopped.clear();
   if (!eo.stop_on_first_failure && deadline < 0) {
-    explore_seeds(inv, e.s, eo.first_seed, limit, eo.jobs, e.swarm, seen);
+    explore_seeds(inv, e.s, begin, end - begin, eo.jobs, e.swarm, seen);
   } else {
     // In rounds, so that no round starts once a seed failed or the budget is spent; the
     // first round always runs.
     const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
-    const uint64_t end = eo.first_seed + limit;
-    for (uint64_t first = eo.first_seed; first < end; first += round) {
+    for (uint64_t first = begin; first < end; first += round) {
       if (eo.stop_on_first_failure && e.failed() > 0) {
         e.stopped = "first failure";
         break;
       }
-      if (first != eo.first_seed && deadline >= 0 && wall_now() >= deadline) {
+      if (first != begin && deadline >= 0 && wall_now() >= deadline) {
         e.stopped = "time budget";
         break;
       }
@@ -109,8 +120,11 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
     }
   }
   if (progress) fmt::print(stderr, "\n");
-  e.wall_ms = wall_ms_since(start);
+  e.wall_ms += wall_ms_since(start);
 }
+
+// The wall time one more seed of `e` costs, from what its seeds cost so far.
+double ms_per_seed(const Explored& e) { return e.wall_ms / static_cast<double>(std::max<uint64_t>(1, e.ran())); }
 
 // Whether --require-effects / --require-probes hold for `e`; the reason when not.
 std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
@@ -125,6 +139,9 @@ std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
   if (eo.require_probes && e.s.kind == "pipeline" && !e.tally.probes_never_hit().empty()) {
     return "probes never reached: " + joined(e.tally.probes_never_hit());
   }
+  if (eo.require_sometimes && !e.tally.assertions_never_met().empty()) {
+    return "assertions never met: " + joined(e.tally.assertions_never_met());
+  }
   return "";
 }
 
@@ -138,6 +155,7 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
   return json{{"scenario", e.s.path},
               {"seeds", e.ran()},
               {"first_seed", eo.first_seed},
+              {"seeds_from", eo.seeds_from.empty() ? json(nullptr) : json(eo.seeds_from)},
               {"passed", e.ran() - e.failed()},
               {"failed", e.failed()},
               {"demonstrates_failure", e.s.demonstrates_failure},
@@ -150,6 +168,8 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
               {"checks", e.tally.checks_json()},
               {"drain_us", e.tally.drains_json()},
               {"effects", e.tally.effects_json()},
+              {"assertions", e.tally.assertions_json()},
+              {"assertions_never_met", e.tally.assertions_never_met()},
               {"events_total", e.tally.events()},
               {"sim_time_us_total", e.tally.sim_time_us()},
               {"wall_ms", e.wall_ms}};
@@ -164,8 +184,9 @@ void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explo
   } else if (eo.time_budget_us > 0) {
     stopped = " (every seed asked for, within the time budget)";
   }
-  fmt::print("explore {}: {} seeds from {} ({}), {} passed, {} failed{}\n", e.s.path, e.ran(), eo.first_seed,
-             e.swarm ? "swarm faults" : "scripted faults", e.ran() - e.failed(), e.failed(), stopped);
+  fmt::print("explore {}: {} seeds from {}{} ({}), {} passed, {} failed{}\n", e.s.path, e.ran(), eo.first_seed,
+             eo.seeds_from.empty() ? "" : " (" + eo.seeds_from + ")", e.swarm ? "swarm faults" : "scripted faults",
+             e.ran() - e.failed(), e.failed(), stopped);
   fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", e.wall_ms / 1e3, e.tally.events(),
              static_cast<double>(e.ran()) / std::max(e.wall_ms / 1e3, 1e-3));
   e.tally.print(e.ran(), e.s.kind == "pipeline");
@@ -240,6 +261,72 @@ void write_junit(std::ofstream& out, const Invocation& inv, const ExploreOptions
   out << "  </testsuite>\n</testsuites>\n";
 }
 
+volatile std::sig_atomic_t g_stop_continuous = 0;
+extern "C" void stop_continuous(int) { g_stop_continuous = 1; }
+
+// `explore --continuous`, TigerBeetle's VOPR way: fresh seeds until stopped.
+int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vector<Explored>& all, Micros start) {
+  uint64_t first = eo.first_seed;
+  if (!eo.first_seed_given) {  // a fresh stream of seeds; the first line says how to rerun it
+    first = mix64(static_cast<uint64_t>(wall_now()) ^ (static_cast<uint64_t>(getpid()) << 32)) % 1'000'000'000'000 + 1;
+  }
+  std::signal(SIGINT, stop_continuous);
+  std::signal(SIGTERM, stop_continuous);
+  g_stop_continuous = 0;
+  const Micros deadline = eo.time_budget_us > 0 ? start + eo.time_budget_us : -1;
+  fmt::print("explore --continuous: {} scenarios, seeds from {} (rerun this stream with ONCEFLOW_SEED={}), {}; "
+             "new failures go to {}/\n",
+             all.size(), first, first, deadline < 0 ? "until SIGINT or SIGTERM" : "for " + format_duration(eo.time_budget_us),
+             eo.failures_dir);
+  std::fflush(stdout);
+  const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
+  const std::string bug = inv.bug_name.empty() ? "" : " --bug " + inv.bug_name;
+  std::set<std::pair<std::string, std::string>> known;  // (scenario, check) already written
+  uint64_t seeds = 0, failures = 0, written = 0;
+  for (uint64_t from = first; g_stop_continuous == 0 && (deadline < 0 || wall_now() < deadline) && from <= kMaxSeed - round;
+       from += round) {
+    for (Explored& e : all) {
+      if (g_stop_continuous != 0 || e.s.demonstrates_failure) continue;  // a demonstration fails by design
+      e.started = true;
+      std::vector<SeedSummary> failed;
+      explore_seeds(inv, e.s, from, round, eo.jobs, e.swarm, [&](const SeedSummary& r) {
+        ++seeds;
+        e.tally.add(r);
+        if (!r.passed) failed.push_back(r);
+      });
+      std::sort(failed.begin(), failed.end(), [](const SeedSummary& a, const SeedSummary& b) { return a.seed < b.seed; });
+      for (const SeedSummary& r : failed) {
+        ++failures;
+        const std::string check = r.first_failure.substr(0, r.first_failure.find(':'));
+        if (!known.emplace(e.s.path, check).second) continue;
+        // The failing run again here, for its plan and knobs, written down as a scenario.
+        const faults::RunOutcome again = run_seed_once(inv, e.s, r.seed, e.swarm, 0);
+        const Scenario copy = scripted_copy(e.s, again.plan, e.swarm, &again.knobs);
+        std::filesystem::create_directories(eo.failures_dir);
+        const std::string file = fmt::format("{}/{}-seed-{}.yaml", eo.failures_dir, e.s.name, r.seed);
+        std::ofstream out(file);
+        out << "# Written by onceflow explore --continuous: seed " << r.seed << " of " << e.s.path << " failed " << check
+            << "; replay with: " << program_name() << " run " << file << " --seed " << r.seed << bug << "\n"
+            << scenario_yaml(copy, fmt::format("{}-seed-{}", e.s.name, r.seed),
+                             fmt::format("seed {} of {} under continuous exploration: fails {}", r.seed, e.s.path, check))
+            << "\n";
+        if (!out) throw UsageError{"cannot write " + file};
+        ++written;
+        fmt::print("new failure: {} seed {}: {}\n  faults: {}\n  wrote {}\n  replay: {} run {} --seed {}{}\n  or: {}\n",
+                   e.s.path, r.seed, without_replay(r.first_failure), r.mix, file, program_name(), file, r.seed, bug,
+                   replay_command(inv, e.s, r.seed, e.swarm));
+        std::fflush(stdout);
+      }
+    }
+  }
+  fmt::print("explore --continuous: {} seeds in {:.1f}s ({}), {} failed, {} new failure{} written to {}/\n", seeds,
+             wall_ms_since(start) / 1e3, g_stop_continuous != 0 ? "stopped by a signal" : "time budget spent", failures,
+             written, written == 1 ? "" : "s", eo.failures_dir);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  return failures > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 std::string xml_escape(std::string_view text) {
@@ -296,20 +383,37 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
   std::error_code ec;
   const bool one_file = eo.paths.size() == 1 && !std::filesystem::is_directory(eo.paths[0], ec);
   const Micros start = wall_now();
+  if (eo.continuous) return explore_continuous(inv, eo, all, start);
+  // A time budget over several scenarios: first one round of each, to learn what a seed of
+  // each costs; then the budget left is shared so that every scenario gets as many seeds as
+  // the others (a slow scenario's share of the time is larger; none is starved of seeds).
+  const bool shared = eo.time_budget_us > 0 && all.size() > 1;
+  if (shared) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::string label = fmt::format("{}/{} {} (first round): ", i + 1, all.size(), all[i].s.path);
+      explore_one(inv, eo, all[i], wall_now(), label);
+      if (eo.stop_on_first_failure && !all[i].as_expected()) break;
+    }
+  }
   for (size_t i = 0; i < all.size(); ++i) {
     if (eo.stop_on_first_failure && std::any_of(all.begin(), all.begin() + static_cast<long>(i), [](const Explored& e) {
           return !e.as_expected();
         })) {
       break;
     }
-    // The budget left, shared evenly by the scenarios left.
     Micros deadline = -1;
-    if (eo.time_budget_us > 0) {
+    if (shared) {
+      // This scenario's part of the budget left, in proportion to what its seeds cost.
       const Micros left = std::max<Micros>(0, start + eo.time_budget_us - wall_now());
-      deadline = wall_now() + left / static_cast<Micros>(all.size() - i);
+      double cost_left = 0;
+      for (size_t j = i; j < all.size(); ++j) cost_left += ms_per_seed(all[j]);
+      deadline = wall_now() + static_cast<Micros>(static_cast<double>(left) * ms_per_seed(all[i]) / std::max(cost_left, 1e-9));
+    } else if (eo.time_budget_us > 0) {
+      deadline = start + eo.time_budget_us;
     }
     const std::string label = all.size() > 1 ? fmt::format("{}/{} {}: ", i + 1, all.size(), all[i].s.path) : "";
-    explore_one(inv, eo, all[i], deadline, label);
+    if (!shared || wall_now() < deadline) explore_one(inv, eo, all[i], deadline, label);
+    if (shared && all[i].stopped.empty() && all[i].ran() < seed_limit(eo)) all[i].stopped = "time budget";
     if (!eo.as_json) {
       if (i > 0) fmt::print("\n");
       print_explored(inv, eo, all[i]);

@@ -105,6 +105,7 @@ faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Sce
   options.random_knobs = random_knobs(s, swarm);
   options.trace_keep_lines = keep_lines;
   options.bugs = inv.bugs;
+  options.user_bugs = inv.user_bugs;
   options.inert_faults = inv.inert_faults;
   options.replay_command = replay_command(inv, s, seed, swarm);
   return options;
@@ -132,12 +133,30 @@ faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint6
 faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                             size_t keep_lines, bool twice) {
   faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
-  if (!twice) return r;
+  const bool judged = std::any_of(r.verdicts.begin(), r.verdicts.end(), [](const checkers::Verdict& v) {
+    return v.check == checkers::DeterminismCheck::kName;  // user code read the machine's clock
+  });
+  if (!twice || judged) return r;
   const faults::RunOutcome again = run_seed_once(inv, s, seed, swarm, 0);
   r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again.trace_hash, r.content_hash,
                                                           again.content_hash, replay_command(inv, s, seed, swarm)));
   r.passed = checkers::all_passed(r.verdicts);
   return r;
+}
+
+Scenario scripted_copy(const Scenario& s, const faults::FaultPlan& plan, bool was_swarm,
+                       const std::map<std::string, int64_t>* knobs) {
+  Scenario out = s;
+  out.swarm = false;
+  if (knobs != nullptr) {
+    out.pipeline.knobs = *knobs;
+    out.knobs = "fixed";
+  }
+  out.scripted = plan;
+  out.kernel.scripted = plan;
+  out.pipeline.scripted = plan;
+  out.pipeline.fault_points_when_scripted = s.pipeline.fault_points_when_scripted || was_swarm;
+  return out;
 }
 
 std::string_view without_replay(const std::string& failure) {

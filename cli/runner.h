@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,6 +34,7 @@ struct Invocation {
   BugSwitches bugs;      // --bug: one deliberate engine mistake, for checking the checkers
   std::string bug_name;
   std::set<faults::FaultKind> inert_faults;  // --inert-fault: kinds whose injector does nothing
+  std::set<std::string> user_bugs = {};  // --bug naming a switch of the program's own (ComputationRegistry::add_bug)
 };
 
 // The name this program was invoked by (argv[0]): a user's own binary, which registers the
@@ -62,6 +64,11 @@ faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Sce
                                                 size_t keep_lines);
 faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
                             bool twice);
+// A copy of `s` that runs `plan` as scripted faults (fault points kept on when the original
+// run was a swarm run, so the run is the same); `knobs`, when given, are the values the run
+// used (a swarm run draws its own), kept explicit so that the copy runs with them.
+Scenario scripted_copy(const Scenario& s, const faults::FaultPlan& plan, bool was_swarm,
+                       const std::map<std::string, int64_t>* knobs = nullptr);
 // A seed's first failure (SeedSummary::first_failure) without the replay command its check's
 // detail ends with, for a report that prints the command on a line of its own.
 std::string_view without_replay(const std::string& failure);

@@ -38,7 +38,7 @@ const std::map<std::string, std::set<std::string>>& scenario_keys() {
         "rpc_timeout", "think_time_max", "close_percent"}},
       {"operations", {"at", "repartition", "respec", "reconfigure", "reshard_target", "set_state"}},
       {"operations.reshard_target", {"sink", "tablets"}},
-      {"faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points"}},
+      {"faults", {"swarm", "start", "heal_at", "plan", "kinds", "fault_point_probability", "fault_points", "buggify"}},
       {"faults.plan", {"kind", "at", "for", "node", "peer", "probability", "amount", "point"}},
   };
   return keys;
@@ -542,6 +542,12 @@ class Loader {
     if (f["fault_point_probability"]) {
       s.pipeline.fault_point_probability = probability(f["fault_point_probability"], "faults.fault_point_probability");
     }
+    if (f["buggify"]) {  // the user's ONCEFLOW_BUGGIFY sites enabled, by name (a shrunk scenario's)
+      if (!f["buggify"].IsSequence()) fail(f["buggify"], "faults.buggify", "expected a list of ONCEFLOW_BUGGIFY site names");
+      std::set<std::string> sites;
+      for (const auto& site : f["buggify"]) sites.insert(string(site, "faults.buggify"));
+      s.pipeline.buggify_sites = std::move(sites);
+    }
     if (f["swarm"]) s.swarm = boolean(f["swarm"], "faults.swarm");
     if (f["start"]) s.kernel.faults_start_us = duration(f["start"], "faults.start");
     if (f["heal_at"]) s.kernel.heal_at_us = duration(f["heal_at"], "faults.heal_at");
@@ -804,6 +810,11 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
   if (s.kind == "pipeline") {
     y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
     y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
+    if (s.pipeline.buggify_sites) {
+      y << YAML::Key << "buggify" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& site : *s.pipeline.buggify_sites) y << site;
+      y << YAML::EndSeq;
+    }
   }
   y << YAML::Key << "plan" << YAML::Value << YAML::BeginSeq;
   for (const auto& f : s.scripted.faults) {

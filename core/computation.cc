@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <stdexcept>
 
 namespace onceflow {
 
@@ -80,6 +81,30 @@ std::vector<std::string> ComputationRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [name, factory] : factories_) out.push_back(name);
   return out;
+}
+
+void ComputationRegistry::add_check(const std::string& name, UserCheck check) {
+  if (name.empty() || !check) throw std::invalid_argument("add_check: a check needs a name and a function");
+  for (const auto& [known, c] : checks_) {
+    if (known == name) throw std::invalid_argument(fmt::format("add_check: '{}' is registered already", name));
+  }
+  checks_.emplace_back(name, std::move(check));
+}
+
+void ComputationRegistry::add_bug(const std::string& name, std::string description) {
+  const bool well_formed = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+  });
+  if (!well_formed) throw std::invalid_argument(fmt::format("add_bug: '{}' is not 1 to 64 of a-z, 0-9 and -", name));
+  if (bug(name) != nullptr) throw std::invalid_argument(fmt::format("add_bug: '{}' is registered already", name));
+  bugs_.push_back({name, std::move(description)});
+}
+
+const UserBug* ComputationRegistry::bug(std::string_view name) const {
+  for (const UserBug& b : bugs_) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> bound_tables(const ComputationRegistry& registry, const ComputationSpec& computation) {

@@ -26,6 +26,11 @@
 
 namespace onceflow {
 
+namespace checkers {
+struct PipelineHistory;
+struct Verdict;
+}  // namespace checkers
+
 struct Timer {
   uint64_t key = 0;
   Micros trigger_ts = 0;
@@ -156,6 +161,22 @@ struct FunctionContract {
   std::vector<std::string> reads;
 };
 
+// An invariant of your own over a run's history (checkers/history.h: the committed epochs with
+// what each took and produced, the deliveries, the tables at the end): it returns
+// Verdict::pass, Verdict::fail(name, detail) naming what broke, or Verdict::not_applicable
+// when the run gave it nothing to look at. It is listed under its registered name with the
+// built-in checks (run, explore, the testing helpers, JSON), and in `real --verify`, whose
+// history holds the deliveries, the inputs, the expected outputs and the tables but no epochs.
+// A check that throws fails, naming what it threw.
+using UserCheck = std::function<checkers::Verdict(const checkers::PipelineHistory&)>;
+
+// A bug switch of your own (ONCEFLOW_BUG in core/user_code.h): `--bug NAME` turns it on for a
+// run, `mutants` runs every one of them to see that your checks catch it.
+struct UserBug {
+  std::string name;
+  std::string description;
+};
+
 class ComputationRegistry {
  public:
   // REQUIRES: the name is new.
@@ -167,7 +188,22 @@ class ComputationRegistry {
   std::unique_ptr<ProcessFunction> create(std::string_view name) const;
   std::vector<std::string> names() const;
 
+  // REQUIRES: the name is new and not a built-in check's.
+  void add_check(const std::string& name, UserCheck check);
+  const std::vector<std::pair<std::string, UserCheck>>& checks() const { return checks_; }
+  // REQUIRES: the name is new, made of [a-z0-9-], and not an engine bug switch's.
+  void add_bug(const std::string& name, std::string description);
+  const std::vector<UserBug>& bugs() const { return bugs_; }
+  const UserBug* bug(std::string_view name) const;
+  // This program's own scenario folder: `list`, `explore` and `mutants` use it before the
+  // library's (empty: none; the library is the program's scenarios).
+  void set_scenario_dir(std::string dir) { scenario_dir_ = std::move(dir); }
+  const std::string& scenario_dir() const { return scenario_dir_; }
+
  private:
+  std::vector<std::pair<std::string, UserCheck>> checks_;
+  std::vector<UserBug> bugs_;
+  std::string scenario_dir_;
   std::map<std::string, ProcessFunctionFactory, std::less<>> factories_;
   std::map<std::string, FunctionContract, std::less<>> contracts_;
 };

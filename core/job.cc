@@ -10,6 +10,7 @@
 #include "core/emitted.h"
 #include "core/reexecute.h"
 #include "core/env/codec.h"
+#include "core/user_code.h"
 
 namespace onceflow {
 
@@ -326,6 +327,7 @@ class Job::EpochTx final : public StateBackend {
   Micros watermark_before = 0;  // the job's low watermark as the epoch began
   EngineObserver::Epoch record;
   bool observed = false;  // an observer reads `record`: state reads are recorded too
+  uint32_t buggify_calls = 0;  // ONCEFLOW_BUGGIFY calls of the function so far (core/user_code.h)
   std::set<std::pair<std::string, uint64_t>> state_read;  // (table, key) in record.state_reads
   StreamWrites stream_out;                   // what the epoch emits into streams
   std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)
@@ -356,7 +358,10 @@ class Job::Context final : public RuntimeContext {
 class Job::StateForward final : public StateBackend {
  public:
   explicit StateForward(Job& job) : job_(job) {}
-  std::optional<std::string> get(const std::string& t, uint64_t k) override { return epoch().get(t, k); }
+  std::optional<std::string> get(const std::string& t, uint64_t k) override {
+    const user_code::CallPause pause;  // a read from the store lets other fibers run
+    return epoch().get(t, k);
+  }
   void put(const std::string& t, uint64_t k, std::string v) override { epoch().put(t, k, std::move(v)); }
   void erase(const std::string& t, uint64_t k) override { epoch().erase(t, k); }
 
@@ -375,7 +380,8 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     : env_(env),
       id_(std::move(id)),
       lease_(lease),
-      sink_(id_.kind == JobKind::kSink ? env_.spec.sink(id_.name) : nullptr) {
+      sink_(id_.kind == JobKind::kSink ? env_.spec.sink(id_.name) : nullptr),
+      job_name_(id_.str()) {
   switch (id_.kind) {
     case JobKind::kSource:
       source_ = env_.spec.source(id_.name);
@@ -436,6 +442,11 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
 }
 
 Job::~Job() = default;
+
+UserCall Job::user_call(EpochTx& etx, uint64_t message, uint64_t key, bool timer) {
+  return UserCall{computation_->name, job_name_, etx.meta.epoch, message, key, timer, etx.now, function_random_.seed(),
+                  &etx.buggify_calls, false};
+}
 
 Random& Job::function_random() { return env_.bugs.random_per_process ? env_.random : function_random_; }
 
@@ -1060,7 +1071,11 @@ void Job::step_computation(EpochTx& etx) {
     // acknowledged.
     if (swift && committed_epochs_ == 0 && etx.meta.epoch > 1) probe(env_, Probe::kSwiftRecompute);
     CollectingOutput out(spec, m.key, m.event_ts);
-    function_->process_message(m, out, context);
+    {
+      const UserCall call = user_call(etx, m.id, m.key, false);
+      const user_code::CallScope scope(call);
+      function_->process_message(m, out, context);
+    }
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
     if (swift) {
@@ -1196,7 +1211,11 @@ void Job::fire_timers(EpochTx& etx) {
     const std::string firing = timer_firing(rest, value.creation);  // this timer, this creation
     etx.has_work = true;
     CollectingOutput out(spec, t.key, t.event_ts);
-    function_->process_timer(t, out, context);
+    {
+      const UserCall call = user_call(etx, 0, t.key, true);
+      const user_code::CallScope scope(call);
+      function_->process_timer(t, out, context);
+    }
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
     etx.record.timers_fired.push_back({rest, value.creation, t, etx.record.consumed.size(),

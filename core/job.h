@@ -21,6 +21,7 @@
 #include "core/delivery.h"
 #include "core/input_wakeups.h"
 #include "core/stream_rows.h"
+#include "core/user_code.h"
 
 namespace onceflow {
 
@@ -163,6 +164,9 @@ std::string with_new_producer(std::string_view meta_row);
   // process's own generator would start over in every life.
   Xoshiro256StarStar function_random_{0};
   Random& function_random();
+  // What user code running in `etx` is told about its call (core/user_code.h).
+  UserCall user_call(EpochTx& etx, uint64_t message, uint64_t key, bool timer);
+  std::string job_name_;  // id_.str()
   struct Consumer {
     int partitions = 0;  // of the stream's consumer; 0 when nothing reads it
     std::string table;   // the stream's table

@@ -7,6 +7,7 @@
 #include "core/emitted.h"
 #include "core/env/codec.h"
 #include "core/env/random.h"
+#include "core/user_code.h"
 
 namespace onceflow {
 
@@ -58,6 +59,8 @@ struct Reexecution::Impl {
   // changes them).
   std::map<std::string, std::map<std::string, TimerValue>> timers;
 
+  const UserCall* call = nullptr;  // the epoch being re-executed, as user code sees it
+
   Impl(const PipelineSpec& s, const ComputationRegistry& r) : spec(s), registry(r) {}
 
   ProcessFunction& function_of(const CommittedEpoch& e, const ComputationSpec& c) {
@@ -90,7 +93,10 @@ struct Reexecution::Impl {
   void message(const ComputationSpec& c, ProcessFunction& f, FixedContext& context, const Message& m,
                OutputBatches* batches, ReexecutedEpoch& out) {
     CollectingOutput emitted(c, m.key, m.event_ts);
-    f.process_message(m, emitted, context);
+    {
+      const user_code::CallScope scope(*call);
+      f.process_message(m, emitted, context);
+    }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
       if (batches != nullptr) {
         batches->add(m, std::move(emitted.messages[i]));
@@ -122,7 +128,10 @@ struct Reexecution::Impl {
     const Timer t = decode_timer(fired.row, value);
     const std::string firing = timer_firing(fired.row, value.creation);
     CollectingOutput emitted(c, t.key, t.event_ts);
-    f.process_timer(t, emitted, context);
+    {
+      const user_code::CallScope scope(*call);
+      f.process_timer(t, emitted, context);
+    }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
       out.produced.push_back(timer_output(c.name, firing, t, std::move(emitted.messages[i]), i));
     }
@@ -144,6 +153,11 @@ ReexecutedEpoch Reexecution::next(const CommittedEpoch& e) {
   for (const auto& read : e.state_reads) out.state_before.push_back(impl_->backend.get(read.table, read.key));
   ProcessFunction& f = impl_->function_of(e, *c);
   FixedContext context(e.now, e.random_seed);
+  // The function's ONCEFLOW_BUGGIFY calls get the answers the recorded epoch got (they are
+  // drawn from its seed and their order); its assertions were counted when it ran.
+  uint32_t buggify_calls = 0;
+  const UserCall call{c->name, e.job, 0, 0, 0, false, e.now, e.random_seed, &buggify_calls, true};
+  impl_->call = &call;
   const bool batching = c->type == ComputationType::kSwiftMap && c->allow_batching_with_relaxed_guarantees;
   OutputBatches batches;
   size_t fired = 0;

@@ -8,10 +8,12 @@
 #include <iterator>
 
 #include "checkers/pipeline_checks.h"
+#include "checkers/user_checks.h"
 #include "faults/committed_history.h"
 #include "faults/injector.h"
 #include "faults/points.h"
 #include "faults/swarm.h"
+#include "faults/user_code_sim.h"
 
 namespace onceflow::faults {
 
@@ -610,7 +612,10 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   const Status applied = apply_knobs(knobs, spec, wo.engine);
   assert(applied.is_ok());  // explicit knobs are checked when the scenario is loaded
   (void)applied;
+  SimUserCode user_code({o.seed, o.swarm || o.fault_points_when_scripted, o.buggify_sites, o.heal_at_us, o.user_bugs});
+  const onceflow::user_code::HooksScope user_code_scope(interception_linked() ? &user_code : nullptr);
   PipelineWorld world(spec, registry, wo);
+  user_code.watch(&world.world());
   points.watch(&world.world());
   clock_of = &world.world();
   recorder.watch(&world.world(), &world.store_data());
@@ -681,7 +686,18 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     run.lease_owners.try_emplace(recorder.attempts[i].lease, recorder.attempts_node[i], recorder.attempts[i].job);
   }
   run.history = collect(o, registry, world, recorder, drained_at, out.liveness_bound_us);
+  user_code.fill(run.history);
   out.verdicts = checkers::run_pipeline_checks(run.history);
+  for (checkers::Verdict& v : checkers::run_user_checks(registry, run.history)) out.verdicts.push_back(std::move(v));
+  if (!run.history.nondeterministic_calls.empty()) {
+    std::string calls;
+    for (const std::string& c : run.history.nondeterministic_calls) calls += (calls.empty() ? "" : "; ") + c;
+    out.verdicts.push_back(checkers::Verdict::fail(
+        checkers::DeterminismCheck::kName,
+        fmt::format("user code read the machine's clock or randomness, which differs on every attempt (answered from "
+                    "the simulation; use the RuntimeContext's current_timestamp() and random()): {}{}",
+                    calls, o.replay_command.empty() ? "" : " — replay: " + o.replay_command)));
+  }
   out.passed = checkers::all_passed(out.verdicts);
   out.trace_hash = world.world().trace_hash();
   out.content_hash = content_hash(run.history);
@@ -699,6 +715,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.effects = measure_effects(out.plan, world, recorder);
   for (const Armed& a : armed) out.effects["point_crash"].count += a.fired ? 1 : 0;
   out.point_hits = world.point_hits();
+  user_code.fill(out);
   if (random_points) {
     uint64_t fired = 0;
     for (const auto& [point, n] : points.fired()) fired += n;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +42,11 @@ struct PipelineRunOptions {
   double fault_point_probability = 0.01;  // per visit of an enabled point, before the heal
   bool fault_points_when_scripted = false;  // fault points also without swarm (shrunk scenarios)
   BugSwitches bugs;
+  std::set<std::string> user_bugs;  // the user's own bug switches on (ComputationRegistry::add_bug)
+  // The user's ONCEFLOW_BUGGIFY sites enabled: exactly these when given (a shrunk scenario's
+  // `buggify` list); else drawn from the seed whenever fault points are (swarm, or
+  // fault_points_when_scripted).
+  std::optional<std::set<std::string>> buggify_sites;
   std::set<FaultKind> inert_faults;  // faults of these kinds do nothing (checking the effects)
   // Knobs (faults/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
   // from the seed.
@@ -128,5 +134,9 @@ struct PipelineRun {
 };
 
 PipelineRun run_pipeline(const PipelineRunOptions& options, const ComputationRegistry& registry);
+
+// Referenced so that faults/intercept.cc, which intercepts the clock and randomness of user
+// code in simulation, is linked into every program that simulates.
+bool interception_linked();
 
 }  // namespace onceflow::faults

@@ -23,6 +23,16 @@ struct FaultEffect {
   Details details;
 };
 
+// An assertion site of the user's code (core/user_code.h) in one run: how often it was
+// evaluated, and how often it held (always: true; sometimes: true; reachable: reached;
+// unreachable: never).
+struct UserSiteCount {
+  std::string name;
+  std::string kind;  // "always", "sometimes", "reachable", "unreachable"
+  uint64_t evaluated = 0;
+  uint64_t held = 0;
+};
+
 struct RunOutcome {
   uint64_t seed = 0;
   uint64_t trace_hash = 0;
@@ -47,6 +57,8 @@ struct RunOutcome {
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
   std::vector<PointHit> point_hits;          // crashes at fault points, in order
+  std::vector<UserSiteCount> user_sites;     // every assertion site of the program
+  std::vector<std::string> buggify_fired;    // the user's buggify sites that fired, by name
 };
 
 }  // namespace onceflow::faults

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "real/data_dir.h"
+#include "real/user_code_counts.h"
 #include "real/kafka.h"
 #include "real/verify.h"
 #include "real/wall_clock.h"
@@ -140,6 +141,8 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   LatencyHistogram latency;
   Micros first_epoch_at = -1;
   RealDeployment::AtMostOnceCounts amo;
+  UserCodeCounts user_code;
+  const user_code::HooksScope user_code_scope(&user_code);
   {
     RealDeployment deployment(spec, registry, o, *store);
     if (kafka_used) {
@@ -187,7 +190,8 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"reads", st.reads}, {"amo_dropped", amo.dropped}, {"amo_in_doubt", amo.in_doubt},
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
-                            {"drained", ending == RealDeployment::Ending::kDrained}}
+                            {"drained", ending == RealDeployment::Ending::kDrained},
+                            {"assertions", user_code.counts()}}
                            .dump());
   }
   if (ending == RealDeployment::Ending::kLeft) {

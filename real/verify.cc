@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "checkers/pipeline_checks.h"
+#include "checkers/user_checks.h"
 #include "core/engine.h"
 #include "core/env/codec.h"
 #include "core/reexecute.h"
@@ -277,7 +278,9 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
   // The computations' consumption is recorded; the sinks' is what their targets hold.
   for (const auto& c : spec.computations) {
     const bool once = c.type != ComputationType::kSwiftMap && c.processing_mode == ProcessingMode::kExactlyOnce;
-    for (const auto& stream : c.input_streams) h.stream_consumers[stream].push_back({"computation/" + c.name + "/", once});
+    for (const auto& stream : c.input_streams) {
+      h.stream_consumers[stream].push_back({"computation/" + c.name + "/", once && !spec.repeats_late(stream)});
+    }
   }
   h.reexecuted = true;
   return Status::ok();
@@ -305,8 +308,12 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
       for (const Row& row : *rows) h.tables[table][row.key] = row.value;
     }
   }
-  const std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
-                                                   checkers::ConsumptionCheck().check(h)};
+  std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
+                                             checkers::ConsumptionCheck().check(h)};
+  // The program's own checks also see the inputs (the consumption check above reads
+  // source_inputs as what source epochs emitted, which a real run does not record).
+  for (const Message& m : *sources) h.source_inputs.push_back(record_of(m));
+  for (checkers::Verdict& v : checkers::run_user_checks(registry, h)) verdicts.push_back(std::move(v));
   // Counts by MessageId per sink: what the re-executed history gives it, what it holds.
   uint64_t outputs = 0, duplicates = 0, lost = 0, expected_total = 0;
   json sinks = json::object();

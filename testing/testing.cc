@@ -234,6 +234,14 @@ std::string failure_report(const std::string& test_id, const rc::detail::TestRes
     const auto& failure = result.template get<rc::detail::FailureResult>();
     os << "\nrerun just this case: "
        << rerun_command("RC_PARAMS=\"reproduce=" + rc::detail::reproduceMapToString({{test_id, failure.reproduce}}) + "\"");
+    // Under ONCEFLOW_SEED the seed of the whole property run: the same cases again.
+    const char* seed = std::getenv("ONCEFLOW_SEED");
+    const char* seeds = std::getenv("ONCEFLOW_SEEDS");
+    if (seed != nullptr && *seed != '\0') {
+      os << "\nrerun the whole property at its seed: "
+         << rerun_command(fmt::format("ONCEFLOW_SEED={}{}", seed,
+                                      seeds != nullptr && *seeds != '\0' ? fmt::format(" ONCEFLOW_SEEDS={}", seeds) : ""));
+    }
   }
   return os.str();
 }

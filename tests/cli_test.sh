@@ -86,7 +86,7 @@ grep -qF "    replay: $bin replay $src/scenarios/target_reshard.yaml --seed 1 --
 [ "$(grep -c 'replay' "$tmp/failing.txt")" -eq 1 ] || fail "the replay command is printed more than once"
 # --stop-on-first-failure starts no round of seeds once one failed.
 "$bin" explore "$src/scenarios/target_reshard.yaml" --seeds 100 --bug reshard-watches-widest --stop-on-first-failure \
-  > "$tmp/stopped.txt"
+  --jobs 1 > "$tmp/stopped.txt"
 grep -q "4 failed (stopped at the first failure, 4 of 100 seeds run)" "$tmp/stopped.txt" \
   || fail "--stop-on-first-failure: $(head -1 "$tmp/stopped.txt")"
 # explore over a folder explores every scenario in it; a demonstration that fails is as
@@ -127,6 +127,38 @@ expect_rc 2 "$bin" explore "$bank" --time-budget soon
 "$bin" explore "$bank" --time-budget 2s --jobs 2 --json >"$tmp/budget.json"
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["stopped_by"] == "time budget" and j["seeds"] > 8, j["seeds"]' \
   "$tmp/budget.json" || fail "--time-budget 2s: $(head -c 300 "$tmp/budget.json")"
+# A budget over a slow and a fast scenario is shared by what their seeds cost: the slow one
+# gets about as many seeds as the fast one (an even split of the time gave it 16 to 424).
+"$bin" explore "$src/scenarios/retryable_request.yaml" "$bank" --time-budget 12s --jobs 2 --json >"$tmp/shared.json"
+python3 - "$tmp/shared.json" <<'PY' || fail "--time-budget shared by cost: $(head -c 400 "$tmp/shared.json")"
+import json, sys
+s = {x["scenario"]: x["seeds"] for x in json.load(open(sys.argv[1]))["scenarios"]}
+slow, fast = min(s.values()), max(s.values())
+assert slow >= 8 and fast <= 4 * slow, s
+PY
+# CI: the seeds from the environment, named in the first line; a bad value is exit 2.
+ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=2 "$bin" explore "$bank" >"$tmp/envseed.txt"
+grep -q "^explore .*: 2 seeds from 7 (ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=2)" "$tmp/envseed.txt" ||
+  fail "ONCEFLOW_SEED in explore: $(head -1 "$tmp/envseed.txt")"
+out=$(ONCEFLOW_SEED=7 "$bin" explore "$bank" --first-seed 3 --seeds 1)
+grep -q "1 seeds from 3 (.* faults)" <<<"$out" && ! grep -q "ONCEFLOW_SEED" <<<"$out" ||
+  fail "--first-seed did not win over ONCEFLOW_SEED: $(head -1 <<<"$out")"
+expect_rc 2 env ONCEFLOW_SEED=seven "$bin" explore "$bank"
+# --continuous: fresh seeds until the budget ends; a new failure written as a scenario that
+# replays it (exit 1 when anything failed); no --json with it.
+rm -rf "$tmp/failures"
+"$bin" explore "$src/scenarios/target_reshard.yaml" --continuous --time-budget 3s --bug reshard-watches-widest \
+  --failures-dir "$tmp/failures" >"$tmp/continuous.txt"
+rc=$?
+[ "$rc" -eq 1 ] || fail "--continuous with a bug exited $rc"
+line=$(grep -o "replay: $bin run $tmp/failures/[^ ]* --seed [0-9]* --bug reshard-watches-widest" "$tmp/continuous.txt" | head -1)
+[ -n "$line" ] || fail "--continuous: no replay line: $(head -5 "$tmp/continuous.txt")"
+expect_rc 1 ${line#replay: }
+grep -q "seeds from [0-9]* (rerun this stream with ONCEFLOW_SEED=" "$tmp/continuous.txt" || fail "--continuous first line"
+expect_rc 0 "$bin" explore "$bank" --continuous --time-budget 1s --failures-dir "$tmp/failures-none"
+expect_rc 2 "$bin" explore "$bank" --continuous --json
+# The engine's bug switches, listed with the checks that must catch them.
+grep -qE "^no-lease-prerequisite +caught by " <<<"$("$bin" list --bugs)" || fail "list --bugs"
 # list finds the scenario library from any directory.
 # (Output is captured before grep -q reads it: under pipefail, a writer cut off by grep's early
 # exit would fail the pipeline.)

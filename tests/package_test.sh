@@ -78,4 +78,20 @@ wait "$pid" 2>/dev/null
   >"$tmp/verify.json" 2>"$tmp/real2.log" ||
   { cat "$tmp/verify.json" "$tmp/real2.log"; fail "the example under real --verify after kill -9"; }
 grep -q '"verdict": "pass"' "$tmp/verify.json" || fail "the example's --verify: $(head -20 "$tmp/verify.json")"
+# The program's own check runs under --verify too, and its assertions are counted by --stats.
+python3 - "$tmp/verify.json" <<'PY' || fail "the example's own check under --verify: $(grep -A3 longest "$tmp/verify.json")"
+import json, sys
+checks = {c["name"]: c["verdict"] for c in json.load(open(sys.argv[1]))["checks"]}
+assert checks.get("each key keeps its longest word") == "pass", checks
+PY
+"$mine" real "$src/examples/own_computation/pipeline.yaml" --data "$tmp/real-stats" --messages 2000 --no-progress --stats \
+  >"$tmp/stats.json" 2>"$tmp/stats.log" || { cat "$tmp/stats.log"; fail "the example under real --stats"; }
+python3 - "$tmp/stats.json" <<'PY' || fail "--stats assertions: $(tail -c 600 "$tmp/stats.json")"
+import json, sys
+stats = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+sites = {a["name"]: a for a in stats["assertions"]}
+always = sites["a stored word is at most 64 bytes"]
+assert always["kind"] == "always" and always["evaluated"] >= 2000 and always["failed"] == 0, always
+assert sites["an empty word is stored"]["evaluated"] == 0, sites
+PY
 echo "package_test: installed, built the example against the package, its tests, replay lines and real --verify work"

@@ -87,8 +87,20 @@ void expect_failure(const Verdict& v, std::initializer_list<std::string_view> me
 
 TEST(PipelineChecksTest, AGoodHistoryPassesEveryCheck) {
   const std::vector<Verdict> verdicts = run_pipeline_checks(good_history());
-  ASSERT_EQ(verdicts.size(), 13u);
+  ASSERT_EQ(verdicts.size(), 14u);
   for (const auto& v : verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
+}
+
+TEST(PipelineChecksTest, TheUsersAssertionsFailOnlyWhenOneFailedAndAreNotApplicableWithoutAny) {
+  PipelineHistory h = good_history();
+  EXPECT_FALSE(AssertionsCheck().check(h).applicable);
+  h.user_assertions.push_back({"totals add up", "always", 40, 0, ""});
+  h.user_assertions.push_back({"never negative", "unreachable", 0, 0, ""});
+  EXPECT_TRUE(AssertionsCheck().check(h).passed) << AssertionsCheck().check(h).detail;
+  h.user_assertions[1].evaluated = h.user_assertions[1].failed = 2;
+  h.user_assertions[1].first_failure = "computation Sum, job computation/Sum/0, epoch 3, message 00000000000000aa";
+  expect_failure(AssertionsCheck().check(h), {"unreachable \"never negative\" reached 2 of 2 times", "computation Sum",
+                                              "epoch 3", "00000000000000aa"});
 }
 
 TEST(PipelineChecksTest, CheckersHaveTheirNames) {
@@ -97,7 +109,7 @@ TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   const std::vector<std::string_view> expected = {"delivery", "state", "consumption", "re-execution", "fencing",
                                                   "controller", "delivery-callback",
                                                   "timers", "ordering", "swift-determinism", "lifecycle", "layout",
-                                                  "liveness"};
+                                                  "liveness", "assertions"};
   EXPECT_EQ(names, expected);
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
 }

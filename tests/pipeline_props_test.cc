@@ -7,6 +7,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -175,7 +176,13 @@ TEST(PipelineProps, TheSamePropertyFailsWithABugSwitchOn) {
   EXPECT_NE(report.find("onceflow run "), std::string::npos) << report;
   EXPECT_NE(report.find("--bug no-lease-prerequisite"), std::string::npos) << report;
   EXPECT_NE(report.find("RC_PARAMS=\"reproduce="), std::string::npos) << report;
+  EXPECT_EQ(report.find("rerun the whole property at its seed"), std::string::npos) << "no ONCEFLOW_SEED was set";
   std::cout << "the expected failure, as a user would see it:\n" << report << "\n";
+  // A run under ONCEFLOW_SEED names that seed, which reruns the whole property.
+  ::setenv("ONCEFLOW_SEED", "4242", 1);
+  const std::string seeded = testing::failure_report(metadata.id, result);
+  ::unsetenv("ONCEFLOW_SEED");
+  EXPECT_NE(seeded.find("rerun the whole property at its seed: ONCEFLOW_SEED=4242 "), std::string::npos) << seeded;
 }
 
 }  // namespace

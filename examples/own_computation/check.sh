@@ -5,7 +5,21 @@ set -u
 mine=$1
 stock=$2
 dir=$3
-"$mine" explore "$dir/scenario.yaml" --seeds 20 --jobs 2 || { echo "FAIL: explore"; exit 1; }
+out=$("$mine" explore "$dir/scenario.yaml" --seeds 20 --jobs 2 --require-sometimes) || { echo "$out"; echo "FAIL: explore"; exit 1; }
+# Your assertions are counted over the seeds, and your fault point fired on some of them.
+grep -q "a longer word replaces a shorter one .* sometimes" <<<"$out" || { echo "$out"; echo "FAIL: no assertion table"; exit 1; }
+grep -Eq "^  buggify +[0-9]+ +[1-9][0-9]* user fault points fired" <<<"$out" || { echo "$out"; echo "FAIL: buggify never fired"; exit 1; }
+grep -Eq "^  each key keeps its longest word +20 +0 +0$" <<<"$out" || { echo "$out"; echo "FAIL: your check is not in the table"; exit 1; }
+# Your bug switch, caught by your check on a seed that passes without it.
+out=$("$mine" mutants --max-seeds 20 --jobs 2) || { echo "$out"; echo "FAIL: mutants"; exit 1; }
+grep -Eq "^shorter-wins +caught +each key keeps its longest word" <<<"$out" || { echo "$out"; echo "FAIL: shorter-wins not caught"; exit 1; }
+grep -q "no-lease-prerequisite" <<<"$out" && { echo "FAIL: mutants ran the engine's switches unasked"; exit 1; }
+# Your scenarios and switches, not the library's unless asked.
+list=$("$mine" list)
+grep -q "scenario.yaml" <<<"$list" && ! grep -q "retryable_request" <<<"$list" || { echo "$list"; echo "FAIL: list"; exit 1; }
+grep -q "retryable_request" <<<"$("$mine" list --library)" || { echo "FAIL: list --library"; exit 1; }
+grep -q "^shorter-wins" <<<"$("$mine" list --bugs)" || { echo "FAIL: list --bugs"; exit 1; }
+"$mine" run "$dir/scenario.yaml" --seed 3 --bug shorter-wins >/dev/null && { echo "FAIL: --bug shorter-wins passed"; exit 1; }
 "$mine" run "$dir/scenario.yaml" --seed 3 --json | grep -q '"verdict": "pass"' || { echo "FAIL: run"; exit 1; }
 # The stock onceflow does not know this project's computations: a one-line error, exit code 2.
 err=$("$stock" run "$dir/scenario.yaml" 2>&1 >/dev/null)

@@ -1,0 +1,307 @@
+// The user's code under test (core/user_code.h): assertions, fault points, bug switches and
+// checks of the user's own, and calls to the machine's clock and randomness caught.
+#include "core/user_code.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <map>
+#include <random>
+
+#include "checkers/history.h"
+#include "cli/cli.h"
+#include "tests/scenario_runs.h"
+
+namespace onceflow::testing {
+namespace {
+
+// Counts each key's words, as a user would instrument it.
+class CountWords final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    int64_t n = std::stoll(count_.get(m.key).value_or("0")) + 1;
+    if (ONCEFLOW_BUG("count-twice")) n += 1;
+    ONCEFLOW_ALWAYS(n >= 1, "a count is at least one", fmt::format("count {}", n));
+    ONCEFLOW_SOMETIMES(n >= 3, "a key is counted three times");
+    ONCEFLOW_SOMETIMES(n > 1'000'000, "a key is counted a million times");
+    ONCEFLOW_REACHABLE("a word is counted");
+    count_.set(m.key, std::to_string(n));
+    if (ONCEFLOW_BUGGIFY("the count goes out twice")) out.add_message(m.key, fmt::format("again {}", n));
+    out.add_message(m.key, fmt::format("count {}", n));
+  }
+
+ private:
+  StateClient count_;
+};
+
+class ShortWordsOnly final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    ONCEFLOW_ALWAYS(m.payload.size() <= 3, "every word is short", fmt::format("word '{}'", m.payload));
+    out.add_message(m.key, m.payload);
+  }
+};
+
+class NoKeyFive final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    if (m.key == 5) ONCEFLOW_UNREACHABLE("key five is never seen", fmt::format("payload {}", m.payload));
+    out.add_message(m.key, m.payload);
+  }
+};
+
+// A rare path that loses a word, reached only through a fault point of the user's own.
+class LosesWordsOnTheSlowPath final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    if (ONCEFLOW_BUGGIFY("the slow path")) {
+      ONCEFLOW_UNREACHABLE("the slow path drops a word", m.payload);
+      return;
+    }
+    out.add_message(m.key, m.payload);
+  }
+};
+
+// Reads the machine's clock and randomness, which differ on every attempt.
+class StampsTheMachine final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    std::random_device device;
+    const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+    out.add_message(m.key, fmt::format("{} at {} / {} lucky {}", m.payload, std::time(nullptr), now, device()));
+  }
+};
+
+// The user's invariant: each key's count is the number of its inputs.
+checkers::Verdict counts_match_inputs(const checkers::PipelineHistory& h) {
+  const auto table = h.tables.find("state/LongestSoFar/count");
+  if (table == h.tables.end()) return checkers::Verdict::not_applicable("", "nothing counted");
+  std::map<std::string, int64_t> inputs;
+  for (const auto& m : h.source_inputs) ++inputs[fmt::format("{:016x}", m.key)];
+  for (const auto& [key, n] : inputs) {
+    const auto it = table->second.find(key);
+    const int64_t counted = it == table->second.end() ? 0 : std::stoll(it->second);
+    if (counted != n) return checkers::Verdict::fail("", fmt::format("key {}: counted {}, {} inputs", key, counted, n));
+  }
+  return checkers::Verdict::pass("");
+}
+
+ComputationRegistry user_registry() {
+  ComputationRegistry r = builtin_registry();
+  r.add("CountWords", [] { return std::make_unique<CountWords>(); });
+  r.add("ShortWordsOnly", [] { return std::make_unique<ShortWordsOnly>(); });
+  r.add("NoKeyFive", [] { return std::make_unique<NoKeyFive>(); });
+  r.add("StampsTheMachine", [] { return std::make_unique<StampsTheMachine>(); });
+  r.add("LosesWordsOnTheSlowPath", [] { return std::make_unique<LosesWordsOnTheSlowPath>(); });
+  r.add_bug("count-twice", "each word counts twice");
+  r.add_check("counts match inputs", counts_match_inputs);
+  r.add_check("a check that throws", [](const checkers::PipelineHistory& h) -> checkers::Verdict {
+    if (h.seed == 99) throw std::runtime_error("no such table");
+    return checkers::Verdict::pass("");
+  });
+  return r;
+}
+
+faults::PipelineRunOptions with_function(const std::string& function, uint64_t seed, bool swarm) {
+  faults::PipelineRunOptions o = options_of("user_longest_so_far.yaml");
+  o.spec.computations.front().processing_function = function;
+  o.seed = seed;
+  o.swarm = swarm;
+  return o;
+}
+
+const checkers::Verdict* verdict(const faults::RunOutcome& r, const std::string& check) {
+  for (const auto& v : r.verdicts) {
+    if (v.check == check) return &v;
+  }
+  return nullptr;
+}
+
+const faults::UserSiteCount* site(const faults::RunOutcome& r, const std::string& name) {
+  for (const auto& s : r.user_sites) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+TEST(UserCodeTest, AFalseAlwaysFailsTheRunNamingTheAssertionComputationJobEpochAndMessage) {
+  const ComputationRegistry registry = user_registry();
+  const faults::RunOutcome r = faults::run_pipeline(with_function("ShortWordsOnly", 1, false), registry).outcome;
+  EXPECT_FALSE(r.passed);
+  const checkers::Verdict* v = verdict(r, "assertions");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->passed);
+  for (const char* part : {"always \"every word is short\" false", "computation LongestSoFar", "job computation/LongestSoFar/",
+                           "epoch ", "message ", "word '"}) {
+    EXPECT_NE(v->detail.find(part), std::string::npos) << part << " in " << v->detail;
+  }
+  // The engine did its part: only the assertion fails.
+  for (const auto& other : r.verdicts) {
+    if (other.check != "assertions") {
+      EXPECT_TRUE(other.passed) << other.check << ": " << other.detail;
+    }
+  }
+}
+
+TEST(UserCodeTest, AReachedUnreachableFailsTheRun) {
+  const ComputationRegistry registry = user_registry();
+  const faults::RunOutcome r = faults::run_pipeline(with_function("NoKeyFive", 1, false), registry).outcome;
+  const checkers::Verdict* v = verdict(r, "assertions");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->passed);
+  EXPECT_NE(v->detail.find("unreachable \"key five is never seen\" reached"), std::string::npos) << v->detail;
+  EXPECT_NE(v->detail.find("0000000000000005"), std::string::npos) << v->detail;
+}
+
+TEST(UserCodeTest, AnInstrumentedCorrectComputationPassesAndItsAssertionsAreCounted) {
+  const ComputationRegistry registry = user_registry();
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const faults::RunOutcome r = faults::run_pipeline(with_function("CountWords", seed, true), registry).outcome;
+    for (const auto& v : r.verdicts) EXPECT_TRUE(v.passed) << "seed " << seed << ": " << v.check << ": " << v.detail;
+    ASSERT_NE(verdict(r, "counts match inputs"), nullptr);
+    EXPECT_TRUE(verdict(r, "counts match inputs")->applicable);
+    const auto* three = site(r, "a key is counted three times");
+    const auto* million = site(r, "a key is counted a million times");
+    const auto* reached = site(r, "a word is counted");
+    ASSERT_TRUE(three && million && reached);
+    EXPECT_EQ(three->kind, "sometimes");
+    EXPECT_GT(three->held, 0u);
+    EXPECT_GT(million->evaluated, 0u);
+    EXPECT_EQ(million->held, 0u);
+    EXPECT_GE(reached->evaluated, 400u);  // every input at least once (a retried epoch runs again)
+    EXPECT_TRUE(verdict(r, "assertions")->passed);
+  }
+}
+
+TEST(UserCodeTest, BuggifyFiresOnSomeSeedsInSimulationAndTheReexecutionGetsTheSameAnswers) {
+  const ComputationRegistry registry = user_registry();
+  int fired_seeds = 0, quiet_seeds = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const faults::PipelineRun run = faults::run_pipeline(with_function("CountWords", seed, true), registry);
+    // The outputs the site adds are the re-execution's too: every check holds.
+    EXPECT_TRUE(run.outcome.passed) << "seed " << seed << ": " << run.outcome.verdicts.front().detail;
+    const auto e = run.outcome.effects.find("buggify");
+    if (e == run.outcome.effects.end()) {
+      ++quiet_seeds;
+      continue;
+    }
+    ++fired_seeds;
+    EXPECT_GT(e->second.count, 0u) << "seed " << seed;
+    bool again = false;
+    for (const auto& epoch : run.history.epochs) {
+      for (const auto& m : epoch.produced) again |= m.payload.rfind("again ", 0) == 0;
+    }
+    EXPECT_TRUE(again) << "seed " << seed << ": the site fired, and no output shows it";
+  }
+  EXPECT_GT(fired_seeds, 0);
+  EXPECT_GT(quiet_seeds, 0);
+  // Never without faults.
+  const auto calm = faults::run_pipeline(with_function("CountWords", 1, false), registry).outcome;
+  EXPECT_EQ(calm.effects.count("buggify"), 0u);
+}
+
+TEST(UserCodeTest, AUserBugSwitchIsCaughtByTheUsersOwnCheckAndNotByTheEngines) {
+  const ComputationRegistry registry = user_registry();
+  faults::PipelineRunOptions o = with_function("CountWords", 3, false);
+  o.user_bugs = {"count-twice"};
+  const faults::RunOutcome r = faults::run_pipeline(o, registry).outcome;
+  const checkers::Verdict* v = verdict(r, "counts match inputs");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->passed);
+  EXPECT_NE(v->detail.find("counted"), std::string::npos) << v->detail;
+  for (const auto& other : r.verdicts) {
+    if (other.check != "counts match inputs") {
+      EXPECT_TRUE(other.passed) << other.check << ": " << other.detail;
+    }
+  }
+}
+
+TEST(UserCodeTest, AUserCheckThatThrowsFailsNamingWhatItThrew) {
+  const ComputationRegistry registry = user_registry();
+  const faults::RunOutcome r = faults::run_pipeline(with_function("CountWords", 99, false), registry).outcome;
+  const checkers::Verdict* v = verdict(r, "a check that throws");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->passed);
+  EXPECT_NE(v->detail.find("no such table"), std::string::npos) << v->detail;
+}
+
+TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndFailDeterminism) {
+  const ComputationRegistry registry = user_registry();
+  const auto o = with_function("StampsTheMachine", 2, false);
+  const faults::RunOutcome a = faults::run_pipeline(o, registry).outcome;
+  const faults::RunOutcome b = faults::run_pipeline(o, registry).outcome;
+  const checkers::Verdict* v = verdict(a, "determinism");
+  ASSERT_NE(v, nullptr) << "a computation reading the machine's clock passed";
+  EXPECT_FALSE(v->passed);
+  for (const char* call : {"clock_gettime from computation LongestSoFar", "time from computation LongestSoFar",
+                           "std::random_device from computation LongestSoFar"}) {
+    EXPECT_NE(v->detail.find(call), std::string::npos) << call << " in " << v->detail;
+  }
+  // Answered from the simulation: the run is the same every time, so it can be replayed.
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.content_hash, b.content_hash);
+  // Outside a simulated call, the machine answers.
+  EXPECT_GT(std::time(nullptr), 1'700'000'000);
+}
+
+// shrink keeps the user's fault points a failure needs, pinned by name, like the engine's.
+TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
+  const ComputationRegistry registry = user_registry();
+  const std::string dir = ::testing::TempDir();
+  const std::string spec = dir + "/slow_path_pipeline.yaml", scenario = dir + "/slow_path.yaml", out = dir + "/slow_path_shrunk.yaml";
+  {
+    std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/longest_so_far.yaml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string from = "processing_function: LongestSoFar";
+    text.replace(text.find(from), from.size(), "processing_function: LosesWordsOnTheSlowPath");
+    std::ofstream(spec) << text;
+    std::ofstream(scenario) << "name: slow-path\nkind: pipeline\npipeline: " << spec
+                            << "\nworkload: {messages: 200, keys: 8, interval: 5ms}\nfaults: {swarm: true, heal_at: 3s}\n";
+  }
+  uint64_t failing = 0;
+  for (uint64_t seed = 1; seed <= 40 && failing == 0; ++seed) {
+    faults::PipelineRunOptions o = cli::load_scenario(scenario)->pipeline;
+    o.seed = seed;
+    o.swarm = true;
+    if (!faults::run_pipeline(o, registry).outcome.passed) failing = seed;
+  }
+  ASSERT_NE(failing, 0u) << "no seed enabled the slow path in 40";
+  const std::string seed = std::to_string(failing);
+  std::vector<std::string> args = {"prog", "shrink", scenario, "--seed", seed, "--out", out};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  EXPECT_EQ(cli_main(static_cast<int>(argv.size()), argv.data(), registry), 1);
+  std::ifstream in(out);
+  const std::string shrunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(shrunk.find("buggify: [the slow path]"), std::string::npos) << shrunk;
+  const auto again = cli::load_scenario(out);
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  faults::PipelineRunOptions o = again->pipeline;
+  o.seed = failing;
+  o.swarm = false;
+  const faults::RunOutcome r = faults::run_pipeline(o, registry).outcome;
+  const checkers::Verdict* v = verdict(r, "assertions");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->passed) << "the shrunk scenario does not fail";
+  // Without the pinned site the failure is gone: the site is what it needs.
+  o.buggify_sites = std::set<std::string>{};
+  EXPECT_TRUE(verdict(faults::run_pipeline(o, registry).outcome, "assertions")->passed);
+}
+
+TEST(UserCodeTest, RegisteringABadCheckOrBugSwitchIsRefused) {
+  ComputationRegistry r;
+  r.add_bug("ok-name", "");
+  EXPECT_THROW(r.add_bug("ok-name", ""), std::invalid_argument);
+  EXPECT_THROW(r.add_bug("Bad Name", ""), std::invalid_argument);
+  r.add_check("mine", counts_match_inputs);
+  EXPECT_THROW(r.add_check("mine", counts_match_inputs), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace onceflow::testing
