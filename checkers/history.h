@@ -227,7 +227,7 @@ struct PipelineHistory {
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports
   std::vector<UserAssertionRecord> user_assertions;
   // Calls of the user's code to the machine's clock or randomness, intercepted and answered
-  // from the simulation: "clock_gettime from computation C (job J, epoch E)", distinct.
+  // from the simulation: "clock_gettime from computation C (job J)", distinct, at most 16.
   std::vector<std::string> nondeterministic_calls;
 };
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,8 +90,11 @@ CLI::Validator whole(uint64_t min, uint64_t max) {
 
 // Worker processes when --jobs is not given: the cores this process may run on.
 int default_jobs() {
-  const unsigned cores = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp<uint64_t>(cores == 0 ? 1 : cores, 1, kMaxJobs));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp<int64_t>(cores, 1, static_cast<int64_t>(kMaxJobs)));
 }
 
 // A path to write to: an empty one would write nothing and say nothing.
@@ -399,9 +403,17 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
     return false;
   };
   if (!still_fails(best)) throw UsageError{"the failure does not reproduce from its scripted plan"};
+  int runs = 1;
+  // The program's own fault points: the sites that fired, pinned by name before anything else
+  // changes the run (they stay as drawn when pinning them loses the failure).
+  if (best.kind == "pipeline" && !best.pipeline.buggify_sites && !first.buggify_fired.empty()) {
+    cli::Scenario candidate = best;
+    candidate.pipeline.buggify_sites = std::set<std::string>(first.buggify_fired.begin(), first.buggify_fired.end());
+    ++runs;
+    if (still_fails(candidate)) best = std::move(candidate);
+  }
   // The crashes at fault points, written down: each a scripted point_crash at its point and
   // time, in place of the random fault points (kept only if the run does not fail without).
-  int runs = 1;
   std::string points_note;  // what became of the crashes at fault points
   bool scripted_points = false;
   if (best.kind == "pipeline" && !first.point_hits.empty()) {
@@ -429,23 +441,17 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
       points_note += "kept as random fault points (the failure did not reproduce with them scripted)";
     }
   }
-  // The user's fault points (ONCEFLOW_BUGGIFY): the sites that fired, pinned by name, then
-  // each dropped that the failure does not need.
-  if (best.kind == "pipeline" && !best.pipeline.buggify_sites) {
-    best.pipeline.buggify_sites = std::set<std::string>(first.buggify_fired.begin(), first.buggify_fired.end());
-    ++runs;
-    if (!still_fails(best)) throw UsageError{"the failure does not reproduce with the buggify sites that fired pinned"};
-  }
-  if (best.kind == "pipeline") {
-    for (const std::string& site : std::vector<std::string>(best.pipeline.buggify_sites->begin(), best.pipeline.buggify_sites->end())) {
-      cli::Scenario candidate = best;
+  // The program's own fault points (ONCEFLOW_BUGGIFY) that fired, pinned by name, then each
+  // dropped that the failure does not need.
+  if (best.pipeline.buggify_sites) {
+    cli::Scenario candidate = best;
+    for (const std::string& site : std::set<std::string>(*best.pipeline.buggify_sites)) {
+      candidate = best;
       candidate.pipeline.buggify_sites->erase(site);
       ++runs;
       if (still_fails(candidate)) best = std::move(candidate);
     }
-    if (!best.pipeline.buggify_sites->empty()) {
-      points_note += fmt::format("\n  user fault points kept: {}", best.pipeline.buggify_sites->size());
-    }
+    points_note += fmt::format("\n  user fault points (ONCEFLOW_BUGGIFY) kept: {}", best.pipeline.buggify_sites->size());
   }
   const size_t faults_before = best.scripted.faults.size();
   const uint64_t workload_before = workload_size(best);
@@ -1062,10 +1068,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
         dirs.push_back(library_dir);
       } else if (!registry.scenario_dir().empty()) {
         dirs.push_back(registry.scenario_dir());
-        if (with_library) dirs.push_back(default_library_dir());
-      } else {
-        dirs.push_back(default_library_dir());
       }
+      if (dirs.empty() || with_library) dirs.push_back(default_library_dir());
       return cmd_list(dirs, as_json);
     }
     if (library_dir.empty()) library_dir = registry.scenario_dir().empty() ? default_library_dir() : registry.scenario_dir();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -139,10 +140,30 @@ std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
   if (eo.require_probes && e.s.kind == "pipeline" && !e.tally.probes_never_hit().empty()) {
     return "probes never reached: " + joined(e.tally.probes_never_hit());
   }
-  if (eo.require_sometimes && !e.tally.assertions_never_met().empty()) {
-    return "assertions never met: " + joined(e.tally.assertions_never_met());
-  }
   return "";
+}
+
+std::string joined_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The program's `sometimes` assertions true in no scenario and `reachable` ones reached in
+// none: a site of a computation one scenario does not run is met, or not, in another.
+std::vector<std::string> never_met_anywhere(const std::vector<Explored>& all) {
+  std::map<std::string, size_t> in;
+  size_t pipelines = 0;
+  for (const Explored& e : all) {
+    if (!e.started || e.s.kind != "pipeline") continue;
+    ++pipelines;
+    for (const std::string& site : e.tally.assertions_never_met()) ++in[site];
+  }
+  std::vector<std::string> out;
+  for (const auto& [site, n] : in) {
+    if (n == pipelines) out.push_back(site);
+  }
+  return out;
 }
 
 json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explored& e) {
@@ -270,8 +291,20 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
   if (!eo.first_seed_given) {  // a fresh stream of seeds; the first line says how to rerun it
     first = mix64(static_cast<uint64_t>(wall_now()) ^ (static_cast<uint64_t>(getpid()) << 32)) % 1'000'000'000'000 + 1;
   }
-  std::signal(SIGINT, stop_continuous);
-  std::signal(SIGTERM, stop_continuous);
+  if (std::none_of(all.begin(), all.end(), [](const Explored& e) { return !e.s.demonstrates_failure; })) {
+    throw UsageError{"--continuous: every scenario named demonstrates a known-bad design (they fail by design)"};
+  }
+  const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
+  if (first > kMaxSeed - round) throw UsageError{fmt::format("--continuous: seeds from {} would pass the largest seed, {}", first, kMaxSeed)};
+  // Its own handlers while it runs, the previous ones back however it ends.
+  struct Handlers {
+    void (*interrupt)(int) = std::signal(SIGINT, stop_continuous);
+    void (*terminate)(int) = std::signal(SIGTERM, stop_continuous);
+    ~Handlers() {
+      std::signal(SIGINT, interrupt);
+      std::signal(SIGTERM, terminate);
+    }
+  } handlers;
   g_stop_continuous = 0;
   const Micros deadline = eo.time_budget_us > 0 ? start + eo.time_budget_us : -1;
   fmt::print("explore --continuous: {} scenarios, seeds from {} (rerun this stream with ONCEFLOW_SEED={}), {}; "
@@ -279,7 +312,6 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
              all.size(), first, first, deadline < 0 ? "until SIGINT or SIGTERM" : "for " + format_duration(eo.time_budget_us),
              eo.failures_dir);
   std::fflush(stdout);
-  const uint64_t round = static_cast<uint64_t>(eo.jobs) * 4;
   const std::string bug = inv.bug_name.empty() ? "" : " --bug " + inv.bug_name;
   std::set<std::pair<std::string, std::string>> known;  // (scenario, check) already written
   uint64_t seeds = 0, failures = 0, written = 0;
@@ -322,8 +354,6 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
   fmt::print("explore --continuous: {} seeds in {:.1f}s ({}), {} failed, {} new failure{} written to {}/\n", seeds,
              wall_ms_since(start) / 1e3, g_stop_continuous != 0 ? "stopped by a signal" : "time budget spent", failures,
              written, written == 1 ? "" : "s", eo.failures_dir);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
   return failures > 0 ? 1 : 0;
 }
 
@@ -427,10 +457,13 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
     as_expected += e.as_expected() ? 1 : 0;
     requirements_met &= !e.started || unmet_requirement(eo, e).empty();
   }
+  const std::vector<std::string> never_met = never_met_anywhere(all);
+  if (eo.require_sometimes && !never_met.empty()) requirements_met = false;
   if (eo.as_json) {
     if (one_file) {
       json j = explored_json(inv, eo, all[0]);
       j["peak_rss_mb"] = peak_rss_mb();
+      if (eo.require_sometimes && !never_met.empty()) j["unmet_requirement"] = "assertions never met: " + joined_names(never_met);
       fmt::print("{}\n", j.dump(2));
     } else {
       json scenarios = json::array();
@@ -439,6 +472,7 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
                               {"explored", all.size()},
                               {"as_expected", as_expected},
                               {"not_as_expected", all.size() - as_expected},
+                              {"assertions_never_met", never_met},
                               {"peak_rss_mb", peak_rss_mb()},
                               {"wall_ms", wall_ms}}
                              .dump(2));
@@ -451,6 +485,10 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
       fmt::print("  {:<48} {:>8} seeds  {:>6} failed  {}{}\n", e.s.path, e.ran(), e.failed(), e.outcome(),
                  unmet.empty() ? "" : "; " + unmet);
     }
+  }
+  if (!eo.as_json && !never_met.empty()) {
+    fmt::print("\n{}: {} ({})\n", all.size() > 1 ? "assertions met in no scenario" : "assertions never met",
+               joined_names(never_met), eo.require_sometimes ? "--require-sometimes: exit 1" : "a coverage gap");
   }
   if (junit.is_open()) {
     write_junit(junit, inv, eo, all, wall_ms);

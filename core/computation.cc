@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/engine.h"
+
 #include <algorithm>
 #include <cassert>
 #include <stdexcept>
@@ -83,8 +85,20 @@ std::vector<std::string> ComputationRegistry::names() const {
   return out;
 }
 
+const std::vector<std::string>& builtin_check_names() {
+  static const std::vector<std::string> names = {"delivery", "state",  "consumption", "re-execution", "fencing",
+                                                 "controller", "delivery-callback", "timers", "ordering",
+                                                 "swift-determinism", "lifecycle", "layout", "liveness",
+                                                 "assertions", "determinism"};
+  return names;
+}
+
 void ComputationRegistry::add_check(const std::string& name, UserCheck check) {
   if (name.empty() || !check) throw std::invalid_argument("add_check: a check needs a name and a function");
+  const auto& builtin = builtin_check_names();
+  if (std::find(builtin.begin(), builtin.end(), name) != builtin.end()) {
+    throw std::invalid_argument(fmt::format("add_check: '{}' is a built-in check's name", name));
+  }
   for (const auto& [known, c] : checks_) {
     if (known == name) throw std::invalid_argument(fmt::format("add_check: '{}' is registered already", name));
   }
@@ -97,6 +111,8 @@ void ComputationRegistry::add_bug(const std::string& name, std::string descripti
   });
   if (!well_formed) throw std::invalid_argument(fmt::format("add_bug: '{}' is not 1 to 64 of a-z, 0-9 and -", name));
   if (bug(name) != nullptr) throw std::invalid_argument(fmt::format("add_bug: '{}' is registered already", name));
+  BugSwitches engine;
+  if (engine.enable(name)) throw std::invalid_argument(fmt::format("add_bug: '{}' is an engine bug switch's name", name));
   bugs_.push_back({name, std::move(description)});
 }
 

@@ -149,6 +149,10 @@ class CollectingOutput final : public OutputCollector {
 
 using ProcessFunctionFactory = std::function<std::unique_ptr<ProcessFunction>()>;
 
+// The names of the built-in checks (checkers/pipeline_checks.h and `determinism`), which a
+// check of a program's own may not take.
+const std::vector<std::string>& builtin_check_names();
+
 class ComputationRegistry;
 // The state and external tables `computation`'s function binds at init (what it may write).
 // REQUIRES: its function is registered.
@@ -188,10 +192,11 @@ class ComputationRegistry {
   std::unique_ptr<ProcessFunction> create(std::string_view name) const;
   std::vector<std::string> names() const;
 
-  // REQUIRES: the name is new and not a built-in check's.
+  // std::invalid_argument when the name is empty, taken, or a built-in check's.
   void add_check(const std::string& name, UserCheck check);
   const std::vector<std::pair<std::string, UserCheck>>& checks() const { return checks_; }
-  // REQUIRES: the name is new, made of [a-z0-9-], and not an engine bug switch's.
+  // std::invalid_argument unless the name is new, 1 to 64 of [a-z0-9-], and not an engine bug
+  // switch's.
   void add_bug(const std::string& name, std::string description);
   const std::vector<UserBug>& bugs() const { return bugs_; }
   const UserBug* bug(std::string_view name) const;

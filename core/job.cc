@@ -327,7 +327,7 @@ class Job::EpochTx final : public StateBackend {
   Micros watermark_before = 0;  // the job's low watermark as the epoch began
   EngineObserver::Epoch record;
   bool observed = false;  // an observer reads `record`: state reads are recorded too
-  uint32_t buggify_calls = 0;  // ONCEFLOW_BUGGIFY calls of the function so far (core/user_code.h)
+  std::map<uint32_t, uint32_t> buggify_calls;  // ONCEFLOW_BUGGIFY calls so far, per site (core/user_code.h)
   std::set<std::pair<std::string, uint64_t>> state_read;  // (table, key) in record.state_reads
   StreamWrites stream_out;                   // what the epoch emits into streams
   std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)

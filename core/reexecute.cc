@@ -59,7 +59,12 @@ struct Reexecution::Impl {
   // changes them).
   std::map<std::string, std::map<std::string, TimerValue>> timers;
 
-  const UserCall* call = nullptr;  // the epoch being re-executed, as user code sees it
+  // The epoch being re-executed, while next() runs: what user code is told of its calls.
+  const CommittedEpoch* epoch = nullptr;
+  std::map<uint32_t, uint32_t>* buggify_calls = nullptr;
+  UserCall call_for(uint64_t message, uint64_t key, bool timer) const {
+    return UserCall{epoch->computation, epoch->job, 0, message, key, timer, epoch->now, epoch->random_seed, buggify_calls, true};
+  }
 
   Impl(const PipelineSpec& s, const ComputationRegistry& r) : spec(s), registry(r) {}
 
@@ -94,7 +99,8 @@ struct Reexecution::Impl {
                OutputBatches* batches, ReexecutedEpoch& out) {
     CollectingOutput emitted(c, m.key, m.event_ts);
     {
-      const user_code::CallScope scope(*call);
+      const UserCall call = call_for(m.id, m.key, false);
+      const user_code::CallScope scope(call);
       f.process_message(m, emitted, context);
     }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
@@ -129,7 +135,8 @@ struct Reexecution::Impl {
     const std::string firing = timer_firing(fired.row, value.creation);
     CollectingOutput emitted(c, t.key, t.event_ts);
     {
-      const user_code::CallScope scope(*call);
+      const UserCall call = call_for(0, t.key, true);
+      const user_code::CallScope scope(call);
       f.process_timer(t, emitted, context);
     }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
@@ -153,11 +160,19 @@ ReexecutedEpoch Reexecution::next(const CommittedEpoch& e) {
   for (const auto& read : e.state_reads) out.state_before.push_back(impl_->backend.get(read.table, read.key));
   ProcessFunction& f = impl_->function_of(e, *c);
   FixedContext context(e.now, e.random_seed);
-  // The function's ONCEFLOW_BUGGIFY calls get the answers the recorded epoch got (they are
-  // drawn from its seed and their order); its assertions were counted when it ran.
-  uint32_t buggify_calls = 0;
-  const UserCall call{c->name, e.job, 0, 0, 0, false, e.now, e.random_seed, &buggify_calls, true};
-  impl_->call = &call;
+  // The function's calls are marked as the engine marked them (the same message, key, time
+  // and seed, a fresh count of buggify calls per site), so ONCEFLOW_BUGGIFY and an intercepted
+  // clock or random number answer as they did; its assertions were counted when it ran.
+  std::map<uint32_t, uint32_t> buggify_calls;
+  impl_->epoch = &e;
+  impl_->buggify_calls = &buggify_calls;
+  struct Done {
+    Impl& impl;
+    ~Done() {
+      impl.epoch = nullptr;
+      impl.buggify_calls = nullptr;
+    }
+  } done{*impl_};
   const bool batching = c->type == ComputationType::kSwiftMap && c->allow_batching_with_relaxed_guarantees;
   OutputBatches batches;
   size_t fired = 0;

@@ -83,7 +83,7 @@ CallPause::CallPause() : previous_(t_call) { t_call = nullptr; }
 CallPause::~CallPause() { t_call = previous_; }
 
 bool buggify_fires(uint32_t site, const UserCall& call) {
-  const uint32_t ordinal = call.buggify_calls != nullptr ? (*call.buggify_calls)++ : 0;
+  const uint32_t ordinal = call.buggify_calls != nullptr ? (*call.buggify_calls)[site]++ : 0;
   const uint64_t draw = mix64(call.random_seed ^ mix64(hash_bytes(user_code::site(site).name) + ordinal));
   return (draw >> 62) == 0;  // one call in four
 }

@@ -24,7 +24,8 @@
 // ONCEFLOW_BUGGIFY(name) is true on some seeds at some calls, in simulation only, before the
 // faults heal: a quarter of the sites are enabled per seed (drawn from the seed and the name),
 // and an enabled site fires at a quarter of its calls (drawn from the epoch's seed and the
-// call's place in the epoch, so re-executing the epoch gives the same answers). Never true in
+// call's place among the site's calls in the epoch, so re-executing the epoch gives the same
+// answers). Never true in
 // `onceflow real`. Its firings are reported as the effects of the `buggify` fault kind.
 //
 // ONCEFLOW_BUG(name) is true while a run has the bug switch `name` on (`--bug name`,
@@ -32,7 +33,7 @@
 // `mutants` know it. Never true in `onceflow real`.
 //
 // These act inside process_message and process_timer (and for bug switches, wherever the run
-// calls your function). Elsewhere they count nothing and return false. In a simulated run,
+// calls your function; not in init()). Elsewhere they count nothing and return false. In a simulated run,
 // your code's calls to the machine's clock or randomness (clock_gettime, gettimeofday, time,
 // std::chrono's clocks, rand, random, getrandom, getentropy, std::random_device) are answered
 // from the simulation and fail the run's `determinism` check naming the call and the
@@ -42,6 +43,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,7 +71,9 @@ struct UserCall {
   bool timer = false;
   int64_t now = 0;           // the epoch's system time
   uint64_t random_seed = 0;  // the epoch's seed
-  uint32_t* buggify_calls = nullptr;  // this epoch's ONCEFLOW_BUGGIFY calls so far
+  // This epoch's ONCEFLOW_BUGGIFY calls so far, per site: a site's answers depend on its own
+  // calls only, not on which other sites are enabled.
+  std::map<uint32_t, uint32_t>* buggify_calls = nullptr;
   bool replay = false;  // re-executing a committed epoch: assertions are not counted again
   mutable uint32_t intercepted = 0;  // calls to the machine's clock or randomness answered so far
 };

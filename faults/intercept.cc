@@ -12,10 +12,12 @@
 #include <sys/random.h>
 #include <sys/time.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "core/env/random.h"
 #include "core/user_code.h"
@@ -27,12 +29,18 @@ bool interception_linked() { return true; }
 
 namespace {
 
-// Whether `caller` lies in a memory allocator (jemalloc, mimalloc, tcmalloc time their
-// purges with the clock): its calls are the process's, not the user's.
+// Whether `caller` lies in a memory allocator's library (jemalloc, mimalloc, tcmalloc time
+// their purges with the clock): its calls are the process's, not the user's. An allocator
+// linked statically into the program is not told apart.
 bool in_allocator(const void* caller) {
   Dl_info info{};
   if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
-  return std::strstr(info.dli_fname, "malloc") != nullptr;
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  const char* base = slash == nullptr ? info.dli_fname : slash + 1;
+  for (const char* lib : {"libjemalloc", "libmimalloc", "libtcmalloc"}) {
+    if (std::strncmp(base, lib, std::strlen(lib)) == 0) return true;
+  }
+  return false;
 }
 
 // The call being intercepted, or null when the real function answers. `caller`: the
@@ -57,62 +65,112 @@ void simulated_fill(const UserCall& call, void* buffer, size_t length) {
     std::memcpy(out + i, &bits, length - i < 8 ? length - i : 8);
   }
 }
+// The epoch's time as seconds and a non-negative remainder (a skewed clock may be negative).
+std::pair<int64_t, int64_t> split_micros(int64_t us) {
+  const int64_t seconds = us / 1'000'000 - (us % 1'000'000 < 0 ? 1 : 0);
+  return {seconds, us - seconds * 1'000'000};
+}
+
+// The functions interposed, found once when the program loads (not at a first call, which an
+// allocator might make from inside dlsym's own allocation). Null where the C library has no
+// such function (or in a static program): then the system call answers.
+struct RealFunctions {
+  int (*clock_gettime)(clockid_t, struct timespec*) = nullptr;
+  int (*gettimeofday)(struct timeval*, void*) = nullptr;
+  time_t (*time)(time_t*) = nullptr;
+  int (*rand)() = nullptr;
+  long (*random)() = nullptr;
+  ssize_t (*getrandom)(void*, size_t, unsigned int) = nullptr;
+  int (*getentropy)(void*, size_t) = nullptr;
+  uint32_t (*arc4random)() = nullptr;
+  unsigned int (*random_device_getval)(void*) = nullptr;
+};
+RealFunctions g_real;
 
 template <typename F>
-F real(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+void find(F& slot, const char* name) {
+  slot = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+__attribute__((constructor)) void find_real_functions() {
+  find(g_real.clock_gettime, "clock_gettime");
+  find(g_real.gettimeofday, "gettimeofday");
+  find(g_real.time, "time");
+  find(g_real.rand, "rand");
+  find(g_real.random, "random");
+  find(g_real.getrandom, "getrandom");
+  find(g_real.getentropy, "getentropy");
+  find(g_real.arc4random, "arc4random");
+  find(g_real.random_device_getval, "_ZNSt13random_device9_M_getvalEv");
+}
+
+// The kernel's random bits, for a function the C library did not give.
+uint64_t kernel_bits() {
+  uint64_t bits = 0;
+  (void)syscall(SYS_getrandom, &bits, sizeof bits, 0);
+  return bits;
 }
 
 }  // namespace
 }  // namespace onceflow::faults
 
+using onceflow::faults::g_real;
 using onceflow::faults::intercepting;
-using onceflow::faults::real;
+using onceflow::faults::kernel_bits;
 using onceflow::faults::simulated_bits;
 using onceflow::faults::simulated_fill;
+using onceflow::faults::split_micros;
 
 extern "C" {
 
 int clock_gettime(clockid_t clock, struct timespec* ts) noexcept {
   if (const onceflow::UserCall* call = intercepting("clock_gettime", __builtin_return_address(0))) {
-    ts->tv_sec = call->now / 1'000'000;  // declared nonnull
-    ts->tv_nsec = (call->now % 1'000'000) * 1000;
+    const auto [seconds, micros] = split_micros(call->now);  // ts: declared nonnull
+    ts->tv_sec = seconds;
+    ts->tv_nsec = micros * 1000;
     return 0;
   }
-  static const auto f = real<int (*)(clockid_t, struct timespec*)>("clock_gettime");
-  return f(clock, ts);
+  if (g_real.clock_gettime != nullptr) return g_real.clock_gettime(clock, ts);
+  return static_cast<int>(syscall(SYS_clock_gettime, clock, ts));
 }
 
 int gettimeofday(struct timeval* tv, void* tz) noexcept {
   if (const onceflow::UserCall* call = intercepting("gettimeofday", __builtin_return_address(0))) {
-    tv->tv_sec = call->now / 1'000'000;  // declared nonnull
-    tv->tv_usec = call->now % 1'000'000;
+    const auto [seconds, micros] = split_micros(call->now);  // tv: declared nonnull
+    tv->tv_sec = seconds;
+    tv->tv_usec = micros;
     return 0;
   }
-  static const auto f = real<int (*)(struct timeval*, void*)>("gettimeofday");
-  return f(tv, tz);
+  if (g_real.gettimeofday != nullptr) return g_real.gettimeofday(tv, tz);
+  return static_cast<int>(syscall(SYS_gettimeofday, tv, tz));
 }
 
 time_t time(time_t* out) noexcept {
+  time_t t = 0;
   if (const onceflow::UserCall* call = intercepting("time", __builtin_return_address(0))) {
-    const time_t t = call->now / 1'000'000;
-    if (out != nullptr) *out = t;
-    return t;
+    t = split_micros(call->now).first;
+  } else if (g_real.time != nullptr) {
+    return g_real.time(out);
+  } else {
+    struct timespec ts {};
+    (void)syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+    t = ts.tv_sec;
   }
-  static const auto f = real<time_t (*)(time_t*)>("time");
-  return f(out);
+  if (out != nullptr) *out = t;
+  return t;
 }
 
 int rand() noexcept {
-  if (const onceflow::UserCall* call = intercepting("rand", __builtin_return_address(0))) return static_cast<int>(simulated_bits(*call) >> 33);
-  static const auto f = real<int (*)()>("rand");
-  return f();
+  if (const onceflow::UserCall* call = intercepting("rand", __builtin_return_address(0))) {
+    return static_cast<int>(simulated_bits(*call) >> 33);
+  }
+  return g_real.rand != nullptr ? g_real.rand() : static_cast<int>(kernel_bits() >> 33);
 }
 
 long random() noexcept {
-  if (const onceflow::UserCall* call = intercepting("random", __builtin_return_address(0))) return static_cast<long>(simulated_bits(*call) >> 33);
-  static const auto f = real<long (*)()>("random");
-  return f();
+  if (const onceflow::UserCall* call = intercepting("random", __builtin_return_address(0))) {
+    return static_cast<long>(simulated_bits(*call) >> 33);
+  }
+  return g_real.random != nullptr ? g_real.random() : static_cast<long>(kernel_bits() >> 33);
 }
 
 ssize_t getrandom(void* buffer, size_t length, unsigned int flags) {
@@ -120,8 +178,8 @@ ssize_t getrandom(void* buffer, size_t length, unsigned int flags) {
     simulated_fill(*call, buffer, length);
     return static_cast<ssize_t>(length);
   }
-  static const auto f = real<ssize_t (*)(void*, size_t, unsigned int)>("getrandom");
-  return f(buffer, length, flags);
+  if (g_real.getrandom != nullptr) return g_real.getrandom(buffer, length, flags);
+  return syscall(SYS_getrandom, buffer, length, flags);
 }
 
 int getentropy(void* buffer, size_t length) {
@@ -129,22 +187,24 @@ int getentropy(void* buffer, size_t length) {
     simulated_fill(*call, buffer, length);
     return 0;
   }
-  static const auto f = real<int (*)(void*, size_t)>("getentropy");
-  return f(buffer, length);
+  if (g_real.getentropy != nullptr) return g_real.getentropy(buffer, length);
+  return syscall(SYS_getrandom, buffer, length, 0) == static_cast<long>(length) ? 0 : -1;
 }
 
 uint32_t arc4random() noexcept {
-  if (const onceflow::UserCall* call = intercepting("arc4random", __builtin_return_address(0))) return static_cast<uint32_t>(simulated_bits(*call));
-  static const auto f = real<uint32_t (*)()>("arc4random");
-  return f();
+  if (const onceflow::UserCall* call = intercepting("arc4random", __builtin_return_address(0))) {
+    return static_cast<uint32_t>(simulated_bits(*call));
+  }
+  return g_real.arc4random != nullptr ? g_real.arc4random() : static_cast<uint32_t>(kernel_bits());
 }
 
 // std::random_device::operator() (libstdc++): it may read the CPU's RDRAND, which no C
 // library call sees.
 unsigned int _ZNSt13random_device9_M_getvalEv(void* self) {
-  if (const onceflow::UserCall* call = intercepting("std::random_device", __builtin_return_address(0))) return static_cast<unsigned int>(simulated_bits(*call));
-  static const auto f = real<unsigned int (*)(void*)>("_ZNSt13random_device9_M_getvalEv");
-  return f(self);
+  if (const onceflow::UserCall* call = intercepting("std::random_device", __builtin_return_address(0))) {
+    return static_cast<unsigned int>(simulated_bits(*call));
+  }
+  return g_real.random_device_getval != nullptr ? g_real.random_device_getval(self) : static_cast<unsigned int>(kernel_bits());
 }
 
 }  // extern "C"

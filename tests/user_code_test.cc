@@ -10,8 +10,11 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <algorithm>
 #include <map>
 #include <random>
+#include <sys/random.h>
+#include <cstdlib>
 
 #include "checkers/history.h"
 #include "cli/cli.h"
@@ -74,7 +77,10 @@ class StampsTheMachine final : public ProcessFunction {
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
     std::random_device device;
     const auto now = std::chrono::system_clock::now().time_since_epoch().count();
-    out.add_message(m.key, fmt::format("{} at {} / {} lucky {}", m.payload, std::time(nullptr), now, device()));
+    unsigned char entropy[4] = {};
+    (void)getrandom(entropy, sizeof entropy, 0);
+    out.add_message(m.key, fmt::format("{} at {} / {} lucky {} {} {}", m.payload, std::time(nullptr), now, device(),
+                                       std::rand(), entropy[0]));
   }
 };
 
@@ -240,9 +246,14 @@ TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndF
   ASSERT_NE(v, nullptr) << "a computation reading the machine's clock passed";
   EXPECT_FALSE(v->passed);
   for (const char* call : {"clock_gettime from computation LongestSoFar", "time from computation LongestSoFar",
-                           "std::random_device from computation LongestSoFar"}) {
+                           "std::random_device from computation LongestSoFar", "rand from computation LongestSoFar",
+                           "getrandom from computation LongestSoFar"}) {
     EXPECT_NE(v->detail.find(call), std::string::npos) << call << " in " << v->detail;
   }
+  // The re-execution, which calls the function again, gets the same answers: only the
+  // determinism check names the calls.
+  ASSERT_NE(verdict(a, "re-execution"), nullptr);
+  EXPECT_TRUE(verdict(a, "re-execution")->passed) << verdict(a, "re-execution")->detail;
   // Answered from the simulation: the run is the same every time, so it can be replayed.
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.content_hash, b.content_hash);
@@ -294,6 +305,26 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   EXPECT_TRUE(verdict(faults::run_pipeline(o, registry).outcome, "assertions")->passed);
 }
 
+// A site's answers depend on its own calls only: pinning or dropping another site (as shrink
+// does) leaves them as they were.
+TEST(UserCodeTest, ASitesBuggifyAnswersDoNotDependOnOtherSites) {
+  const uint32_t a = user_code::register_site("test: site a", UserSiteKind::kBuggify, __FILE__, __LINE__);
+  const uint32_t b = user_code::register_site("test: site b", UserSiteKind::kBuggify, __FILE__, __LINE__);
+  std::map<uint32_t, uint32_t> alone_calls, mixed_calls;
+  const UserCall alone{"C", "computation/C/0", 1, 7, 7, false, 0, 99, &alone_calls, false};
+  const UserCall mixed{"C", "computation/C/0", 1, 7, 7, false, 0, 99, &mixed_calls, false};
+  std::vector<bool> by_itself, among_others;
+  for (int i = 0; i < 64; ++i) {
+    by_itself.push_back(user_code::buggify_fires(a, alone));
+    (void)user_code::buggify_fires(b, mixed);
+    among_others.push_back(user_code::buggify_fires(a, mixed));
+  }
+  EXPECT_EQ(by_itself, among_others);
+  const auto fired = std::count(by_itself.begin(), by_itself.end(), true);
+  EXPECT_GT(fired, 4);   // about a quarter of 64
+  EXPECT_LT(fired, 32);
+}
+
 TEST(UserCodeTest, RegisteringABadCheckOrBugSwitchIsRefused) {
   ComputationRegistry r;
   r.add_bug("ok-name", "");
@@ -301,6 +332,9 @@ TEST(UserCodeTest, RegisteringABadCheckOrBugSwitchIsRefused) {
   EXPECT_THROW(r.add_bug("Bad Name", ""), std::invalid_argument);
   r.add_check("mine", counts_match_inputs);
   EXPECT_THROW(r.add_check("mine", counts_match_inputs), std::invalid_argument);
+  EXPECT_THROW(r.add_check("delivery", counts_match_inputs), std::invalid_argument);
+  EXPECT_THROW(r.add_check("determinism", counts_match_inputs), std::invalid_argument);
+  EXPECT_THROW(r.add_bug("no-lease-prerequisite", ""), std::invalid_argument);
 }
 
 }  // namespace
