@@ -612,7 +612,8 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   const Status applied = apply_knobs(knobs, spec, wo.engine);
   assert(applied.is_ok());  // explicit knobs are checked when the scenario is loaded
   (void)applied;
-  SimUserCode user_code({o.seed, o.swarm || o.fault_points_when_scripted, o.buggify_sites, o.heal_at_us, o.user_bugs});
+  SimUserCode user_code({o.seed, o.swarm || o.fault_points_when_scripted || o.buggify_when_scripted, o.buggify_sites,
+                         o.heal_at_us, o.user_bugs});
   const onceflow::user_code::HooksScope user_code_scope(interception_linked() ? &user_code : nullptr);
   PipelineWorld world(spec, registry, wo);
   user_code.watch(&world.world());

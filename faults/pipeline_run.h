@@ -47,6 +47,7 @@ struct PipelineRunOptions {
   // `buggify` list); else drawn from the seed whenever fault points are (swarm, or
   // fault_points_when_scripted).
   std::optional<std::set<std::string>> buggify_sites;
+  bool buggify_when_scripted = false;  // draw buggify sites from the seed in a scripted run too
   std::set<FaultKind> inert_faults;  // faults of these kinds do nothing (checking the effects)
   // Knobs (faults/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
   // from the seed.

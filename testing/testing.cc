@@ -160,6 +160,8 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   o.heal_at_us = c.plan.heal_at_us;
   o.liveness_bound_us = c.liveness_bound_us;
   o.bugs = c.bugs;
+  o.user_bugs = c.user_bugs;
+  o.buggify_when_scripted = c.buggify;
 
   const std::string file = (std::filesystem::path(repro_dir()) / file_name(name)).string();
   const std::string replay = fmt::format("{} run {} --seed {}{}", cli::program_name(), file, c.seed,
@@ -181,6 +183,9 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   s.scripted = c.plan;
   s.pipeline = o;
   s.pipeline_path = c.spec_path;
+  // The sites that fired, pinned: the file runs as this case did (a site's answers depend on
+  // its own calls only).
+  s.pipeline.buggify_sites = std::set<std::string>(run.outcome.buggify_fired.begin(), run.outcome.buggify_fired.end());
   for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, faults::default_guarantee(sink));
   std::ofstream out(file);
   if (out) {
@@ -209,7 +214,9 @@ CaseResult check_under_faults(const std::string& spec_path, const ComputationReg
   c.workers = options.workers;
   c.guarantees = options.guarantees;
   c.bugs = options.bugs;
+  c.user_bugs = options.user_bugs;
   c.bug_name = options.bug_name;
+  c.buggify = options.buggify;
   c.workload = *gen::workload(options.max_messages).as("workload");
   c.plan = *gen::fault_plan(plan_targets(*spec, c.workers, c.spare_workers), options.plan).as("faults");
   c.seed = *rc::gen::inRange<uint64_t>(1, 1'000'000).as("seed");

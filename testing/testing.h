@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,8 +72,12 @@ struct PipelineCase {
   int spare_workers = 1;
   std::map<std::string, checkers::Guarantee> guarantees;  // unset sinks: from the spec
   BugSwitches bugs;
+  std::set<std::string> user_bugs;  // the program's own switches on (ComputationRegistry::add_bug)
   std::string bug_name;  // for the replay command
   Micros liveness_bound_us = 0;  // 0: faults::liveness_bound_rule
+  // The program's ONCEFLOW_BUGGIFY sites, a quarter of them enabled as drawn from the seed (a
+  // failing case's file pins those that fired, so it replays the same).
+  bool buggify = true;
 };
 
 struct CaseResult {
@@ -93,7 +98,9 @@ struct FaultOptions {
   int workers = 3;
   std::map<std::string, checkers::Guarantee> guarantees;  // unset sinks: from the spec
   BugSwitches bugs;  // to show that the property can fail
+  std::set<std::string> user_bugs;  // the program's own bug switches (ComputationRegistry::add_bug)
   std::string bug_name;
+  bool buggify = true;  // the program's ONCEFLOW_BUGGIFY sites fire on some cases
 };
 
 // Inside a RapidCheck property: draws a workload, a fault plan and a seed, runs `spec_path`

@@ -18,6 +18,7 @@
 
 #include "checkers/history.h"
 #include "cli/cli.h"
+#include "testing/testing.h"
 #include "tests/scenario_runs.h"
 
 namespace onceflow::testing {
@@ -261,20 +262,35 @@ TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndF
   EXPECT_GT(std::time(nullptr), 1'700'000'000);
 }
 
+// The slow-path pipeline's spec and a swarm scenario for it, written to the test's temp dir.
+struct SlowPathFiles {
+  std::string spec, scenario;
+};
+SlowPathFiles slow_path_files() {
+  const std::string dir = ::testing::TempDir();
+  SlowPathFiles f{dir + "/slow_path_pipeline.yaml", dir + "/slow_path.yaml"};
+  std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/longest_so_far.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "processing_function: LongestSoFar";
+  text.replace(text.find(from), from.size(), "processing_function: LosesWordsOnTheSlowPath");
+  std::ofstream(f.spec) << text;
+  std::ofstream(f.scenario) << "name: slow-path\nkind: pipeline\npipeline: " << f.spec
+                            << "\nworkload: {messages: 200, keys: 8, interval: 5ms}\nfaults: {swarm: true, heal_at: 3s}\n";
+  return f;
+}
+
+int run_cli(const ComputationRegistry& registry, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return cli_main(static_cast<int>(argv.size()), argv.data(), registry);
+}
+
 // shrink keeps the user's fault points a failure needs, pinned by name, like the engine's.
 TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   const ComputationRegistry registry = user_registry();
-  const std::string dir = ::testing::TempDir();
-  const std::string spec = dir + "/slow_path_pipeline.yaml", scenario = dir + "/slow_path.yaml", out = dir + "/slow_path_shrunk.yaml";
-  {
-    std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/longest_so_far.yaml");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string from = "processing_function: LongestSoFar";
-    text.replace(text.find(from), from.size(), "processing_function: LosesWordsOnTheSlowPath");
-    std::ofstream(spec) << text;
-    std::ofstream(scenario) << "name: slow-path\nkind: pipeline\npipeline: " << spec
-                            << "\nworkload: {messages: 200, keys: 8, interval: 5ms}\nfaults: {swarm: true, heal_at: 3s}\n";
-  }
+  const SlowPathFiles files = slow_path_files();
+  const std::string& scenario = files.scenario;
+  const std::string out = ::testing::TempDir() + "/slow_path_shrunk.yaml";
   uint64_t failing = 0;
   for (uint64_t seed = 1; seed <= 40 && failing == 0; ++seed) {
     faults::PipelineRunOptions o = cli::load_scenario(scenario)->pipeline;
@@ -283,11 +299,7 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
     if (!faults::run_pipeline(o, registry).outcome.passed) failing = seed;
   }
   ASSERT_NE(failing, 0u) << "no seed enabled the slow path in 40";
-  const std::string seed = std::to_string(failing);
-  std::vector<std::string> args = {"prog", "shrink", scenario, "--seed", seed, "--out", out};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  EXPECT_EQ(cli_main(static_cast<int>(argv.size()), argv.data(), registry), 1);
+  EXPECT_EQ(run_cli(registry, {"prog", "shrink", scenario, "--seed", std::to_string(failing), "--out", out}), 1);
   std::ifstream in(out);
   const std::string shrunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(shrunk.find("buggify: [the slow path]"), std::string::npos) << shrunk;
@@ -303,6 +315,45 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   // Without the pinned site the failure is gone: the site is what it needs.
   o.buggify_sites = std::set<std::string>{};
   EXPECT_TRUE(verdict(faults::run_pipeline(o, registry).outcome, "assertions")->passed);
+}
+
+// The testing helpers fire the program's fault points too, and a failing case's file pins the
+// sites that fired, so its replay line reproduces it.
+TEST(UserCodeTest, APropertyCaseFiresBuggifyAndItsReplayFileReproducesIt) {
+  const ComputationRegistry registry = user_registry();
+  const SlowPathFiles files = slow_path_files();
+  ::setenv("ONCEFLOW_REPRO_DIR", ::testing::TempDir().c_str(), 1);
+  testing::CaseResult failed;
+  uint64_t seed = 0;
+  for (uint64_t s = 1; s <= 60 && failed.replay_file.empty(); ++s) {
+    testing::PipelineCase c;
+    c.spec_path = files.spec;
+    c.workload.messages = 100;
+    c.workload.keys = 4;
+    c.plan.heal_at_us = 3 * kSeconds;
+    c.seed = s;
+    const testing::CaseResult r = testing::run_case(c, registry, "slow-path-case");
+    if (!r.passed) {
+      failed = r;
+      seed = s;
+    }
+  }
+  ::unsetenv("ONCEFLOW_REPRO_DIR");
+  ASSERT_FALSE(failed.replay_file.empty()) << "no case in 60 seeds fired the slow path";
+  EXPECT_NE(failed.failures.find("the slow path drops a word"), std::string::npos) << failed.failures;
+  std::ifstream in(failed.replay_file);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(file.find("buggify: [the slow path]"), std::string::npos) << file;
+  EXPECT_EQ(run_cli(registry, {"prog", "run", failed.replay_file, "--seed", std::to_string(seed)}), 1);
+  // Without the program's fault points the same case passes.
+  testing::PipelineCase c;
+  c.spec_path = files.spec;
+  c.workload.messages = 100;
+  c.workload.keys = 4;
+  c.plan.heal_at_us = 3 * kSeconds;
+  c.seed = seed;
+  c.buggify = false;
+  EXPECT_TRUE(testing::run_case(c, registry, "slow-path-case-quiet").passed);
 }
 
 // A site's answers depend on its own calls only: pinning or dropping another site (as shrink
