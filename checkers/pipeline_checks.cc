@@ -86,14 +86,18 @@ struct OutputDiff {
 
 OutputDiff diff_outputs(const ItemCounts& want, const ItemCounts& got) {
   OutputDiff diff;
+  size_t wanted_total = 0;
+  std::string first;
   for (const auto& [item, wanted] : want) {
+    wanted_total += wanted;
     auto it = got.find(item);
     const size_t have = it == got.end() ? 0 : it->second;
     if (have >= wanted) continue;
     diff.missing_total += wanted - have;
-    if (diff.first_missing.empty()) {
-      diff.first_missing = fmt::format("lost-write: missing {} delivered {} of {} times", shown(item), have, wanted);
-    }
+    if (first.empty()) first = fmt::format("{} delivered {} of {} times", shown(item), have, wanted);
+  }
+  if (diff.missing_total > 0) {
+    diff.first_missing = fmt::format("lost-write: {} of {} outputs missing; first: {}", diff.missing_total, wanted_total, first);
   }
   for (const auto& [item, have] : got) {
     auto it = want.find(item);

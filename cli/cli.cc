@@ -289,7 +289,8 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"trace_excerpt", trace_excerpt(r)}};
 }
 
-void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
+void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms,
+               bool with_excerpt) {
   fmt::print("scenario {} seed {}: {}\n", s.path, r.seed, r.passed ? "PASS" : "FAIL");
   fmt::print("  trace_hash {}  events {}  simulated {:.3f}s  wall {:.0f}ms\n", hex(r.trace_hash),
              r.events, static_cast<double>(r.sim_time_us) / 1e6, wall_ms);
@@ -307,6 +308,7 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
   }
   if (r.passed) return;
   fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
+  if (!with_excerpt) return;
   const auto excerpt = trace_excerpt(r);
   if (!excerpt.empty()) fmt::print("  trace excerpt ({} lines):\n", excerpt.size());
   for (const auto& line : excerpt) fmt::print("    {}\n", line);
@@ -328,6 +330,7 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
     for (const auto& line : r.trace) out << line << '\n';
   }
   if (replay != nullptr) {
+    if (const std::string unknown = replay->unknown_in(r.trace); !unknown.empty()) throw UsageError{unknown};
     fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
     std::vector<const std::string*> shown;
     for (const auto& line : r.trace) {
@@ -343,7 +346,7 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   if (as_json) {
     fmt::print("{}\n", run_json(inv, s, r, swarm, wall_ms).dump(2));
   } else {
-    print_run(inv, s, r, swarm, wall_ms);
+    print_run(inv, s, r, swarm, wall_ms, replay == nullptr);  // replay printed the trace already
   }
   return r.passed ? kExitPass : kExitViolation;
 }

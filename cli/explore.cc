@@ -110,7 +110,8 @@ std::vector<std::string> ExploreTally::kinds_without_effect() const {
 std::vector<std::string> ExploreTally::probes_never_hit() const {
   std::vector<std::string> out;
   for (const ProbeInfo& p : kProbes) {
-    if (probe_seeds_.count(std::string(p.name)) == 0) out.emplace_back(p.name);
+    const std::string name(p.name);
+    if (probe_seeds_.count(name) == 0 && out_of_reach_.count(name) == 0) out.push_back(name);
   }
   return out;
 }
@@ -150,6 +151,7 @@ json ExploreTally::effects_json() const {
   json probes = json::object();
   for (const auto& [name, n] : probe_seeds_) probes[name] = n;
   return json{{"faults", kinds}, {"probes_hit", probes}, {"probes_never_hit", probes_never_hit()},
+              {"probes_out_of_reach", out_of_reach_},
               {"kinds_without_effect", kinds_without_effect()}};
 }
 
@@ -191,7 +193,9 @@ void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
   }
   if (!probes_apply) return;
   const std::vector<std::string> never = probes_never_hit();
-  fmt::print("\n  probes reached: {} of {}", kProbeCount - never.size(), kProbeCount);
+  const size_t reachable = kProbeCount - out_of_reach_.size();
+  fmt::print("\n  probes reached: {} of the {} this scenario can reach", reachable - never.size(), reachable);
+  if (!out_of_reach_.empty()) fmt::print(" ({} of {} are out of its reach)", out_of_reach_.size(), kProbeCount);
   if (!never.empty()) {
     std::string names;
     for (const std::string& n : never) names += (names.empty() ? "" : ", ") + n;

@@ -50,8 +50,11 @@ class ExploreTally {
   // Fault kinds configured or drawn in some seed that had no effect in any: the injector of
   // such a kind may have stopped injecting.
   std::vector<std::string> kinds_without_effect() const;
-  // Probes (core/probes.h) no seed reached.
+  // Probes (core/probes.h) no seed reached, among those the scenario can reach.
   std::vector<std::string> probes_never_hit() const;
+  // Probes the scenario's pipeline and faults cannot reach (explore's unreachable_probes):
+  // left out of probes_never_hit, counted in the report.
+  void set_out_of_reach(std::set<std::string> probes) { out_of_reach_ = std::move(probes); }
   // The user's `sometimes` assertions no seed saw true and `reachable` ones no seed reached,
   // as "sometimes \"name\"".
   std::vector<std::string> assertions_never_met() const;
@@ -77,6 +80,7 @@ class ExploreTally {
   };
   std::map<std::string, KindTally> kinds_;
   std::map<std::string, uint64_t> probe_seeds_;  // probe -> seeds that reached it
+  std::set<std::string> out_of_reach_;
   struct SiteTally {
     uint64_t seeds = 0;  // in which it was evaluated
     uint64_t evaluated = 0;

@@ -15,7 +15,9 @@
 #include "cli/explore.h"
 #include "cli/runner.h"
 #include "core/env/random.h"
+#include "core/probes.h"
 #include "core/spec.h"
+#include "faults/fault.h"
 
 namespace onceflow::cli {
 
@@ -34,6 +36,74 @@ constexpr size_t kJunitFailures = 50;
 uint64_t seed_limit(const ExploreOptions& eo) {
   const uint64_t asked = eo.time_budget_us > 0 && !eo.seeds_given ? kUnboundedSeeds : eo.seeds;
   return std::min(asked, kMaxSeed - eo.first_seed + 1);
+}
+
+// The probes (core/probes.h) a scenario cannot reach: the branches of stages, sinks,
+// sources and operations its pipeline does not have, and of operator requests neither its
+// faults nor its operations make. Kernel scenarios run no engine: every probe.
+std::set<std::string> unreachable_probes(const Scenario& s, bool swarm) {
+  std::set<std::string> out;
+  if (s.kind != "pipeline") {
+    for (const ProbeInfo& p : kProbes) out.emplace(p.name);
+    return out;
+  }
+  const PipelineSpec& spec = s.pipeline.spec;
+  const auto any_computation = [&](auto pred) { return std::any_of(spec.computations.begin(), spec.computations.end(), pred); };
+  const auto any_sink = [&](auto pred) { return std::any_of(spec.sinks.begin(), spec.sinks.end(), pred); };
+  const bool swift = any_computation([](const ComputationSpec& c) { return c.type == ComputationType::kSwiftMap; });
+  const bool timers = any_computation([](const ComputationSpec& c) { return !c.timer_streams.empty(); });
+  const bool computation_dedup = any_computation([](const ComputationSpec& c) {
+    return c.type != ComputationType::kSwiftMap && c.processing_mode == ProcessingMode::kExactlyOnce;
+  });
+  const bool sink_dedup = any_sink([](const SinkSpec& k) {
+    return !k.at_most_once_strategy.enabled &&
+           !(k.type == SinkType::kAsyncQueue && k.delivery_guarantee == SinkDelivery::kAtLeastOnce);
+  });
+  const bool amo = any_sink([](const SinkSpec& k) { return k.at_most_once_strategy.enabled; });
+  const bool outbox = any_sink([](const SinkSpec& k) { return k.type != SinkType::kSyncQueue && !writes_before_commit(k); });
+  const bool sync_writes = any_sink([](const SinkSpec& k) { return k.type == SinkType::kSyncQueue || writes_before_commit(k); });
+  const bool kafka_sink = any_sink([](const SinkSpec& k) { return k.type == SinkType::kKafka || k.type == SinkType::kArkflowKafka; });
+  const bool external_source = std::any_of(spec.sources.begin(), spec.sources.end(), [](const SourceSpec& k) { return k.type != "queue"; });
+  // Operator requests: from the swarm's kinds, the plan, or the scenario's operations.
+  std::set<faults::FaultKind> kinds;
+  if (swarm) {
+    if (s.pipeline.swarm_kinds.empty()) {
+      kinds.insert(std::begin(faults::kAllPipelineSwarmKinds), std::end(faults::kAllPipelineSwarmKinds));
+    } else {
+      kinds.insert(s.pipeline.swarm_kinds.begin(), s.pipeline.swarm_kinds.end());
+    }
+  }
+  for (const faults::Fault& f : s.scripted.faults) kinds.insert(f.kind);
+  const auto requested = [&](const char* state) {
+    return std::any_of(s.pipeline.state_requests.begin(), s.pipeline.state_requests.end(),
+                       [&](const auto& r) { return r.second == state; });
+  };
+  const bool pauses = kinds.count(faults::FaultKind::kPipelinePause) != 0 || requested("paused");
+  const bool stops = kinds.count(faults::FaultKind::kPipelineStop) != 0 || requested("stopped") || !s.pipeline.respecs.empty();
+  const auto out_if = [&](bool absent, std::initializer_list<Probe> probes) {
+    if (!absent) return;
+    for (const Probe p : probes) out.emplace(probe_name(p));
+  };
+  out_if(!swift, {Probe::kSwiftAcknowledge, Probe::kSwiftRecompute});
+  out_if(!timers, {Probe::kTimerFired, Probe::kTimerFiredAfterRestart, Probe::kTimerMerged, Probe::kTimerReadAheadFull});
+  out_if(!computation_dedup, {Probe::kInputDedupHit});
+  out_if(!sink_dedup, {Probe::kSinkDedupHit});
+  out_if(!computation_dedup && !sink_dedup, {Probe::kDedupCleanupForgot, Probe::kDedupCleanupWrapped});
+  out_if(!amo, {Probe::kAmoQueueFull, Probe::kAmoNotSent, Probe::kAmoInDoubt, Probe::kAmoSinkDestroyed, Probe::kAmoAckAmbiguous});
+  out_if(!outbox, {Probe::kOutboxAcknowledged, Probe::kOutboxResend, Probe::kOutboxBehindTarget, Probe::kOutboxTargetDuplicate,
+                   Probe::kOutboxDeliveryFailed, Probe::kOutboxPermanentError});
+  out_if(!sync_writes, {Probe::kSyncWriteFailed});
+  out_if(!kafka_sink, {Probe::kKafkaMarkerSkip});
+  out_if(!external_source, {Probe::kSourceReadFailed});
+  out_if(!pauses, {Probe::kControllerPaused});
+  out_if(!stops, {Probe::kControllerStopping, Probe::kControllerDrained});
+  out_if(!pauses && !stops, {Probe::kControllerStateChanged});
+  out_if(kinds.count(faults::FaultKind::kRebalance) == 0, {Probe::kControllerRebalance});
+  out_if(s.pipeline.repartitions.empty(), {Probe::kControllerRepartitioned});
+  out_if(s.pipeline.reconfigures.empty(), {Probe::kControllerReconfigured});
+  out_if(s.pipeline.target_reshards.empty(), {Probe::kControllerTargetResharded});
+  out_if(s.pipeline.respecs.empty(), {Probe::kControllerRespecified});
+  return out;
 }
 
 // One scenario's exploration.
@@ -390,6 +460,7 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
     check_functions(inv.registry, s);
     Explored e;
     e.swarm = eo.swarm.value_or(s.swarm);
+    e.tally.set_out_of_reach(unreachable_probes(s, e.swarm));
     e.s = std::move(s);
     all.push_back(std::move(e));
   }

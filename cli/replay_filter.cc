@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <set>
 
 namespace onceflow::cli {
 namespace {
@@ -45,6 +46,28 @@ bool ReplayFilter::matches(std::string_view line) const {
   if (!id.empty() && rest.find(id) == std::string_view::npos) return false;
   if (grep && !std::regex_search(line.begin(), line.end(), *grep)) return false;
   return true;
+}
+
+std::string ReplayFilter::unknown_in(const std::deque<std::string>& trace) const {
+  std::set<std::string, std::less<>> nodes;
+  bool job_seen = job.empty();
+  for (const std::string& line : trace) {
+    std::string_view rest = line;
+    next_field(rest);  // the time
+    const std::string_view node_text = next_field(rest);
+    if (!node_text.empty() && nodes.find(node_text) == nodes.end()) nodes.emplace(node_text);
+    job_seen = job_seen || rest.find(job) != std::string_view::npos;
+  }
+  if (!node.empty() && nodes.count(node) == 0) {
+    std::string names;
+    for (const std::string& n : nodes) names += (names.empty() ? "" : ", ") + n;
+    return fmt::format("--node {}: no such node in this run (nodes: {})", node.substr(0, 64), names);
+  }
+  if (!job_seen) {
+    return fmt::format("--job {}: no line of this run names it (jobs are written like source/events/0, "
+                       "computation/Name/1, sink/out/0)", job.substr(0, 64));
+  }
+  return "";
 }
 
 std::string ReplayFilter::describe() const {

@@ -9,6 +9,7 @@
 // Thread-safety: none needed (immutable once made).
 #pragma once
 
+#include <deque>
 #include <optional>
 #include <regex>
 #include <string>
@@ -32,6 +33,9 @@ struct ReplayFilter {
 
   bool any() const { return !node.empty() || !job.empty() || !id.empty() || from_us >= 0 || to_us >= 0 || grep; }
   bool matches(std::string_view line) const;
+  // What --node or --job names that no line of `trace` has (a typo, or a node the run does not
+  // have), as a one-line error listing the nodes there are; "" when both are there.
+  std::string unknown_in(const std::deque<std::string>& trace) const;
   // "--node worker-1 --from 1s": the filters given, as on the command line.
   std::string describe() const;
 };

@@ -147,6 +147,12 @@ class Loader {
       throw ScenarioError{fmt::format("{}:{}: {}", path_, problem->line, problem->what)};
     }
     if (!root.IsMap()) throw ScenarioError{path_ + ": expected a mapping at the top level"};
+    // A pipeline spec where a scenario was expected: say so, and how a scenario names one.
+    if (!root["kind"] && (root["sources"] || root["computations"])) {
+      throw ScenarioError{fmt::format("{}: a pipeline spec, not a scenario file (scenarios have a kind; one that runs this "
+                                      "spec says kind: pipeline and pipeline: {}; `onceflow real` runs a spec)",
+                                      path_, path_)};
+    }
     only_keys(root, "");
     Scenario s;
     s.path = path_;

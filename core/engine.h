@@ -218,6 +218,9 @@ class EngineObserver {
   // the epoch is abandoned, and every later one will be too. The deployment should stop.
   virtual void computation_misuse(const std::string& /*computation*/, const std::string& /*what*/) {}
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
+  // An epoch was given up before or at its commit (its reads failed, the commit conflicted or
+  // found the store unavailable): nothing of it applied; the job retries. `why` says which.
+  virtual void epoch_abandoned(const JobId& /*job*/, LeaseId /*lease*/, uint64_t /*epoch*/, std::string_view /*why*/) {}
   virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
   // At-most-once sinks: a message held only in the sink's memory (accepted into the
   // in-memory queue, or acknowledged in the outbox just before its one send), sent, or

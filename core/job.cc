@@ -538,6 +538,9 @@ Job::Outcome Job::run_epoch() {
   }
   if (!etx.failed.is_ok()) {
     probe(env_, Probe::kEpochReadFailed);
+    if (env_.observer != nullptr) {
+      env_.observer->epoch_abandoned(id_, lease_, etx.meta.epoch, "its reads failed (" + etx.failed.message() + ")");
+    }
     env_.store.abort(etx.tx);
     return Outcome::kRetry;
   }
@@ -589,6 +592,11 @@ Job::Outcome Job::commit(EpochTx& etx) {
     probe(env_, outcome == Outcome::kCommitted ? Probe::kEpochAmbiguousCommitted : Probe::kEpochAmbiguousNotCommitted);
   } else {
     probe(env_, result.error().is_conflict() ? Probe::kEpochConflict : Probe::kEpochUnavailable);
+    if (env_.observer != nullptr) {
+      env_.observer->epoch_abandoned(id_, lease_, etx.meta.epoch,
+                                     (result.error().is_conflict() ? "its commit conflicted (" : "the store was unavailable (") +
+                                         result.error().message() + ")");
+    }
   }
   if (outcome == Outcome::kCommitted && committed_epochs_++ == 0 && etx.meta.epoch > 1) {
     probe(env_, Probe::kEpochFirstOfIncarnation);

@@ -670,6 +670,13 @@ Result<PipelineSpec> parse_pipeline_spec_text(const std::string& yaml, const std
   if (const auto problem = yaml_problem(root)) {
     return Status::invalid_argument(message_of(Violation{{}, problem->what, problem->line}, where));
   }
+  // A scenario file where a spec was expected: say so, and which spec it names.
+  if (root.IsMap() && root["kind"] && !root["sources"] && !root["computations"]) {
+    const YAML::Node pipeline = root["pipeline"];
+    return Status::invalid_argument(fmt::format(
+        "{}: a scenario file, not a pipeline spec (no sources or computations; scenarios have a kind){}", where,
+        pipeline && pipeline.IsScalar() ? fmt::format(": its pipeline is {}", short_value(pipeline.Scalar())) : ""));
+  }
   return parse_pipeline_spec(root, where);
 }
 

@@ -116,6 +116,10 @@ class Recorder final : public EngineObserver {
                                                      : lease_state_name(record->state);
     note("", "{} fenced: its commit under lease {} was refused (the Lease is {})", job.str(), lease, why);
   }
+  void epoch_abandoned(const JobId& job, LeaseId lease, uint64_t epoch, std::string_view why) override {
+    if (!noting()) return;
+    note(current(), "{} lease {} gives up epoch {}: {}; nothing of it applied, it is retried", job.str(), lease, epoch, why);
+  }
   void duplicate_dropped(const JobId& job, MessageId id) override {
     ++counters["duplicates dropped"];
     note("", "{} dropped duplicate {}", job.str(), format_id(id));

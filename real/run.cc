@@ -9,6 +9,7 @@
 #include <array>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "real/data_dir.h"
@@ -161,6 +162,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     amo = deployment.at_most_once();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
+  std::optional<json> stats;  // printed alone, or inside --verify's object (one document)
   if (o.stats) {
     const RealStore::Stats st = store->stats();
     const double wall_s = static_cast<double>(clock.now() - started) / 1e6;
@@ -172,7 +174,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     // The producer writes --messages into the queue sources; Kafka sources read what is there.
     const bool produces = std::any_of(spec.sources.begin(), spec.sources.end(),
                                       [](const SourceSpec& s) { return s.type == "queue"; });
-    fmt::print("{}\n", json{{"messages", worker || !produces ? json(nullptr) : json(o.messages)}, {"wall_s", wall_s},
+    stats = json{{"messages", worker || !produces ? json(nullptr) : json(o.messages)}, {"wall_s", wall_s},
                             {"delivered", latency.count()},
                             {"msgs_per_s", worker ? json(nullptr)
                                                   : json(std::round(static_cast<double>(latency.count()) / std::max(wall_s, 1e-6)))},
@@ -191,9 +193,9 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained},
-                            {"assertions", user_code.counts()}}
-                           .dump());
+                            {"assertions", user_code.counts()}};
   }
+  if (stats && !(o.verify && ending == RealDeployment::Ending::kDrained)) fmt::print("{}\n", stats->dump());
   if (ending == RealDeployment::Ending::kLeft) {
     fmt::print(stderr, "onceflow real: this process leaves on signal {}; the pipeline goes on in the others (a worker's "
                "jobs move to other workers once their Leases end)\n", g_signal.load());
@@ -214,7 +216,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     return 0;
   }
   if (!o.verify) return 0;
-  auto verdict = verify_run(spec, registry, *store, kafka);
+  VerifyOptions verify;
+  verify.progress = o.progress ? stderr : nullptr;
+  verify.stats = stats ? &*stats : nullptr;
+  auto verdict = verify_run(spec, registry, *store, kafka, verify);
   if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
   return *verdict;
 }

@@ -14,6 +14,7 @@
 #include "core/env/codec.h"
 #include "core/reexecute.h"
 #include "real/deployment.h"
+#include "real/wall_clock.h"
 
 namespace onceflow::real {
 namespace {
@@ -289,16 +290,27 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
 }  // namespace
 
 Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
-                       const KafkaConfig& kafka) {
+                       const KafkaConfig& kafka, const VerifyOptions& options) {
+  const WallClock clock;
+  const Micros start = clock.now();
+  const auto say = [&](const std::string& what) {
+    if (options.progress == nullptr) return;
+    fmt::print(options.progress, "onceflow real --verify: {} ({:.1f}s)\n", what, static_cast<double>(clock.now() - start) / 1e6);
+    std::fflush(options.progress);
+  };
+  say("reading the inputs back");
   uint64_t unread = 0;  // Kafka input records past what the sources' committed epochs read
   auto sources = source_messages(spec, store, kafka, &unread);
   if (!sources) return sources.error();
+  say(fmt::format("{} inputs; reading what the sinks hold", sources->size()));
   checkers::PipelineHistory h;
   for (const auto& sink : spec.sinks) {
     if (Status read = read_deliveries(sink, store, kafka, h); !read.is_ok()) return read;
     h.sinks.push_back({sink.name, guarantee_of(sink), {}, {}, writes_before_commit(sink)});
   }
+  say(fmt::format("{} outputs held; re-executing the committed history", h.deliveries.size()));
   if (Status done = reexecute_recorded(spec, registry, store, *sources, h); !done.is_ok()) return done;
+  say(fmt::format("{} epochs re-executed; checking", h.epochs.size()));
   for (const std::string prefix : {"state/", "external/"}) {
     auto names = store.table_names(prefix);
     if (!names) return names.error();
@@ -343,10 +355,11 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     checks.push_back({{"name", v.check}, {"verdict", v.verdict_name()}, {"detail", v.detail}});
   }
   const bool passed = checkers::all_passed(verdicts);
-  const json verdict{{"verdict", passed ? "pass" : "fail"}, {"inputs", sources->size()}, {"outputs", outputs},
+  json verdict{{"verdict", passed ? "pass" : "fail"}, {"inputs", sources->size()}, {"outputs", outputs},
                      {"expected", expected_total}, {"duplicates", duplicates}, {"lost", lost}, {"sinks", sinks},
                      {"oracle", "the committed history, re-executed"},
                      {"kafka_inputs_not_yet_read", unread}, {"checks", checks}};
+  if (options.stats != nullptr) verdict["stats"] = *options.stats;
   fmt::print("{}\n", verdict.dump(2));
   return passed ? 0 : 1;
 }

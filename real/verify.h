@@ -5,6 +5,9 @@
 // and tables hold with that. Prints one JSON object on stdout.
 #pragma once
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include "core/computation.h"
 #include "core/spec.h"
 #include "real/kafka.h"
@@ -12,9 +15,16 @@
 
 namespace onceflow::real {
 
+// What --verify needs besides the store: where to say how far it got (stderr; null: nowhere)
+// and figures to carry in its JSON object (--stats with --verify: one document; null: none).
+struct VerifyOptions {
+  std::FILE* progress = nullptr;
+  const nlohmann::json* stats = nullptr;
+};
+
 // Returns the exit code: 0 every check passed, 1 one failed; an error when something could
 // not be read (the caller reports it, exit 2).
 Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
-                       const KafkaConfig& kafka);
+                       const KafkaConfig& kafka, const VerifyOptions& options = {});
 
 }  // namespace onceflow::real

@@ -177,7 +177,7 @@ void SimNetwork::send(std::shared_ptr<const Packet> packet) {
   const auto note = [&](std::string_view what) {
     if (!world_.trace().keeping()) return;
     world_.detail(packet->from,
-                  fmt::format("{} {} #{} {} -> {}", what, packet->is_reply ? "reply" : "request",
+                  fmt::format("{} {} #{} of the {} service to {}", what, packet->is_reply ? "reply" : "request",
                               packet->call_id, packet->service, world_.name(packet->to)));
   };
   // Draw every number whatever the outcome, so one fault does not shift the others' draws.
@@ -194,7 +194,7 @@ void SimNetwork::send(std::shared_ptr<const Packet> packet) {
     } else {
       ++stats_.replies_lost;
     }
-    note("drop");
+    note(cut != blocked_.end() ? "link cut: loses" : drop ? "network drops" : "network loses");
     return;
   }
   const int copies = duplicate ? 2 : 1;
@@ -208,7 +208,7 @@ void SimNetwork::send(std::shared_ptr<const Packet> packet) {
       latency += rng_.uniform_range(0, link_options.reorder_delay_us_max);
       ++stats_.reordered;
     }
-    note(copy == 0 ? "send" : "duplicate");
+    note(copy == 0 ? "sends" : "network duplicates");
     sched.at(sched.now() + latency, packet->to, [this, packet] { deliver(packet); });
   }
 }

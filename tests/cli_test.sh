@@ -66,6 +66,24 @@ expect_rc 2 "$bin" replay "$bank" --seed 3 --grep '('            # not a regular
 expect_rc 2 "$bin" replay "$bank" --seed 3 --id NOTHEX
 expect_rc 2 "$bin" replay "$bank" --seed 3 --from 2s --to 1s
 expect_rc 2 "$bin" replay "$bank" --seed 3 --from 5parsecs
+# An epoch given up (its reads failed under a store outage) is a trace line with its cause.
+"$bin" replay "$src/scenarios/retryable_request.yaml" --seed 2 --grep "gives up epoch" >"$tmp/gaveup.txt"
+grep -Eq "lease [0-9]+ gives up epoch [0-9]+: (its reads failed|its commit conflicted|the store was unavailable)" \
+  "$tmp/gaveup.txt" || fail "no epoch given up with its cause: $(head -3 "$tmp/gaveup.txt")"
+# explore's probes: only those the scenario can reach count as never reached.
+"$bin" explore "$src/scenarios/retryable_request.yaml" --seeds 2 --json >"$tmp/reach.json"
+python3 - "$tmp/reach.json" <<'PY' || fail "probes out of reach: $(head -c 300 "$tmp/reach.json")"
+import json, sys
+e = json.load(open(sys.argv[1]))["effects"]
+out = set(e["probes_out_of_reach"])
+assert {"amo.queue_full", "kafka.marker_skip", "controller.repartitioned"} <= out, out
+assert not out & set(e["probes_never_hit"]), out & set(e["probes_never_hit"])
+assert "timer.fired" not in out, out  # RequestProcessor retries by timer
+PY
+# A node or job the run does not have is an error naming the nodes there are, not "0 lines".
+err=$("$bin" replay "$bank" --seed 3 --node worker-9 2>&1)
+[ $? -eq 2 ] && grep -q "no such node in this run (nodes: .*store" <<<"$err" || fail "--node worker-9: $err"
+expect_rc 2 "$bin" replay "$src/scenarios/retryable_request.yaml" --seed 1 --job computation/Nope/0
 
 # Bad input: one line on stderr, exit 2.
 expect_rc 2 "$bin" run "$tmp/missing.yaml"
@@ -132,9 +150,9 @@ python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["stoppe
 "$bin" explore "$src/scenarios/retryable_request.yaml" "$bank" --time-budget 12s --jobs 2 --json >"$tmp/shared.json"
 python3 - "$tmp/shared.json" <<'PY' || fail "--time-budget shared by cost: $(head -c 400 "$tmp/shared.json")"
 import json, sys
-s = {x["scenario"]: x["seeds"] for x in json.load(open(sys.argv[1]))["scenarios"]}
-slow, fast = min(s.values()), max(s.values())
-assert slow >= 8 and fast <= 4 * slow, s
+s = {x["scenario"].rsplit("/", 1)[-1]: x["seeds"] for x in json.load(open(sys.argv[1]))["scenarios"]}
+slow, fast = s["retryable_request.yaml"], s["kernel_bank.yaml"]  # ~50 ms and ~4 ms a seed
+assert slow >= 8 and fast >= 8 and 4 * slow >= fast, s  # an even split of the time gave 16 and 424
 PY
 # CI: the seeds from the environment, named in the first line; a bad value is exit 2.
 ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=2 "$bin" explore "$bank" >"$tmp/envseed.txt"
@@ -197,6 +215,22 @@ assert 0 < v["latency_p50_ms"] <= v["latency_p99_ms"] < 10000, v
 assert 0 < v["msgs_per_s"] <= 450, v
 assert 0 < v["first_epoch_ms"] < v["wall_s"] * 1000, v
 PY
+# --stats with --verify: one JSON document (the figures inside the verdict), and --verify says
+# how far it got on stderr unless --no-progress.
+"$bin" real "$real_spec" --data "$tmp/both" --messages 300 --stats --verify >"$tmp/both.json" 2>"$tmp/both.err" ||
+  fail "--stats --verify: $(cat "$tmp/both.err")"
+python3 - "$tmp/both.json" <<'PY' || fail "--stats --verify is not one document: $(head -c 300 "$tmp/both.json")"
+import json, sys
+v = json.load(open(sys.argv[1]))  # one document, or this raises
+assert v["verdict"] == "pass" and v["stats"]["latency_samples"] == 300, v
+PY
+grep -q "^onceflow real --verify: .* re-executing the committed history" "$tmp/both.err" ||
+  fail "--verify showed no progress: $(cat "$tmp/both.err")"
+# A file of the other kind is named as such.
+grep -q "a pipeline spec, not a scenario file" <<<"$("$bin" run "$real_spec" 2>&1)" || fail "run given a spec"
+expect_rc 2 "$bin" run "$real_spec"
+err=$("$bin" real "$src/scenarios/user_lottery.yaml" --data "$tmp/z" 2>&1)
+grep -q "a scenario file, not a pipeline spec.*its pipeline is pipelines/" <<<"$err" || fail "real given a scenario: $err"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
 expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both

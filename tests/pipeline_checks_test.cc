@@ -170,13 +170,14 @@ TEST(PipelineChecksTest, DeliveryFailsOnAnExactlyOnceLoss) {
   PipelineHistory h = good_history();
   h.sink_outputs.erase("counts_out");
   expect_failure(DeliveryCheck().check(h),
-                 {"counts_out", "missing (key 0000000000000007, \"7:2\")", "delivered 0 of 1 times"});
+                 {"counts_out", "lost-write: 1 of 1 outputs missing; first: (key 0000000000000007, \"7:2\")",
+                  "delivered 0 of 1 times"});
 }
 
 TEST(PipelineChecksTest, DeliveryReportsBothTheLossAndTheExtraOfOneSink) {
   PipelineHistory h = good_history();
   h.sink_outputs["counts_out"] = {{7, "7:3"}};
-  expect_failure(DeliveryCheck().check(h), {"missing (key 0000000000000007, \"7:2\")",
+  expect_failure(DeliveryCheck().check(h), {"missing; first: (key 0000000000000007, \"7:2\")",
                                             "extra (key 0000000000000007, \"7:3\")"});
 }
 
@@ -184,7 +185,7 @@ TEST(PipelineChecksTest, DeliveryFailsOnAnAtLeastOnceLoss) {
   PipelineHistory h = good_history();
   h.sink_outputs["log"] = {{8, "z"}, {8, "z"}};
   expect_failure(DeliveryCheck().check(h),
-                 {"log", "at-least-once", "missing (key 0000000000000007, \"a\")"});
+                 {"log", "at-least-once", "missing; first: (key 0000000000000007, \"a\")"});
 }
 
 TEST(PipelineChecksTest, DeliveryFailsOnAnAtMostOnceDuplicate) {
@@ -221,7 +222,7 @@ TEST(PipelineChecksTest, DeliveryFailsWhenAnAtMostOnceMessageIsLostBeforeTheSink
   PipelineHistory h = good_history();
   h.epochs[4].consumed.pop_back();  // 0x42 (8, "y") never reached the sink
   h.counted_drops["alerts"].clear();
-  expect_failure(DeliveryCheck().check(h), {"alerts", "before the sink", "missing (key 0000000000000008, \"y\")"});
+  expect_failure(DeliveryCheck().check(h), {"alerts", "before the sink", "missing; first: (key 0000000000000008, \"y\")"});
 }
 
 TEST(PipelineChecksTest, DeliveryTakesAtLeastOnceExtrasOnlyAsCopies) {
