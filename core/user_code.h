@@ -52,6 +52,17 @@ namespace onceflow {
 
 enum class UserSiteKind : uint8_t { kAlways, kSometimes, kReachable, kUnreachable, kBuggify, kBug };
 std::string_view user_site_kind_name(UserSiteKind kind);
+// What one evaluation of an assertion of `kind` says: it held (always: true; sometimes: true;
+// reachable: reached; unreachable: never), or it failed (a false always, a reached
+// unreachable). The simulator and a real run's counters both count by these.
+inline bool assertion_held(UserSiteKind kind, bool condition) { return condition && kind != UserSiteKind::kUnreachable; }
+inline bool assertion_failed(UserSiteKind kind, bool condition) {
+  return kind == UserSiteKind::kUnreachable || (kind == UserSiteKind::kAlways && !condition);
+}
+// How many of `evaluated` evaluations of which `held` held failed.
+inline uint64_t assertion_failures(UserSiteKind kind, uint64_t evaluated, uint64_t held) {
+  return kind == UserSiteKind::kUnreachable ? evaluated : kind == UserSiteKind::kAlways ? evaluated - held : 0;
+}
 
 struct UserSite {
   std::string name;

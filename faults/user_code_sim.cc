@@ -13,8 +13,8 @@ void SimUserCode::assertion(uint32_t site, bool condition, std::string_view deta
   Count& c = counts_[site];
   ++c.evaluated;
   const UserSiteKind kind = user_code::site(site).kind;
-  const bool failed = kind == UserSiteKind::kUnreachable || (kind == UserSiteKind::kAlways && !condition);
-  if (condition && kind != UserSiteKind::kUnreachable) ++c.held;
+  const bool failed = assertion_failed(kind, condition);
+  if (assertion_held(kind, condition)) ++c.held;
   if (!failed || !c.first_failure.empty()) return;
   const std::string where =
       world_ == nullptr ? std::string() : fmt::format(" on {} at {}", world_->name(world_->scheduler().current_node()),
@@ -61,7 +61,7 @@ void SimUserCode::fill(checkers::PipelineHistory& h) const {
     r.kind = user_site_kind_name(site.kind);
     if (const auto it = counts_.find(this_id); it != counts_.end()) {
       r.evaluated = it->second.evaluated;
-      r.failed = site.kind == UserSiteKind::kUnreachable ? it->second.evaluated : it->second.evaluated - it->second.held;
+      r.failed = assertion_failures(site.kind, it->second.evaluated, it->second.held);
       r.first_failure = it->second.first_failure;
     }
     h.user_assertions.push_back(std::move(r));

@@ -15,8 +15,8 @@ void UserCodeCounts::assertion(uint32_t site, bool condition, std::string_view d
   Count& c = counts_[site];
   c.evaluated.store(c.evaluated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const UserSiteKind kind = sites_[site].kind;
-  if (condition && kind != UserSiteKind::kUnreachable) c.held.store(c.held.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  const bool failed = kind == UserSiteKind::kUnreachable || (kind == UserSiteKind::kAlways && !condition);
+  if (assertion_held(kind, condition)) c.held.store(c.held.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const bool failed = assertion_failed(kind, condition);
   if (failed && !c.told.exchange(true)) {
     fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {:016x}){}{}\n",
                user_site_kind_name(kind), sites_[site].name, kind == UserSiteKind::kUnreachable ? "reached" : "failed",
@@ -30,7 +30,7 @@ json UserCodeCounts::counts() const {
     const UserSiteKind kind = sites_[i].kind;
     if (kind == UserSiteKind::kBuggify || kind == UserSiteKind::kBug) continue;
     const uint64_t evaluated = counts_[i].evaluated.load(), held = counts_[i].held.load();
-    const uint64_t failed = kind == UserSiteKind::kUnreachable ? evaluated : kind == UserSiteKind::kAlways ? evaluated - held : 0;
+    const uint64_t failed = assertion_failures(kind, evaluated, held);
     out.push_back({{"name", sites_[i].name}, {"kind", user_site_kind_name(kind)}, {"evaluated", evaluated},
                    {"held", held}, {"failed", failed}});
   }

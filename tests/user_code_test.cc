@@ -317,6 +317,17 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   EXPECT_TRUE(verdict(faults::run_pipeline(o, registry).outcome, "assertions")->passed);
 }
 
+// A small case of the slow-path pipeline at `seed`, no faults scripted.
+testing::PipelineCase slow_path_case(const SlowPathFiles& files, uint64_t seed) {
+  testing::PipelineCase c;
+  c.spec_path = files.spec;
+  c.workload.messages = 100;
+  c.workload.keys = 4;
+  c.plan.heal_at_us = 3 * kSeconds;
+  c.seed = seed;
+  return c;
+}
+
 // The testing helpers fire the program's fault points too, and a failing case's file pins the
 // sites that fired, so its replay line reproduces it.
 TEST(UserCodeTest, APropertyCaseFiresBuggifyAndItsReplayFileReproducesIt) {
@@ -326,13 +337,7 @@ TEST(UserCodeTest, APropertyCaseFiresBuggifyAndItsReplayFileReproducesIt) {
   testing::CaseResult failed;
   uint64_t seed = 0;
   for (uint64_t s = 1; s <= 60 && failed.replay_file.empty(); ++s) {
-    testing::PipelineCase c;
-    c.spec_path = files.spec;
-    c.workload.messages = 100;
-    c.workload.keys = 4;
-    c.plan.heal_at_us = 3 * kSeconds;
-    c.seed = s;
-    const testing::CaseResult r = testing::run_case(c, registry, "slow-path-case");
+    const testing::CaseResult r = testing::run_case(slow_path_case(files, s), registry, "slow-path-case");
     if (!r.passed) {
       failed = r;
       seed = s;
@@ -346,12 +351,7 @@ TEST(UserCodeTest, APropertyCaseFiresBuggifyAndItsReplayFileReproducesIt) {
   EXPECT_NE(file.find("buggify: [the slow path]"), std::string::npos) << file;
   EXPECT_EQ(run_cli(registry, {"prog", "run", failed.replay_file, "--seed", std::to_string(seed)}), 1);
   // Without the program's fault points the same case passes.
-  testing::PipelineCase c;
-  c.spec_path = files.spec;
-  c.workload.messages = 100;
-  c.workload.keys = 4;
-  c.plan.heal_at_us = 3 * kSeconds;
-  c.seed = seed;
+  testing::PipelineCase c = slow_path_case(files, seed);
   c.buggify = false;
   EXPECT_TRUE(testing::run_case(c, registry, "slow-path-case-quiet").passed);
 }
