@@ -1,4 +1,5 @@
 #include "checkers/kernel_checks.h"
+#include "core/env/clock.h"
 
 #include <fmt/format.h>
 
@@ -93,9 +94,9 @@ Verdict LeaseFencingCheck::check(const KernelHistory& h) const {
       const bool after_end = span.ended_at_us >= 0 && c.store_time_us > span.ended_at_us;
       if (c.store_time_us < span.started_at_us || after_end) {
         return Verdict::fail(std::string(name()),
-                             fmt::format("tx {} committed at {}us under lease {} that lived {}..{}us",
-                                         c.tx, c.store_time_us, lease, span.started_at_us,
-                                         span.ended_at_us));
+                             fmt::format("tx {} committed at {} under lease {} that lived {}..{}",
+                                         c.tx, format_time(c.store_time_us), lease, format_time(span.started_at_us),
+                                         span.ended_at_us < 0 ? std::string("(still live)") : format_time(span.ended_at_us)));
       }
     }
   }
@@ -112,10 +113,10 @@ Verdict KernelLivenessCheck::check(const KernelHistory& h) const {
       if (done < want) behind += fmt::format(" {}={}/{}", client, done, want);
     }
     return Verdict::fail(std::string(name()),
-                         fmt::format("not drained by {}us (heal at {}us); behind:{}", deadline,
-                                     h.heal_at_us, behind));
+                         fmt::format("not drained by {} (heal at {}); behind:{}", format_time(deadline),
+                                     format_time(h.heal_at_us), behind));
   }
-  return Verdict::pass(std::string(name()), fmt::format("drained at {}us", h.drained_at_us));
+  return Verdict::pass(std::string(name()), fmt::format("drained at {}", format_time(h.drained_at_us)));
 }
 
 std::vector<std::unique_ptr<KernelChecker>> all_kernel_checkers() {

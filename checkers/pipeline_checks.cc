@@ -1,7 +1,9 @@
 #include "checkers/pipeline_checks.h"
+#include "core/env/clock.h"
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <algorithm>
 #include <iterator>
 #include <map>
@@ -42,8 +44,15 @@ std::string shown(std::string_view bytes) {
   return out;
 }
 
+// A state row's key: the engine stores a computation's key as 16 hex digits (core/engine.h);
+// reports write keys in decimal, as the computation gave them.
+std::string row_key(const std::string& key) {
+  const bool hex16 = key.size() == 16 && std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return hex16 ? std::to_string(std::stoull(key, nullptr, 16)) : shown(key);
+}
+
 std::string shown(const Item& item) {
-  return fmt::format("(key {}, {})", hex_id(item.first), shown(item.second));
+  return fmt::format("(key {}, {})", item.first, shown(item.second));
 }
 
 Verdict failure(std::string_view check, const PipelineHistory& h, std::string detail) {
@@ -222,9 +231,9 @@ std::string visible_twice(const PipelineHistory& h) {
     auto [it, fresh] = first.try_emplace({d.sink, d.message.id}, &d);
     if (fresh) continue;
     const DeliveryRecord& before = *it->second;
-    return fmt::format("message {} made visible twice by sink {} ({}): by job '{}' at {}us and job '{}' at {}us",
+    return fmt::format("message {} made visible twice by sink {} ({}): by job '{}' at {} and job '{}' at {}",
                        hex_id(d.message.id), d.sink, guarantee_name(g->second), before.producer_job,
-                       before.time, d.producer_job, d.time);
+                       format_time(before.time), d.producer_job, format_time(d.time));
   }
   return "";
 }
@@ -236,13 +245,13 @@ std::string table_problem(const std::string& table, const Table& got, const Tabl
   auto w = want.begin();
   while (g != got.end() || w != want.end()) {
     if (w == want.end() || (g != got.end() && g->first < w->first)) {
-      return fmt::format("table {} key {}: extra, value {}", table, shown(g->first), shown(g->second));
+      return fmt::format("table {} key {}: extra, value {}", table, row_key(g->first), shown(g->second));
     }
     if (g == got.end() || w->first < g->first) {
-      return fmt::format("table {} key {}: missing, reference {}", table, shown(w->first), shown(w->second));
+      return fmt::format("table {} key {}: missing, reference {}", table, row_key(w->first), shown(w->second));
     }
     if (g->second != w->second) {
-      return fmt::format("table {} key {}: value {}, reference {}", table, shown(g->first),
+      return fmt::format("table {} key {}: value {}, reference {}", table, row_key(g->first),
                          shown(g->second), shown(w->second));
     }
     ++g;
@@ -263,15 +272,16 @@ const Table& table_or(const std::map<std::string, Table>& tables, const std::str
 std::string commit_problem(const EpochRecord& e, const PipelineHistory& h) {
   auto it = h.leases.find(e.lease);
   if (it == h.leases.end()) {
-    return fmt::format("job {} committed version {} at {}us under unknown lease {}", e.job,
-                       e.version, e.commit_time, hex_id(e.lease));
+    return fmt::format("job {} committed version {} at {} under unknown lease {}", e.job,
+                       e.version, format_time(e.commit_time), e.lease);
   }
   const LeaseSpan& span = it->second;
   const bool before_start = e.commit_time < span.started_at;
   const bool after_end = span.ended_at >= 0 && e.commit_time > span.ended_at;
   if (!before_start && !after_end) return "";
-  return fmt::format("job {} committed version {} at {}us under lease {} that lived {}..{}us",
-                     e.job, e.version, e.commit_time, hex_id(e.lease), span.started_at, span.ended_at);
+  return fmt::format("job {} committed version {} at {} under lease {} that lived {}..{}", e.job, e.version,
+                     format_time(e.commit_time), e.lease, format_time(span.started_at),
+                     span.ended_at < 0 ? std::string("(still live)") : format_time(span.ended_at));
 }
 
 // When each sink committed each message (the earliest commit of an epoch of that sink that
@@ -300,34 +310,34 @@ std::string delivery_problem(const DeliveryRecord& d, const PipelineHistory& h,
   const auto it = committed == nullptr ? decltype(sink->second.end()){} : committed->find(d.message.id);
   if (committed != nullptr && it != committed->end() && it->second <= d.time) return "";
   const auto span = h.leases.find(d.lease);
-  const std::string lease = span == h.leases.end() ? "" : fmt::format(" (lease {})", hex_id(d.lease));
+  const std::string lease = span == h.leases.end() ? "" : fmt::format(" (lease {})", d.lease);
   if (committed == nullptr || it == committed->end()) {
-    return fmt::format("job '{}'{} made message {} visible in sink {} at {}us, but no epoch of the sink ever "
-                       "committed it", d.producer_job, lease, hex_id(d.message.id), d.sink, d.time);
+    return fmt::format("job '{}'{} made message {} visible in sink {} at {}, but no epoch of the sink ever "
+                       "committed it", d.producer_job, lease, hex_id(d.message.id), d.sink, format_time(d.time));
   }
-  return fmt::format("job '{}'{} made message {} visible in sink {} at {}us, before the sink committed it at {}us",
-                     d.producer_job, lease, hex_id(d.message.id), d.sink, d.time, it->second);
+  return fmt::format("job '{}'{} made message {} visible in sink {} at {}, before the sink committed it at {}",
+                     d.producer_job, lease, hex_id(d.message.id), d.sink, format_time(d.time), format_time(it->second));
 }
 
 // A record of a transactional target (Kafka) made visible by a transaction other than the
 // one its writer meant, named as Jepsen's Kafka checker names such anomalies; or "".
 std::string transaction_problem(const DeliveryRecord& d) {
-  const std::string who = fmt::format("job '{}' (lease {})", d.producer_job, hex_id(d.lease));
+  const std::string who = fmt::format("job '{}' (lease {})", d.producer_job, d.lease);
   const std::string what = fmt::format("message {} to sink {}", hex_id(d.message.id), d.sink);
   if (d.written_epoch != d.committed_epoch) {
     return fmt::format("fenced-write-committed: {} wrote {} as producer epoch {}, and the transaction of epoch {} "
-                       "made it visible at {}us",
-                       who, what, d.written_epoch, d.committed_epoch, d.time);
+                       "made it visible at {}",
+                       who, what, d.written_epoch, d.committed_epoch, format_time(d.time));
   }
   if (d.txn_aborted_by_writer) {
     return fmt::format("aborted-read: {} aborted its transaction {}, but its message {} became visible in sink {} at "
-                       "{}us",
-                       who, d.txn, hex_id(d.message.id), d.sink, d.time);
+                       "{}",
+                       who, d.txn, hex_id(d.message.id), d.sink, format_time(d.time));
   }
   if (d.txn != d.committed_txn) {
     return fmt::format("torn-transaction: {} wrote {} in its transaction {}, and the EndTxn of its transaction {} made "
-                       "it visible at {}us",
-                       who, what, d.txn, d.committed_txn, d.time);
+                       "it visible at {}",
+                       who, what, d.txn, d.committed_txn, format_time(d.time));
   }
   return "";
 }
@@ -376,8 +386,8 @@ std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord&
   return fmt::format(
       "computation {} (job {}) key {} stream {} from producer {}: message {} (alignment {}) "
       "processed after message {} (alignment {})",
-      e.computation, e.job, hex_id(m.key), m.stream, producer->second, hex_id(m.id),
-      m.alignment_ts, hex_id(before.id), before.alignment_ts);
+      e.computation, e.job, m.key, m.stream, producer->second, hex_id(m.id),
+      format_time(m.alignment_ts), hex_id(before.id), format_time(before.alignment_ts));
 }
 
 
@@ -395,7 +405,7 @@ std::map<uint64_t, const EpochRecord*> producing_epochs(const PipelineHistory& h
 }
 
 std::string shown(const MessageRecord& m) {
-  return fmt::format("{} (key {}, {})", hex_id(m.id), hex_id(m.key), shown(m.payload));
+  return fmt::format("{} (key {}, {})", hex_id(m.id), m.key, shown(m.payload));
 }
 
 // The first inputs of an epoch by MessageId, and how many timers it fired, for reports.
@@ -449,11 +459,11 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
                          shown(Item{want->second.front()->key, want->second.front()->payload}));
     }
     if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
-      return fmt::format("duplicate: message {} made visible {} times ({}): by {} at {}us and by {} at {}us",
+      return fmt::format("duplicate: message {} made visible {} times ({}): by {} at {} and by {} at {}",
                          shown(got), copies.size(), origin_of(id, producers),
                          copies[0]->producer_job.empty() ? "the sink" : "job '" + copies[0]->producer_job + "'",
-                         copies[0]->time, copies[1]->producer_job.empty() ? "the sink" : "job '" + copies[1]->producer_job + "'",
-                         copies[1]->time);
+                         format_time(copies[0]->time), copies[1]->producer_job.empty() ? "the sink" : "job '" + copies[1]->producer_job + "'",
+                         format_time(copies[1]->time));
     }
   }
   const auto& drops = ids_of(h.counted_drops, e.sink);
@@ -494,9 +504,9 @@ std::string consumed_problem(const EpochRecord& e, const MessageRecord& m,
     if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts) return "";
   }
   const MessageRecord& p = *it->second.front();
-  return fmt::format("job {} (committed version {}) consumed message {} on stream {} with event time {}us, but it was "
-                     "committed as {} on stream {} with event time {}us",
-                     e.job, e.version, shown(m), m.stream, m.event_ts, shown(p), p.stream, p.event_ts);
+  return fmt::format("job {} (committed version {}) consumed message {} on stream {} with event time {}, but it was "
+                     "committed as {} on stream {} with event time {}",
+                     e.job, e.version, shown(m), m.stream, format_time(m.event_ts), shown(p), p.stream, format_time(p.event_ts));
 }
 
 }  // namespace
@@ -534,7 +544,7 @@ Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
       return failure(check, h,
                      fmt::format("computation {} (job {}, committed version {}) started from table {} key {} = {}, "
                                  "but re-executing the committed epochs before it gives {}",
-                                 e.computation, e.job, e.version, got.table, hex_id(got.key),
+                                 e.computation, e.job, e.version, got.table, got.key,
                                  got.present ? shown(got.value) : "(absent)", want.present ? shown(want.value) : "(absent)"));
     }
   }
@@ -605,7 +615,7 @@ Verdict FencingCheck::check(const PipelineHistory& h) const {
     return failure(name(), h,
                    fmt::format("job {} committed version {} under lease {} after its replacement committed "
                                "version {} under lease {}",
-                               e.job, e.version, hex_id(e.lease), it->second->version, hex_id(it->second->lease)));
+                               e.job, e.version, e.lease, it->second->version, it->second->lease));
   }
   const auto commits = sink_commits(h);
   std::set<std::string_view> synchronous;
@@ -629,13 +639,13 @@ namespace {
 // A controller commit outside its own Lease, or "".
 std::string zombie_commit(const ControllerCommit& c, const PipelineHistory& h) {
   const auto span = h.leases.find(c.lease);
-  if (span == h.leases.end()) return fmt::format("controller {} committed version {} under lease {}, which the store never started", c.node, c.version, hex_id(c.lease));
+  if (span == h.leases.end()) return fmt::format("controller {} committed version {} under lease {}, which the store never started", c.node, c.version, c.lease);
   const bool inside = c.commit_time >= span->second.started_at &&
                       (span->second.ended_at < 0 || c.commit_time <= span->second.ended_at);
   if (inside) return "";
-  return fmt::format("controller {} committed version {} at {}us under lease {}, which had ended at {}us (a zombie "
+  return fmt::format("controller {} committed version {} at {} under lease {}, which had ended at {} (a zombie "
                      "controller's decision reached the store)",
-                     c.node, c.version, c.commit_time, hex_id(c.lease), span->second.ended_at);
+                     c.node, c.version, format_time(c.commit_time), c.lease, format_time(span->second.ended_at));
 }
 
 }  // namespace
@@ -655,9 +665,9 @@ Verdict ControllerCheck::check(const PipelineHistory& h) const {
       const bool ended = old != h.leases.end() && old->second.ended_at >= 0 && old->second.ended_at <= c.commit_time;
       if (!ended) {
         return failure(name(), h,
-                       fmt::format("job {} got lease {} at {}us while its earlier lease {} was still live (two live "
+                       fmt::format("job {} got lease {} at {} while its earlier lease {} was still live (two live "
                                    "leases of one job)",
-                                   job, hex_id(lease), c.commit_time, hex_id(it->second)));
+                                   job, lease, format_time(c.commit_time), it->second));
       }
       it->second = lease;
     }
@@ -670,7 +680,7 @@ Verdict ControllerCheck::check(const PipelineHistory& h) const {
     return failure(name(), h,
                    fmt::format("job {} committed version {} under lease {}, which no controller ever stored (a worker "
                                "ran an assignment before it was stored)",
-                               e.job, e.version, hex_id(e.lease)));
+                               e.job, e.version, e.lease));
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} controller commits inside their Lease; {} epochs under stored assignments",
@@ -690,13 +700,13 @@ Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
   for (const ConfirmationRecord& c : h.confirmations) {
     auto v = visible.find({c.sink, c.id});
     if (v == visible.end() || v->second > c.time) {
-      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {}us, which the "
-                                            "target did not hold then", c.job, hex_id(c.id), c.sink, c.time));
+      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {}, which the "
+                                            "target did not hold then", c.job, hex_id(c.id), c.sink, format_time(c.time)));
     }
     auto e = committed.find({c.job, c.version});
     if (c.version == 0 || e == committed.end() || e->second > c.time) {
-      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {}us before an "
-                                            "epoch acknowledging it committed", c.job, hex_id(c.id), c.sink, c.time));
+      return failure(name(), h, fmt::format("job {} confirmed the delivery of message {} to sink {} at {} before an "
+                                            "epoch acknowledging it committed", c.job, hex_id(c.id), c.sink, format_time(c.time)));
     }
   }
   if (h.confirmations.empty()) return Verdict::not_applicable(std::string(name()), "no delivery callbacks");
@@ -728,8 +738,8 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     for (const FiredTimerRecord& f : e.fired) {
       if (f.trigger_ts <= f.watermark) continue;
       return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
-                                            "{}us, before its trigger {}us",
-                                            f.row, e.job, hex_id(f.key), e.version, f.watermark, f.trigger_ts));
+                                            "{}, before its trigger {}",
+                                            f.row, e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
     }
     for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {
@@ -816,12 +826,12 @@ Verdict LifecycleCheck::check(const PipelineHistory& h) const {
     if (next != nullptr && (next->state == "stopped" || next->commit_time <= deadline)) continue;
     if (next == nullptr && h.drained_at >= 0 && h.drained_at <= deadline) continue;
     return failure(name(), h,
-                   fmt::format("the drain stored at version {} ({}us) had not ended by {}us, the liveness bound after "
+                   fmt::format("the drain stored at version {} ({}) had not ended by {}, the liveness bound after "
                                "it (and the faults) began; {}",
-                               change.version, change.commit_time, deadline,
+                               change.version, format_time(change.commit_time), format_time(deadline),
                                next == nullptr ? std::string("it never ended")
-                                               : fmt::format("the pipeline was {} at {}us instead", next->state,
-                                                             next->commit_time)));
+                                               : fmt::format("the pipeline was {} at {} instead", next->state,
+                                                             format_time(next->commit_time))));
   }
   size_t stops = 0;
   const StateChangeRecord* completed = nullptr;
@@ -839,17 +849,17 @@ Verdict LifecycleCheck::check(const PipelineHistory& h) const {
       const auto span = h.leases.find(lease);
       if (span == h.leases.end() || span->second.started_at > change.commit_time) continue;
       if (span->second.ended_at < 0 || span->second.ended_at > change.commit_time) {
-        return failure(name(), h, fmt::format("job Lease {} was still active when the pipeline was {} at version {}",
-                                              hex_id(lease), change.state, change.version));
+        return failure(name(), h, fmt::format("job lease {} was still active when the pipeline was {} at version {}",
+                                              lease, change.state, change.version));
       }
     }
   }
   if (completed != nullptr) {
     for (const EpochRecord& e : h.epochs) {
       if (e.version > completed->version) {
-        return failure(name(), h, fmt::format("job {} committed an epoch at version {} under Lease {}, after the "
+        return failure(name(), h, fmt::format("job {} committed an epoch at version {} under lease {}, after the "
                                               "pipeline completed at version {}",
-                                              e.job, e.version, hex_id(e.lease), completed->version));
+                                              e.job, e.version, e.lease, completed->version));
       }
     }
     for (const ControllerCommit& c : h.controller_commits) {
@@ -877,9 +887,9 @@ Verdict LayoutCheck::check(const PipelineHistory& h) const {
     const int partitions = at_end == h.sink_partitions_at_end.end() ? 0 : at_end->second;
     if (partitions != r->tablets) {
       return failure(name(), h,
-                     fmt::format("the target of sink {} was resharded to {} tablets at {}us, but the sink ended with "
+                     fmt::format("the target of sink {} was resharded to {} tablets at {}, but the sink ended with "
                                  "{} partitions: the reshard was never followed",
-                                 sink, r->tablets, r->time, partitions));
+                                 sink, r->tablets, format_time(r->time), partitions));
     }
   }
   std::string followed;
@@ -902,10 +912,10 @@ Verdict LayoutCheck::check(const PipelineHistory& h) const {
     ++late;
     if (e.layout_version < in_force->layout_version) {
       return failure(name(), h,
-                     fmt::format("job {} committed an epoch at version {} with layout {}, {}us after layout {} was "
-                                 "stored at version {} (grace {}us)",
-                                 e.job, e.version, e.layout_version, e.commit_time - in_force->commit_time,
-                                 in_force->layout_version, in_force->version, h.layout_grace));
+                     fmt::format("job {} committed an epoch at version {} with layout {}, {} after layout {} was "
+                                 "stored at version {} (grace {})",
+                                 e.job, e.version, e.layout_version, format_time(e.commit_time - in_force->commit_time),
+                                 in_force->layout_version, in_force->version, format_time(h.layout_grace)));
     }
   }
   if (late == 0) {
@@ -922,13 +932,13 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
   if (h.drained_at < 0 || h.drained_at > deadline) {
     const std::string when =
-        h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}us", h.drained_at);
+        h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}", format_time(h.drained_at));
     return failure(name(), h,
-                   fmt::format("not drained by {}us ({}us after the calm at {}us); {}", deadline, h.liveness_bound,
-                               h.heal_at, when));
+                   fmt::format("not drained by {} ({} after the calm at {}); {}", format_time(deadline), format_time(h.liveness_bound),
+                               format_time(h.heal_at), when));
   }
-  return Verdict::pass(std::string(name()), fmt::format("drained at {}us, {}us after the calm (bound {}us)",
-                                                        h.drained_at, h.drained_at - h.heal_at, h.liveness_bound));
+  return Verdict::pass(std::string(name()), fmt::format("drained at {}, {} after the calm (bound {})",
+                                                        format_time(h.drained_at), format_time(h.drained_at - h.heal_at), format_time(h.liveness_bound)));
 }
 
 Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
@@ -1023,9 +1033,9 @@ std::string outputs_problem(const EpochRecord& e) {
     }
     const MessageRecord& w = *it->second;
     if (w.key != m->key || w.payload != m->payload || w.stream != m->stream || w.event_ts != m->event_ts) {
-      return fmt::format("committed message {} on stream {} (event time {}us), which its re-execution gives as {} on "
-                         "stream {} (event time {}us)",
-                         shown(*m), m->stream, m->event_ts, shown(w), w.stream, w.event_ts);
+      return fmt::format("committed message {} on stream {} (event time {}), which its re-execution gives as {} on "
+                         "stream {} (event time {})",
+                         shown(*m), m->stream, format_time(m->event_ts), shown(w), w.stream, format_time(w.event_ts));
     }
   }
   for (const auto& [id, w] : want) {
@@ -1050,9 +1060,9 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
     if (problem.empty()) problem = timers_created_problem(e);
     if (problem.empty()) continue;
     return failure(name(), h,
-                   fmt::format("computation {} (job {}, committed version {}, epoch {} at {}us, inputs {}) {}: the "
+                   fmt::format("computation {} (job {}, committed version {}, epoch {} at {}, inputs {}) {}: the "
                                "committed epoch is not what its function gives on what it took",
-                               e.computation, e.job, e.version, e.epoch, e.now, first_inputs(e), problem));
+                               e.computation, e.job, e.version, e.epoch, format_time(e.now), first_inputs(e), problem));
   }
   if (epochs == 0) return Verdict::not_applicable(std::string(name()), "no computation epoch committed");
   return Verdict::pass(std::string(name()),

@@ -292,8 +292,8 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
 void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms,
                bool with_excerpt) {
   fmt::print("scenario {} seed {}: {}\n", s.path, r.seed, r.passed ? "PASS" : "FAIL");
-  fmt::print("  trace_hash {}  events {}  simulated {:.3f}s  wall {:.0f}ms\n", hex(r.trace_hash),
-             r.events, static_cast<double>(r.sim_time_us) / 1e6, wall_ms);
+  fmt::print("  trace_hash {}  events {}  simulated {}  wall {:.0f}ms\n", hex(r.trace_hash), r.events,
+             format_time(r.sim_time_us), wall_ms);
   fmt::print("  faults: {}\n", r.fault_mix);
   std::string observed;
   for (const auto& [what, n] : r.observed) observed += fmt::format("{}{} {}", observed.empty() ? "" : ", ", n, what);

@@ -87,7 +87,12 @@ function el(name, attrs, parent, title) {
   return e;
 }
 // One unit throughout: milliseconds of simulated time.
-function ms(us) { return (us / 1000).toFixed(3).replace(/0+$/, "").replace(/\.$/, "") + " ms"; }
+// Instants and durations as every onceflow output writes them (format_time): "3.788572s".
+function at_(us) {
+  us = Math.round(us);
+  const a = Math.abs(us);
+  return (us < 0 ? "-" : "") + Math.floor(a / 1e6) + "." + String(a % 1e6).padStart(6, "0") + "s";
+}
 function colour(s) {
   let h = 0;
   for (const c of s) h = (h * 31 + c.charCodeAt(0)) >>> 0;
@@ -95,11 +100,6 @@ function colour(s) {
 }
 function faultColour(kind) { return FAULT_COLOURS[kind] || colour(kind); }
 function cell(tr, text, cls) { const td = document.createElement("td"); td.textContent = text; if (cls) td.className = cls; tr.appendChild(td); }
-// Check details and fault descriptions name times in microseconds or seconds ("at 359193us",
-// "at 0.132s"): shown in milliseconds.
-function inMs(text) {
-  return text.replace(/\b(\d+)us\b/g, (_, us) => ms(+us)).replace(/\b(\d+\.\d+)s\b/g, (_, sec) => ms(Math.round(sec * 1e6)));
-}
 // A delivery made visible before the commit that decided it (or with none): a fencing violation.
 function early(d) { return d.producer !== "" && (d.commit === null || d.commit.t > d.t); }
 
@@ -110,13 +110,13 @@ function header() {
   verdict.className = run.verdict === "pass" ? "pass" : "fail";
   verdict.textContent = run.verdict.toUpperCase();
   s.append("scenario " + run.scenario + ", seed " + run.seed + ": ", verdict,
-           " — simulated " + ms(run.sim_time_us) + ", faults: " + run.fault_mix + ", replay: ");
+           " — simulated " + at_(run.sim_time_us) + ", faults: " + run.fault_mix + ", replay: ");
   const code = document.createElement("code"); code.textContent = run.replay; s.append(code);
   const checks = document.getElementById("checks");
   for (const c of run.checks) {
     const tr = document.createElement("tr");
     cell(tr, c.name); cell(tr, c.verdict === "fail" ? "FAIL" : c.verdict, c.verdict === "fail" ? "fail" : "pass");
-    cell(tr, inMs(c.detail));
+    cell(tr, c.detail);
     checks.appendChild(tr);
   }
 }
@@ -213,11 +213,11 @@ function draw(zoom, focusAt) {
     el("line", {class: "axis", x1: x(t), x2: x(t), y1: TOP - 4, y2: TOP}, svg);
     const label = el("text", {x: x(t) + (i === ticks ? -2 : 2), y: TOP - 8}, svg);
     if (i === ticks) label.setAttribute("text-anchor", "end");  // the last label inside the picture
-    label.textContent = ms(Math.round(t));
+    label.textContent = at_(Math.round(t));
   }
   if (run.heal_at_us > 0) {
     el("line", {class: "heal", x1: x(run.heal_at_us), x2: x(run.heal_at_us), y1: TOP, y2: height - 10}, svg,
-       "heal: every fault lifted at " + ms(run.heal_at_us));
+       "heal: every fault lifted at " + at_(run.heal_at_us));
   }
   for (const f of run.faults) {
     const targets = f.node ? [f.node] : run.nodes.filter(n => n === "store");
@@ -226,7 +226,7 @@ function draw(zoom, focusAt) {
     for (const node of targets) {
       const w = Math.max(2, x(f.at + f.dur) - x(f.at));
       el("rect", {class: "fault", x: x(f.at), y: rowY(node) + 2, width: w, height: rowH(node) - 4, fill: c, stroke: c}, svg,
-         inMs(f.text));
+         f.text);
       el("text", {class: "fault-label", x: x(f.at) + 2, y: rowY(node) + rowH(node) - 5, fill: c}, svg).textContent = f.kind;
       count("fault");
       present.faults.add(f.kind);
@@ -236,13 +236,13 @@ function draw(zoom, focusAt) {
     const c = colour(l.job), key = l.node + "|" + l.job;
     el("rect", {class: "lease", x: x(l.start), y: rowY(key) + 3, width: Math.max(1, x(l.end) - x(l.start)), height: rowH(key) - 6,
                 fill: c, stroke: c}, svg,
-       "Lease " + l.id + " of " + l.job + " on " + l.node + ": " + ms(l.start) + " to " + (l.open ? "the end" : ms(l.end)));
+       "Lease " + l.id + " of " + l.job + " on " + l.node + ": " + at_(l.start) + " to " + (l.open ? "the end" : at_(l.end)));
     count("lease");
   }
   for (const e of run.epochs) {
     const key = e.node + "|" + e.job;
     el("line", {class: "epoch" + (e.violating ? " violating" : ""), x1: x(e.t), x2: x(e.t), y1: rowY(key) + 2, y2: rowY(key) + rowH(key) - 2}, svg,
-       e.job + " committed version " + e.version + " at " + ms(e.t) + " under Lease " + e.lease + ": consumed " +
+       e.job + " committed version " + e.version + " at " + at_(e.t) + " under Lease " + e.lease + ": consumed " +
        e.consumed + ", produced " + e.produced + (e.ids.length ? " [" + e.ids.join(" ") + "]" : ""));
     count("epoch");
     if (e.violating) present.violatingEpoch = true;
@@ -252,12 +252,12 @@ function draw(zoom, focusAt) {
     if (ev.what === "crash") {
       const cx = x(ev.at);
       el("path", {class: "crash", d: `M${cx - 5},${cy - 5}L${cx + 5},${cy + 5}M${cx - 5},${cy + 5}L${cx + 5},${cy - 5}`}, svg,
-         ev.node + " crashed at " + ms(ev.at));
+         ev.node + " crashed at " + at_(ev.at));
       count("crash");
       present.crash = true;
     } else {
       el("rect", {class: "rejected", x: x(ev.at) - 3, y: cy - 3, width: 6, height: 6}, svg,
-         ev.node + ": " + ev.what + " at " + ms(ev.at) + " — " + inMs(ev.detail));
+         ev.node + ": " + ev.what + " at " + at_(ev.at) + " — " + ev.detail);
       count("rejected");
       present.rejected = true;
     }
@@ -271,8 +271,8 @@ function draw(zoom, focusAt) {
       const key = d.commit.node + "|" + d.commit.job;
       const isEarly = early(d);
       el("line", {class: "decided" + (isEarly ? " early" : ""), x1: x(d.t), y1: cy, x2: x(d.commit.t), y2: rowY(key) + rowH(key) / 2}, svg,
-         d.id + " delivered at " + ms(d.t) + "; decided by " + d.commit.job + " version " + d.commit.version + " committed at " +
-         ms(d.commit.t) + (isEarly ? " — AFTER the delivery" : ""));
+         d.id + " delivered at " + at_(d.t) + "; decided by " + d.commit.job + " version " + d.commit.version + " committed at " +
+         at_(d.commit.t) + (isEarly ? " — AFTER the delivery" : ""));
       if (isEarly) { count("early"); present.early = true; }
     }
   }
@@ -280,14 +280,14 @@ function draw(zoom, focusAt) {
   for (const d of [...run.deliveries.filter(d => !d.violating), ...run.deliveries.filter(d => d.violating)]) {
     el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: rowY(d.node) + rowH(d.node) / 2,
                   r: d.violating ? 5 : 3}, svg,
-       d.sink + " made " + d.id + " visible at " + ms(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
-       (d.producer || "at-most-once send") + (d.commit ? ", decided by the commit at " + ms(d.commit.t) : "") + ")");
+       d.sink + " made " + d.id + " visible at " + at_(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
+       (d.producer || "at-most-once send") + (d.commit ? ", decided by the commit at " + at_(d.commit.t) : "") + ")");
     count(d.violating ? "violating" : "delivery");
     if (d.violating) {
       present.violating = true;
       const tr = document.createElement("tr");
-      cell(tr, ms(d.t)); cell(tr, d.node);
-      cell(tr, (d.again ? "delivered again" : "delivered") + (d.commit ? "; its commit at " + ms(d.commit.t) : "; no commit decided it"));
+      cell(tr, at_(d.t)); cell(tr, d.node);
+      cell(tr, (d.again ? "delivered again" : "delivered") + (d.commit ? "; its commit at " + at_(d.commit.t) : "; no commit decided it"));
       cell(tr, d.id); cell(tr, d.key); cell(tr, d.payload);
       tbody.appendChild(tr);
     }
@@ -295,7 +295,7 @@ function draw(zoom, focusAt) {
   for (const e of run.epochs) {
     if (!e.violating) continue;
     const tr = document.createElement("tr");
-    cell(tr, ms(e.t)); cell(tr, e.node); cell(tr, e.job + " epoch v" + e.version); cell(tr, e.ids.join(" ")); cell(tr, ""); cell(tr, "");
+    cell(tr, at_(e.t)); cell(tr, e.node); cell(tr, e.job + " epoch v" + e.version); cell(tr, e.ids.join(" ")); cell(tr, ""); cell(tr, "");
     tbody.appendChild(tr);
   }
   // No table of named messages when no check failed.
@@ -313,7 +313,7 @@ if (first !== null) {
   // Opened on the first violation: 50 ms of simulated time across the view.
   initial = Math.min(400, Math.max(1, Math.round(Math.max(run.sim_time_us, 1) / 50000)));
   zoom.value = initial;
-  document.getElementById("focus").textContent = "— opened at the first violation: " + first.what + " at " + ms(first.t);
+  document.getElementById("focus").textContent = "— opened at the first violation: " + first.what + " at " + at_(first.t);
 }
 document.getElementById("zoom-label").textContent = initial + "×";
 zoom.addEventListener("input", () => {
@@ -417,7 +417,7 @@ std::string render_explain_html(const ExplainInput& input) {
                           {"node", sink_target_node(d.sink)},
                           {"t", d.time},
                           {"id", format_id(d.message.id)},
-                          {"key", format_id(d.message.key)},
+                          {"key", std::to_string(d.message.key)},
                           {"payload", d.message.payload.substr(0, 80)},
                           {"producer", d.producer_job},
                           {"again", again},

@@ -168,8 +168,8 @@ void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
   if (!drains_us_.empty()) {
     const json d = drains_json();
     fmt::print("\n  drained after the calm in {} of {} seeds: p50 {}, p99 {}, max {}\n", drains_us_.size(), seeds,
-               format_duration(d["p50"].get<int64_t>()), format_duration(d["p99"].get<int64_t>()),
-               format_duration(d["max"].get<int64_t>()));
+               format_time(d["p50"].get<int64_t>()), format_time(d["p99"].get<int64_t>()),
+               format_time(d["max"].get<int64_t>()));
   }
   if (!kinds_.empty()) {
     fmt::print("\n  {:<24} {:>6}  {}\n", "fault kind", "seeds", "what it did (in all)");

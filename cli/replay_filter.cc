@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <set>
+
+#include "core/spec.h"
 
 namespace onceflow::cli {
 namespace {
@@ -24,11 +25,8 @@ std::string_view next_field(std::string_view& rest) {
 }  // namespace
 
 std::optional<Micros> trace_line_time(std::string_view line) {
-  const std::string_view text = next_field(line);
-  Micros time = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), time);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return time;
+  const std::string_view text = next_field(line);  // as format_time writes it
+  return parse_duration(text);
 }
 
 bool ReplayFilter::matches(std::string_view line) const {
@@ -78,8 +76,8 @@ std::string ReplayFilter::describe() const {
   if (!node.empty()) add("--node", node);
   if (!job.empty()) add("--job", job);
   if (!id.empty()) add("--id", id);
-  if (from_us >= 0) add("--from", fmt::format("{}us", from_us));
-  if (to_us >= 0) add("--to", fmt::format("{}us", to_us));
+  if (from_us >= 0) add("--from", format_time(from_us));
+  if (to_us >= 0) add("--to", format_time(to_us));
   if (grep) add("--grep", grep_text);
   return out;
 }

@@ -8,6 +8,7 @@
 #include "core/env/codec.h"
 #include "core/env/random.h"
 #include "core/user_code.h"
+#include "core/env/clock.h"
 
 namespace onceflow {
 
@@ -118,18 +119,18 @@ struct Reexecution::Impl {
     auto& held = timers[c.name];
     const auto it = held.find(fired.row);
     if (it == held.end()) {
-      out.problems.push_back(fmt::format("fired timer {} (key {}, trigger {}us), which its re-execution does not hold: "
+      out.problems.push_back(fmt::format("fired timer {} (key {}, trigger {}), which its re-execution does not hold: "
                                          "never set, or fired already",
-                                         fired.row, tables::hex16(fired.timer.key), fired.timer.trigger_ts));
+                                         fired.row, fired.timer.key, format_time(fired.timer.trigger_ts)));
       return;
     }
     const TimerValue value = it->second;
     held.erase(it);
     if (value.creation != fired.creation || value.event_ts != fired.timer.event_ts) {
-      out.problems.push_back(fmt::format("fired timer {} as set by {} with event time {}us; its re-execution holds it "
-                                         "as set by {} with event time {}us",
-                                         fired.row, tables::hex16(fired.creation), fired.timer.event_ts,
-                                         tables::hex16(value.creation), value.event_ts));
+      out.problems.push_back(fmt::format("fired timer {} as set by {} with event time {}; its re-execution holds it "
+                                         "as set by {} with event time {}",
+                                         fired.row, tables::hex16(fired.creation), format_time(fired.timer.event_ts),
+                                         tables::hex16(value.creation), format_time(value.event_ts)));
     }
     const Timer t = decode_timer(fired.row, value);
     const std::string firing = timer_firing(fired.row, value.creation);

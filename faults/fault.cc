@@ -1,4 +1,5 @@
 #include "faults/fault.h"
+#include "core/env/clock.h"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,7 @@ constexpr KindName kKindNames[] = {
     {FaultKind::kPointCrash, "point_crash"},
 };
 
-std::string seconds(Micros us) { return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6); }
+
 }  // namespace
 
 std::string_view fault_kind_name(FaultKind kind) {
@@ -66,15 +67,15 @@ std::string Fault::describe() const {
   if (!peer.empty()) out += (kind == FaultKind::kOneWayPartition ? " -> " : " <-> ") + peer;
   if (!point.empty()) out += " at point " + point;
   if (intensity > 0) out += fmt::format(" p={:.2f}", intensity);
-  if (amount_us != 0) out += fmt::format(" by {}us", amount_us);
-  out += (kind == FaultKind::kPointCrash ? " from " : " at ") + seconds(at_us) + " for " + seconds(duration_us);
+  if (amount_us != 0) out += fmt::format(" by {}", format_time(amount_us));
+  out += (kind == FaultKind::kPointCrash ? " from " : " at ") + format_time(at_us) + " for " + format_time(duration_us);
   return out;
 }
 
 std::string FaultPlan::describe() const {
   std::string out;
   for (const Fault& f : faults) out += "  " + f.describe() + "\n";
-  out += "  heal at " + seconds(heal_at_us) + "\n";
+  out += "  heal at " + format_time(heal_at_us) + "\n";
   return out;
 }
 

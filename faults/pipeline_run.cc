@@ -14,6 +14,7 @@
 #include "faults/points.h"
 #include "faults/swarm.h"
 #include "faults/user_code_sim.h"
+#include "core/env/clock.h"
 
 namespace onceflow::faults {
 
@@ -99,8 +100,8 @@ class Recorder final : public EngineObserver {
     if (!noting()) return;
     // How, as the store recorded it.
     if (const sim::StoreData::LeaseRecord* record = lease_record(lease)) {
-      note(current(), "lease {} of {} ended: {} at {}us (store time), found at a ping", lease, job,
-           lease_state_name(record->state), record->ended_at);
+      note(current(), "lease {} of {} ended: {} at {} (store time), found at a ping", lease, job,
+           lease_state_name(record->state), format_time(record->ended_at));
     } else {
       note(current(), "lease {} of {} ended: found ended at a ping", lease, job);
     }

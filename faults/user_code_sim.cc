@@ -18,8 +18,8 @@ void SimUserCode::assertion(uint32_t site, bool condition, std::string_view deta
   if (!failed || !c.first_failure.empty()) return;
   const std::string where =
       world_ == nullptr ? std::string() : fmt::format(" on {} at {}", world_->name(world_->scheduler().current_node()),
-                                                      format_duration(world_->now()));
-  c.first_failure = fmt::format("computation {}, job {}, epoch {}, {} (key {:016x}){}{}", call.computation, call.job,
+                                                      format_time(world_->now()));
+  c.first_failure = fmt::format("computation {}, job {}, epoch {}, {} (key {}){}{}", call.computation, call.job,
                                 call.epoch, call.timer ? "a timer" : fmt::format("message {:016x}", call.message), call.key, where,
                                 details.empty() ? std::string() : ": " + std::string(details.substr(0, 300)));
 }

@@ -237,7 +237,7 @@ LeaseState LevelDbStore::state_of(LeaseId lease) const {
 Status LevelDbStore::ping_lease(LeaseId lease) {
   const LeaseState state = state_of(lease);
   if (state != LeaseState::kActive) {
-    return Status::prerequisite_failed(fmt::format("Lease {:x} is {}", lease, lease_state_name(state)));
+    return Status::prerequisite_failed(fmt::format("lease {} is {}", lease, lease_state_name(state)));
   }
   leases_[lease].last_ping = clock_.now();
   return Status::ok();
@@ -371,7 +371,7 @@ Result<Version> LevelDbStore::commit(const Transaction& tx, const std::vector<Le
     const LeaseState state = state_of(lease);
     if (state != LeaseState::kActive) {
       release(tx.id());
-      return Status::prerequisite_failed(fmt::format("Lease {:x} is {}", lease, lease_state_name(state)));
+      return Status::prerequisite_failed(fmt::format("lease {} is {}", lease, lease_state_name(state)));
     }
   }
   const std::vector<uint64_t> hashes = conflict_hashes(tx);

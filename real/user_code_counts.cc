@@ -18,7 +18,7 @@ void UserCodeCounts::assertion(uint32_t site, bool condition, std::string_view d
   if (assertion_held(kind, condition)) c.held.store(c.held.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool failed = assertion_failed(kind, condition);
   if (failed && !c.told.exchange(true)) {
-    fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {:016x}){}{}\n",
+    fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {}){}{}\n",
                user_site_kind_name(kind), sites_[site].name, kind == UserSiteKind::kUnreachable ? "reached" : "failed",
                call.computation, call.job, call.epoch, call.key, details.empty() ? "" : ": ", details.substr(0, 300));
   }

@@ -15,12 +15,6 @@ constexpr const char* kDescribeService = "clickhouse.describe";
 constexpr const char* kInsertService = "clickhouse.insert";
 constexpr Micros kTransientRetryUs = 50 * kMillis;
 
-std::string format_duration(Micros us) {
-  if (us % kSeconds == 0) return fmt::format("{}s", us / kSeconds);
-  if (us % kMillis == 0) return fmt::format("{}ms", us / kMillis);
-  return fmt::format("{}us", us);
-}
-
 }  // namespace
 
 bool clickhouse_engine_deduplicates(const std::string& engine) {
@@ -126,8 +120,8 @@ Status SimClickHouseSink::open_session(const std::string& job, LeaseId lease) {
                          {{"Database", database},
                           {"Table", table_name()},
                           {"DedupWindowSetting", "replicated_deduplication_window_seconds"},
-                          {"ReplayHorizon", format_duration(spec_.replay_horizon_us)},
-                          {"DedupWindow", format_duration(window_us)}});
+                          {"ReplayHorizon", format_time(spec_.replay_horizon_us)},
+                          {"DedupWindow", format_time(window_us)}});
     }
     (void)window_blocks;
   }

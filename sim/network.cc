@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "sim/world.h"
+#include "core/env/clock.h"
 
 namespace onceflow::sim {
 
@@ -79,7 +80,7 @@ class SimNetwork::Endpoint final : public Network {
       const bool woken = sched.park(deadline);
       auto it = pending_.find(call_id);
       if (it->second.result.has_value()) return std::move(*it->second.result);
-      if (!woken) return Status::timeout(fmt::format("{} on {} after {}us", service, to, timeout_us));
+      if (!woken) return Status::timeout(fmt::format("{} on {} after {}", service, to, format_time(timeout_us)));
       it->second.token = sched.wake_token();
     }
   }

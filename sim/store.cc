@@ -5,6 +5,7 @@
 #include <cassert>
 
 #include "core/env/codec.h"
+#include "core/env/clock.h"
 
 namespace onceflow::sim {
 
@@ -214,7 +215,7 @@ Result<std::string> StoreServer::handle(std::string_view req) {
       if (!in.done() || ttl <= 0) return malformed();
       const LeaseId id = ++data_.last_lease_;
       data_.leases_[id] = StoreData::LeaseRecord{ttl, now, now, LeaseState::kActive, 0};
-      world_.record(node_, fmt::format("lease {} started ttl={}us", id, ttl));
+      world_.record(node_, fmt::format("lease {} started ttl={}", id, format_time(ttl)));
       out.u64(id);
       return out.take();
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/env/clock.h"
 #include "core/env/random.h"
 
 namespace onceflow::sim {
@@ -16,7 +17,7 @@ void Trace::record(Micros time, std::string_view node, std::string_view text) {
 
 void Trace::keep_only(Micros time, std::string_view node, std::string_view text) {
   if (keep_lines_ == 0) return;
-  lines_.push_back(fmt::format("{:>12} {:<12} {}", time, node, text));
+  lines_.push_back(fmt::format("{:>12} {:<12} {}", format_time(time), node, text));
   while (lines_.size() > keep_lines_) lines_.pop_front();
 }
 

@@ -4,6 +4,8 @@
 
 #include <cassert>
 
+#include "core/env/clock.h"
+
 namespace onceflow::sim {
 
 class World::NodeRuntime final : public Runtime, public Clock {
@@ -150,7 +152,7 @@ bool World::is_paused(NodeIndex index) const { return scheduler_.node_paused(ind
 uint64_t World::incarnation(NodeIndex index) const { return node(index).incarnation; }
 
 void World::set_clock_offset(NodeIndex index, Micros offset_us, const std::string& cause) {
-  record(index, fmt::format("clock offset {}us", offset_us));
+  record(index, fmt::format("clock offset {}", format_time(offset_us)));
   if (node(index).clock_offset_us != offset_us) ++clock_changes_[cause];
   node(index).clock_offset_us = offset_us;
 }

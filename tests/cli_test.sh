@@ -46,14 +46,14 @@ import re, sys
 def lines(path):
     text = open(path).read().split("\n")
     start = next(i for i, l in enumerate(text) if l.startswith("trace ("))
-    return text[start], [l for l in text[start + 1:] if re.match(r"^ *\d+ ", l)]
+    return text[start], [l for l in text[start + 1:] if re.match(r"^ *\d+\.\d{6}s ", l)]
 _, every = lines(sys.argv[1])
 head, shown = lines(sys.argv[2])
-want = [l for l in every if l.split()[1] == "store" and 100000 <= int(l.split()[0]) <= 2000000
+want = [l for l in every if l.split()[1] == "store" and 100000 <= round(float(l.split()[0][:-1]) * 1e6) <= 2000000
         and re.search(r"client-[13]$", l)]
 assert want, "the filter should match some lines of this seed"
 assert shown == want, (len(shown), len(want))
-assert head.startswith(f"trace ({len(want)} of {len(every)} lines: --node store --from 100000us --to 2000000us"), head
+assert head.startswith(f"trace ({len(want)} of {len(every)} lines: --node store --from 0.100000s --to 2.000000s"), head
 PY
 # Leases in the trace: started for a job on a worker, ended with why, a fenced commit with its Lease.
 "$bin" replay "$src/scenarios/retryable_request.yaml" --seed 1 --grep 'lease [0-9]+' > "$tmp/leases.txt"

@@ -113,7 +113,7 @@ TEST_F(ClickHouseTest, AWindowShorterThanTheReplayHorizonGivesTheStructuredWarni
   EXPECT_EQ(warnings_.seen[0].first, "ClickHouseDedupWindowShorterThanReplayHorizon");
   const std::vector<std::pair<std::string, std::string>> attrs = {
       {"Database", "analytics"}, {"Table", "events"}, {"DedupWindowSetting", "replicated_deduplication_window_seconds"},
-      {"ReplayHorizon", "30s"},  {"DedupWindow", "2s"}};
+      {"ReplayHorizon", "30.000000s"},  {"DedupWindow", "2.000000s"}};
   EXPECT_EQ(warnings_.seen[0].second, attrs);
 }
 
@@ -212,7 +212,7 @@ TEST(ClickHouseScenarioTest, AShortDedupWindowWarnsAndDuplicatesALongOneDoesNeit
   ASSERT_FALSE(shorter.warnings.empty());
   EXPECT_NE(shorter.warnings[0].find("ClickHouseDedupWindowShorterThanReplayHorizon Database=default "
                                      "Table=word_counts DedupWindowSetting=replicated_deduplication_window_seconds "
-                                     "ReplayHorizon=30s DedupWindow=300ms"),
+                                     "ReplayHorizon=30.000000s DedupWindow=0.300000s"),
             std::string::npos)
       << shorter.warnings[0];
   EXPECT_GT(shorter.duplicated, 0);

@@ -53,12 +53,14 @@ for entry in 'epoch that consumed or produced a message a failing check names' '
   'delivered before that commit'; do
   grep -qF "$entry" "$work/fail.dom" || fail "the legend lacks '$entry'"
 done
-# One time unit: no seconds or microseconds shown (check details are converted).
-python3 - "$work/fail.dom" <<'PY' || fail "a time shown in another unit than ms"
+# One form for every time (format_time, docs/cli.md): seconds with six decimals; none in
+# microseconds, milliseconds or fewer decimals, check details included.
+python3 - "$work/fail.dom" <<'PY' || fail "a time shown in another form than 0.123456s"
 import re, sys
 page = re.sub(r"(?s)<script.*?</script>", "", open(sys.argv[1]).read())
-other = re.findall(r".{30}\b\d+(?:\.\d+)?(?:us|s)\b", page)
+other = re.findall(r".{30}\b\d+(?:\.\d+)?\s?(?:us|ms)\b|.{30}(?<![\d.])\d+(?:\.\d{1,5})?s\b", page)
 assert not other, other[:3]
+assert re.search(r"\b\d+\.\d{6}s\b", page), "no time on the page"
 PY
 # Pixels: the violation's red mark is on screen, inside the timeline (whose node rows are drawn
 # in #e8eaf6), at the zoom the page opens with. The screenshots are kept for docs/debugging.md

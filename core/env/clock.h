@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace onceflow {
 
@@ -14,6 +15,21 @@ using Micros = int64_t;
 
 inline constexpr Micros kMillis = 1000;
 inline constexpr Micros kSeconds = 1000 * kMillis;
+
+// The one way every report writes an instant or a duration: seconds with six decimals, exact
+// to the microsecond ("3.788572s", "0.036672s", "-0.250000s"); --from/--to and scenario files
+// read it back as written (docs/cli.md, "How values are written").
+inline std::string format_time(Micros us) {
+  const uint64_t magnitude = us < 0 ? 0 - static_cast<uint64_t>(us) : static_cast<uint64_t>(us);
+  std::string out = us < 0 ? "-" : "";
+  out += std::to_string(magnitude / 1000000);
+  const std::string fraction = std::to_string(magnitude % 1000000);
+  out += '.';
+  out.append(6 - fraction.size(), '0');
+  out += fraction;
+  out += 's';
+  return out;
+}
 
 class Clock {
  public:
