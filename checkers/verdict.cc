@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace onceflow::checkers {
 
 std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts) {
@@ -18,6 +20,22 @@ std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts
     }
   }
   return ids;
+}
+
+std::set<uint64_t> keys_named_by_failures(const std::vector<Verdict>& verdicts) {
+  std::set<uint64_t> keys;
+  constexpr std::string_view kOpen = "(key ";
+  for (const auto& v : verdicts) {
+    if (v.passed) continue;
+    const std::string& d = v.detail;
+    for (size_t at = d.find(kOpen); at != std::string::npos; at = d.find(kOpen, at + 1)) {
+      uint64_t key = 0;
+      const char* begin = d.data() + at + kOpen.size();
+      const auto [end, ec] = std::from_chars(begin, d.data() + d.size(), key);
+      if (ec == std::errc() && end != begin && end < d.data() + d.size() && *end == ',') keys.insert(key);
+    }
+  }
+  return keys;
 }
 
 Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t second_hash,

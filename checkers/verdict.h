@@ -1,6 +1,7 @@
 // Verdict: what one checker concluded about one run.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -28,9 +29,11 @@ struct Verdict {
   std::string_view verdict_name() const { return !applicable ? "n/a" : passed ? "pass" : "fail"; }
 };
 
-// The message ids and keys (runs of exactly 16 lowercase hex digits) that failing verdicts
-// name in their details: what a report of the run should point at.
+// The MessageIds (runs of exactly 16 lowercase hex digits) that failing verdicts name in their
+// details: what a report of the run should point at.
 std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts);
+// The keys failing verdicts name, as they write them: "(key 13, ...".
+std::set<uint64_t> keys_named_by_failures(const std::vector<Verdict>& verdicts);
 
 inline bool all_passed(const std::vector<Verdict>& verdicts) {
   for (const Verdict& v : verdicts) {

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -164,7 +165,9 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
   check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
   // The very run that `run` and `replay` report for this seed (the same knobs, bugs, inert faults).
-  const faults::PipelineRunOptions options = cli::pipeline_run_options(inv, s, seed, swarm, 0);
+  // With the trace kept (its lines show what targets answered to outputs that went missing);
+  // keeping lines changes nothing of the run.
+  const faults::PipelineRunOptions options = cli::pipeline_run_options(inv, s, seed, swarm, SIZE_MAX);
   const faults::PipelineRun run = faults::run_pipeline(options, inv.registry);
   std::ofstream out(html_path);
   if (!out) throw UsageError{"cannot write " + html_path};
@@ -194,14 +197,19 @@ std::string default_library_dir() {
 }
 
 // The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
-// failing checks name, with the faults that began, ended or fired from a second before the
-// first of them to the last; else the last lines.
+// failing checks name (or, when no line names one, a key they name), with the faults that
+// began, ended or fired from a second before the first of them to the last; else the last lines.
 std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   if (r.passed || r.trace.empty()) return {};
-  const std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
-  const auto names_an_id = [&](const std::string& line) {
-    return std::any_of(ids.begin(), ids.end(), [&](const std::string& id) { return line.find(id) != std::string::npos; });
+  std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
+  const auto names_one_of = [](const std::string& line, const std::set<std::string>& texts) {
+    return std::any_of(texts.begin(), texts.end(), [&](const std::string& t) { return line.find(t) != std::string::npos; });
   };
+  if (std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) { return names_one_of(line, ids); })) {
+    ids.clear();  // a check that names keys only: the lines of messages of those keys
+    for (const uint64_t key : checkers::keys_named_by_failures(r.verdicts)) ids.insert(fmt::format("(key {},", key));
+  }
+  const auto names_an_id = [&](const std::string& line) { return names_one_of(line, ids); };
   const auto time_of = [](const std::string& line) { return cli::trace_line_time(line).value_or(0); };
   Micros first = -1, last = -1;
   for (const auto& line : r.trace) {
@@ -316,7 +324,7 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunO
 
 // `replay`: print the trace, the lines it lets through (onceflow replay); null for run.
 int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::optional<bool> swarm_flag, bool as_json,
-            const std::string& trace_file, const cli::ReplayFilter* replay) {
+            const std::string& trace_file, cli::ReplayFilter* replay) {
   const cli::Scenario s = load_or_fail(path);
   check_functions(inv.registry, s);
   const bool swarm = swarm_flag.value_or(s.swarm);
@@ -331,6 +339,14 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   }
   if (replay != nullptr) {
     if (const std::string unknown = replay->unknown_in(r.trace); !unknown.empty()) throw UsageError{unknown};
+    if (replay->key) {
+      const auto ids = r.ids_by_key.find(*replay->key);
+      if (ids == r.ids_by_key.end()) {
+        throw UsageError{fmt::format("--key {}: no message of this run has that key (keys are decimal, as checks "
+                                     "print them: \"key 13\")", *replay->key)};
+      }
+      replay->key_ids = ids->second;
+    }
     fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
     std::vector<const std::string*> shown;
     for (const auto& line : r.trace) {
@@ -832,7 +848,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   replay->add_option("--node", replay_node, "Only the lines of this node (worker-1, controller, store, ...)");
   replay->add_option("--job", replay_job, "Only the lines naming this job (source/events/0, sink/out/1, ...)");
   replay->add_option("--id", replay_id, "Only the lines naming this MessageId (16 hex digits)");
-  replay->add_option("--from", replay_from, "Only the lines at or after this simulated time (e.g. 350ms, 1.5s)");
+  uint64_t replay_key = 0;
+  CLI::Option* key_option =
+      replay->add_option("--key", replay_key, "Only the lines naming this key or one of its messages (decimal, as checks print it)")
+          ->check(whole(0, std::numeric_limits<uint64_t>::max()));
+  replay->add_option("--from", replay_from, "Only the lines at or after this simulated time (e.g. 0.35s, 350ms)");
   replay->add_option("--to", replay_to, "Only the lines at or before this simulated time");
   replay->add_option("--grep", replay_grep, "Only the lines in which this regular expression (ECMAScript) is found");
 
@@ -1033,6 +1053,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       filter.node = replay_node;
       filter.job = replay_job;
       filter.id = replay_id;
+      if (key_option->count() > 0) filter.key = replay_key;
       if (!replay_id.empty() && (replay_id.size() > 16 || replay_id.find_first_not_of("0123456789abcdef") != std::string::npos)) {
         throw UsageError{fmt::format("--id {}: expected a MessageId, up to 16 lowercase hex digits", replay_id.substr(0, 32))};
       }

@@ -3,11 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+#include <vector>
 
 #include "checkers/verdict.h"
 #include "core/message.h"
+#include "core/spec.h"
 
 namespace onceflow::cli {
 namespace {
@@ -45,6 +50,9 @@ constexpr const char* kPage = R"PAGE(<!DOCTYPE html>
   .delivery.violating { fill: #d50000; fill-opacity: 1; stroke: #000; stroke-width: 1; }
   .decided { stroke: #90a4ae; stroke-width: 1; }
   .decided.early { stroke: #d50000; stroke-width: 2; stroke-dasharray: 4 2; }
+  .answer { stroke: #d50000; stroke-width: 2.5; }
+  .sent { stroke: #d50000; stroke-width: 1; stroke-dasharray: 2 2; }
+  .missing-decided { fill: none; stroke: #d50000; stroke-width: 2; }
   .heal { stroke: #2e7d32; stroke-dasharray: 4 3; }
   .axis { stroke: #999; }
   #legend span { display: inline-block; margin-right: 14px; white-space: nowrap; }
@@ -139,7 +147,8 @@ const rowH = key => (rowOf.get(key) || {h: ROW}).h;
 
 // The first violation: where the page opens.
 // In order: a delivery before the commit that decided it, a named message delivered again, a
-// delivery of a named message, an
+// named output that was committed and never made visible (at the target's first answer to
+// it), a delivery of a named message, an
 // epoch that consumed or produced one (the context of a violation rather than the violation).
 function firstViolation() {
   if (run.verdict !== "fail") return null;
@@ -152,6 +161,9 @@ function firstViolation() {
                   d => d.sink + " made " + d.id + " visible before the commit that decided it") ||
          earliest(run.deliveries.filter(d => d.violating && d.again), d => d.t,
                   d => d.sink + " made " + d.id + " visible again") ||
+         earliest(run.missing, m => m.answers.length > 0 ? m.answers[0].t : m.decided.t,
+                  m => m.sink + " never made " + m.id + " (key " + m.key + ") visible: " +
+                       (m.answers.length > 0 ? "the target answered \"" + m.answers[0].text + "\"" : "no send reached the target")) ||
          earliest(run.deliveries.filter(d => d.violating), d => d.t, d => d.sink + " made " + d.id + " visible") ||
          earliest(run.epochs.filter(e => e.violating), e => e.t, e => e.job + " committed a named message");
 }
@@ -178,6 +190,10 @@ function legend(present) {
   if (present.violating) item(g => el("circle", {class: "delivery violating", cx: 8, cy: 6, r: 5}, g), "delivery of a message a failing check names");
   item(g => el("line", {class: "decided", x1: 0, x2: 16, y1: 6, y2: 6}, g), "delivery — the commit that decided it");
   if (present.early) item(g => el("line", {class: "decided early", x1: 0, x2: 16, y1: 6, y2: 6}, g), "delivered before that commit");
+  if (present.missing) {
+    item(g => el("circle", {class: "missing-decided", cx: 8, cy: 6, r: 5}, g), "commit that decided an output never made visible");
+    item(g => el("path", {class: "answer", d: "M4,2L12,10M4,10L12,2"}, g), "the target's answer to a send of it (refused, dropped as a repeat)");
+  }
 }
 
 function draw(zoom, focusAt) {
@@ -276,6 +292,34 @@ function draw(zoom, focusAt) {
       if (isEarly) { count("early"); present.early = true; }
     }
   }
+  // Outputs committed and never made visible: the commit that decided each, and every answer
+  // the target gave to a send of it, linked.
+  for (const m of run.missing) {
+    const key = m.decided.node + "|" + m.decided.job;
+    const dy = rowY(key) + rowH(key) / 2;
+    el("circle", {class: "missing-decided", cx: x(m.decided.t), cy: dy, r: 6}, svg,
+       m.decided.job + " version " + m.decided.version + " committed " + m.id + " (key " + m.key + ", payload " + m.payload +
+       ") for " + m.sink + " at " + at_(m.decided.t) + "; it was never made visible");
+    count("missing");
+    present.missing = true;
+    const rows = [[at_(m.produced.t), m.produced.node, m.produced.job + " version " + m.produced.version + " committed it"],
+                  [at_(m.decided.t), m.decided.node, m.decided.job + " version " + m.decided.version + " committed its delivery"]];
+    for (const a of m.answers) {
+      const ay = rowY(a.node) + rowH(a.node) / 2;
+      el("line", {class: "sent", x1: x(m.decided.t), y1: dy, x2: x(a.t), y2: ay}, svg);
+      el("path", {class: "answer", d: "M" + (x(a.t) - 4) + "," + (ay - 4) + "L" + (x(a.t) + 4) + "," + (ay + 4) +
+                  "M" + (x(a.t) - 4) + "," + (ay + 4) + "L" + (x(a.t) + 4) + "," + (ay - 4)}, svg,
+         a.node + " at " + at_(a.t) + ": " + a.text);
+      count("answer");
+      rows.push([at_(a.t), a.node, a.text]);
+    }
+    if (m.answers.length === 0) rows.push(["", m.sink, "no send of it reached the target"]);
+    for (const [t, where, what] of rows) {
+      const tr = document.createElement("tr");
+      cell(tr, t); cell(tr, where); cell(tr, what); cell(tr, m.id); cell(tr, m.key); cell(tr, m.payload);
+      tbody.appendChild(tr);
+    }
+  }
   // Named messages drawn last, on top of the others.
   for (const d of [...run.deliveries.filter(d => !d.violating), ...run.deliveries.filter(d => d.violating)]) {
     el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: rowY(d.node) + rowH(d.node) / 2,
@@ -328,20 +372,88 @@ if (first !== null) document.body.dataset.focus = String(first.t);
 )PAGE";
 
 
+json epoch_json(const checkers::EpochRecord& e) {
+  return {{"t", e.commit_time}, {"node", e.node}, {"job", e.job}, {"version", e.version}};
+}
+
+// The outputs a failing check names that a sink's epoch committed and its target never made
+// visible: where each was produced, the sink epoch that decided its delivery, and each answer
+// the target gave to a send of it (its trace lines: refused, dropped as a repeat), in order.
+template <typename IsNamed>
+json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcome& r, const IsNamed& is_named) {
+  constexpr size_t kMissingShown = 20, kAnswersShown = 20;
+  std::set<std::pair<std::string, uint64_t>> visible;
+  for (const auto& d : h.deliveries) visible.insert({d.sink, d.message.id});
+  std::map<uint64_t, const checkers::EpochRecord*> produced_by;
+  std::map<std::pair<std::string, uint64_t>, std::pair<const checkers::EpochRecord*, const checkers::MessageRecord*>> decided;
+  for (const auto& e : h.epochs) {
+    if (e.commit_time < 0) continue;
+    for (const auto& m : e.produced) {
+      auto [it, fresh] = produced_by.try_emplace(m.id, &e);
+      if (!fresh && e.commit_time < it->second->commit_time) it->second = &e;
+    }
+    if (!e.job.starts_with("sink/")) continue;
+    for (const auto& m : e.consumed) {
+      if (!is_named(m.id) || visible.count({e.computation, m.id}) > 0) continue;
+      auto [it, fresh] = decided.try_emplace({e.computation, m.id}, &e, &m);
+      if (!fresh && e.commit_time < it->second.first->commit_time) it->second = {&e, &m};
+    }
+  }
+  std::vector<std::tuple<int64_t, std::string, const checkers::EpochRecord*, const checkers::MessageRecord*>> order;
+  for (const auto& [sink_id, by] : decided) order.emplace_back(by.first->commit_time, sink_id.first, by.first, by.second);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a), std::get<3>(a)->id) < std::tie(std::get<0>(b), std::get<1>(b), std::get<3>(b)->id);
+  });
+  json out = json::array();
+  for (const auto& [when, sink, e, m] : order) {
+    if (out.size() == kMissingShown) break;
+    const std::string id = format_id(m->id);
+    json answers = json::array();
+    for (const std::string& line : r.trace) {
+      if (answers.size() == kAnswersShown) break;
+      std::string_view rest = line;
+      const auto field = [&rest] {
+        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+        const size_t end = std::min(rest.find(' '), rest.size());
+        std::string_view f = rest.substr(0, end);
+        rest.remove_prefix(end);
+        return f;
+      };
+      const std::string_view time = field();
+      const std::string_view node = field();
+      if (!node.starts_with("target-") || rest.find(id) == std::string_view::npos) continue;
+      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      answers.push_back({{"t", parse_duration(time).value_or(0)}, {"node", node}, {"text", rest}});
+    }
+    const auto producer = produced_by.find(m->id);
+    out.push_back({{"sink", sink},
+                   {"id", id},
+                   {"key", std::to_string(m->key)},
+                   {"payload", m->payload.substr(0, 80)},
+                   {"produced", producer == produced_by.end() ? epoch_json(*e) : epoch_json(*producer->second)},
+                   {"decided", epoch_json(*e)},
+                   {"answers", answers}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_explain_html(const ExplainInput& input) {
   const faults::PipelineRun& run = *input.run;
   const checkers::PipelineHistory& h = run.history;
   const faults::RunOutcome& r = run.outcome;
-  // The hex numbers failing checks name are MessageIds or keys; when some are ids of messages
-  // this run delivered, those are what the checks are about (a key names every message of it).
+  // Failing checks name MessageIds and keys; when they name ids of messages this run
+  // committed, those are what the checks are about (a key names every message of it).
   const std::set<std::string> named = checkers::ids_named_by_failures(r.verdicts);
-  bool names_ids = false;
-  for (const auto& d : h.deliveries) names_ids = names_ids || named.count(format_id(d.message.id)) > 0;
+  const std::set<uint64_t> named_keys = checkers::keys_named_by_failures(r.verdicts);
   const auto is_named = [&](uint64_t v) { return named.count(format_id(v)) > 0; };
+  bool names_ids = false;
+  for (const auto& e : h.epochs) {
+    for (const auto& m : e.produced) names_ids = names_ids || is_named(m.id);
+  }
   const auto is_named_message = [&](const checkers::MessageRecord& m) {
-    return is_named(m.id) || (!names_ids && is_named(m.key));
+    return is_named(m.id) || (!names_ids && named_keys.count(m.key) > 0);
   };
 
   json nodes = json::array();
@@ -423,6 +535,7 @@ std::string render_explain_html(const ExplainInput& input) {
                           {"again", again},
                           {"violating", is_named_message(d.message)}});
   }
+  json missing = missing_outputs(h, r, is_named);
   json checks = json::array();
   for (const auto& v : r.verdicts) {
     checks.push_back({{"name", v.check}, {"verdict", v.verdict_name()}, {"detail", v.detail}});
@@ -441,6 +554,7 @@ std::string render_explain_html(const ExplainInput& input) {
                   {"faults", faults},
                   {"events", events},
                   {"deliveries", deliveries},
+                  {"missing", missing},
                   {"checks", checks}};
   // Inside <script> no '<', '>' or '&' may appear ("</script>", "<!--" change how the page
   // parses); JSON strings may spell them as \u escapes.

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "core/engine.h"
 #include "core/spec.h"
 
 namespace onceflow::cli {
@@ -29,6 +30,23 @@ std::optional<Micros> trace_line_time(std::string_view line) {
   return parse_duration(text);
 }
 
+bool ReplayFilter::names_key(std::string_view text) const {
+  if (text.find(fmt::format("(key {},", *key)) != std::string_view::npos) return true;
+  // Every run of 16 hex digits standing alone is a MessageId (tx and version numbers are decimal).
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  for (size_t i = 0; i + 16 <= text.size();) {
+    if (!hex(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && hex(text[end])) ++end;
+    if (end - i == 16 && key_ids.count(tables::parse_hex16(text.substr(i, 16))) > 0) return true;
+    i = end;
+  }
+  return false;
+}
+
 bool ReplayFilter::matches(std::string_view line) const {
   std::string_view rest = line;
   next_field(rest);  // the time
@@ -42,6 +60,7 @@ bool ReplayFilter::matches(std::string_view line) const {
   }
   if (!job.empty() && rest.find(job) == std::string_view::npos) return false;
   if (!id.empty() && rest.find(id) == std::string_view::npos) return false;
+  if (key && !names_key(rest)) return false;
   if (grep && !std::regex_search(line.begin(), line.end(), *grep)) return false;
   return true;
 }
@@ -76,6 +95,7 @@ std::string ReplayFilter::describe() const {
   if (!node.empty()) add("--node", node);
   if (!job.empty()) add("--job", job);
   if (!id.empty()) add("--id", id);
+  if (key) add("--key", std::to_string(*key));
   if (from_us >= 0) add("--from", format_time(from_us));
   if (to_us >= 0) add("--to", format_time(to_us));
   if (grep) add("--grep", grep_text);

@@ -3,8 +3,9 @@
 // A trace line is "TIME NODE TEXT" (sim/trace.h: the time in simulated microseconds, right
 // aligned; the node, left aligned). Every filter given must hold for a line to be printed:
 // the node named exactly, a job's id or a MessageId anywhere in the text (as the engine
-// writes them: "source/events/0", "62b90687f78934f9"), the time within [from, to], and the
-// regular expression (ECMAScript) found anywhere in the line.
+// writes them: "source/events/0", "62b90687f78934f9"), a key (the line says "(key K," or
+// names one of the key's MessageIds), the time within [from, to], and the regular expression
+// (ECMAScript) found anywhere in the line.
 //
 // Thread-safety: none needed (immutable once made).
 #pragma once
@@ -12,6 +13,7 @@
 #include <deque>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -26,13 +28,18 @@ struct ReplayFilter {
   std::string node;
   std::string job;
   std::string id;
+  std::optional<uint64_t> key;  // --key: lines naming the key, or any MessageId of it (key_ids)
+  std::set<uint64_t> key_ids;
   Micros from_us = -1;  // -1: from the start
   Micros to_us = -1;    // -1: to the end
   std::optional<std::regex> grep;
   std::string grep_text;  // the expression as given
 
-  bool any() const { return !node.empty() || !job.empty() || !id.empty() || from_us >= 0 || to_us >= 0 || grep; }
+  bool any() const {
+    return !node.empty() || !job.empty() || !id.empty() || key || from_us >= 0 || to_us >= 0 || grep;
+  }
   bool matches(std::string_view line) const;
+  bool names_key(std::string_view text) const;
   // What --node or --job names that no line of `trace` has (a typo, or a node the run does not
   // have), as a one-line error listing the nodes there are; "" when both are there.
   std::string unknown_in(const std::deque<std::string>& trace) const;

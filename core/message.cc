@@ -58,6 +58,23 @@ std::string format_id(uint64_t id) {
   return out;
 }
 
+std::string message_label(const Message& m) {
+  constexpr size_t kPayloadShown = 24;
+  std::string out;
+  append_id(out, m.id);
+  out += fmt::format(" (key {}, \"", m.key);
+  for (const char c : std::string_view(m.payload).substr(0, kPayloadShown)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  out += m.payload.size() > kPayloadShown ? "\"...)" : "\")";
+  return out;
+}
+
 std::string format_ids(const std::vector<Message>& messages, size_t at_most) {
   std::string out;
   for (size_t i = 0; i < messages.size() && i < at_most; ++i) {

@@ -48,6 +48,9 @@ MessageId timer_output_id(std::string_view computation, std::string_view timer, 
 std::string format_id(uint64_t id);  // 16 hex digits
 void append_id(std::string& out, uint64_t id);  // appends format_id(id) without a temporary
 void append_hex(std::string& out, uint64_t v, int digits);  // the low `digits` hex digits of v
+// A message as trace lines name it: its id, key and the first bytes of its payload, quoted
+// (other than printable ASCII as \xNN): `3049f715789b0d82 (key 13, "key=13 count=9")`.
+std::string message_label(const Message& m);
 // The ids of the first `at_most` messages, space-separated, then " +N" for the rest (trace lines).
 std::string format_ids(const std::vector<Message>& messages, size_t at_most);
 

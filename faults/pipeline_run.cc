@@ -731,6 +731,14 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   }
   out.probes = recorder.probes;
   out.trace = world.world().trace().lines();
+  if (!out.trace.empty()) {
+    const auto index = [&out](const checkers::MessageRecord& m) { out.ids_by_key[m.key].insert(m.id); };
+    for (const checkers::EpochRecord& e : run.history.epochs) {
+      for (const auto& m : e.consumed) index(m);
+      for (const auto& m : e.produced) index(m);
+    }
+    for (const checkers::DeliveryRecord& d : run.history.deliveries) index(d.message);
+  }
   for (sim::NodeIndex n = 0; n < world.world().node_count(); ++n) run.nodes.push_back(world.world().name(n));
   for (const auto& [node, at] : world.world().crashes()) run.node_events.push_back({world.world().name(node), at, "crash", ""});
   std::map<TxId, std::string> tx_node;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ struct RunOutcome {
   std::map<std::string, int64_t> knobs;        // faults/knobs.h: the values this run used
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
+  // A pipeline run's MessageIds by key, when its trace lines are kept (replay --key).
+  std::map<uint64_t, std::set<uint64_t>> ids_by_key;
   std::vector<PointHit> point_hits;          // crashes at fault points, in order
   std::vector<UserSiteCount> user_sites;     // every assertion site of the program
   std::vector<std::string> buggify_fired;    // the user's buggify sites that fired, by name

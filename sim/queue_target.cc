@@ -60,21 +60,29 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
         if (!m) return Status::invalid_argument("malformed message in an append");
         messages.push_back(std::move(*m));
       }
-      if (auto failure = faults.injected_failure(random)) return *failure;
+      if (auto failure = faults.injected_failure(random)) {
+        // Every message of the request is named: a loss is followed through each refused send.
+        for (size_t i = 0; i < messages.size(); ++i) {
+          world.detail(self, fmt::format("refuses {} from {} seqNo {}: {}", message_label(messages[i]),
+                                         req->producer.empty() ? "(at-most-once)" : req->producer,
+                                         req->entries[i].seqno, failure->message()));
+        }
+        return *failure;
+      }
       const size_t take = faults.accepted_prefix(random, req->entries.size());
       const int tablet = log.tablets > 0 ? static_cast<int>(req->tablet % static_cast<uint64_t>(log.tablets)) : -1;
       const std::string from = req->producer.empty() ? "(at-most-once)" : req->producer;
       AppendReply reply;
       for (size_t i = 0; i < take; ++i) {
         const auto& e = req->entries[i];
-        const MessageId id = messages[i].id;
+        const std::string label = message_label(messages[i]);
         if (!log.append(req->producer, e.seqno, req->lease, std::move(messages[i]), world.now(), tablet)) {
           ++reply.duplicates;
-          world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", format_id(id), from, e.seqno));
+          world.detail(self, fmt::format("drops repeat {} from {} seqNo {}", label, from, e.seqno));
           continue;
         }
         ++reply.appended;
-        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {}{}", format_id(id), from, e.seqno,
+        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {}{}", label, from, e.seqno,
                                        req->lease, tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
       }
       if (take < req->entries.size()) {
@@ -106,13 +114,16 @@ BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idem
       const uint64_t lease = in.u64();
       auto message = decode_message(in.bytes());
       if (!in.done() || !message) return Status::invalid_argument("400 malformed request");
-      if (auto failure = faults.injected_failure(random)) return *failure;
+      if (auto failure = faults.injected_failure(random)) {
+        world.detail(self, fmt::format("refuses {} POSTed by {}: {}", message_label(*message), producer, failure->message()));
+        return *failure;
+      }
       if (honour_idempotency_key && !key.empty() && !log.idempotency_keys.insert(key).second) {
         ++log.deduplicated;
         world.detail(self, fmt::format("replays the answer to Idempotency-Key {}", key));
         return std::string("200 (replayed)");
       }
-      world.detail(self, fmt::format("appends {} POSTed by {} lease {}", format_id(message->id), producer, lease));
+      world.detail(self, fmt::format("appends {} POSTed by {} lease {}", message_label(*message), producer, lease));
       log.appended.push_back({std::move(*message), producer, lease, world.now()});
       return std::string("200");
     });

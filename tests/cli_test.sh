@@ -84,6 +84,24 @@ PY
 err=$("$bin" replay "$bank" --seed 3 --node worker-9 2>&1)
 [ $? -eq 2 ] && grep -q "no such node in this run (nodes: .*store" <<<"$err" || fail "--node worker-9: $err"
 expect_rc 2 "$bin" replay "$src/scenarios/retryable_request.yaml" --seed 1 --job computation/Nope/0
+# --key: the lines of one key's messages, from the source's commit to the target's answers; the
+# target's lines carry each message's key and payload prefix. A key no message has is an error.
+lw="$src/docs/walkthroughs/lost_write.yaml"
+"$bin" replay "$lw" --seed 2 --bug new-seqno-on-resend --key 12 > "$tmp/key.txt" && fail "the lost write passed"
+python3 - "$tmp/key.txt" <<'PY' || fail "replay --key 12: $(grep '^trace' "$tmp/key.txt")"
+import re, sys
+text = open(sys.argv[1]).read()
+head = re.search(r"^trace \((\d+) of (\d+) lines: --key 12\):$", text, re.M)
+assert head and 0 < int(head.group(1)) < int(head.group(2)), head
+lines = [l for l in text.split("\n")[text.split("\n").index(head.group(0)) + 1:] if re.match(r"^ *\d+\.\d{6}s ", l)]
+targets = [l for l in lines if " target-counts_out " in l]
+assert targets and all('(key 12, "key=12 count=' in l for l in targets), targets[:3]
+assert any(" drops repeat " in l for l in targets) and any(" appends " in l for l in targets)
+assert any("source/events/" in l and " commits tx " in l for l in lines)  # the inputs' commits
+assert not any("(key " in l and "(key 12," not in l for l in lines)
+PY
+err=$("$bin" replay "$lw" --seed 2 --bug new-seqno-on-resend --key 99 2>&1 >/dev/null)
+[ $? -eq 2 ] && grep -q "^onceflow: --key 99: no message of this run has that key" <<<"$err" || fail "--key 99: $err"
 
 # Bad input: one line on stderr, exit 2.
 expect_rc 2 "$bin" run "$tmp/missing.yaml"

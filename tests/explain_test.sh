@@ -96,6 +96,23 @@ grep -q "opened at the first violation: counts_ch made $dup visible again" "$wor
   fail "the duplicate's page did not open on $dup delivered again: $(grep -o 'id="focus">[^<]*' "$work/dup.dom")"
 red_on_screen "$work/dup.html" "$shots/explain-duplicate.png"
 
+# A loss (the shrunk new-seqno-on-resend case of docs/debugging.md): the page opens on the
+# first output committed and never made visible, at the target's answer to a send of it, and
+# draws the commit that decided it and every answer.
+set +e
+"$onceflow" explain "$src/docs/walkthroughs/lost_write.yaml" --seed 2 --bug new-seqno-on-resend --html "$work/lost.html" >/dev/null
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "explain of the lost write exited $rc"
+render "$work/lost.html" >"$work/lost.dom"
+grep -q 'opened at the first violation: counts_out never made [0-9a-f]\{16\} (key [0-9]*) visible: the target answered .drops repeat' "$work/lost.dom" ||
+  fail "the lost write's page did not open on a missing output: $(grep -o 'id="focus">[^<]*' "$work/lost.dom")"
+rendered=$(grep -o 'data-rendered="[^"]*"' "$work/lost.dom" || true)
+echo "lost write: $rendered"
+[[ $rendered =~ missing:[1-9] && $rendered =~ answer:[1-9] ]] || fail "no missing output or answer drawn: $rendered"
+grep -q 'committed its delivery</td>' "$work/lost.dom" || fail "the table does not list the commit that decided a missing output"
+red_on_screen "$work/lost.html" "$shots/explain-lost-write.png"
+
 # A run that passes: nothing is highlighted.
 "$onceflow" explain "$src/scenarios/keyed_aggregation.yaml" --seed 1 --html "$work/pass.html" >/dev/null \
   || fail "explain of a passing run did not exit 0"
