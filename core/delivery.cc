@@ -89,7 +89,7 @@ void Delivery::queue_at_most_once(std::vector<Message> messages) {
     const uint64_t bytes = m.payload.size() + 64;
     if (amo_queue_bytes_ + bytes > sink_.at_most_once_strategy.total_queue_bytes_limit) {
       probe(env_, Probe::kAmoQueueFull);
-      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_.name, m.id, "queue full");
+      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_.name, m, "queue full");
       continue;
     }
     if (env_.observer != nullptr) env_.observer->amo_queued(sink_.name, m);
@@ -230,7 +230,7 @@ void Delivery::deliver_at_most_once(ExternalSink& external, const std::vector<Ou
       env_.observer->amo_sent(sink_.name, m->id);
     } else {
       probe(env_, Probe::kAmoInDoubt);
-      env_.observer->amo_in_doubt(sink_.name, m->id, "the INSERT failed after it started");
+      env_.observer->amo_in_doubt(sink_.name, *m, "the INSERT failed after it started");
     }
   }
 }
@@ -313,7 +313,7 @@ void Delivery::send_at_most_once() {
     if (std::exchange(discard_next, false)) continue;  // the bug: gone without a word
     if (env_.runtime.clock().now() > give_up_at) {
       probe(env_, Probe::kAmoSinkDestroyed);
-      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_.name, m.id, "sink destroyed");
+      if (env_.observer != nullptr) env_.observer->amo_dropped(sink_.name, m, "sink destroyed");
       continue;
     }
     amo_sending_ = true;
@@ -327,8 +327,8 @@ void Delivery::send_at_most_once() {
     }
     switch (outcome) {
       case SendOutcome::kSent: env_.observer->amo_sent(sink_.name, m.id); break;
-      case SendOutcome::kNotSent: env_.observer->amo_dropped(sink_.name, m.id, "send failed"); break;
-      case SendOutcome::kInDoubt: env_.observer->amo_in_doubt(sink_.name, m.id, "no answer to the send"); break;
+      case SendOutcome::kNotSent: env_.observer->amo_dropped(sink_.name, m, "send failed"); break;
+      case SendOutcome::kInDoubt: env_.observer->amo_in_doubt(sink_.name, m, "no answer to the send"); break;
     }
   }
   amo_sender_running_ = false;

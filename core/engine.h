@@ -221,7 +221,7 @@ class EngineObserver {
   // An epoch was given up before or at its commit (its reads failed, the commit conflicted or
   // found the store unavailable): nothing of it applied; the job retries. `why` says which.
   virtual void epoch_abandoned(const JobId& /*job*/, LeaseId /*lease*/, uint64_t /*epoch*/, std::string_view /*why*/) {}
-  virtual void duplicate_dropped(const JobId& /*job*/, MessageId /*id*/) {}
+  virtual void duplicate_dropped(const JobId& /*job*/, const Message& /*m*/) {}
   // At-most-once sinks: a message held only in the sink's memory (accepted into the
   // in-memory queue, or acknowledged in the outbox just before its one send), sent, or
   // dropped. A crash between queued and sent or dropped loses the message.
@@ -231,13 +231,13 @@ class EngineObserver {
   // `id`'s outbox row in transaction `tx`, just before its one send: if that applies and the
   // process crashes before it learns so, the message is lost.
   virtual void amo_acknowledging(const JobId& /*job*/, LeaseId /*lease*/, MessageId /*id*/, TxId /*tx*/) {}
-  virtual void amo_dropped(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
+  virtual void amo_dropped(const std::string& /*sink*/, const Message& /*m*/, std::string_view /*why*/) {}
   // At-most-once: the one send of message `id` is about to start; once it has, a failure
   // leaves its fate unknown.
   virtual void amo_sending(const std::string& /*sink*/, MessageId /*id*/) {}
   // At-most-once: the send started and no answer came back (the target may hold the
   // message, or not): in doubt, neither sent nor dropped.
-  virtual void amo_in_doubt(const std::string& /*sink*/, MessageId /*id*/, std::string_view /*why*/) {}
+  virtual void amo_in_doubt(const std::string& /*sink*/, const Message& /*m*/, std::string_view /*why*/) {}
   // An async sink's delivery callback: the target holds these messages and epoch `version`
   // of `job`, which acknowledged them, committed.
   virtual void delivery_confirmed(const JobId& /*job*/, const std::vector<MessageId>& /*ids*/, Version /*version*/) {}

@@ -1072,7 +1072,7 @@ void Job::step_computation(EpochTx& etx) {
     if (dedup && !seen.record_if_new(m)) {
       etx.inputs.take(in.read, m.id);
       probe(env_, Probe::kInputDedupHit);
-      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
+      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m);
       continue;
     }
     // A restored swift job takes inputs its predecessor may have processed: they were not
@@ -1300,7 +1300,7 @@ void Job::step_sink(EpochTx& etx) {
     etx.inputs.take(read, m.id);
     if (dedup && !seen.record_if_new(m)) {
       probe(env_, Probe::kSinkDedupHit);
-      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m.id);
+      if (env_.observer != nullptr) env_.observer->duplicate_dropped(id_, m);
       continue;
     }
     etx.record.consumed.push_back(m);

@@ -121,9 +121,9 @@ class Recorder final : public EngineObserver {
     if (!noting()) return;
     note(current(), "{} lease {} gives up epoch {}: {}; nothing of it applied, it is retried", job.str(), lease, epoch, why);
   }
-  void duplicate_dropped(const JobId& job, MessageId id) override {
+  void duplicate_dropped(const JobId& job, const Message& m) override {
     ++counters["duplicates dropped"];
-    note("", "{} dropped duplicate {}", job.str(), format_id(id));
+    note("", "{} dropped duplicate {}", job.str(), message_label(m));
   }
   void amo_queued(const std::string& sink, const Message& m) override {
     const sim::NodeIndex node = world_->scheduler().current_node();
@@ -157,8 +157,9 @@ class Recorder final : public EngineObserver {
   void controller_steps_down(const std::string& node, LeaseId lease, std::string_view why) override {
     note(node, "steps down from lease {}: {}", lease, why);
   }
-  void amo_dropped(const std::string& sink, MessageId id, std::string_view why) override {
-    note(current(), "sink {} dropped {}: {}", sink, format_id(id), why);
+  void amo_dropped(const std::string& sink, const Message& m, std::string_view why) override {
+    const MessageId id = m.id;
+    note(current(), "sink {} dropped {}: {}", sink, message_label(m), why);
     in_queue[sink].erase(id);
     amo_seen.insert(id);
     drops[sink].insert(id);
@@ -178,8 +179,9 @@ class Recorder final : public EngineObserver {
     held.node = current();
     held.sending = true;
   }
-  void amo_in_doubt(const std::string& sink, MessageId id, std::string_view why) override {
-    note(current(), "sink {}: {} in doubt: {}", sink, format_id(id), why);
+  void amo_in_doubt(const std::string& sink, const Message& m, std::string_view why) override {
+    const MessageId id = m.id;
+    note(current(), "sink {}: {} in doubt: {}", sink, message_label(m), why);
     in_queue[sink].erase(id);
     amo_seen.insert(id);
     in_doubt[sink].insert(id);

@@ -142,9 +142,9 @@ class RealDeployment::Progress final : public EngineObserver {
     delivered += ids.size();
   }
   void amo_sent(const std::string&, MessageId) override { ++delivered; }
-  void amo_dropped(const std::string&, MessageId, std::string_view) override { ++amo.dropped; }
+  void amo_dropped(const std::string&, const Message&, std::string_view) override { ++amo.dropped; }
   // A send that got no answer in time (a slow synced write at the target, say).
-  void amo_in_doubt(const std::string&, MessageId, std::string_view) override { ++amo.in_doubt; }
+  void amo_in_doubt(const std::string&, const Message&, std::string_view) override { ++amo.in_doubt; }
   AtMostOnceCounts amo;  // at-most-once sends given up in this process
   uint64_t epochs = 0;
   Micros first_epoch_at = -1;  // when a job first committed an epoch in this life

@@ -100,6 +100,11 @@ assert any(" drops repeat " in l for l in targets) and any(" appends " in l for 
 assert any("source/events/" in l and " commits tx " in l for l in lines)  # the inputs' commits
 assert not any("(key " in l and "(key 12," not in l for l in lines)
 PY
+# An at-most-once sink's drops and sends in doubt name the message with its key and payload.
+"$bin" replay "$src/scenarios/clickhouse_at_most_once_queue.yaml" --seed 1 --grep 'dropped|in doubt' > "$tmp/amo.txt"
+grep -Eq 'sink counts_ch dropped [0-9a-f]{16} \(key [0-9]+, "key=[0-9]+ count=[0-9]+"\): queue full' "$tmp/amo.txt" &&
+  grep -Eq 'sink counts_ch: [0-9a-f]{16} \(key [0-9]+, "key=[0-9]+ count=[0-9]+"\) in doubt' "$tmp/amo.txt" ||
+  fail "at-most-once drops without key and payload: $(grep -m2 'sink counts_ch' "$tmp/amo.txt")"
 err=$("$bin" replay "$lw" --seed 2 --bug new-seqno-on-resend --key 99 2>&1 >/dev/null)
 [ $? -eq 2 ] && grep -q "^onceflow: --key 99: no message of this run has that key" <<<"$err" || fail "--key 99: $err"
 

@@ -58,10 +58,10 @@ class Recorder final : public EngineObserver {
     }
   }
   void job_fenced(const JobId&, LeaseId) override { ++fenced; }
-  void duplicate_dropped(const JobId&, MessageId) override { ++duplicates; }
+  void duplicate_dropped(const JobId&, const Message&) override { ++duplicates; }
   void amo_queued(const std::string&, const Message&) override { ++amo_queued_count; }
   void amo_sent(const std::string&, MessageId) override { ++amo_sent_count; }
-  void amo_dropped(const std::string&, MessageId, std::string_view why) override { ++amo_drops[std::string(why)]; }
+  void amo_dropped(const std::string&, const Message&, std::string_view why) override { ++amo_drops[std::string(why)]; }
   void probe(Probe p) override { ++probes[p]; }
 
   uint64_t epochs = 0, fenced = 0, duplicates = 0, timers_fired = 0;
