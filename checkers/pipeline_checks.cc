@@ -1,5 +1,6 @@
 #include "checkers/pipeline_checks.h"
 #include "core/env/clock.h"
+#include "core/timer_row.h"
 
 #include <fmt/format.h>
 
@@ -480,6 +481,20 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
     missing.push_back(variants.front());
   }
   if (missing.empty()) return "";
+  // Named in the order they were decided: when the sink committed each (its delivery was then
+  // due), else when the epoch that produced it committed; the first one named is the first lost.
+  const auto commits = sink_commits(h);
+  const auto sink = commits.find(e.sink);
+  const auto decided_at = [&](const MessageRecord* m) -> int64_t {
+    if (sink != commits.end()) {
+      if (auto it = sink->second.find(m->id); it != sink->second.end()) return it->second;
+    }
+    const auto producer = producers.find(m->id);
+    return producer == producers.end() ? 0 : producer->second->commit_time;
+  };
+  std::sort(missing.begin(), missing.end(), [&](const MessageRecord* a, const MessageRecord* b) {
+    return std::make_pair(decided_at(a), a->id) < std::make_pair(decided_at(b), b->id);
+  });
   std::string named;
   for (size_t i = 0; i < missing.size() && i < kNamedMax; ++i) {
     named += fmt::format("{}{} from {}", i == 0 ? "" : "; ", shown(*missing[i]), origin_of(missing[i]->id, producers));
@@ -727,7 +742,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       const TimerMoveRecord& m = h.timer_moves[next_move];
       auto& [created, fired] = timers[m.from];
       if (++fired > created) {
-        return fmt::format("timer {} moved to {} (version {}) but it was not there", m.from, m.to, m.version);
+        return fmt::format("timer {} moved to {} (version {}) but it was not there", readable_timer(m.from), readable_timer(m.to), m.version);
       }
       ++timers[m.to].first;
     }
@@ -739,7 +754,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       if (f.trigger_ts <= f.watermark) continue;
       return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
                                             "{}, before its trigger {}",
-                                            f.row, e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
+                                            readable_timer(f.row), e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
     }
     for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {
@@ -748,8 +763,8 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
         const EpochRecord* before = last_fired.count(timer) != 0 ? last_fired[timer] : nullptr;
         return failure(name(), h,
                        before == nullptr
-                           ? fmt::format("timer {} fired by job {} (version {}) but never created", timer, e.job, e.version)
-                           : fmt::format("timer {} fired twice: by job {} (version {}) and job {} (version {})", timer,
+                           ? fmt::format("timer {} fired by job {} (version {}) but never created", readable_timer(timer), e.job, e.version)
+                           : fmt::format("timer {} fired twice: by job {} (version {}) and job {} (version {})", readable_timer(timer),
                                          before->job, before->version, e.job, e.version));
       }
       last_fired[timer] = &e;
@@ -763,10 +778,10 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     if (created == fired + waiting) continue;
     return failure(name(), h, fmt::format("timer {} created {} times, fired {} times, {} pending at the end: {} deleted "
                                           "without firing",
-                                          timer, created, fired, waiting ? "still" : "not", timer));
+                                          readable_timer(timer), created, fired, waiting ? "still" : "not", readable_timer(timer)));
   }
   for (const std::string& timer : pending) {
-    if (timers.count(timer) == 0) return failure(name(), h, fmt::format("timer {} pending but never created", timer));
+    if (timers.count(timer) == 0) return failure(name(), h, fmt::format("timer {} pending but never created", readable_timer(timer)));
   }
   if (timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
   size_t fired = 0;

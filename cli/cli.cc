@@ -197,39 +197,62 @@ std::string default_library_dir() {
 }
 
 // The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
-// failing checks name (or, when no line names one, a key they name), with the faults that
-// began, ended or fired from a second before the first of them to the last; else the last lines.
+// failing checks name (or, when no line names one, a key they name) and the commits that took
+// or made those messages, the first kExcerptNamedLines of them; with the faults that began,
+// ended or fired from a second before the first of them to the last, at most kExcerptFaultLines,
+// those nearest to a named line. Else the last lines.
 std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
+  constexpr size_t kExcerptNamedLines = 28, kExcerptFaultLines = 12;
   if (r.passed || r.trace.empty()) return {};
   std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
   const auto names_one_of = [](const std::string& line, const std::set<std::string>& texts) {
     return std::any_of(texts.begin(), texts.end(), [&](const std::string& t) { return line.find(t) != std::string::npos; });
   };
+  cli::ReplayFilter commits;  // the commit attempts of the named messages
+  for (const std::string& id : ids) {
+    if (auto txs = r.txs_by_id.find(tables::parse_hex16(id)); txs != r.txs_by_id.end()) {
+      commits.txs.insert(txs->second.begin(), txs->second.end());
+    }
+  }
   if (std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) { return names_one_of(line, ids); })) {
     ids.clear();  // a check that names keys only: the lines of messages of those keys
     for (const uint64_t key : checkers::keys_named_by_failures(r.verdicts)) ids.insert(fmt::format("(key {},", key));
   }
-  const auto names_an_id = [&](const std::string& line) { return names_one_of(line, ids); };
   const auto time_of = [](const std::string& line) { return cli::trace_line_time(line).value_or(0); };
-  Micros first = -1, last = -1;
+  std::vector<const std::string*> named;
   for (const auto& line : r.trace) {
-    if (!names_an_id(line)) continue;
-    if (first < 0) first = time_of(line);
-    last = time_of(line);
+    if (named.size() < kExcerptNamedLines && (names_one_of(line, ids) || commits.names_tx(line))) named.push_back(&line);
   }
+  if (named.empty()) {
+    return {r.trace.end() - static_cast<long>(std::min(r.trace.size(), kTraceTailLines)), r.trace.end()};
+  }
+  std::vector<Micros> named_times;
+  for (const std::string* line : named) named_times.push_back(time_of(*line));
   const auto is_fault = [](const std::string& line) {
     return line.find(" fault begins: ") != std::string::npos || line.find(" fault ends: ") != std::string::npos ||
            line.find(" heal: ") != std::string::npos || line.find(" fires: crash") != std::string::npos;
   };
+  // How far a fault line is from the nearest named line (named_times is in trace order).
+  const auto distance = [&](Micros t) {
+    const auto after = std::lower_bound(named_times.begin(), named_times.end(), t);
+    Micros best = INT64_MAX;
+    if (after != named_times.end()) best = *after - t;
+    if (after != named_times.begin()) best = std::min(best, t - *std::prev(after));
+    return best;
+  };
+  std::vector<std::pair<Micros, const std::string*>> faults;
+  for (const auto& line : r.trace) {
+    const Micros t = time_of(line);
+    if (is_fault(line) && t >= named_times.front() - kSeconds && t <= named_times.back()) faults.emplace_back(distance(t), &line);
+  }
+  std::stable_sort(faults.begin(), faults.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (faults.size() > kExcerptFaultLines) faults.resize(kExcerptFaultLines);
+  std::set<const std::string*> kept(named.begin(), named.end());
+  for (const auto& f : faults) kept.insert(f.second);
   std::vector<std::string> out;
   for (const auto& line : r.trace) {
-    if (names_an_id(line) || (first >= 0 && is_fault(line) && time_of(line) >= first - kSeconds && time_of(line) <= last)) {
-      out.push_back(line);
-    }
+    if (kept.count(&line) > 0) out.push_back(line);
   }
-  if (first < 0) out.clear();
-  if (out.empty()) out.assign(r.trace.end() - static_cast<long>(std::min(r.trace.size(), kTraceTailLines)), r.trace.end());
-  if (out.size() > kTraceTailLines) out.erase(out.begin(), out.end() - static_cast<long>(kTraceTailLines));
   return out;
 }
 
@@ -346,6 +369,20 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
                                      "print them: \"key 13\")", *replay->key)};
       }
       replay->key_ids = ids->second;
+      for (const uint64_t id : ids->second) {
+        if (auto txs = r.txs_by_id.find(id); txs != r.txs_by_id.end()) replay->txs.insert(txs->second.begin(), txs->second.end());
+      }
+    }
+    if (!replay->id.empty()) {
+      if (replay->id.size() == 16) {  // a whole MessageId: its commits too (a part only finds lines)
+        const auto txs = r.txs_by_id.find(tables::parse_hex16(replay->id));
+        if (txs != r.txs_by_id.end()) replay->txs = txs->second;
+      }
+      if (replay->txs.empty() && std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) {
+            return line.find(replay->id) != std::string::npos;
+          })) {
+        throw UsageError{fmt::format("--id {}: no message of this run has that MessageId, and no line names it", replay->id)};
+      }
     }
     fmt::print("fault plan ({}):\n{}", r.fault_mix, r.plan.describe());
     std::vector<const std::string*> shown;

@@ -325,7 +325,7 @@ function draw(zoom, focusAt) {
     el("circle", {class: "delivery" + (d.violating ? " violating" : ""), cx: x(d.t), cy: rowY(d.node) + rowH(d.node) / 2,
                   r: d.violating ? 5 : 3}, svg,
        d.sink + " made " + d.id + " visible at " + at_(d.t) + " (key " + d.key + ", payload " + d.payload + ", from " +
-       (d.producer || "at-most-once send") + (d.commit ? ", decided by the commit at " + at_(d.commit.t) : "") + ")");
+       (d.producer || "a send without producer id") + (d.commit ? ", decided by the commit at " + at_(d.commit.t) : "") + ")");
     count(d.violating ? "violating" : "delivery");
     if (d.violating) {
       present.violating = true;
@@ -376,14 +376,21 @@ json epoch_json(const checkers::EpochRecord& e) {
   return {{"t", e.commit_time}, {"node", e.node}, {"job", e.job}, {"version", e.version}};
 }
 
-// The outputs a failing check names that a sink's epoch committed and its target never made
-// visible: where each was produced, the sink epoch that decided its delivery, and each answer
-// the target gave to a send of it (its trace lines: refused, dropped as a repeat), in order.
+// The outputs of a failed run that a sink's epoch committed and its target never made visible
+// (for an at-most-once sink, only those a failing check names: it may drop), the first 20 in
+// the order they were decided: where each was produced, the sink epoch that decided its
+// delivery, and each answer the target gave to a send of it (its trace lines: refused,
+// dropped as a repeat).
 template <typename IsNamed>
 json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcome& r, const IsNamed& is_named) {
   constexpr size_t kMissingShown = 20, kAnswersShown = 20;
+  if (r.passed) return json::array();
   std::set<std::pair<std::string, uint64_t>> visible;
   for (const auto& d : h.deliveries) visible.insert({d.sink, d.message.id});
+  std::set<std::string> may_drop;
+  for (const auto& s : h.sinks) {
+    if (s.guarantee == checkers::Guarantee::kAtMostOnce) may_drop.insert(s.sink);
+  }
   std::map<uint64_t, const checkers::EpochRecord*> produced_by;
   std::map<std::pair<std::string, uint64_t>, std::pair<const checkers::EpochRecord*, const checkers::MessageRecord*>> decided;
   for (const auto& e : h.epochs) {
@@ -394,7 +401,7 @@ json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcom
     }
     if (!e.job.starts_with("sink/")) continue;
     for (const auto& m : e.consumed) {
-      if (!is_named(m.id) || visible.count({e.computation, m.id}) > 0) continue;
+      if ((may_drop.count(e.computation) > 0 && !is_named(m.id)) || visible.count({e.computation, m.id}) > 0) continue;
       auto [it, fresh] = decided.try_emplace({e.computation, m.id}, &e, &m);
       if (!fresh && e.commit_time < it->second.first->commit_time) it->second = {&e, &m};
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <set>
 
 #include "core/engine.h"
@@ -28,6 +29,16 @@ std::string_view next_field(std::string_view& rest) {
 std::optional<Micros> trace_line_time(std::string_view line) {
   const std::string_view text = next_field(line);  // as format_time writes it
   return parse_duration(text);
+}
+
+bool ReplayFilter::names_tx(std::string_view text) const {
+  constexpr std::string_view kCommits = " commits tx ";
+  const size_t at = text.find(kCommits);
+  if (txs.empty() || at == std::string_view::npos) return false;
+  uint64_t tx = 0;
+  const char* begin = text.data() + at + kCommits.size();
+  const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), tx);
+  return ec == std::errc() && end != begin && txs.count(tx) > 0;
 }
 
 bool ReplayFilter::names_key(std::string_view text) const {
@@ -59,8 +70,8 @@ bool ReplayFilter::matches(std::string_view line) const {
     if (to_us >= 0 && *time > to_us) return false;
   }
   if (!job.empty() && rest.find(job) == std::string_view::npos) return false;
-  if (!id.empty() && rest.find(id) == std::string_view::npos) return false;
-  if (key && !names_key(rest)) return false;
+  if (!id.empty() && rest.find(id) == std::string_view::npos && !names_tx(rest)) return false;
+  if (key && !names_key(rest) && !names_tx(rest)) return false;
   if (grep && !std::regex_search(line.begin(), line.end(), *grep)) return false;
   return true;
 }

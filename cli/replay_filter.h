@@ -30,6 +30,9 @@ struct ReplayFilter {
   std::string id;
   std::optional<uint64_t> key;  // --key: lines naming the key, or any MessageId of it (key_ids)
   std::set<uint64_t> key_ids;
+  // The commit attempts ("commits tx T") of the --id's message or the --key's messages: their
+  // lines name only the first ids of an epoch.
+  std::set<uint64_t> txs;
   Micros from_us = -1;  // -1: from the start
   Micros to_us = -1;    // -1: to the end
   std::optional<std::regex> grep;
@@ -40,6 +43,7 @@ struct ReplayFilter {
   }
   bool matches(std::string_view line) const;
   bool names_key(std::string_view text) const;
+  bool names_tx(std::string_view text) const;
   // What --node or --job names that no line of `trace` has (a typo, or a node the run does not
   // have), as a one-line error listing the nodes there are; "" when both are there.
   std::string unknown_in(const std::deque<std::string>& trace) const;

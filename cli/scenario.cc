@@ -690,7 +690,7 @@ std::vector<std::pair<std::string, std::string>> split_settings(const std::strin
 void write_operations(YAML::Emitter& y, const faults::PipelineRunOptions& o) {
   std::vector<std::pair<Micros, std::function<void()>>> ops;
   const auto op = [&y](Micros at, const char* what) {
-    y << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value << format_duration(at) << YAML::Key << what
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value << format_time(at) << YAML::Key << what
       << YAML::Value;
   };
   for (const auto& r : o.repartitions) {
@@ -784,7 +784,7 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       y << YAML::EndMap;
     }
     if (s.pipeline.liveness_bound_us > 0) {
-      y << YAML::Key << "liveness_bound" << YAML::Value << format_duration(s.pipeline.liveness_bound_us);
+      y << YAML::Key << "liveness_bound" << YAML::Value << format_time(s.pipeline.liveness_bound_us);
     }
     write_operations(y, s.pipeline);
     if (!s.pipeline.knobs.empty()) {
@@ -795,7 +795,7 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
                                        [&](const faults::KnobInfo& i) { return i.name == knob; });
         y << YAML::Key << name << YAML::Value;
         if (info != faults::kKnobs.end() && info->duration) {
-          y << format_duration(value);
+          y << format_time(value);
         } else {
           y << value;
         }
@@ -812,7 +812,7 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
   y << YAML::Key << "faults" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "swarm" << YAML::Value << false;
   y << YAML::Key << "start" << YAML::Value << "0s";
-  y << YAML::Key << "heal_at" << YAML::Value << format_duration(s.scripted.heal_at_us);
+  y << YAML::Key << "heal_at" << YAML::Value << format_time(s.scripted.heal_at_us);
   if (s.kind == "pipeline") {
     y << YAML::Key << "fault_points" << YAML::Value << s.pipeline.fault_points_when_scripted;
     y << YAML::Key << "fault_point_probability" << YAML::Value << s.pipeline.fault_point_probability;
@@ -828,11 +828,11 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
     if (!f.node.empty()) y << YAML::Key << "node" << YAML::Value << f.node;
     if (!f.peer.empty()) y << YAML::Key << "peer" << YAML::Value << f.peer;
     if (!f.point.empty()) y << YAML::Key << "point" << YAML::Value << f.point;
-    y << YAML::Key << "at" << YAML::Value << format_duration(f.at_us) << YAML::Key << "for" << YAML::Value
-      << format_duration(f.duration_us);
+    y << YAML::Key << "at" << YAML::Value << format_time(f.at_us) << YAML::Key << "for" << YAML::Value
+      << format_time(f.duration_us);
     if (f.intensity > 0) y << YAML::Key << "probability" << YAML::Value << f.intensity;
     if (f.amount_us != 0) {
-      y << YAML::Key << "amount" << YAML::Value << (f.amount_us < 0 ? "-" + format_duration(-f.amount_us) : format_duration(f.amount_us));
+      y << YAML::Key << "amount" << YAML::Value << format_time(f.amount_us);
     }
     y << YAML::EndMap;
   }

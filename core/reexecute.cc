@@ -7,6 +7,7 @@
 #include "core/emitted.h"
 #include "core/env/codec.h"
 #include "core/env/random.h"
+#include "core/timer_row.h"
 #include "core/user_code.h"
 #include "core/env/clock.h"
 
@@ -119,9 +120,8 @@ struct Reexecution::Impl {
     auto& held = timers[c.name];
     const auto it = held.find(fired.row);
     if (it == held.end()) {
-      out.problems.push_back(fmt::format("fired timer {} (key {}, trigger {}), which its re-execution does not hold: "
-                                         "never set, or fired already",
-                                         fired.row, fired.timer.key, format_time(fired.timer.trigger_ts)));
+      out.problems.push_back(fmt::format("fired timer {}, which its re-execution does not hold: never set, or fired "
+                                         "already", readable_timer(fired.row)));
       return;
     }
     const TimerValue value = it->second;
@@ -129,7 +129,7 @@ struct Reexecution::Impl {
     if (value.creation != fired.creation || value.event_ts != fired.timer.event_ts) {
       out.problems.push_back(fmt::format("fired timer {} as set by {} with event time {}; its re-execution holds it "
                                          "as set by {} with event time {}",
-                                         fired.row, tables::hex16(fired.creation), format_time(fired.timer.event_ts),
+                                         readable_timer(fired.row), tables::hex16(fired.creation), format_time(fired.timer.event_ts),
                                          tables::hex16(value.creation), format_time(value.event_ts)));
     }
     const Timer t = decode_timer(fired.row, value);

@@ -693,6 +693,13 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   for (size_t i = 0; i < recorder.attempts.size(); ++i) {
     run.lease_owners.try_emplace(recorder.attempts[i].lease, recorder.attempts_node[i], recorder.attempts[i].job);
   }
+  if (o.trace_keep_lines > 0) {  // before collect() moves the committed attempts into the history
+    for (size_t i = 0; i < recorder.attempts.size(); ++i) {
+      for (const auto* list : {&recorder.attempts[i].consumed, &recorder.attempts[i].produced}) {
+        for (const auto& m : *list) out.txs_by_id[m.id].insert(recorder.attempts_tx[i]);
+      }
+    }
+  }
   run.history = collect(o, registry, world, recorder, drained_at, out.liveness_bound_us);
   user_code.fill(run.history);
   out.verdicts = checkers::run_pipeline_checks(run.history);

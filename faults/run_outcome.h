@@ -59,6 +59,8 @@ struct RunOutcome {
   std::deque<std::string> trace;             // kept lines, when asked for
   // A pipeline run's MessageIds by key, when its trace lines are kept (replay --key).
   std::map<uint64_t, std::set<uint64_t>> ids_by_key;
+  // ... and the transactions (trace lines "commits tx T") that consumed or produced each.
+  std::map<uint64_t, std::set<uint64_t>> txs_by_id;
   std::vector<PointHit> point_hits;          // crashes at fault points, in order
   std::vector<UserSiteCount> user_sites;     // every assertion site of the program
   std::vector<std::string> buggify_fired;    // the user's buggify sites that fired, by name

@@ -64,14 +64,14 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
         // Every message of the request is named: a loss is followed through each refused send.
         for (size_t i = 0; i < messages.size(); ++i) {
           world.detail(self, fmt::format("refuses {} from {} seqNo {}: {}", message_label(messages[i]),
-                                         req->producer.empty() ? "(at-most-once)" : req->producer,
+                                         req->producer.empty() ? "a sender without producer id" : req->producer,
                                          req->entries[i].seqno, failure->message()));
         }
         return *failure;
       }
       const size_t take = faults.accepted_prefix(random, req->entries.size());
       const int tablet = log.tablets > 0 ? static_cast<int>(req->tablet % static_cast<uint64_t>(log.tablets)) : -1;
-      const std::string from = req->producer.empty() ? "(at-most-once)" : req->producer;
+      const std::string from = req->producer.empty() ? "a sender without producer id" : req->producer;
       AppendReply reply;
       for (size_t i = 0; i < take; ++i) {
         const auto& e = req->entries[i];

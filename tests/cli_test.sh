@@ -307,10 +307,10 @@ expect_rc 2 "$bin" shrink "$rr" --seed 1 --out "$tmp/nothing.yaml"   # a passing
 "$bin" shrink "$src/scenarios/keyed_aggregation.yaml" --seed 3 --bug new-seqno-on-resend --out "$tmp/points.yaml" \
   > "$tmp/points.txt"
 grep -q "crashes at fault points: scripted as point_crash faults" "$tmp/points.txt" || fail "shrink: $(cat "$tmp/points.txt")"
-grep -Eq "kind: point_crash, node: worker-[0-9]+, point: epoch\.[a-z_]+, at: [0-9]+(us|ms|s), for: 300ms" "$tmp/points.yaml" ||
+grep -Eq "kind: point_crash, node: worker-[0-9]+, point: epoch\.[a-z_]+, at: [0-9]+\.[0-9]{6}s, for: 0\.300000s" "$tmp/points.yaml" ||
   fail "the shrunk plan names no point_crash: $(grep -A5 'plan:' "$tmp/points.yaml")"
 grep -q "fault_points: false" "$tmp/points.yaml" || fail "the shrunk scenario keeps random fault points"
-grep -q "heal_at: [0-9]*s$" "$tmp/points.yaml" || fail "heal_at without its unit: $(grep heal_at "$tmp/points.yaml")"
+grep -q "heal_at: [0-9]*\.[0-9]\{6\}s$" "$tmp/points.yaml" || fail "heal_at without its unit: $(grep heal_at "$tmp/points.yaml")"
 grep -Eq "(at|for): [0-9]+," "$tmp/points.yaml" && fail "a duration without its unit: $(grep -A5 'plan:' "$tmp/points.yaml")"
 "$bin" run "$tmp/points.yaml" --seed 3 --bug new-seqno-on-resend > "$tmp/points_run.txt"
 [ $? -eq 1 ] && grep -q "effect: point_crash 1 crashes at the fault point" "$tmp/points_run.txt" ||
