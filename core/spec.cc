@@ -673,9 +673,15 @@ Result<PipelineSpec> parse_pipeline_spec_text(const std::string& yaml, const std
   // A scenario file where a spec was expected: say so, and which spec it names.
   if (root.IsMap() && root["kind"] && !root["sources"] && !root["computations"]) {
     const YAML::Node pipeline = root["pipeline"];
+    std::string named;  // as a path from here (a scenario names its spec relative to itself), to paste
+    if (pipeline && pipeline.IsScalar()) {
+      const std::filesystem::path spec(pipeline.Scalar());
+      named = spec.is_absolute() ? spec.string() : (std::filesystem::path(where).parent_path() / spec).lexically_normal().string();
+      const bool pasteable = named.size() <= 200 && named.find_first_of("\n\r") == std::string::npos;
+      named = ": its pipeline is " + (pasteable ? named : short_value(named));
+    }
     return Status::invalid_argument(fmt::format(
-        "{}: a scenario file, not a pipeline spec (no sources or computations; scenarios have a kind){}", where,
-        pipeline && pipeline.IsScalar() ? fmt::format(": its pipeline is {}", short_value(pipeline.Scalar())) : ""));
+        "{}: a scenario file, not a pipeline spec (no sources or computations; scenarios have a kind){}", where, named));
   }
   return parse_pipeline_spec(root, where);
 }

@@ -253,7 +253,7 @@ grep -q "^onceflow real --verify: .* re-executing the committed history" "$tmp/b
 grep -q "a pipeline spec, not a scenario file" <<<"$("$bin" run "$real_spec" 2>&1)" || fail "run given a spec"
 expect_rc 2 "$bin" run "$real_spec"
 err=$("$bin" real "$src/scenarios/user_lottery.yaml" --data "$tmp/z" 2>&1)
-grep -q "a scenario file, not a pipeline spec.*its pipeline is pipelines/" <<<"$err" || fail "real given a scenario: $err"
+grep -q "a scenario file, not a pipeline spec.*its pipeline is [^ ]*scenarios/pipelines/[a-z_]*\.yaml$" <<<"$err" || fail "real given a scenario: $err"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
 expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both
