@@ -606,7 +606,9 @@ int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json
   json own = json::array(), engines = json::array();
   for (const UserBug& b : registry.bugs()) own.push_back({{"name", b.name}, {"description", b.description}});
   if (show_engine) {
-    for (const std::string& name : BugSwitches::names()) engines.push_back({{"name", name}, {"caught_by", BugSwitches::catchers(name)}});
+    for (const std::string& name : BugSwitches::names()) {
+      engines.push_back({{"name", name}, {"mistake", BugSwitches::mistake(name)}, {"caught_by", BugSwitches::catchers(name)}});
+    }
   }
   if (as_json) {
     fmt::print("{}\n", json{{"own", own}, {"engine", show_engine ? engines : json(nullptr)}}.dump(2));
@@ -618,7 +620,7 @@ int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json
   for (const std::string& name : BugSwitches::names()) {
     std::string by;
     for (const std::string& c : BugSwitches::catchers(name)) by += (by.empty() ? "" : ", ") + c;
-    fmt::print("{:<32} caught by {}\n", name, by);
+    fmt::print("{:<32} {} (caught by {})\n", name, BugSwitches::mistake(name), by);
   }
   return kExitPass;
 }

@@ -158,6 +158,8 @@ struct BugSwitches {
   static std::vector<std::string> names();
   // The checks that must catch switch `name` (empty for an unknown name).
   static std::vector<std::string> catchers(std::string_view name);
+  // What switch `name` gets wrong, in one line ("" for an unknown name).
+  static std::string_view mistake(std::string_view name);
   // Whether `name` is a bug of the simulated store rather than of the engine.
   static bool store_bug(std::string_view name) { return name.rfind("store-", 0) == 0; }
   bool any() const;

@@ -199,7 +199,7 @@ grep -q "seeds from [0-9]* (rerun this stream with ONCEFLOW_SEED=" "$tmp/continu
 expect_rc 0 "$bin" explore "$bank" --continuous --time-budget 1s --failures-dir "$tmp/failures-none"
 expect_rc 2 "$bin" explore "$bank" --continuous --json
 # The engine's bug switches, listed with the checks that must catch them.
-grep -qE "^no-lease-prerequisite +caught by " <<<"$("$bin" list --bugs)" || fail "list --bugs"
+grep -qE "^no-lease-prerequisite +epochs commit without the Lease as prerequisite \(caught by fencing\)$" <<<"$("$bin" list --bugs)" || fail "list --bugs"
 # list finds the scenario library from any directory.
 # (Output is captured before grep -q reads it: under pipefail, a writer cut off by grep's early
 # exit would fail the pipeline.)

@@ -9,8 +9,9 @@ Usage: docs_test.py ONCEFLOW SOURCE_DIR
   must be found in what it printed on stdout, in the order shown. Runs of spaces count as one;
   "..." stands for any text.
 - The counts README.md quotes (bug switches, recovery-path probes) are the binary's.
-- docs/guarantees.md's table of bug switches says, for each, the check that caught it and the
-  scenario, seed and seeds tried that `onceflow mutants -j 2 --json` reports.
+- docs/guarantees.md's table of bug switches says, for each, what `onceflow list --bugs` says
+  the mistake is, and the check that caught it and the scenario, seed and seeds tried that
+  `onceflow mutants -j 2 --json` reports.
 """
 import json
 import os
@@ -131,6 +132,11 @@ with tempfile.TemporaryDirectory() as scratch:
             fail(f"docs/guarantees.md: {bug} caught by '{caught}'; mutants says {m['checker']}")
         if not where.startswith(f"{scenario}, {m['seed']} ({m['seeds_tried']})"):
             fail(f"docs/guarantees.md: {bug} at '{where}'; mutants says {scenario}, {m['seed']} ({m['seeds_tried']})")
+    # The table's "the mistake" column is what `list --bugs` says of each switch.
+    mistakes = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (.*?) \| .* \| .* \|$", guarantees, re.M))
+    for b in bugs:
+        if mistakes.get(b["name"]) != b["mistake"]:
+            fail(f"docs/guarantees.md says {b['name']} is '{mistakes.get(b['name'])}'; list --bugs says '{b['mistake']}'")
     for n, total in re.findall(r"(\d+) of (\d+) caught", guarantees):
         if int(n) != len(mutants) or int(total) != len(mutants):
             fail(f"docs/guarantees.md says {n} of {total} caught; mutants ran {len(mutants)}")

@@ -262,13 +262,15 @@ TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndF
   EXPECT_GT(std::time(nullptr), 1'700'000'000);
 }
 
-// The slow-path pipeline's spec and a swarm scenario for it, written to the test's temp dir.
+// The slow-path pipeline's spec and a swarm scenario for it, written to the temp dir under the
+// running test's name (ctest runs tests in parallel processes: each writes its own files).
 struct SlowPathFiles {
   std::string spec, scenario;
 };
 SlowPathFiles slow_path_files() {
-  const std::string dir = ::testing::TempDir();
-  SlowPathFiles f{dir + "/slow_path_pipeline.yaml", dir + "/slow_path.yaml"};
+  const std::string dir =
+      ::testing::TempDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
+  SlowPathFiles f{dir + "slow_path_pipeline.yaml", dir + "slow_path.yaml"};
   std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/longest_so_far.yaml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string from = "processing_function: LongestSoFar";
