@@ -196,6 +196,15 @@ std::string default_library_dir() {
   return ONCEFLOW_SCENARIOS_DIR;
 }
 
+// The commit attempts (transactions) that consumed or produced any of `ids`.
+std::set<uint64_t> commit_txs(const faults::RunOutcome& r, const std::set<uint64_t>& ids) {
+  std::set<uint64_t> out;
+  for (const uint64_t id : ids) {
+    if (auto txs = r.txs_by_id.find(id); txs != r.txs_by_id.end()) out.insert(txs->second.begin(), txs->second.end());
+  }
+  return out;
+}
+
 // The trace lines that show a failed run's violations: those naming an id (16 hex digits) the
 // failing checks name (or, when no line names one, a key they name) and the commits that took
 // or made those messages, the first kExcerptNamedLines of them; with the faults that began,
@@ -208,12 +217,9 @@ std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   const auto names_one_of = [](const std::string& line, const std::set<std::string>& texts) {
     return std::any_of(texts.begin(), texts.end(), [&](const std::string& t) { return line.find(t) != std::string::npos; });
   };
-  cli::ReplayFilter commits;  // the commit attempts of the named messages
-  for (const std::string& id : ids) {
-    if (auto txs = r.txs_by_id.find(tables::parse_hex16(id)); txs != r.txs_by_id.end()) {
-      commits.txs.insert(txs->second.begin(), txs->second.end());
-    }
-  }
+  std::set<uint64_t> named_ids;
+  for (const std::string& id : ids) named_ids.insert(tables::parse_hex16(id));
+  const std::set<uint64_t> commits = commit_txs(r, named_ids);
   if (std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) { return names_one_of(line, ids); })) {
     ids.clear();  // a check that names keys only: the lines of messages of those keys
     for (const uint64_t key : checkers::keys_named_by_failures(r.verdicts)) ids.insert(fmt::format("(key {},", key));
@@ -221,7 +227,7 @@ std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
   const auto time_of = [](const std::string& line) { return cli::trace_line_time(line).value_or(0); };
   std::vector<const std::string*> named;
   for (const auto& line : r.trace) {
-    if (named.size() < kExcerptNamedLines && (names_one_of(line, ids) || commits.names_tx(line))) named.push_back(&line);
+    if (named.size() < kExcerptNamedLines && (names_one_of(line, ids) || cli::names_commit_tx(line, commits))) named.push_back(&line);
   }
   if (named.empty()) {
     return {r.trace.end() - static_cast<long>(std::min(r.trace.size(), kTraceTailLines)), r.trace.end()};
@@ -369,16 +375,12 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
                                      "print them: \"key 13\")", *replay->key)};
       }
       replay->key_ids = ids->second;
-      for (const uint64_t id : ids->second) {
-        if (auto txs = r.txs_by_id.find(id); txs != r.txs_by_id.end()) replay->txs.insert(txs->second.begin(), txs->second.end());
-      }
+      replay->key_txs = commit_txs(r, ids->second);
     }
     if (!replay->id.empty()) {
-      if (replay->id.size() == 16) {  // a whole MessageId: its commits too (a part only finds lines)
-        const auto txs = r.txs_by_id.find(tables::parse_hex16(replay->id));
-        if (txs != r.txs_by_id.end()) replay->txs = txs->second;
-      }
-      if (replay->txs.empty() && std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) {
+      // A whole MessageId: its commits too (a part of one only finds lines).
+      if (replay->id.size() == 16) replay->id_txs = commit_txs(r, {tables::parse_hex16(replay->id)});
+      if (replay->id_txs.empty() && std::none_of(r.trace.begin(), r.trace.end(), [&](const std::string& line) {
             return line.find(replay->id) != std::string::npos;
           })) {
         throw UsageError{fmt::format("--id {}: no message of this run has that MessageId, and no line names it", replay->id)};

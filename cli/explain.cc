@@ -1,5 +1,6 @@
 #include "cli/explain.h"
 #include "cli/explore.h"
+#include "cli/replay_filter.h"
 
 #include <fmt/format.h>
 
@@ -418,19 +419,9 @@ json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcom
     json answers = json::array();
     for (const std::string& line : r.trace) {
       if (answers.size() == kAnswersShown) break;
-      std::string_view rest = line;
-      const auto field = [&rest] {
-        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-        const size_t end = std::min(rest.find(' '), rest.size());
-        std::string_view f = rest.substr(0, end);
-        rest.remove_prefix(end);
-        return f;
-      };
-      const std::string_view time = field();
-      const std::string_view node = field();
-      if (!node.starts_with("target-") || rest.find(id) == std::string_view::npos) continue;
-      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-      answers.push_back({{"t", parse_duration(time).value_or(0)}, {"node", node}, {"text", rest}});
+      const TraceLine fields = split_trace_line(line);
+      if (!fields.node.starts_with("target-") || fields.text.find(id) == std::string_view::npos) continue;
+      answers.push_back({{"t", parse_duration(fields.time).value_or(0)}, {"node", fields.node}, {"text", fields.text}});
     }
     const auto producer = produced_by.find(m->id);
     out.push_back({{"sink", sink},

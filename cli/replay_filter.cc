@@ -26,12 +26,20 @@ std::string_view next_field(std::string_view& rest) {
 
 }  // namespace
 
-std::optional<Micros> trace_line_time(std::string_view line) {
-  const std::string_view text = next_field(line);  // as format_time writes it
-  return parse_duration(text);
+TraceLine split_trace_line(std::string_view line) {
+  TraceLine out;
+  out.time = next_field(line);
+  out.node = next_field(line);
+  const size_t start = line.find_first_not_of(' ');
+  out.text = start == std::string_view::npos ? std::string_view() : line.substr(start);
+  return out;
 }
 
-bool ReplayFilter::names_tx(std::string_view text) const {
+std::optional<Micros> trace_line_time(std::string_view line) {
+  return parse_duration(split_trace_line(line).time);  // as format_time writes it
+}
+
+bool names_commit_tx(std::string_view text, const std::set<uint64_t>& txs) {
   constexpr std::string_view kCommits = " commits tx ";
   const size_t at = text.find(kCommits);
   if (txs.empty() || at == std::string_view::npos) return false;
@@ -59,19 +67,18 @@ bool ReplayFilter::names_key(std::string_view text) const {
 }
 
 bool ReplayFilter::matches(std::string_view line) const {
-  std::string_view rest = line;
-  next_field(rest);  // the time
-  const std::string_view node_text = next_field(rest);
-  if (!node.empty() && node_text != node) return false;
+  const TraceLine fields = split_trace_line(line);
+  const std::string_view rest = fields.text;
+  if (!node.empty() && fields.node != node) return false;
   if (from_us >= 0 || to_us >= 0) {
-    const std::optional<Micros> time = trace_line_time(line);
+    const std::optional<Micros> time = parse_duration(fields.time);
     if (!time) return false;
     if (from_us >= 0 && *time < from_us) return false;
     if (to_us >= 0 && *time > to_us) return false;
   }
   if (!job.empty() && rest.find(job) == std::string_view::npos) return false;
-  if (!id.empty() && rest.find(id) == std::string_view::npos && !names_tx(rest)) return false;
-  if (key && !names_key(rest) && !names_tx(rest)) return false;
+  if (!id.empty() && rest.find(id) == std::string_view::npos && !names_commit_tx(rest, id_txs)) return false;
+  if (key && !names_key(rest) && !names_commit_tx(rest, key_txs)) return false;
   if (grep && !std::regex_search(line.begin(), line.end(), *grep)) return false;
   return true;
 }
@@ -80,11 +87,9 @@ std::string ReplayFilter::unknown_in(const std::deque<std::string>& trace) const
   std::set<std::string, std::less<>> nodes;
   bool job_seen = job.empty();
   for (const std::string& line : trace) {
-    std::string_view rest = line;
-    next_field(rest);  // the time
-    const std::string_view node_text = next_field(rest);
-    if (!node_text.empty() && nodes.find(node_text) == nodes.end()) nodes.emplace(node_text);
-    job_seen = job_seen || rest.find(job) != std::string_view::npos;
+    const TraceLine fields = split_trace_line(line);
+    if (!fields.node.empty() && nodes.find(fields.node) == nodes.end()) nodes.emplace(fields.node);
+    job_seen = job_seen || fields.text.find(job) != std::string_view::npos;
   }
   if (!node.empty() && nodes.count(node) == 0) {
     std::string names;

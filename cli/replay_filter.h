@@ -21,8 +21,16 @@
 
 namespace onceflow::cli {
 
+// A trace line's fields: its time as written, its node and the rest (leading spaces removed).
+struct TraceLine {
+  std::string_view time, node, text;
+};
+TraceLine split_trace_line(std::string_view line);
 // A trace line's time (its first field), or nullopt when it has none.
 std::optional<Micros> trace_line_time(std::string_view line);
+// Whether `text` is a commit attempt's line ("... commits tx T: ...") of one of `txs`: such a
+// line lists only an epoch's first ids, so a message is found there by its transactions.
+bool names_commit_tx(std::string_view text, const std::set<uint64_t>& txs);
 
 struct ReplayFilter {
   std::string node;
@@ -30,9 +38,8 @@ struct ReplayFilter {
   std::string id;
   std::optional<uint64_t> key;  // --key: lines naming the key, or any MessageId of it (key_ids)
   std::set<uint64_t> key_ids;
-  // The commit attempts ("commits tx T") of the --id's message or the --key's messages: their
-  // lines name only the first ids of an epoch.
-  std::set<uint64_t> txs;
+  // The commit attempts of the --id's message and of the --key's messages (names_commit_tx).
+  std::set<uint64_t> id_txs, key_txs;
   Micros from_us = -1;  // -1: from the start
   Micros to_us = -1;    // -1: to the end
   std::optional<std::regex> grep;
@@ -43,7 +50,6 @@ struct ReplayFilter {
   }
   bool matches(std::string_view line) const;
   bool names_key(std::string_view text) const;
-  bool names_tx(std::string_view text) const;
   // What --node or --job names that no line of `trace` has (a typo, or a node the run does not
   // have), as a one-line error listing the nodes there are; "" when both are there.
   std::string unknown_in(const std::deque<std::string>& trace) const;
