@@ -950,6 +950,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--drain-timeout", drain_timeout,
                    "On SIGINT or SIGTERM, wait this long for the pipeline to drain and stop [30s]; a second signal ends at once");
   real->add_option("--progress-every", progress_every, "Between progress lines [1s on a terminal, else 5s]");
+  real->add_option("--metrics-port", real_options.metrics_port,
+                   "Serve Prometheus metrics at http://ADDRESS:PORT/metrics (0: a free port, printed) [off]")
+      ->check(whole(0, 65535));
+  real->add_option("--metrics-address", real_options.metrics_address, "Where --metrics-port listens [0.0.0.0]");
 
   int mock_brokers = 3;
   std::vector<std::string> mock_topics;

@@ -255,6 +255,9 @@ void check_sink(const SinkSpec& s) {
   if (!s.table.empty() && s.type != SinkType::kStaticTable && s.type != SinkType::kClickHouse) {
     violate(at(owner, "table"), "only static_table and clickhouse sinks write a table");
   }
+  if (!s.url.empty() && s.type != SinkType::kHttp && s.type != SinkType::kClickHouse) {
+    violate(at(owner, "url"), "only http and clickhouse sinks write to a URL");
+  }
   if (s.type == SinkType::kClickHouse) {
     check_range(s.max_batch_messages, 1, 1'000'000, at(owner, "max_batch_messages"));
     check_range(s.max_insert_attempts, 1, 1'000'000, at(owner, "max_insert_attempts"));
@@ -555,7 +558,7 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
             {"type", "input_stream", "partitions", "at_most_once_strategy", "topic", "delivery_guarantee",
              "transaction_messages", "synchronous", "idempotency_key", "table", "shard_hosts", "max_batch_messages",
              "max_insert_attempts", "replay_horizon", "exactly_once", "transactional_id", "durability", "target_tablets",
-             "delivery_batch_messages", "delivery_batch_bytes"});
+             "delivery_batch_messages", "delivery_batch_bytes", "url"});
   static constexpr std::array kTypes{SinkType::kSyncQueue,   SinkType::kAsyncQueue, SinkType::kKafka,
                                      SinkType::kHttp,        SinkType::kStaticTable, SinkType::kClickHouse,
                                      SinkType::kArkflowKafka};
@@ -565,6 +568,7 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   if (const auto v = node["type"]) s.type = enum_value(v, at(path, "type"), kTypes, sink_type_name);
   if (const auto v = node["topic"]) s.topic = string_value(v, at(path, "topic"));
   if (const auto v = node["table"]) s.table = string_value(v, at(path, "table"));
+  if (const auto v = node["url"]) s.url = string_value(v, at(path, "url"));
   if (const auto v = node["shard_hosts"]) s.shard_hosts = string_list(v, at(path, "shard_hosts"));
   if (const auto v = node["max_batch_messages"]) s.max_batch_messages = int_value(v, at(path, "max_batch_messages"));
   if (const auto v = node["delivery_batch_messages"]) {

@@ -116,6 +116,9 @@ struct SinkSpec {
   bool synchronous = false;
   // http sinks: POST each message with an Idempotency-Key header carrying its MessageId.
   bool idempotency_key = true;
+  // http and clickhouse sinks under `onceflow real`: where they write (the receiver's URL; the
+  // ClickHouse server's HTTP interface, http://host:8123). The simulator ignores it.
+  std::string url;
   // static_table and clickhouse sinks: the table written (default: the sink's name).
   std::string table;
   // clickhouse sinks (delivery_guarantee: exactly_once is the batching sink; with shard_hosts

@@ -122,37 +122,107 @@ Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::str
   return out;
 }
 
+void describe_metrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.describe("onceflow_epochs_committed_total", T::kCounter, "Epochs committed by the jobs of this process.");
+  m.describe("onceflow_epoch_commit_seconds", T::kHistogram, "Time an epoch's commit took, from its start to the store's answer.");
+  m.describe("onceflow_source_messages_total", T::kCounter, "Messages read by the source jobs of this process, in committed epochs.");
+  m.describe("onceflow_sink_messages_total", T::kCounter, "Messages the targets of this process's sinks acknowledged.");
+  m.describe("onceflow_source_lag_messages", T::kGauge, "Inputs written to a queue source's partition and not yet read in a committed epoch.");
+  m.describe("onceflow_at_most_once_dropped_total", T::kCounter, "At-most-once messages dropped (not sent).");
+  m.describe("onceflow_at_most_once_in_doubt_total", T::kCounter, "At-most-once sends that got no answer: the target may hold them.");
+  m.describe("onceflow_job_leases_granted_total", T::kCounter, "Job Leases this process's controller granted.");
+  m.describe("onceflow_job_leases_aborted_total", T::kCounter, "Job Leases this process's controller aborted.");
+  m.describe("onceflow_leases_lost_total", T::kCounter, "Leases found ended under their holder (worker, job, controller).");
+  m.describe("onceflow_delivery_retries_total", T::kCounter, "Deliveries to a sink's target that failed and are retried.");
+  m.describe("onceflow_store_errors_total", T::kCounter, "Store operations that failed or whose outcome was ambiguous.");
+  m.describe("onceflow_engine_events_total", T::kCounter, "Engine events by probe name (onceflow list --probes).");
+  m.describe("onceflow_pipeline_state", T::kGauge, "1 for the pipeline's state as this process last read it.");
+  m.describe("onceflow_controller_leading", T::kGauge, "1 when this process's controller leads.");
+  m.describe("onceflow_store_commits_total", T::kCounter, "Transactions this process committed to the store.");
+  m.describe("onceflow_store_conflicts_total", T::kCounter, "Commits refused for a write-write conflict.");
+}
+
 // Counts what the engine does, for the progress line: a delivery counts once the target
 // acknowledged it (an outbox row's acknowledgement, a synchronous sink's committed epoch,
 // an at-most-once send), not when its outbox row was written.
+// The same events feed the process's metrics (--metrics-port; real/metrics.h).
 class RealDeployment::Progress final : public EngineObserver {
  public:
-  explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
+  Progress(const PipelineSpec& spec, Metrics& metrics) : spec_(spec), metrics_(metrics) { describe_metrics(metrics); }
   void computation_misuse(const std::string& computation, const std::string& what) override {
     if (misuse.empty()) misuse = fmt::format("computation {}: {}; nothing of that epoch was committed", computation, what);
   }
   std::string misuse;  // the first call a computation's spec does not allow
+  void epoch_committing(const Epoch& e) override { committing_[e.job.str()] = clock_.now(); }
   void epoch_committed(const Epoch& e) override {
     if (epochs++ == 0) first_epoch_at = clock_.now();
+    static constexpr std::array<const char*, 3> kKinds = {"source", "computation", "sink"};
+    const std::string kind = kKinds[static_cast<size_t>(e.job.kind)];
+    metrics_.add("onceflow_epochs_committed_total",
+                 {{"kind", kind}, {"name", e.job.name}, {"partition", std::to_string(e.job.partition)}});
+    if (auto it = committing_.find(e.job.str()); it != committing_.end()) {
+      metrics_.observe("onceflow_epoch_commit_seconds", {{"kind", kind}},
+                       static_cast<double>(clock_.now() - it->second) / 1e6);
+      committing_.erase(it);
+    }
+    if (e.job.kind == JobKind::kSource && !e.produced.empty()) {
+      metrics_.add("onceflow_source_messages_total", {{"source", e.job.name}}, static_cast<double>(e.produced.size()));
+    }
     if (e.job.kind != JobKind::kSink) return;
     const SinkSpec* sink = spec_.sink(e.job.name);
-    if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered += e.consumed.size();
+    if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered_to(e.job.name, e.consumed.size());
   }
-  void delivery_confirmed(const JobId&, const std::vector<MessageId>& ids, Version) override {
-    delivered += ids.size();
+  void delivery_confirmed(const JobId& job, const std::vector<MessageId>& ids, Version) override {
+    delivered_to(job.name, ids.size());
   }
-  void amo_sent(const std::string&, MessageId) override { ++delivered; }
-  void amo_dropped(const std::string&, const Message&, std::string_view) override { ++amo.dropped; }
+  void amo_sent(const std::string& sink, MessageId) override { delivered_to(sink, 1); }
+  void amo_dropped(const std::string& sink, const Message&, std::string_view) override {
+    ++amo.dropped;
+    metrics_.add("onceflow_at_most_once_dropped_total", {{"sink", sink}});
+  }
   // A send that got no answer in time (a slow synced write at the target, say).
-  void amo_in_doubt(const std::string&, const Message&, std::string_view) override { ++amo.in_doubt; }
+  void amo_in_doubt(const std::string& sink, const Message&, std::string_view) override {
+    ++amo.in_doubt;
+    metrics_.add("onceflow_at_most_once_in_doubt_total", {{"sink", sink}});
+  }
+  void job_lease_started(const std::string&, LeaseId, const std::string&) override {
+    metrics_.add("onceflow_job_leases_granted_total", {});
+  }
+  void job_lease_aborted(const std::string&, LeaseId, std::string_view) override {
+    metrics_.add("onceflow_job_leases_aborted_total", {});
+  }
+  void probe(Probe p) override {
+    metrics_.add("onceflow_engine_events_total", {{"event", std::string(probe_name(p))}});
+    switch (p) {
+      case Probe::kOutboxDeliveryFailed:
+      case Probe::kSyncWriteFailed: metrics_.add("onceflow_delivery_retries_total", {}); break;
+      case Probe::kEpochUnavailable:
+      case Probe::kEpochReadFailed:
+      case Probe::kEpochAmbiguousCommitted:
+      case Probe::kEpochAmbiguousNotCommitted:
+      case Probe::kControllerUnstored:
+      case Probe::kControllerCommitAmbiguous: metrics_.add("onceflow_store_errors_total", {}); break;
+      case Probe::kWorkerLeaseLost: metrics_.add("onceflow_leases_lost_total", {{"lease", "worker"}}); break;
+      case Probe::kEpochFenced: metrics_.add("onceflow_leases_lost_total", {{"lease", "job"}}); break;
+      case Probe::kControllerStepDown: metrics_.add("onceflow_leases_lost_total", {{"lease", "controller"}}); break;
+      default: break;
+    }
+  }
   AtMostOnceCounts amo;  // at-most-once sends given up in this process
   uint64_t epochs = 0;
   Micros first_epoch_at = -1;  // when a job first committed an epoch in this life
   uint64_t delivered = 0;  // acknowledged by their targets, in this process's life
 
  private:
+  void delivered_to(const std::string& sink, size_t n) {
+    delivered += n;
+    metrics_.add("onceflow_sink_messages_total", {{"sink", sink}}, static_cast<double>(n));
+  }
   const PipelineSpec& spec_;
+  Metrics& metrics_;
   WallClock clock_;  // the loop's clock: the process's monotonic one
+  std::map<std::string, Micros> committing_;  // by job: when its epoch's commit began
 };
 
 // The real deployment's connectors are its own, shared by every process it runs.
@@ -170,7 +240,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
     : spec_(spec),
       o_(o),
       store_(store),
-      progress_(std::make_unique<Progress>(spec)),
+      progress_(std::make_unique<Progress>(spec, metrics_)),
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
       layout_(process_layout(options_, o)) {
   options_.record_history = o.record_history;  // what --verify re-executes
@@ -216,6 +286,18 @@ Status RealDeployment::connect_kafka(const KafkaConfig& kafka, KafkaMockCluster*
     kafka_sinks_[sink.name] = std::move(*writer);
   }
   return check_kafka_holds_what_was_done();
+}
+
+Status RealDeployment::connect_http_sinks() {
+  for (const auto& sink : spec_.sinks) {
+    if (sink.type != SinkType::kHttp) continue;
+    auto writer = HttpSink::open(loop_, sink, options_.rpc_timeout_us);
+    if (!writer) return writer.error();
+    connectors_.sinks[sink.name] = writer->get();
+    (*writer)->set_latency(&latency_);
+    http_sinks_[sink.name] = std::move(*writer);
+  }
+  return Status::ok();
 }
 
 // A source never read past its topic's end, and a sink's topic holds at least what its
@@ -514,9 +596,43 @@ void RealDeployment::observe(bool ends_by_draining) {
     // for the others, stopped with nothing left is drained too.
     if (ends_by_draining) o.waiting_for = waiting_for(o_.role == RealOptions::Role::kController);
     o.looks = observed_.looks + 1;
+    update_gauges(o);
     observed_ = std::move(o);
     rt.sleep_for(kDrainCheckEvery);
   }
+}
+
+void RealDeployment::update_gauges(const Observed& o) {
+  metrics_.clear("onceflow_pipeline_state");
+  if (o.state) metrics_.set("onceflow_pipeline_state", {{"state", *o.state}}, 1);
+  if (controls()) {
+    const bool leading = o_.role == RealOptions::Role::kAll || o.leads;  // kAll: its controller is the only one
+    metrics_.set("onceflow_controller_leading", {}, leading ? 1 : 0);
+  }
+  const RealStore::Stats st = store_.stats();
+  metrics_.set("onceflow_store_commits_total", {}, static_cast<double>(st.commits));
+  metrics_.set("onceflow_store_conflicts_total", {}, static_cast<double>(st.conflicts));
+  // Queue sources' lag: what the producer wrote to a partition less what committed epochs read.
+  auto tx = store_.begin();
+  if (!tx) return;
+  metrics_.clear("onceflow_source_lag_messages");
+  for (const auto& source : spec_.sources) {
+    if (source.type != "queue") continue;
+    for (int p = 0; p < source.partitions; ++p) {
+      const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, source_key(source_origin(source), p));
+      const uint64_t written = read_u64(store_, *tx, kProducer, source_key(source.name, p));
+      metrics_.set("onceflow_source_lag_messages", {{"source", source.name}, {"partition", std::to_string(p)}},
+                   static_cast<double>(written > read ? written - read : 0));
+    }
+  }
+  store_.abort(*tx);
+}
+
+Result<int> RealDeployment::serve_metrics(const std::string& address, int port) {
+  auto server = MetricsServer::start(metrics_, address, port);
+  if (!server) return server.error();
+  metrics_server_ = std::move(*server);
+  return metrics_server_->port();
 }
 
 std::string RealDeployment::partition_changes() {
@@ -588,6 +704,9 @@ Status RealDeployment::failing() const {
   if (!store_.failed().is_ok()) return store_.failed();
   if (!progress_->misuse.empty()) return Status::invalid_argument(progress_->misuse);
   for (const auto& [name, sink] : kafka_sinks_) {
+    if (!sink->failed().is_ok()) return Status::invalid_argument(fmt::format("sink {}: {}", name, sink->failed().message()));
+  }
+  for (const auto& [name, sink] : http_sinks_) {
     if (!sink->failed().is_ok()) return Status::invalid_argument(fmt::format("sink {}: {}", name, sink->failed().message()));
   }
   if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {

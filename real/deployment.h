@@ -32,7 +32,9 @@
 #include "core/reference.h"
 #include "core/spec.h"
 #include "core/workload.h"
+#include "real/http_sink.h"
 #include "real/kafka.h"
+#include "real/metrics.h"
 #include "real/real_store.h"
 #include "real/loop.h"
 
@@ -74,6 +76,9 @@ struct RealOptions {
   // The first SIGINT or SIGTERM stops the pipeline (a drain, docs/operating.md) and ends the
   // run once it is stopped, or after this long; a second signal ends it at once.
   Micros drain_timeout_us = 30 * kSeconds;
+  // Prometheus metrics over HTTP (real/metrics.h): -1 none, 0 a free port.
+  int metrics_port = -1;
+  std::string metrics_address = "0.0.0.0";
 };
 
 // What a deployment recorded in its store, for --verify: the inputs it produced (in order),
@@ -97,6 +102,12 @@ class RealDeployment {
   // partitions differ from the spec's, and a cluster that lacks what the store says was read
   // from it or written to it (kInvalidArgument, naming both). `mock`: topics are made there.
   Status connect_kafka(const KafkaConfig& kafka, KafkaMockCluster* mock);
+  // Makes the sinks that write to servers over HTTP (http sinks; kInvalidArgument for a bad
+  // url). They connect at their first write.
+  Status connect_http_sinks();
+  // Serves this process's metrics at http://ADDRESS:PORT/metrics until the deployment ends
+  // (port 0: a free one); returns the port.
+  Result<int> serve_metrics(const std::string& address, int port);
 
   // kStopped: the pipeline was stopped (drained) on a signal; kInterrupted: the run ended on
   // a signal before that (a second signal, or the drain timed out).
@@ -133,7 +144,8 @@ class RealDeployment {
   void start_worker_when_free(const std::string& name);
   // This process's controller holds the leader row under a live Lease.
   bool leads();
-  // Every 100 ms, reads observed_ from the store (waiting_for() when `ends_by_draining`).
+  // Every 100 ms, reads observed_ from the store (waiting_for() when `ends_by_draining`), and
+  // sets the metrics' gauges.
   void observe(bool ends_by_draining);
   Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
   Status check_kafka_holds_what_was_done();
@@ -181,9 +193,12 @@ class RealDeployment {
   Connectors connectors_;
   std::map<std::string, std::unique_ptr<KafkaSource>> kafka_sources_;
   std::map<std::string, std::unique_ptr<KafkaSink>> kafka_sinks_;
+  std::map<std::string, std::unique_ptr<HttpSink>> http_sinks_;
   EngineOptions options_;
   BugSwitches bugs_;
+  Metrics metrics_;  // before progress_, which feeds it
   std::unique_ptr<Progress> progress_;
+  std::unique_ptr<MetricsServer> metrics_server_;  // after metrics_, which it serves until it ends
   LatencyHistogram latency_;  // of outputs made visible at their sinks in this life
   // What the monitor fiber last read from the store, for the loop's checks and the progress line.
   struct Observed {
@@ -195,6 +210,7 @@ class RealDeployment {
     std::optional<std::string> waiting_for;  // nullopt: not looked for; "": drained
   };
   Observed observed_;
+  void update_gauges(const Observed& o);
   std::unique_ptr<SharedConnectors> shared_connectors_;
   DeploymentLayout layout_;
   std::unique_ptr<DeploymentConfig> config_;

@@ -59,7 +59,8 @@ class StopOnSignals {
 
 Status check_backends(const PipelineSpec& spec) {
   for (const auto& sink : spec.sinks) {
-    if (sink.type != SinkType::kSyncQueue && sink.type != SinkType::kAsyncQueue && sink.type != SinkType::kKafka) {
+    if (sink.type != SinkType::kSyncQueue && sink.type != SinkType::kAsyncQueue && sink.type != SinkType::kKafka &&
+        sink.type != SinkType::kHttp) {
       return Status::invalid_argument(fmt::format("sinks.{}: {} sinks run in the simulator only, not under onceflow real",
                                                   sink.name, sink_type_name(sink.type)));
     }
@@ -146,10 +147,18 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   const user_code::HooksScope user_code_scope(&user_code);
   {
     RealDeployment deployment(spec, registry, o, *store);
+    if (Status connected = deployment.connect_http_sinks(); !connected.is_ok()) {
+      return bad(spec_path + ": " + connected.message());
+    }
     if (kafka_used) {
       if (Status connected = deployment.connect_kafka(kafka, mock.get()); !connected.is_ok()) {
         return bad(fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
       }
+    }
+    if (o.metrics_port >= 0) {
+      auto port = deployment.serve_metrics(o.metrics_address, o.metrics_port);
+      if (!port) return bad(port.error().message());
+      fmt::print(stderr, "onceflow real: metrics at http://{}:{}/metrics\n", o.metrics_address, *port);
     }
     signals.attach(deployment);
     struct Detach {

@@ -1,0 +1,69 @@
+// HTTP for the sinks of `onceflow real` that talk to servers (http, clickhouse), over
+// cpp-httplib (Debian's libcpp-httplib: HTTP/1.1 with keep-alive, https when the URL says so).
+//
+// A call blocks: sinks make it through RealLoop::run_blocking, so the loop goes on. What a
+// failed call means for a sink is how far the request may have got: kNotSent (no connection
+// was made: the server cannot have seen it), kNoAnswer (the request may have reached the
+// server and taken effect, and no answer came), or an answer with its status.
+//
+// Thread-safety: one HttpClient is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/env/clock.h"
+#include "core/env/status.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace onceflow::real {
+
+// "http://host:port/path?query" (or https) split where a client needs it: the origin
+// ("http://host:port") and the rest ("/path?query", "/" when empty). kInvalidArgument for
+// anything else, naming what is wrong.
+struct HttpUrl {
+  std::string origin;
+  std::string target;
+};
+Result<HttpUrl> parse_http_url(std::string_view url);
+
+struct HttpReply {
+  enum class Outcome : uint8_t { kAnswered, kNotSent, kNoAnswer };
+  Outcome outcome = Outcome::kNotSent;
+  int status = 0;       // kAnswered: the HTTP status
+  std::string body;     // kAnswered: the answer's body
+  std::string error;    // otherwise: what went wrong ("connection refused", "read timed out")
+  bool ok() const { return outcome == Outcome::kAnswered && status >= 200 && status < 300; }
+  // A failure that may pass if the request is made again: no answer, 408, 425, 429, 5xx.
+  bool transient() const;
+  // "answered 503: <the first 200 bytes of the body>", or the error: for messages.
+  std::string describe() const;
+};
+
+class HttpClient {
+ public:
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // `origin` as parse_http_url gives it; `timeout` bounds connecting, and each read and write.
+  HttpClient(const std::string& origin, Micros timeout);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  HttpReply post(const std::string& target, const Headers& headers, std::string_view body,
+                 const std::string& content_type);
+  HttpReply get(const std::string& target, const Headers& headers = {});
+
+ private:
+  std::unique_ptr<httplib::Client> client_;
+};
+
+// `text` percent-encoded as the value of a URL's query parameter (SQL in ClickHouse's `query`).
+std::string query_param(const std::string& text);
+
+}  // namespace onceflow::real
