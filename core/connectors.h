@@ -22,6 +22,7 @@
 #include "core/env/store.h"
 #include "core/message.h"
 #include "core/outbox.h"
+#include "core/spec.h"
 
 namespace onceflow {
 
@@ -77,6 +78,42 @@ uint64_t kafka_key(std::string_view bytes);
 Status check_progress_marker(const std::string& job, const std::optional<uint64_t>& marker,
                              const std::vector<OutboxRow>& rows, const std::string& topic,
                              const std::string& progress_topic);
+
+// ClickHouse's table engines, as the seed's exactly-once sinks judge them: the engines that
+// deduplicate inserted blocks (Replicated*MergeTree, SharedMergeTree), and those a sink writes
+// at all (the MergeTree family, not Distributed).
+bool clickhouse_engine_deduplicates(const std::string& engine);
+bool clickhouse_engine_accepted(const std::string& engine);
+
+// The seed's judgement of a ClickHouse sink's target table when a writer session starts, for
+// the simulator's sink and the real one: kInvalidArgument (naming `database.table`) for a
+// Distributed table or an engine outside the MergeTree family; else the structured warnings to
+// give: an exactly-once sink on an engine that does not deduplicate blocks
+// (ClickHouseTargetDoesNotDeduplicate: exactly-once degrades to at-least-once), or whose dedup
+// window (replicated_deduplication_window_seconds: `window_us`) is shorter than its
+// replay_horizon (ClickHouseDedupWindowShorterThanReplayHorizon).
+struct SinkWarning {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> attributes;
+};
+Result<std::vector<SinkWarning>> judge_clickhouse_target(const SinkSpec& spec, const std::string& database,
+                                                          const std::string& table, const std::string& engine,
+                                                          Micros window_us);
+
+// The exactly-once ClickHouse sinks' batches (TClickHouseBatchingSink and the sharded one),
+// for the simulator's and the real sink alike. A batch is an outbox row: the engine cuts them
+// at each epoch's end and at every max_batch_messages-th seqNo (core/job.cc), so a batch sent
+// again after a restart, even with another limit, is the same batch. Only complete batches are
+// returned (a later epoch never adds to one), in seqNo order. Its token is its largest
+// MessageId (16 hex digits); with `shards` > 0 its messages are split by key (key % shards)
+// and shard i gets the token suffixed ":<shard name>".
+struct ClickHouseBatch {
+  uint64_t last_seqno = 0;
+  std::string token;
+  // By shard (one part when unsharded); a shard's part may be empty (then nothing is sent).
+  std::vector<std::vector<Message>> parts;
+};
+Result<std::vector<ClickHouseBatch>> clickhouse_batches(const std::vector<OutboxRow>& rows, size_t shards);
 
 // By source or sink name. Sources of type "queue" and queue sinks need none.
 struct Connectors {

@@ -340,7 +340,7 @@ checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHous
     case SinkType::kClickHouse:
       if (sink.delivery_guarantee == SinkDelivery::kAtMostOnce) return G::kAtMostOnce;
       if (sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) return G::kAtLeastOnce;
-      if (sink.type == SinkType::kClickHouse && clickhouse != nullptr && !sim::clickhouse_engine_deduplicates(clickhouse->engine)) {
+      if (sink.type == SinkType::kClickHouse && clickhouse != nullptr && !clickhouse_engine_deduplicates(clickhouse->engine)) {
         return G::kAtLeastOnce;  // accepted with a warning: no block deduplication
       }
       return G::kExactlyOnce;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <random>
 #include <utility>
 #include <vector>
@@ -31,6 +32,9 @@ constexpr Micros kPipelineStartWait = 10 * kSeconds;  // then the producer write
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
 constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
+// How long an http or clickhouse sink waits for its server to connect, take a request or
+// answer (a Replicated table's INSERT waits for ZooKeeper).
+constexpr Micros kServerTimeout = 10 * kSeconds;
 constexpr int kKafkaCheckTimeoutMs = 2'000;
 constexpr Micros kHeadsDone = INT64_MAX / 4;  // a queue head past every message: no more input
 
@@ -186,6 +190,13 @@ class RealDeployment::Progress final : public EngineObserver {
     ++amo.in_doubt;
     metrics_.add("onceflow_at_most_once_in_doubt_total", {{"sink", sink}});
   }
+  // A structured warning (a ClickHouse target that degrades the guarantee, ...), on stderr
+  // once per distinct one.
+  void warning(const std::string& name, const std::vector<std::pair<std::string, std::string>>& attrs) override {
+    std::string line = "onceflow real: warning " + name + ":";
+    for (const auto& [key, value] : attrs) line += fmt::format(" {}={}", key, value);
+    if (warned_.insert(line).second) fmt::print(stderr, "{}\n", line);
+  }
   void job_lease_started(const std::string&, LeaseId, const std::string&) override {
     metrics_.add("onceflow_job_leases_granted_total", {});
   }
@@ -223,6 +234,7 @@ class RealDeployment::Progress final : public EngineObserver {
   Metrics& metrics_;
   WallClock clock_;  // the loop's clock: the process's monotonic one
   std::map<std::string, Micros> committing_;  // by job: when its epoch's commit began
+  std::set<std::string> warned_;
 };
 
 // The real deployment's connectors are its own, shared by every process it runs.
@@ -290,8 +302,16 @@ Status RealDeployment::connect_kafka(const KafkaConfig& kafka, KafkaMockCluster*
 
 Status RealDeployment::connect_http_sinks() {
   for (const auto& sink : spec_.sinks) {
+    if (sink.type == SinkType::kClickHouse) {
+      auto writer = ClickHouseSink::open(loop_, sink, kServerTimeout, progress_.get());
+      if (!writer) return writer.error();
+      connectors_.sinks[sink.name] = writer->get();
+      (*writer)->set_latency(&latency_);
+      clickhouse_sinks_[sink.name] = std::move(*writer);
+      continue;
+    }
     if (sink.type != SinkType::kHttp) continue;
-    auto writer = HttpSink::open(loop_, sink, options_.rpc_timeout_us);
+    auto writer = HttpSink::open(loop_, sink, kServerTimeout);
     if (!writer) return writer.error();
     connectors_.sinks[sink.name] = writer->get();
     (*writer)->set_latency(&latency_);
@@ -708,6 +728,9 @@ Status RealDeployment::failing() const {
   }
   for (const auto& [name, sink] : http_sinks_) {
     if (!sink->failed().is_ok()) return Status::invalid_argument(fmt::format("sink {}: {}", name, sink->failed().message()));
+  }
+  for (const auto& [name, sink] : clickhouse_sinks_) {
+    if (!sink->failed().is_ok()) return sink->failed();
   }
   if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {
     return Status::unavailable(fmt::format(

@@ -32,6 +32,7 @@
 #include "core/reference.h"
 #include "core/spec.h"
 #include "core/workload.h"
+#include "real/clickhouse_sink.h"
 #include "real/http_sink.h"
 #include "real/kafka.h"
 #include "real/metrics.h"
@@ -102,8 +103,8 @@ class RealDeployment {
   // partitions differ from the spec's, and a cluster that lacks what the store says was read
   // from it or written to it (kInvalidArgument, naming both). `mock`: topics are made there.
   Status connect_kafka(const KafkaConfig& kafka, KafkaMockCluster* mock);
-  // Makes the sinks that write to servers over HTTP (http sinks; kInvalidArgument for a bad
-  // url). They connect at their first write.
+  // Makes the sinks that write to servers over HTTP (http and clickhouse sinks;
+  // kInvalidArgument for a bad url). They connect at their first write.
   Status connect_http_sinks();
   // Serves this process's metrics at http://ADDRESS:PORT/metrics until the deployment ends
   // (port 0: a free one); returns the port.
@@ -194,6 +195,7 @@ class RealDeployment {
   std::map<std::string, std::unique_ptr<KafkaSource>> kafka_sources_;
   std::map<std::string, std::unique_ptr<KafkaSink>> kafka_sinks_;
   std::map<std::string, std::unique_ptr<HttpSink>> http_sinks_;
+  std::map<std::string, std::unique_ptr<ClickHouseSink>> clickhouse_sinks_;
   EngineOptions options_;
   BugSwitches bugs_;
   Metrics metrics_;  // before progress_, which feeds it

@@ -60,7 +60,7 @@ class StopOnSignals {
 Status check_backends(const PipelineSpec& spec) {
   for (const auto& sink : spec.sinks) {
     if (sink.type != SinkType::kSyncQueue && sink.type != SinkType::kAsyncQueue && sink.type != SinkType::kKafka &&
-        sink.type != SinkType::kHttp) {
+        sink.type != SinkType::kHttp && sink.type != SinkType::kClickHouse) {
       return Status::invalid_argument(fmt::format("sinks.{}: {} sinks run in the simulator only, not under onceflow real",
                                                   sink.name, sink_type_name(sink.type)));
     }

@@ -17,14 +17,6 @@ constexpr Micros kTransientRetryUs = 50 * kMillis;
 
 }  // namespace
 
-bool clickhouse_engine_deduplicates(const std::string& engine) {
-  return engine == "SharedMergeTree" || (engine.starts_with("Replicated") && engine.ends_with("MergeTree"));
-}
-
-bool clickhouse_engine_accepted(const std::string& engine) {
-  return engine != "Distributed" && engine.ends_with("MergeTree");
-}
-
 BootFn clickhouse_boot(TargetLog& table, ClickHouseData& data, TargetFaults& faults) {
   return [&table, &data, &faults](NodeContext& node) -> std::shared_ptr<void> {
     World& world = node.world;
@@ -97,33 +89,15 @@ Status SimClickHouseSink::open_session(const std::string& job, LeaseId lease) {
   const Micros window_us = in.i64();
   const uint64_t window_blocks = in.u64();
   const bool same_table = in.u64() != 0;
-  const std::string where = fmt::format("{}.{}", database, table_name());
-  if (engine == "Distributed") {
-    return Status::invalid_argument(fmt::format(
-        "clickhouse sink {}: {} is a Distributed table; write to its local Replicated*MergeTree tables", spec_.name, where));
-  }
-  if (!clickhouse_engine_accepted(engine)) {
-    return Status::invalid_argument(
-        fmt::format("clickhouse sink {}: {} has engine {}, outside the MergeTree family", spec_.name, where, engine));
-  }
+  auto warnings = judge_clickhouse_target(spec_, database, table_name(), engine, window_us);
+  if (!warnings) return warnings.error();
   if (!same_table) {
-    return Status::invalid_argument(fmt::format(
-        "clickhouse sink {}: the hosts of a shard of {} cannot be shown to hold the same table", spec_.name, where));
+    return Status::invalid_argument(fmt::format("clickhouse sink {}: the hosts of a shard of {}.{} cannot be shown to hold "
+                                                "the same table", spec_.name, database, table_name()));
   }
-  if (observer_ != nullptr && spec_.delivery_guarantee == SinkDelivery::kExactlyOnce) {
-    if (!clickhouse_engine_deduplicates(engine)) {
-      observer_->warning("ClickHouseTargetDoesNotDeduplicate",
-                         {{"Database", database}, {"Table", table_name()}, {"Engine", engine},
-                          {"Guarantee", "at_least_once"}});
-    } else if (window_us < spec_.replay_horizon_us) {
-      observer_->warning("ClickHouseDedupWindowShorterThanReplayHorizon",
-                         {{"Database", database},
-                          {"Table", table_name()},
-                          {"DedupWindowSetting", "replicated_deduplication_window_seconds"},
-                          {"ReplayHorizon", format_time(spec_.replay_horizon_us)},
-                          {"DedupWindow", format_time(window_us)}});
-    }
-    (void)window_blocks;
+  (void)window_blocks;
+  if (observer_ != nullptr) {
+    for (const SinkWarning& w : *warnings) observer_->warning(w.name, w.attributes);
   }
   sessions_[job] = lease;
   return Status::ok();
@@ -138,39 +112,28 @@ Status SimClickHouseSink::insert(const std::string& job, LeaseId lease, const st
   return reply ? Status::ok() : reply.error();
 }
 
-// A batch is an outbox row: the engine cuts them at each epoch's end and at every
-// max_batch_messages-th seqNo when it writes them (core/job.cc), so a batch sent again after
-// a restart with another limit is the same batch under the same token. Only complete batches
-// go (a later epoch never adds to one). Returns the last seqNo of the last batch every shard
-// took.
+// Batches as clickhouse_batches (core/connectors.h) cuts them. Returns the last seqNo of the
+// last batch every shard took.
 Result<uint64_t> SimClickHouseSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
   if (const Status s = open_session(job, lease); !s.is_ok()) return s;
+  auto batches = clickhouse_batches(rows, spec_.shard_hosts.size());
+  if (!batches) return batches.error();
   uint64_t delivered = 0;
-  std::vector<Message> batch;
-  for (const OutboxRow& row : rows) {
-    auto m = decode_message(row.message);
-    if (!m) return Status::corruption("an outbox row does not decode");
-    batch.push_back(std::move(*m));
-    if (!row.batch_end) continue;
-    MessageId largest = 0;
-    for (const Message& b : batch) largest = std::max(largest, b.id);
-    const std::string token = format_id(largest);
+  for (const ClickHouseBatch& batch : *batches) {
     Status status;
     if (spec_.shard_hosts.empty()) {
-      status = insert(job, lease, "", token, batch);
+      status = insert(job, lease, "", batch.token, batch.parts[0]);
     } else {
-      std::vector<std::vector<Message>> parts(spec_.shard_hosts.size());
-      for (Message& b : batch) parts[b.key % parts.size()].push_back(std::move(b));
-      for (size_t i = 0; i < parts.size() && status.is_ok(); ++i) {
-        if (!parts[i].empty()) status = insert(job, lease, spec_.shard_hosts[i], token + ":" + spec_.shard_hosts[i], parts[i]);
+      for (size_t i = 0; i < batch.parts.size() && status.is_ok(); ++i) {
+        const std::string& shard = spec_.shard_hosts[i];
+        if (!batch.parts[i].empty()) status = insert(job, lease, shard, batch.token + ":" + shard, batch.parts[i]);
       }
     }
     if (!status.is_ok()) {
       if (delivered > 0 && !status.is_invalid_argument()) return delivered;
       return status;
     }
-    delivered = row.seqno;
-    batch.clear();
+    delivered = batch.last_seqno;
   }
   return delivered;
 }

@@ -48,9 +48,6 @@ struct ClickHouseTargetConfig {
   bool same_table_on_all_hosts = true;          // the replicas' table identity can be proven
 };
 
-// Whether the engine deduplicates inserted blocks; whether it is accepted at all.
-bool clickhouse_engine_deduplicates(const std::string& engine);
-bool clickhouse_engine_accepted(const std::string& engine);
 
 struct ClickHouseData {
   ClickHouseTargetConfig config;

@@ -22,6 +22,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+source "$src/tests/real_lives.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 RANDOM=7
 
@@ -45,30 +46,6 @@ received() {
   local n
   n=$(grep -c '"kept": true' "$1" 2>/dev/null) || true
   echo "${n:-0}"
-}
-
-# lives DATA LOG KILLS: KILLS lives killed with SIGKILL once the receiver holds more, then a
-# last life that runs to the end with --verify.
-lives() {
-  local data=$1 log=$2 kills=$3
-  for ((i = 1; i <= kills; i++)); do
-    "$onceflow" real "$spec" --data "$data" --messages "$messages" --rate 6000 --no-progress >/dev/null \
-      2>"$work/life.err" &
-    pid=$!
-    local want=$((messages * i / (kills + 2)))
-    for _ in $(seq 1200); do
-      [[ $(received "$log") -ge $want ]] && break
-      kill -0 "$pid" 2>/dev/null || fail "life $i ended early: $(tail -3 "$work/life.err")"
-      sleep 0.05
-    done
-    sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 300) / 1000 }')"
-    kill -9 "$pid"
-    wait "$pid" 2>/dev/null || true
-    pid=
-    echo "life $i: killed with $(received "$log") requests taken"
-  done
-  "$onceflow" real "$spec" --data "$data" --messages "$messages" --no-progress --verify >"$work/verify.json" \
-    2>"$work/verify.err" || fail "the last run failed: $(cat "$work/verify.json" "$work/verify.err")"
 }
 
 # check LOG exactly|at_least: what the receiver holds against what the run's history expects.
@@ -106,13 +83,13 @@ PY
 
 echo "1. a receiver that honours Idempotency-Key, kill -9 three times"
 start_receiver dedup --dedup --fail-every 7
-lives "$work/data1" "$work/dedup.log" 3
+lives "$spec" "$work/data1" 3 "received $work/dedup.log" 6000
 check "$work/dedup.log" exactly
 grep -q '"kept": false' "$work/dedup.log" || fail "no request was sent twice: the kills had no effect to check"
 
 echo "2. a receiver that keeps every request, kill -9 three times"
 start_receiver all --fail-every 7
-lives "$work/data2" "$work/all.log" 3
+lives "$spec" "$work/data2" 3 "received $work/all.log" 6000
 check "$work/all.log" at_least
 
 echo "3. a receiver that refuses"

@@ -19,7 +19,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 command -v promtool >/dev/null && command -v prometheus >/dev/null || fail "prometheus is not installed (tools/dev.sh deps)"
 
-"$onceflow" real "$src/scenarios/real/keyed_aggregation.yaml" --data "$work/data" --messages 400000 --rate 20000 \
+"$onceflow" real "$src/scenarios/real/keyed_aggregation.yaml" --data "$work/data" --messages 2000000 --rate 20000 \
   --no-progress --metrics-port 0 --metrics-address 127.0.0.1 >"$work/run.out" 2>"$work/run.err" &
 pid=$!
 for _ in $(seq 200); do grep -q "metrics at" "$work/run.err" && break; sleep 0.05; done

@@ -446,6 +446,13 @@ TEST(SpecTest, HttpSinksRefuseTheAtMostOnceStrategy) {
                "sinks.out.at_most_once_strategy.enabled: http sinks are at-least-once");
   expect_error(edited("input_stream: result}", "input_stream: result, idempotency_key: false}"),
                "sinks.out.idempotency_key: only http sinks send an Idempotency-Key");
+  expect_error(edited("input_stream: result}", "input_stream: result, url: \"http://h:1/x\"}"),
+               "sinks.out.url: only http and clickhouse sinks write to a URL");
+  const auto ok = parse_pipeline_spec(
+      YAML::Load(edited("type: async_queue, input_stream: result}", "type: http, input_stream: result, url: \"http://h:1/x\"}")),
+      "spec.yaml");
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(ok->sinks[0].url, "http://h:1/x");
 }
 
 TEST(SpecTest, OnlyAtLeastOnceKafkaSinksWriteSynchronously) {

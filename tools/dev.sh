@@ -13,7 +13,7 @@ PACKAGES=(
   libboost-context-dev librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libjemalloc-dev libleveldb-dev libsnappy-dev librdkafka-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   postgresql libpq-dev
-  libcpp-httplib-dev curl prometheus
+  libcpp-httplib-dev curl prometheus clickhouse-server zookeeper
   chromium fonts-dejavu-core kcat
   clang libclang-rt-14-dev
 )

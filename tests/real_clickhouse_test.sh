@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# onceflow real's ClickHouse sinks against a real ClickHouse server (Debian's 18.16, with a
+# ZooKeeper of its own: tests/clickhouse_server.sh), under kill -9 and resume, each ending with
+# a --verify that reads the table back:
+# 1. exactly_once into a ReplicatedMergeTree table: every output once (the server dropped the
+#    batches sent again after the kills: its log says how many);
+# 2. exactly_once into a plain MergeTree table: accepted with the warning that it degrades to
+#    at-least-once; every output there, duplicates only;
+# 3. at_least_once and at_most_once (both strategies) sinks: verified as such;
+# 4. the target validated when a writer session starts: a Distributed table, an engine outside
+#    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it);
+#    a dedup window shorter than replay_horizon gives the seed's structured warning.
+# Usage: real_clickhouse_test.sh ONCEFLOW SOURCE_DIR [MESSAGES]
+set -euo pipefail
+onceflow=$1
+src=$2
+messages=${3:-20000}
+work=$(mktemp -d)
+pid=
+source "$src/tests/clickhouse_server.sh"
+source "$src/tests/real_lives.sh"
+cleanup() {
+  [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
+  ch_stop "$work"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+RANDOM=11
+started=$(date +%s.%N)
+ch_start "$work"
+echo "clickhouse $(ch_query 'SELECT version()') at $CH_HTTP (started in $(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
+columns="message_id String, key UInt64, payload String"
+replicated() { ch_query "CREATE TABLE $1 ($columns) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/$1', '{replica}') ORDER BY message_id" >/dev/null; }
+replicated counts_rep
+ch_query "CREATE TABLE counts_plain ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+ch_query "CREATE TABLE counts_alo ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+ch_query "CREATE TABLE counts_amo ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+ch_query "CREATE TABLE counts_amo_q ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+ch_query "CREATE TABLE counts_dist ($columns) ENGINE = Distributed(onceflow_test, default, counts_rep)" >/dev/null
+ch_query "CREATE TABLE counts_log ($columns) ENGINE = Log" >/dev/null
+ch_query "CREATE TABLE counts_nocol (message_id String, key UInt64) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+
+# spec NAME TABLE [key: value ...]: the library's spec writing TABLE on this server.
+spec() {
+  local name=$1 table=$2
+  shift 2
+  python3 - "$src/scenarios/real/clickhouse_aggregation.yaml" "$work/$name.yaml" "$CH_HTTP" "$table" "$@" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text = text.replace('url: "http://127.0.0.1:8123"', f'url: "{sys.argv[3]}"').replace("table: counts\n", f"table: {sys.argv[4]}\n")
+for setting in sys.argv[5:]:
+    key = setting.split(":")[0]
+    if re.search(rf"(?m)^    {key}:", text):
+        text = re.sub(rf"(?m)^    {key}:.*$", f"    {setting}", text)
+    else:
+        text += f"    {setting}\n"
+open(sys.argv[2], "w").write(text)
+PY
+  echo "$work/$name.yaml"
+}
+rows() { ch_query "SELECT count() FROM $1"; }
+
+
+# verified GUARANTEE DUPLICATES(none|some|any): the last --verify against what the sink promises.
+verified() {
+  python3 - "$work/verify.json" "$messages" "$1" "$2" <<'PY'
+import json, sys
+v, messages, guarantee, dups = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sink = v["sinks"]["counts_out"]
+assert v["verdict"] == "pass", v
+assert sink["guarantee"] == guarantee, sink
+assert sink["expected"] == messages, sink
+if guarantee != "at_most_once":
+    assert sink["lost"] == 0, sink
+if dups == "none":
+    assert sink["duplicates"] == 0, sink
+print(f"  verify: pass, {guarantee}: {sink['outputs']} rows for {sink['expected']} outputs, "
+      f"{sink['duplicates']} duplicates, {sink['lost']} lost")
+PY
+}
+
+echo "1. exactly_once into ReplicatedMergeTree, kill -9 three times"
+lives "$(spec eo counts_rep)" "$work/d1" 3 "rows counts_rep" 10000
+verified exactly_once none
+[[ $(ch_query "SELECT count() = uniqExact(message_id) AND count() = $messages FROM counts_rep") == 1 ]] ||
+  fail "counts_rep: $(ch_query 'SELECT count(), uniqExact(message_id) FROM counts_rep')"
+dropped=$(grep -c "already exists; ignoring it" "$work/ch/server.log" || true)
+echo "  the server dropped $dropped repeated blocks"
+[[ $dropped -gt 0 ]] || fail "no batch was sent twice: the kills had no effect to check"
+
+echo "2. exactly_once into a plain MergeTree, kill -9 three times"
+lives "$(spec plain counts_plain)" "$work/d2" 3 "rows counts_plain" 10000
+grep -q "warning ClickHouseTargetDoesNotDeduplicate: Database=default Table=counts_plain Engine=MergeTree Guarantee=at_least_once" \
+  "$work/verify.err" "$work/life.err" || fail "no degradation warning: $(cat "$work/life.err")"
+verified at_least_once any
+
+echo "3. at_least_once, and at_most_once with and without its strategy"
+lives "$(spec alo counts_alo 'delivery_guarantee: at_least_once')" "$work/d3" 2 "rows counts_alo" 10000
+verified at_least_once any
+lives "$(spec amo counts_amo 'delivery_guarantee: at_most_once')" "$work/d4" 0 : 10000
+verified at_most_once none
+amo_q=$(spec amoq counts_amo_q 'delivery_guarantee: at_most_once' 'at_most_once_strategy: {enabled: true}')
+lives "$amo_q" "$work/d5" 0 : 10000
+verified at_most_once none
+
+echo "4. targets refused, and the dedup window warning"
+refused() {
+  local table=$1 want=$2 rc=0
+  "$onceflow" real "$(spec "bad_$table" "$table")" --data "$work/bad_$table" --messages 20 --no-progress \
+    >/dev/null 2>"$work/refused.err" || rc=$?
+  [[ $rc -eq 2 && $(wc -l <"$work/refused.err") -eq 1 ]] && grep -q "$want" "$work/refused.err" ||
+    fail "table $table: exit $rc: $(cat "$work/refused.err")"
+  echo "  ok: $(cat "$work/refused.err")"
+}
+refused counts_dist "default.counts_dist is a Distributed table"
+refused counts_log "default.counts_log has engine Log, outside the MergeTree family"
+refused no_such_table "has no table default.no_such_table"
+refused counts_nocol "default.counts_nocol has no column payload"
+replicated counts_window
+"$onceflow" real "$(spec window counts_window 'replay_horizon: 2592000s')" --data "$work/d6" --messages 20 --no-progress \
+  >/dev/null 2>"$work/window.err" || fail "the window run failed: $(cat "$work/window.err")"
+grep -q "warning ClickHouseDedupWindowShorterThanReplayHorizon: Database=default Table=counts_window DedupWindowSetting=replicated_deduplication_window_seconds ReplayHorizon=2592000.000000s DedupWindow=604800.000000s" \
+  "$work/window.err" || fail "no window warning: $(cat "$work/window.err")"
+echo "  ok: $(grep warning "$work/window.err")"

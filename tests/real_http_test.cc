@@ -1,0 +1,141 @@
+// The pieces of onceflow real's HTTP sinks and metrics that need no server: URLs, ClickHouse's
+// TabSeparated rows both ways, the batches of the exactly-once ClickHouse sinks, and the
+// Prometheus text format.
+#include <gtest/gtest.h>
+
+#include "core/connectors.h"
+#include "real/clickhouse_sink.h"
+#include "real/http.h"
+#include "real/metrics.h"
+
+namespace onceflow::real {
+namespace {
+
+TEST(HttpUrlTest, SplitsOriginAndTarget) {
+  auto u = parse_http_url("http://127.0.0.1:8088/counts?x=1");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->origin, "http://127.0.0.1:8088");
+  EXPECT_EQ(u->target, "/counts?x=1");
+  auto bare = parse_http_url("https://example.org");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->origin, "https://example.org");
+  EXPECT_EQ(bare->target, "/");
+  EXPECT_EQ(parse_http_url("http://h:1?q")->target, "/?q");
+  for (const char* bad : {"127.0.0.1:8088/counts", "ftp://h/x", "http:///x", "http://user@h/x"}) {
+    EXPECT_TRUE(parse_http_url(bad).error().is_invalid_argument()) << bad;
+  }
+}
+
+TEST(HttpReplyTest, TellsTransientFromPermanent) {
+  HttpReply r;
+  r.outcome = HttpReply::Outcome::kAnswered;
+  for (int status : {408, 425, 429, 500, 503}) {
+    r.status = status;
+    EXPECT_TRUE(r.transient()) << status;
+  }
+  for (int status : {400, 401, 404, 409, 422}) {
+    r.status = status;
+    EXPECT_FALSE(r.transient()) << status;
+  }
+  r.status = 400;
+  r.body = "bad\npayload\n";
+  EXPECT_EQ(r.describe(), "answered 400: bad payload");
+  r.outcome = HttpReply::Outcome::kNoAnswer;
+  EXPECT_TRUE(r.transient());
+}
+
+TEST(ClickHouseRowsTest, PayloadsSurviveTheRoundTripWhateverTheirBytes) {
+  std::vector<Message> messages(3);
+  messages[0].id = 0x3049f715789b0d82;
+  messages[0].key = 13;
+  messages[0].payload = "key=13 count=9";
+  messages[1].id = 1;
+  messages[1].key = UINT64_MAX;
+  messages[1].payload = std::string("tab\there\nnewline\\back\rslash\0nul", 32);
+  messages[2].id = 2;
+  messages[2].payload = "";
+  const std::string tsv = clickhouse_rows(messages);
+  EXPECT_EQ(tsv.substr(0, tsv.find('\n')), "3049f715789b0d82\t13\tkey=13 count=9");
+  auto back = parse_clickhouse_rows(tsv);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*back)[i].message_id, format_id(messages[i].id));
+    EXPECT_EQ((*back)[i].key, messages[i].key);
+    EXPECT_EQ((*back)[i].payload, messages[i].payload) << i;
+  }
+  EXPECT_TRUE(parse_clickhouse_rows("abc\t12\n").error().is_corruption());
+  EXPECT_TRUE(parse_clickhouse_rows("abc\tx\tp\n").error().is_corruption());
+}
+
+Message message(MessageId id, uint64_t key) {
+  Message m;
+  m.id = id;
+  m.key = key;
+  return m;
+}
+
+TEST(ClickHouseBatchesTest, OnlyCompleteBatchesGoWithTheirLargestIdAsToken) {
+  std::vector<OutboxRow> rows;
+  std::vector<Message> first(3), second(2);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = message(10 + i, i);
+  first[1].id = 99;
+  for (size_t i = 0; i < second.size(); ++i) second[i] = message(20 + i, i);
+  append_outbox_rows(1, first, true, &rows);
+  append_outbox_rows(4, second, false, &rows);  // its epoch is not over
+  auto batches = clickhouse_batches(rows, 0);
+  ASSERT_TRUE(batches);
+  ASSERT_EQ(batches->size(), 1u);
+  EXPECT_EQ((*batches)[0].last_seqno, 3u);
+  EXPECT_EQ((*batches)[0].token, format_id(99));
+  ASSERT_EQ((*batches)[0].parts.size(), 1u);
+  EXPECT_EQ((*batches)[0].parts[0].size(), 3u);
+  auto sharded = clickhouse_batches(rows, 2);
+  ASSERT_TRUE(sharded);
+  ASSERT_EQ((*sharded)[0].parts.size(), 2u);
+  EXPECT_EQ((*sharded)[0].parts[0].size(), 2u);  // keys 0 and 2
+  EXPECT_EQ((*sharded)[0].parts[1].size(), 1u);
+}
+
+TEST(ClickHouseTargetTest, TheSeedsRulesForTheTable) {
+  SinkSpec spec;
+  spec.name = "out";
+  spec.type = SinkType::kClickHouse;
+  EXPECT_TRUE(judge_clickhouse_target(spec, "db", "t", "Distributed", 0).error().is_invalid_argument());
+  EXPECT_TRUE(judge_clickhouse_target(spec, "db", "t", "Log", 0).error().is_invalid_argument());
+  auto plain = judge_clickhouse_target(spec, "db", "t", "MergeTree", 0);
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_EQ((*plain)[0].name, "ClickHouseTargetDoesNotDeduplicate");
+  auto short_window = judge_clickhouse_target(spec, "db", "t", "ReplicatedMergeTree", kSeconds);
+  ASSERT_EQ(short_window->size(), 1u);
+  EXPECT_EQ((*short_window)[0].name, "ClickHouseDedupWindowShorterThanReplayHorizon");
+  EXPECT_TRUE(judge_clickhouse_target(spec, "db", "t", "ReplicatedReplacingMergeTree", 7 * 86400 * kSeconds)->empty());
+  spec.delivery_guarantee = SinkDelivery::kAtLeastOnce;
+  EXPECT_TRUE(judge_clickhouse_target(spec, "db", "t", "MergeTree", 0)->empty());
+}
+
+TEST(MetricsTest, RendersPrometheusTextFormat) {
+  Metrics m;
+  m.describe("x_total", Metrics::Type::kCounter, "Things.");
+  m.describe("lag", Metrics::Type::kGauge, "Lag.");
+  m.describe("t_seconds", Metrics::Type::kHistogram, "Time.");
+  m.add("x_total", {{"sink", "a\"b\\c\nd"}}, 2);
+  m.add("x_total", {{"sink", "a\"b\\c\nd"}});
+  m.set("lag", {{"p", "0"}}, 5);
+  m.clear("lag");
+  m.set("lag", {{"p", "1"}}, 7);
+  m.observe("t_seconds", {}, 0.003);
+  m.observe("t_seconds", {}, 20);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE x_total counter\nx_total{sink=\"a\\\"b\\\\c\\nd\"} 3\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("lag{p=\"0\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("lag{p=\"1\"} 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_seconds_bucket{le=\"0.0025\"} 0\nt_seconds_bucket{le=\"0.005\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_seconds_bucket{le=\"10\"} 1\nt_seconds_bucket{le=\"+Inf\"} 2\nt_seconds_sum 20.003\nt_seconds_count 2\n"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace onceflow::real
