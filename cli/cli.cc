@@ -780,8 +780,8 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
 }  // namespace
 
 // Every subcommand cli_run defines, and "help".
-constexpr std::string_view kCommands[] = {"run",  "explore", "replay",     "shrink", "explain",
-                                          "real", "list",    "kafka-mock", "mutants", "help"};
+constexpr std::string_view kCommands[] = {"run",  "explore", "replay",     "shrink",  "explain", "real",
+                                          "ctl",  "list",    "kafka-mock", "mutants", "help"};
 
 bool is_cli_command(std::string_view word) {
   return std::find(std::begin(kCommands), std::end(kCommands), word) != std::end(kCommands);
@@ -955,6 +955,17 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       ->check(whole(0, 65535));
   real->add_option("--metrics-address", real_options.metrics_address, "Where --metrics-port listens [0.0.0.0]");
 
+  CLI::App* ctl = app.add_subcommand("ctl", "Operate a deployment of onceflow real through its store")->require_subcommand(1);
+  CLI::App* ctl_status = ctl->add_subcommand(
+      "status", "The pipeline's state, layout, controller, workers, jobs with their Leases, sources' lag, sinks' outboxes");
+  std::string ctl_path;
+  real::RealOptions ctl_options;
+  bool ctl_json = false;
+  ctl_status->add_option("pipeline", ctl_path, "Pipeline spec (YAML) of the deployment")->required()->check(CLI::ExistingFile);
+  ctl_status->add_option("--data", ctl_options.data_dir, "The run's data directory (LevelDB; not while a run has it open)");
+  ctl_status->add_option("--store", ctl_options.store, "The deployment's PostgreSQL store (libpq connection string)");
+  ctl_status->add_flag("--json", ctl_json, "Print one JSON object");
+
   int mock_brokers = 3;
   std::vector<std::string> mock_topics;
   CLI::App* kafka_mock = app.add_subcommand("kafka-mock", "Run librdkafka's mock Kafka cluster; prints its bootstrap servers");
@@ -1118,6 +1129,14 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       return cmd_run(inv, path, seed, swarm, false, "", &filter);
     }
     if (kafka_mock->parsed()) return real::run_kafka_mock(mock_brokers, mock_topics);
+    if (ctl_status->parsed()) {
+      auto spec = load_pipeline_spec(ctl_path);
+      if (!spec) throw UsageError{spec.error().message()};
+      if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
+        throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
+      }
+      return real::run_ctl_status(ctl_path, *spec, ctl_options, ctl_json);
+    }
     if (real->parsed()) {
       real_options.progress = !no_progress;
       real_options.record_history = !no_history;

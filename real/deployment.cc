@@ -114,6 +114,12 @@ Result<std::vector<SourceInput>> produced_inputs(RealStore& store) {
   return inputs;
 }
 
+Result<uint64_t> produced_to(RealStore& store, const Transaction& tx, const std::string& source, int partition) {
+  auto row = store.get(tx, kProducer, source_key(source, partition));
+  if (!row) return row.error();
+  return u64_of(*row);
+}
+
 Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::string& sink) {
   auto rows = store.dump(target_table(sink));
   if (!rows) return rows.error();

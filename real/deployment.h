@@ -92,6 +92,9 @@ struct TargetEntry {
   Message message;
 };
 Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::string& sink);
+// The next offset the built-in producer writes to queue source `source`'s partition: what it
+// has written there, in all lives.
+Result<uint64_t> produced_to(RealStore& store, const Transaction& tx, const std::string& source, int partition);
 
 class RealDeployment {
  public:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <cmath>
 #include <array>
 #include <csignal>
@@ -15,6 +16,7 @@
 #include "real/data_dir.h"
 #include "real/user_code_counts.h"
 #include "real/kafka.h"
+#include "real/status.h"
 #include "real/verify.h"
 #include "real/wall_clock.h"
 
@@ -231,6 +233,37 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   auto verdict = verify_run(spec, registry, *store, kafka, verify);
   if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
   return *verdict;
+}
+
+int run_ctl_status(const std::string& spec_path, const PipelineSpec& spec, const RealOptions& o, bool as_json) {
+  (void)spec_path;
+  WallClock clock;
+  std::unique_ptr<RealStore> store;
+  if (o.store.empty()) {
+    if (!std::filesystem::exists(std::filesystem::path(o.data_dir) / "onceflow-data")) {
+      return bad(fmt::format("{} holds no onceflow real data directory", o.data_dir));
+    }
+    auto opened = open_data_dir(o.data_dir, spec, clock);
+    if (!opened) {
+      return bad(opened.error().message() +
+                 (opened.error().message().find("lock") != std::string::npos
+                      ? " (a running onceflow real holds it: LevelDB opens in one process at a time)"
+                      : ""));
+    }
+    store = std::move(*opened);
+  } else {
+    auto opened = open_pg_store(o.store, spec);
+    if (!opened) return bad(opened.error().message());
+    store = std::move(*opened);
+  }
+  auto status = read_status(spec, *store);
+  if (!status) return bad(status.error().message());
+  if (as_json) {
+    fmt::print("{}\n", status->dump(2));
+  } else {
+    fmt::print("{}", format_status(*status));
+  }
+  return 0;
 }
 
 namespace {

@@ -1,0 +1,147 @@
+#include "real/status.h"
+
+#include <fmt/format.h>
+
+#include "core/controller.h"
+#include "core/env/codec.h"
+#include "core/job.h"
+#include "core/layout.h"
+#include "real/deployment.h"
+
+namespace onceflow::real {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string lease_alive(RealStore& store, LeaseId lease) {
+  if (lease == 0) return "none";
+  auto state = store.lease_state(lease);
+  return state ? std::string(lease_state_name(*state)) : "unknown";
+}
+
+}  // namespace
+
+Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
+  auto tx = store.begin();
+  if (!tx) return tx.error();
+  struct Abort {
+    RealStore& store;
+    const Transaction& tx;
+    ~Abort() { store.abort(tx); }
+  } abort{store, *tx};
+  json out;
+  out["pipeline"] = spec.name;
+  out["store"] = store.where();
+  auto state = store.get(*tx, tables::kController, "state");
+  if (!state) return state.error();
+  out["state"] = *state ? json(**state) : json("new (never started)");
+  auto layout_row = store.get(*tx, tables::kController, kLayoutKey);
+  auto pending_row = store.get(*tx, tables::kController, kLayoutPendingKey);
+  if (!layout_row || !pending_row) return Status::unavailable("the store did not answer");
+  std::optional<Layout> layout = *layout_row ? decode_layout(**layout_row) : std::nullopt;
+  const PipelineSpec in_force = layout ? with_layout(spec, *layout) : spec;
+  out["layout_version"] = layout ? layout->version : 0;
+  out["layout_change_pending"] = pending_row->has_value();
+  json partitions = json::object();
+  for (const auto& c : in_force.computations) partitions[c.name] = c.partitions;
+  for (const auto& s : in_force.sinks) partitions[s.name] = s.partitions;
+  out["partitions"] = partitions;
+  auto leader = store.get(*tx, tables::kController, kLeaderKey);
+  if (!leader) return leader.error();
+  if (auto row = *leader ? decode_leader(**leader) : std::nullopt) {
+    out["leader"] = {{"node", row->node}, {"lease", row->lease}, {"lease_state", lease_alive(store, row->lease)}};
+  } else {
+    out["leader"] = nullptr;
+  }
+  auto workers = store.scan(*tx, tables::kWorkers, "", "", 100'000);
+  if (!workers) return workers.error();
+  json worker_list = json::array();
+  for (const Row& row : *workers) {
+    auto w = decode_worker(row.value);
+    if (!w) continue;
+    worker_list.push_back({{"name", row.key}, {"lease", w->lease}, {"lease_state", lease_alive(store, w->lease)},
+                           {"jobs_running", w->running.size()}});
+  }
+  out["workers"] = worker_list;
+  json jobs = json::array();
+  for (const JobId& id : all_jobs(in_force)) {
+    json job{{"job", id.str()}, {"worker", nullptr}, {"lease", 0}, {"lease_state", "none"}};
+    auto assigned = store.get(*tx, tables::kController, kJobKeyPrefix + id.str());
+    if (!assigned) return assigned.error();
+    if (auto a = *assigned ? decode_assignment(**assigned) : std::nullopt) {
+      job["worker"] = a->worker;
+      job["lease"] = a->lease;
+      job["lease_state"] = lease_alive(store, a->lease);
+    }
+    auto meta = store.get(*tx, tables::kJobMeta, id.str());
+    if (!meta) return meta.error();
+    if (*meta && id.kind == JobKind::kSink) {
+      if (auto p = sink_progress(**meta)) {
+        job["outbox_written"] = p->next_seqno - 1;
+        job["outbox_acknowledged"] = p->acked_seqno;
+        job["outbox_undelivered"] = p->next_seqno - 1 - std::min(p->next_seqno - 1, p->acked_seqno);
+      }
+    }
+    jobs.push_back(job);
+  }
+  out["jobs"] = jobs;
+  json sources = json::array();
+  for (const auto& source : in_force.sources) {
+    for (int p = 0; p < source.partitions; ++p) {
+      auto read = store.get(*tx, tables::kSourceOffsets, fmt::format("{}/{}", source_origin(source), p));
+      if (!read) return read.error();
+      uint64_t offset = 0;
+      if (*read) offset = Decoder(**read).u64();
+      json row{{"source", source.name}, {"partition", p}, {"read", offset}};
+      if (source.type == "queue") {
+        auto written = produced_to(store, *tx, source.name, p);
+        if (!written) return written.error();
+        row["written"] = *written;
+        row["lag"] = *written > offset ? *written - offset : 0;
+      }
+      sources.push_back(row);
+    }
+  }
+  out["sources"] = sources;
+  return out;
+}
+
+std::string format_status(const json& s) {
+  std::string out = fmt::format("pipeline {}: {}", s["pipeline"].get<std::string>(), s["state"].get<std::string>());
+  if (s["layout_change_pending"].get<bool>()) out += " (a layout change under way)";
+  out += fmt::format("\nstore: {}\nlayout version {}:", s["store"].get<std::string>(), s["layout_version"].get<uint64_t>());
+  for (const auto& [name, count] : s["partitions"].items()) out += fmt::format(" {}={}", name, count.get<int>());
+  if (s["leader"].is_null()) {
+    out += "\ncontroller: none has led yet";
+  } else {
+    out += fmt::format("\ncontroller: {} leads under Lease {} ({})", s["leader"]["node"].get<std::string>(),
+                       s["leader"]["lease"].get<uint64_t>(), s["leader"]["lease_state"].get<std::string>());
+  }
+  out += fmt::format("\nworkers: {}", s["workers"].size());
+  for (const auto& w : s["workers"]) {
+    out += fmt::format("\n  {:<24} Lease {:<20} {:<8} {} jobs", w["name"].get<std::string>(), w["lease"].get<uint64_t>(),
+                       w["lease_state"].get<std::string>(), w["jobs_running"].get<size_t>());
+  }
+  out += fmt::format("\n{:<32} {:<24} {:<20} {}", "job", "worker", "Lease", "state");
+  for (const auto& j : s["jobs"]) {
+    std::string extra;
+    if (j.contains("outbox_undelivered")) {
+      extra = fmt::format(", outbox {} written, {} acknowledged, {} undelivered", j["outbox_written"].get<uint64_t>(),
+                          j["outbox_acknowledged"].get<uint64_t>(), j["outbox_undelivered"].get<uint64_t>());
+    }
+    out += fmt::format("\n{:<32} {:<24} {:<20} {}{}", j["job"].get<std::string>(),
+                       j["worker"].is_null() ? "-" : j["worker"].get<std::string>(), j["lease"].get<uint64_t>(),
+                       j["lease_state"].get<std::string>(), extra);
+  }
+  for (const auto& src : s["sources"]) {
+    out += fmt::format("\nsource {} partition {}: {} read", src["source"].get<std::string>(), src["partition"].get<int>(),
+                       src["read"].get<uint64_t>());
+    if (src.contains("lag")) {
+      out += fmt::format(" of {} written, lag {}", src["written"].get<uint64_t>(), src["lag"].get<uint64_t>());
+    }
+  }
+  return out + "\n";
+}
+
+}  // namespace onceflow::real

@@ -1,0 +1,24 @@
+// onceflow ctl status: what a deployment's store says of it, for an operator on any host that
+// reaches the store (a PostgreSQL deployment while it runs; a LevelDB data directory, which
+// one process opens at a time, once its run has ended).
+//
+// Read in one snapshot: the pipeline's state and layout (and a change under way), the leading
+// controller, each worker with its Lease and whether it is alive, each job with the worker and
+// Lease it is assigned under, each queue source partition's lag (written by the producer and
+// not yet read in a committed epoch), and each sink partition's outbox (written, acknowledged
+// by the target, not yet delivered).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/spec.h"
+#include "real/real_store.h"
+
+namespace onceflow::real {
+
+Result<nlohmann::json> read_status(const PipelineSpec& spec, RealStore& store);
+// The same as an operator reads it: a few lines, then a table of jobs.
+std::string format_status(const nlohmann::json& status);
+
+}  // namespace onceflow::real
