@@ -138,7 +138,8 @@ real::RealOptions::Role real_role_of(const std::string& role, const real::RealOp
 
 // onceflow real: the pipeline on the real backends (real/run.h).
 int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, real::RealOptions options,
-             const std::string& kafka_timeout, const std::string& progress_every, const std::string& drain_timeout) {
+             const std::string& kafka_timeout, const std::string& progress_every, const std::string& drain_timeout,
+             const std::string& sink_timeout) {
   auto spec = load_pipeline_spec(spec_path);
   if (!spec) throw UsageError{spec.error().message()};
   check_functions(registry, spec_path, *spec);
@@ -149,6 +150,7 @@ int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, 
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
   if (!kafka_timeout.empty()) options.kafka_timeout_us = duration_option("--kafka-timeout", kafka_timeout, kSeconds, 86'400 * kSeconds);
   if (!drain_timeout.empty()) options.drain_timeout_us = duration_option("--drain-timeout", drain_timeout, 0, 3'600 * kSeconds);
+  if (!sink_timeout.empty()) options.sink_timeout_us = duration_option("--sink-timeout", sink_timeout, kSeconds, 86'400 * kSeconds);
   if (!progress_every.empty()) {
     options.progress_every_us = duration_option("--progress-every", progress_every, 10 * kMillis, 3'600 * kSeconds);
   }
@@ -917,7 +919,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
 
   real::RealOptions real_options;
   bool no_progress = false;
-  std::string kafka_timeout, progress_every, drain_timeout;
+  std::string kafka_timeout, progress_every, drain_timeout, sink_timeout;
   CLI::App* real = app.add_subcommand("real", "Run a pipeline for real: LevelDB store, wall clock, one process");
   real->add_option("pipeline", path, "Pipeline spec (YAML)")->required()->check(CLI::ExistingFile);
   real->add_option("--data", real_options.data_dir, "Directory of the run's data (LevelDB); a rerun resumes from it");
@@ -947,6 +949,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--kafka-config", real_options.kafka_config_file,
                    "librdkafka settings for every Kafka client (name=value lines: security.protocol, sasl.*, ssl.*)");
   real->add_option("--kafka-timeout", kafka_timeout, "Stop (exit 2) once no Kafka broker has answered this long [60s]");
+  real->add_option("--sink-timeout", sink_timeout,
+                   "Stop (exit 2) once an http or clickhouse sink's server has not answered this long [30s]");
   real->add_option("--drain-timeout", drain_timeout,
                    "On SIGINT or SIGTERM, wait this long for the pipeline to drain and stop [30s]; a second signal ends at once");
   real->add_option("--progress-every", progress_every, "Between progress lines [1s on a terminal, else 5s]");
@@ -1144,7 +1148,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
         throw UsageError{"--verify re-executes the run's committed history, which --no-history does not record"};
       }
       real_options.role = real_role_of(real_role, real_options, real_workers->count() > 0);
-      return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout);
+      return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout, sink_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);
     if (list->parsed()) {

@@ -255,6 +255,9 @@ void check_sink(const SinkSpec& s) {
   if (!s.table.empty() && s.type != SinkType::kStaticTable && s.type != SinkType::kClickHouse) {
     violate(at(owner, "table"), "only static_table and clickhouse sinks write a table");
   }
+  if (s.type != SinkType::kClickHouse && !s.shard_hosts.empty()) {
+    violate(at(owner, "shard_hosts"), "only clickhouse sinks are sharded over hosts");
+  }
   if (!s.url.empty() && s.type != SinkType::kHttp && s.type != SinkType::kClickHouse) {
     violate(at(owner, "url"), "only http and clickhouse sinks write to a URL");
   }
@@ -592,6 +595,10 @@ SinkSpec parse_sink(const YAML::Node& node, const Path& path) {
   }
   if (const auto v = node["delivery_guarantee"]) {
     s.delivery_guarantee = enum_value(v, at(path, "delivery_guarantee"), kDeliveries, delivery_name);
+    if (s.type == SinkType::kHttp && s.delivery_guarantee != SinkDelivery::kAtLeastOnce) {
+      fail(v, at(path, "delivery_guarantee"),
+           "http sinks are at_least_once (a receiver that keeps one request per Idempotency-Key holds each once)");
+    }
   }
   if (const auto v = node["synchronous"]) s.synchronous = bool_value(v, at(path, "synchronous"));
   if (const auto v = node["idempotency_key"]) {

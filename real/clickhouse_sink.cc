@@ -38,6 +38,17 @@ Failure classify(const HttpReply& reply) {
     case 252:  // TOO_MANY_PARTS
     case 999:  // KEEPER_EXCEPTION
       return Failure::kTransient;
+    // The rows do not fit the table (18.16 answers these with 500): sending them again cannot help.
+    case 6:    // CANNOT_PARSE_TEXT
+    case 26:   // CANNOT_PARSE_QUOTED_STRING
+    case 27:   // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+    case 53:   // TYPE_MISMATCH
+    case 69:   // ARGUMENT_OUT_OF_BOUND
+    case 70:   // CANNOT_CONVERT_TYPE
+    case 72:   // CANNOT_PARSE_NUMBER
+    case 117:  // INCORRECT_DATA
+    case 131:  // TOO_LARGE_STRING_SIZE
+      return Failure::kPermanent;
     default: break;
   }
   if (reply.status >= 400 && reply.status < 500 && reply.status != 408 && reply.status != 429) return Failure::kPermanent;
@@ -221,14 +232,22 @@ Status ClickHouseSink::validate(ClickHouseServer& server, size_t index) {
   }
   auto warnings = judge_clickhouse_target(spec_, database_, table_, name, window_us);
   if (!warnings) return warnings.error();
-  auto columns = server.query(fmt::format("SELECT name FROM system.columns WHERE database = {} AND table = {}",
+  auto columns = server.query(fmt::format("SELECT name, type FROM system.columns WHERE database = {} AND table = {}",
                                           quoted(database_), quoted(table_)));
   if (!columns) return columns.error();
-  for (const char* column : {"message_id", "key", "payload"}) {
-    if (columns->find(std::string(column) + "\n") == std::string::npos) {
+  for (const auto& [column, type] : {std::pair{"message_id", "String"}, std::pair{"key", "UInt64"}, std::pair{"payload", "String"}}) {
+    const size_t at = ("\n" + *columns).find(fmt::format("\n{}\t", column));
+    if (at == std::string::npos) {
       return Status::invalid_argument(fmt::format(
           "clickhouse sink {}: {} has no column {} (a row is message_id String, key UInt64, payload String)",
           spec_.name, where, column));
+    }
+    const size_t begin = at + std::string_view(column).size() + 1;
+    const std::string found = columns->substr(begin, columns->find('\n', begin) - begin);
+    if (found != type) {
+      return Status::invalid_argument(fmt::format(
+          "clickhouse sink {}: {} has column {} of type {}, not {} (a row is message_id String, key UInt64, payload String)",
+          spec_.name, where, column, found, type));
     }
   }
   auto token = server.query("SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token'");
@@ -249,7 +268,11 @@ Status ClickHouseSink::open_session(const std::string& job, LeaseId lease) {
     for (size_t i = 0; i < s.size() && status.is_ok(); ++i) status = validate(*s[i], i);
   });
   if (status.is_invalid_argument()) return stop_for_good(status);
-  if (!status.is_ok()) return status;
+  if (!status.is_ok()) {
+    health_.failed(loop_.clock().now(), status.message());
+    return status;
+  }
+  health_.answered();
   sessions_[job] = lease;
   return Status::ok();
 }
@@ -260,7 +283,16 @@ HttpReply ClickHouseSink::insert(ClickHouseServer& server, const std::vector<Mes
   if (!token.empty()) settings += "&insert_deduplication_token=" + query_param(token);
   HttpReply reply;
   loop_.run_blocking([&] { reply = server.insert(database_ + "." + table_, rows, settings); });
+  heard(reply);
   return reply;
+}
+
+void ClickHouseSink::heard(const HttpReply& reply) {
+  if (reply.outcome == HttpReply::Outcome::kAnswered) {
+    health_.answered();
+  } else {
+    health_.failed(loop_.clock().now(), reply.describe());
+  }
 }
 
 void ClickHouseSink::visible(const std::vector<Message>& messages) {
@@ -334,6 +366,11 @@ ExternalSink::Once ClickHouseSink::send_once(const std::string& job, LeaseId lea
   ClickHouseServer& server = *servers(job).front();
   bool up = false;
   loop_.run_blocking([&] { up = server.ping(); });
+  if (up) {
+    health_.answered();
+  } else {
+    health_.failed(loop_.clock().now(), "/ping got no answer");
+  }
   if (!up || !starting()) return Once::kNotStarted;
   const HttpReply reply = insert(server, {m}, "");
   if (!reply.ok()) return Once::kFailedAfterStart;

@@ -84,6 +84,7 @@ class ClickHouseSink final : public ExternalSink {
   Once send_once(const std::string& job, LeaseId lease, const Message& m, const std::function<bool()>& starting) override;
   // OK, or why the sink stopped for good (the target refused): the deployment stops.
   const Status& failed() const { return failed_; }
+  const ServerHealth& health() const { return health_; }
   void set_latency(LatencyHistogram* latency) { latency_ = latency; }
 
  private:
@@ -109,8 +110,9 @@ class ClickHouseSink final : public ExternalSink {
   Servers& servers(const std::string& job);
   std::set<size_t> knows_token_;  // servers (by index) that take insert_deduplication_token
   std::map<std::string, LeaseId> sessions_;  // by job
-  bool validated_ = false;
   Status failed_;
+  ServerHealth health_;
+  void heard(const HttpReply& reply);  // health_ after a request
   LatencyHistogram* latency_ = nullptr;
 };
 

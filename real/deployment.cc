@@ -35,6 +35,7 @@ constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
 // How long an http or clickhouse sink waits for its server to connect, take a request or
 // answer (a Replicated table's INSERT waits for ZooKeeper).
 constexpr Micros kServerTimeout = 10 * kSeconds;
+constexpr Micros kStartPingTimeout = 3 * kSeconds;
 constexpr int kKafkaCheckTimeoutMs = 2'000;
 constexpr Micros kHeadsDone = INT64_MAX / 4;  // a queue head past every message: no more input
 
@@ -311,6 +312,13 @@ Status RealDeployment::connect_http_sinks() {
     if (sink.type == SinkType::kClickHouse) {
       auto writer = ClickHouseSink::open(loop_, sink, kServerTimeout, progress_.get());
       if (!writer) return writer.error();
+      // A server that does not answer now is most likely a wrong url: said at once, not after
+      // --sink-timeout (the target itself is validated at the first write, as the seed says).
+      for (const std::string& url : sink.shard_hosts.empty() ? std::vector<std::string>{sink.url} : sink.shard_hosts) {
+        if (!ClickHouseServer(url, kStartPingTimeout).ping()) {
+          return Status::unavailable(fmt::format("sinks.{}: ClickHouse at {} does not answer (GET /ping)", sink.name, url));
+        }
+      }
       connectors_.sinks[sink.name] = writer->get();
       (*writer)->set_latency(&latency_);
       clickhouse_sinks_[sink.name] = std::move(*writer);
@@ -726,6 +734,18 @@ void RealDeployment::request_state(const std::string& state) {
   }
 }
 
+std::pair<std::string, const ServerHealth*> RealDeployment::unreachable_sink() const {
+  std::pair<std::string, const ServerHealth*> worst{"", nullptr};
+  const auto look = [&](const std::string& name, const ServerHealth& h) {
+    if (h.unreachable_since >= 0 && (worst.second == nullptr || h.unreachable_since < worst.second->unreachable_since)) {
+      worst = {name, &h};
+    }
+  };
+  for (const auto& [name, sink] : http_sinks_) look(name, sink->health());
+  for (const auto& [name, sink] : clickhouse_sinks_) look(name, sink->health());
+  return worst;
+}
+
 Status RealDeployment::failing() const {
   if (!store_.failed().is_ok()) return store_.failed();
   if (!progress_->misuse.empty()) return Status::invalid_argument(progress_->misuse);
@@ -737,6 +757,14 @@ Status RealDeployment::failing() const {
   }
   for (const auto& [name, sink] : clickhouse_sinks_) {
     if (!sink->failed().is_ok()) return sink->failed();
+  }
+  if (const auto [name, health] = unreachable_sink();
+      health != nullptr && loop_.clock().now() - health->unreachable_since >= o_.sink_timeout_us) {
+    const SinkSpec* sink = spec_.sink(name);
+    return Status::unavailable(fmt::format(
+        "sink {}: {} has not answered for {:.0f} s ({}); the store is consistent: run again with {} once it is back",
+        name, sink->url.empty() ? "its servers" : sink->url, static_cast<double>(o_.sink_timeout_us) / 1e6,
+        health->last_error, o_.resume_hint()));
   }
   if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {
     return Status::unavailable(fmt::format(
@@ -1095,6 +1123,10 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   if (kafka_unreachable_since_ >= 0) {
     kafka = fmt::format(", kafka unreachable for {:.0f} s",
                         static_cast<double>(loop_.clock().now() - kafka_unreachable_since_) / 1e6);
+  }
+  if (const auto [name, health] = unreachable_sink(); health != nullptr) {
+    kafka += fmt::format(", sink {} unreachable for {:.0f} s", name,
+                         static_cast<double>(loop_.clock().now() - health->unreachable_since) / 1e6);
   }
   const Counts& c = observed_.counts;
   std::string outputs;

@@ -74,6 +74,9 @@ struct RealOptions {
   std::string kafka;
   std::string kafka_config_file;  // librdkafka properties (name=value lines), added to the spec's
   Micros kafka_timeout_us = 60 * kSeconds;  // no broker answering for this long stops the run
+  // An http or clickhouse sink's server not answering for this long stops the run (exit 2;
+  // the store stays consistent and a later run resumes).
+  Micros sink_timeout_us = 30 * kSeconds;
   // The first SIGINT or SIGTERM stops the pipeline (a drain, docs/operating.md) and ends the
   // run once it is stopped, or after this long; a second signal ends it at once.
   Micros drain_timeout_us = 30 * kSeconds;
@@ -187,6 +190,9 @@ class RealDeployment {
   std::string waiting_for(bool stopped_is_done = false);
   // The reason to stop now, or OK.
   Status failing() const;
+  // The first http or clickhouse sink whose server has not answered for a while: its name, and
+  // its health; nullptr when every one answers.
+  std::pair<std::string, const ServerHealth*> unreachable_sink() const;
   void print_progress(Micros elapsed, bool last);
 
   const PipelineSpec& spec_;

@@ -46,6 +46,19 @@ struct HttpReply {
   std::string describe() const;
 };
 
+// Whether a sink's server answers: since when it has not (by the loop's clock; -1: it answered
+// the last request, or none was made), and the last failure. Kept by the sink on the loop's
+// thread; the deployment stops the run once a server has not answered for --sink-timeout.
+struct ServerHealth {
+  Micros unreachable_since = -1;
+  std::string last_error;
+  void answered() { unreachable_since = -1; }
+  void failed(Micros now, std::string error) {
+    if (unreachable_since < 0) unreachable_since = now;
+    last_error = std::move(error);
+  }
+};
+
 class HttpClient {
  public:
   using Headers = std::vector<std::pair<std::string, std::string>>;

@@ -44,12 +44,19 @@ Result<uint64_t> HttpSink::deliver(const std::string& job, LeaseId lease, const 
       if (!last.ok()) return;
     }
   });
+  if (sent > 0 || last.outcome == HttpReply::Outcome::kAnswered) {
+    health_.answered();
+  } else {
+    health_.failed(loop_.clock().now(), last.describe());
+  }
   acknowledged_ += sent;
   if (latency_ != nullptr && sent > 0) {
     const Micros now = calendar_now();
     for (size_t i = 0; i < sent; ++i) latency_->add(now - messages[i].event_ts);
   }
-  if (sent < messages.size() && !last.transient()) {
+  // 409: a receiver that keeps Idempotency-Keys is still working on the first request of this
+  // key (the IETF draft's answer to a concurrent retry): the retry comes later.
+  if (sent < messages.size() && !last.transient() && last.status != 409) {
     failed_ = Status::invalid_argument(fmt::format(
         "the receiver at {} refuses message {} ({}); the sink stops rather than skip it", spec_.url,
         message_label(messages[sent]), last.describe()));

@@ -2,7 +2,8 @@
 // one request per message, in seqNo order, the body being the message's payload.
 //
 // At least once: a message is acknowledged (and its outbox row may go) once the receiver
-// answered 2xx; no answer, 408, 425, 429 or 5xx is retried (the outbox keeps the row, and a
+// answered 2xx; no answer, 408, 409 (a receiver still working on the first request of that
+// Idempotency-Key), 425, 429 or 5xx is retried (the outbox keeps the row, and a
 // restarted sink sends it again), so a receiver may get a message twice. With
 // `idempotency_key: true` (the default) every request carries the header
 //   Idempotency-Key: <MessageId, 16 hex digits>
@@ -35,6 +36,7 @@ class HttpSink final : public ExternalSink {
   // OK, or why the sink stopped for good (the receiver refused a message): the deployment stops.
   const Status& failed() const { return failed_; }
   uint64_t acknowledged() const { return acknowledged_; }
+  const ServerHealth& health() const { return health_; }
   void set_latency(LatencyHistogram* latency) { latency_ = latency; }
 
  private:
@@ -45,6 +47,7 @@ class HttpSink final : public ExternalSink {
   HttpUrl url_;
   Micros timeout_;
   Status failed_;
+  ServerHealth health_;
   uint64_t acknowledged_ = 0;
   LatencyHistogram* latency_ = nullptr;
   // By sink job: each job's requests go over a connection of its own, one at a time.

@@ -1,6 +1,7 @@
 #include "real/metrics.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <cmath>
@@ -113,6 +114,12 @@ std::string Metrics::render() const {
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metrics, const std::string& address, int port) {
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->server_ = std::make_unique<httplib::Server>();
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which a second process
+  // listens on a port already taken and scrapes alternate between two pipelines' figures.
+  s->server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s->server_->Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -8,7 +8,8 @@
 #    at-least-once; every output there, duplicates only;
 # 3. at_least_once and at_most_once (both strategies) sinks: verified as such;
 # 4. the target validated when a writer session starts: a Distributed table, an engine outside
-#    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it);
+#    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it),
+#    and so does a url where no server answers (at once);
 #    a dedup window shorter than replay_horizon gives the seed's structured warning.
 # Usage: real_clickhouse_test.sh ONCEFLOW SOURCE_DIR [MESSAGES]
 set -euo pipefail
@@ -40,6 +41,7 @@ ch_query "CREATE TABLE counts_amo_q ($columns) ENGINE = MergeTree() ORDER BY mes
 ch_query "CREATE TABLE counts_dist ($columns) ENGINE = Distributed(onceflow_test, default, counts_rep)" >/dev/null
 ch_query "CREATE TABLE counts_log ($columns) ENGINE = Log" >/dev/null
 ch_query "CREATE TABLE counts_nocol (message_id String, key UInt64) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+ch_query "CREATE TABLE counts_narrow (message_id String, key UInt8, payload String) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 
 # spec NAME TABLE [key: value ...]: the library's spec writing TABLE on this server.
 spec() {
@@ -117,6 +119,13 @@ refused counts_dist "default.counts_dist is a Distributed table"
 refused counts_log "default.counts_log has engine Log, outside the MergeTree family"
 refused no_such_table "has no table default.no_such_table"
 refused counts_nocol "default.counts_nocol has no column payload"
+refused counts_narrow "default.counts_narrow has column key of type UInt8, not UInt64"
+rc=0
+sed "s#$CH_HTTP#http://127.0.0.1:1#" "$(spec nowhere counts_rep)" >"$work/nowhere2.yaml"
+"$onceflow" real "$work/nowhere2.yaml" --data "$work/nowhere" --messages 20 --no-progress >/dev/null 2>"$work/nowhere.err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q "sinks.counts_out: ClickHouse at http://127.0.0.1:1 does not answer (GET /ping)" "$work/nowhere.err" ||
+  fail "a server that does not answer: exit $rc: $(cat "$work/nowhere.err")"
+echo "  ok: $(cat "$work/nowhere.err")"
 replicated counts_window
 "$onceflow" real "$(spec window counts_window 'replay_horizon: 2592000s')" --data "$work/d6" --messages 20 --no-progress \
   >/dev/null 2>"$work/window.err" || fail "the window run failed: $(cat "$work/window.err")"

@@ -7,7 +7,9 @@
 # 2. one that keeps every request holds every output at least once: duplicates only (each a
 #    repeat of the same id with the same body), never a loss;
 # 3. a receiver that refuses (400) stops the run with exit 2, naming the message; the outbox
-#    keeps it, and a run against a receiver that takes it delivers everything.
+#    keeps it, and a run against a receiver that takes it delivers everything;
+# 4. no receiver at all: the run stops (exit 2, one line) after --sink-timeout, and the next
+#    run, with a receiver back, delivers everything.
 # Usage: real_http_sink_test.sh ONCEFLOW SOURCE_DIR [MESSAGES]
 set -euo pipefail
 onceflow=$1
@@ -105,6 +107,20 @@ messages=50
 "$onceflow" real "$spec" --data "$work/data3" --messages 50 --no-progress --verify >"$work/verify.json" 2>"$work/verify.err" ||
   fail "the run after the refusal failed: $(cat "$work/verify.err")"
 check "$work/after.log" exactly
+
+echo "4. no receiver: the run stops after --sink-timeout, and resumes once one answers"
+kill "$receiver" 2>/dev/null && wait "$receiver" 2>/dev/null || true
+receiver=
+rc=0
+"$onceflow" real "$spec" --data "$work/data5" --messages 20 --no-progress --sink-timeout 2s >/dev/null 2>"$work/down.err" || rc=$?
+[[ $rc -eq 2 && $(wc -l <"$work/down.err") -eq 1 ]] &&
+  grep -q "sink counts_out: http://127.0.0.1:[0-9]*/counts has not answered for 2 s (could not connect); the store is consistent: run again with --data .* once it is back"     "$work/down.err" || fail "no receiver: exit $rc: $(cat "$work/down.err")"
+echo "ok: $(cat "$work/down.err")"
+start_receiver back --dedup
+messages=20
+"$onceflow" real "$spec" --data "$work/data5" --messages 20 --no-progress --verify >"$work/verify.json" 2>"$work/verify.err" ||
+  fail "the run after the receiver came back failed: $(cat "$work/verify.err")"
+check "$work/back.log" exactly
 
 # A spec the real http sink cannot run is refused at load, naming the key.
 bad="$work/bad.yaml"

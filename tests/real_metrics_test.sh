@@ -31,6 +31,13 @@ curl -sf "$url" >"$work/first.txt" || fail "GET $url failed"
 promtool check metrics <"$work/first.txt" >"$work/promtool.txt" 2>&1 || fail "promtool: $(cat "$work/promtool.txt")"
 echo "ok: promtool check metrics passes ($(grep -vc '^#' "$work/first.txt") samples)"
 
+# A second process asking for the same port is refused: two pipelines' figures never share one.
+rc=0
+"$onceflow" real "$src/scenarios/real/keyed_aggregation.yaml" --data "$work/data2" --messages 10 --no-progress \
+  --metrics-port "$port" --metrics-address 127.0.0.1 >/dev/null 2>"$work/taken.err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q "cannot listen on 127.0.0.1:$port" "$work/taken.err" || fail "a taken port: exit $rc: $(cat "$work/taken.err")"
+echo "ok: $(cat "$work/taken.err")"
+
 # Debian's Prometheus scrapes it every half second.
 prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$work/prometheus.yml" <<YML

@@ -446,6 +446,10 @@ TEST(SpecTest, HttpSinksRefuseTheAtMostOnceStrategy) {
                "sinks.out.at_most_once_strategy.enabled: http sinks are at-least-once");
   expect_error(edited("input_stream: result}", "input_stream: result, idempotency_key: false}"),
                "sinks.out.idempotency_key: only http sinks send an Idempotency-Key");
+  expect_error(edited("type: async_queue, input_stream: result}", "type: http, input_stream: result, delivery_guarantee: exactly_once}"),
+               "sinks.out.delivery_guarantee: http sinks are at_least_once");
+  expect_error(edited("type: async_queue, input_stream: result}", "type: http, input_stream: result, shard_hosts: [a]}"),
+               "sinks.out.shard_hosts: only clickhouse sinks are sharded over hosts");
   expect_error(edited("input_stream: result}", "input_stream: result, url: \"http://h:1/x\"}"),
                "sinks.out.url: only http and clickhouse sinks write to a URL");
   const auto ok = parse_pipeline_spec(
