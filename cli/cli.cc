@@ -1139,7 +1139,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
         throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
       }
-      return real::run_ctl_status(ctl_path, *spec, ctl_options, ctl_json);
+      return real::run_ctl_status(*spec, ctl_options, ctl_json);
     }
     if (real->parsed()) {
       real_options.progress = !no_progress;

@@ -160,29 +160,39 @@ void describe_metrics(Metrics& m) {
 // The same events feed the process's metrics (--metrics-port; real/metrics.h).
 class RealDeployment::Progress final : public EngineObserver {
  public:
-  Progress(const PipelineSpec& spec, Metrics& metrics) : spec_(spec), metrics_(metrics) { describe_metrics(metrics); }
+  explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
+  // Where the events are counted for --metrics-port; none (the default): nothing is.
+  void count_into(Metrics* metrics) {
+    if (metrics != nullptr) describe_metrics(*metrics);
+    metrics_ = metrics;
+  }
   void computation_misuse(const std::string& computation, const std::string& what) override {
     if (misuse.empty()) misuse = fmt::format("computation {}: {}; nothing of that epoch was committed", computation, what);
   }
   std::string misuse;  // the first call a computation's spec does not allow
-  void epoch_committing(const Epoch& e) override { committing_[e.job.str()] = clock_.now(); }
+  void epoch_committing(const Epoch& e) override {
+    if (metrics_ != nullptr) committing_[e.job.str()] = clock_.now();
+  }
   void epoch_committed(const Epoch& e) override {
     if (epochs++ == 0) first_epoch_at = clock_.now();
+    if (metrics_ != nullptr) count_epoch(e);
+    if (e.job.kind != JobKind::kSink) return;
+    const SinkSpec* sink = spec_.sink(e.job.name);
+    if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered_to(e.job.name, e.consumed.size());
+  }
+  void count_epoch(const Epoch& e) {
     static constexpr std::array<const char*, 3> kKinds = {"source", "computation", "sink"};
     const std::string kind = kKinds[static_cast<size_t>(e.job.kind)];
-    metrics_.add("onceflow_epochs_committed_total",
+    metrics_->add("onceflow_epochs_committed_total",
                  {{"kind", kind}, {"name", e.job.name}, {"partition", std::to_string(e.job.partition)}});
     if (auto it = committing_.find(e.job.str()); it != committing_.end()) {
-      metrics_.observe("onceflow_epoch_commit_seconds", {{"kind", kind}},
+      metrics_->observe("onceflow_epoch_commit_seconds", {{"kind", kind}},
                        static_cast<double>(clock_.now() - it->second) / 1e6);
       committing_.erase(it);
     }
     if (e.job.kind == JobKind::kSource && !e.produced.empty()) {
-      metrics_.add("onceflow_source_messages_total", {{"source", e.job.name}}, static_cast<double>(e.produced.size()));
+      metrics_->add("onceflow_source_messages_total", {{"source", e.job.name}}, static_cast<double>(e.produced.size()));
     }
-    if (e.job.kind != JobKind::kSink) return;
-    const SinkSpec* sink = spec_.sink(e.job.name);
-    if (sink->type == SinkType::kSyncQueue || writes_before_commit(*sink)) delivered_to(e.job.name, e.consumed.size());
   }
   void delivery_confirmed(const JobId& job, const std::vector<MessageId>& ids, Version) override {
     delivered_to(job.name, ids.size());
@@ -190,12 +200,12 @@ class RealDeployment::Progress final : public EngineObserver {
   void amo_sent(const std::string& sink, MessageId) override { delivered_to(sink, 1); }
   void amo_dropped(const std::string& sink, const Message&, std::string_view) override {
     ++amo.dropped;
-    metrics_.add("onceflow_at_most_once_dropped_total", {{"sink", sink}});
+    if (metrics_ != nullptr) metrics_->add("onceflow_at_most_once_dropped_total", {{"sink", sink}});
   }
   // A send that got no answer in time (a slow synced write at the target, say).
   void amo_in_doubt(const std::string& sink, const Message&, std::string_view) override {
     ++amo.in_doubt;
-    metrics_.add("onceflow_at_most_once_in_doubt_total", {{"sink", sink}});
+    if (metrics_ != nullptr) metrics_->add("onceflow_at_most_once_in_doubt_total", {{"sink", sink}});
   }
   // A structured warning (a ClickHouse target that degrades the guarantee, ...), on stderr
   // once per distinct one.
@@ -205,25 +215,26 @@ class RealDeployment::Progress final : public EngineObserver {
     if (warned_.insert(line).second) fmt::print(stderr, "{}\n", line);
   }
   void job_lease_started(const std::string&, LeaseId, const std::string&) override {
-    metrics_.add("onceflow_job_leases_granted_total", {});
+    if (metrics_ != nullptr) metrics_->add("onceflow_job_leases_granted_total", {});
   }
   void job_lease_aborted(const std::string&, LeaseId, std::string_view) override {
-    metrics_.add("onceflow_job_leases_aborted_total", {});
+    if (metrics_ != nullptr) metrics_->add("onceflow_job_leases_aborted_total", {});
   }
   void probe(Probe p) override {
-    metrics_.add("onceflow_engine_events_total", {{"event", std::string(probe_name(p))}});
+    if (metrics_ == nullptr) return;
+    metrics_->add("onceflow_engine_events_total", {{"event", std::string(probe_name(p))}});
     switch (p) {
       case Probe::kOutboxDeliveryFailed:
-      case Probe::kSyncWriteFailed: metrics_.add("onceflow_delivery_retries_total", {}); break;
+      case Probe::kSyncWriteFailed: metrics_->add("onceflow_delivery_retries_total", {}); break;
       case Probe::kEpochUnavailable:
       case Probe::kEpochReadFailed:
       case Probe::kEpochAmbiguousCommitted:
       case Probe::kEpochAmbiguousNotCommitted:
       case Probe::kControllerUnstored:
-      case Probe::kControllerCommitAmbiguous: metrics_.add("onceflow_store_errors_total", {}); break;
-      case Probe::kWorkerLeaseLost: metrics_.add("onceflow_leases_lost_total", {{"lease", "worker"}}); break;
-      case Probe::kEpochFenced: metrics_.add("onceflow_leases_lost_total", {{"lease", "job"}}); break;
-      case Probe::kControllerStepDown: metrics_.add("onceflow_leases_lost_total", {{"lease", "controller"}}); break;
+      case Probe::kControllerCommitAmbiguous: metrics_->add("onceflow_store_errors_total", {}); break;
+      case Probe::kWorkerLeaseLost: metrics_->add("onceflow_leases_lost_total", {{"lease", "worker"}}); break;
+      case Probe::kEpochFenced: metrics_->add("onceflow_leases_lost_total", {{"lease", "job"}}); break;
+      case Probe::kControllerStepDown: metrics_->add("onceflow_leases_lost_total", {{"lease", "controller"}}); break;
       default: break;
     }
   }
@@ -235,10 +246,10 @@ class RealDeployment::Progress final : public EngineObserver {
  private:
   void delivered_to(const std::string& sink, size_t n) {
     delivered += n;
-    metrics_.add("onceflow_sink_messages_total", {{"sink", sink}}, static_cast<double>(n));
+    if (metrics_ != nullptr) metrics_->add("onceflow_sink_messages_total", {{"sink", sink}}, static_cast<double>(n));
   }
   const PipelineSpec& spec_;
-  Metrics& metrics_;
+  Metrics* metrics_ = nullptr;
   WallClock clock_;  // the loop's clock: the process's monotonic one
   std::map<std::string, Micros> committing_;  // by job: when its epoch's commit began
   std::set<std::string> warned_;
@@ -259,7 +270,7 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
     : spec_(spec),
       o_(o),
       store_(store),
-      progress_(std::make_unique<Progress>(spec, metrics_)),
+      progress_(std::make_unique<Progress>(spec)),
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
       layout_(process_layout(options_, o)) {
   options_.record_history = o.record_history;  // what --verify re-executes
@@ -630,7 +641,7 @@ void RealDeployment::observe(bool ends_by_draining) {
     // for the others, stopped with nothing left is drained too.
     if (ends_by_draining) o.waiting_for = waiting_for(o_.role == RealOptions::Role::kController);
     o.looks = observed_.looks + 1;
-    update_gauges(o);
+    if (metrics_server_) update_gauges(o);
     observed_ = std::move(o);
     rt.sleep_for(kDrainCheckEvery);
   }
@@ -665,6 +676,7 @@ void RealDeployment::update_gauges(const Observed& o) {
 Result<int> RealDeployment::serve_metrics(const std::string& address, int port) {
   auto server = MetricsServer::start(metrics_, address, port);
   if (!server) return server.error();
+  progress_->count_into(&metrics_);
   metrics_server_ = std::move(*server);
   return metrics_server_->port();
 }

@@ -152,7 +152,7 @@ class RealDeployment {
   // This process's controller holds the leader row under a live Lease.
   bool leads();
   // Every 100 ms, reads observed_ from the store (waiting_for() when `ends_by_draining`), and
-  // sets the metrics' gauges.
+  // sets the metrics' gauges when they are served.
   void observe(bool ends_by_draining);
   Status create_topic(const std::string& topic, int partitions, bool compact, bool exact);
   Status check_kafka_holds_what_was_done();
@@ -207,7 +207,7 @@ class RealDeployment {
   std::map<std::string, std::unique_ptr<ClickHouseSink>> clickhouse_sinks_;
   EngineOptions options_;
   BugSwitches bugs_;
-  Metrics metrics_;  // before progress_, which feeds it
+  Metrics metrics_;  // fed by progress_ and the monitor once serve_metrics() serves it
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsServer> metrics_server_;  // after metrics_, which it serves until it ends
   LatencyHistogram latency_;  // of outputs made visible at their sinks in this life

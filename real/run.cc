@@ -235,8 +235,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   return *verdict;
 }
 
-int run_ctl_status(const std::string& spec_path, const PipelineSpec& spec, const RealOptions& o, bool as_json) {
-  (void)spec_path;
+int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json) {
   WallClock clock;
   std::unique_ptr<RealStore> store;
   if (o.store.empty()) {

@@ -41,6 +41,6 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
 int run_kafka_mock(int brokers, const std::vector<std::string>& topics);
 // onceflow ctl status: what the store of a deployment of `spec` says of it (real/status.h), as
 // text or JSON; exit 2 when the store cannot be opened (a LevelDB directory in use by a run).
-int run_ctl_status(const std::string& spec_path, const PipelineSpec& spec, const RealOptions& o, bool as_json);
+int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json);
 
 }  // namespace onceflow::real

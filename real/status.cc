@@ -64,20 +64,30 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
                            {"jobs_running", w->running.size()}});
   }
   out["workers"] = worker_list;
+  // Every job's assignment and meta row, two reads in all (one round trip each on PostgreSQL).
+  const std::vector<JobId> ids = all_jobs(in_force);
+  std::vector<std::string> assignment_keys, meta_keys;
+  for (const JobId& id : ids) {
+    assignment_keys.push_back(kJobKeyPrefix + id.str());
+    meta_keys.push_back(id.str());
+  }
+  auto assignments = store.get_many(*tx, tables::kController, assignment_keys);
+  if (!assignments) return assignments.error();
+  auto metas = store.get_many(*tx, tables::kJobMeta, meta_keys);
+  if (!metas) return metas.error();
   json jobs = json::array();
-  for (const JobId& id : all_jobs(in_force)) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const JobId& id = ids[i];
     json job{{"job", id.str()}, {"worker", nullptr}, {"lease", 0}, {"lease_state", "none"}};
-    auto assigned = store.get(*tx, tables::kController, kJobKeyPrefix + id.str());
-    if (!assigned) return assigned.error();
-    if (auto a = *assigned ? decode_assignment(**assigned) : std::nullopt) {
+    const auto& assigned = (*assignments)[i];
+    if (auto a = assigned ? decode_assignment(*assigned) : std::nullopt) {
       job["worker"] = a->worker;
       job["lease"] = a->lease;
       job["lease_state"] = lease_alive(store, a->lease);
     }
-    auto meta = store.get(*tx, tables::kJobMeta, id.str());
-    if (!meta) return meta.error();
-    if (*meta && id.kind == JobKind::kSink) {
-      if (auto p = sink_progress(**meta)) {
+    const auto& meta = (*metas)[i];
+    if (meta && id.kind == JobKind::kSink) {
+      if (auto p = sink_progress(*meta)) {
         job["outbox_written"] = p->next_seqno - 1;
         job["outbox_acknowledged"] = p->acked_seqno;
         job["outbox_undelivered"] = p->next_seqno - 1 - std::min(p->next_seqno - 1, p->acked_seqno);
