@@ -41,7 +41,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         global requests
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        length = int(self.headers.get("Content-Length", 0))
+        body = self.rfile.read(length)
+        if len(body) < length:
+            return  # the sender died mid-request: nothing was taken, and nothing is answered
         key = self.headers.get("Idempotency-Key", "")
         with lock:
             requests += 1
