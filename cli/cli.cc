@@ -969,6 +969,34 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   ctl_status->add_option("--data", ctl_options.data_dir, "The run's data directory (LevelDB; not while a run has it open)");
   ctl_status->add_option("--store", ctl_options.store, "The deployment's PostgreSQL store (libpq connection string)");
   ctl_status->add_flag("--json", ctl_json, "Print one JSON object");
+  // The requests, applied by whichever controller's process leads (real/operator_requests.h).
+  real::CtlRequest ctl_request;
+  std::string ctl_timeout;
+  bool ctl_no_wait = false;
+  std::vector<CLI::App*> ctl_requests;
+  const auto add_request = [&](const char* verb, const char* what, const char* args, const char* args_help) {
+    CLI::App* cmd = ctl->add_subcommand(verb, what);
+    cmd->add_option("pipeline", ctl_path, "Pipeline spec (YAML) of the deployment")->required()->check(CLI::ExistingFile);
+    if (args != nullptr) cmd->add_option(args, ctl_request.args, args_help)->required();
+    cmd->add_option("--store", ctl_options.store, "The deployment's PostgreSQL store (libpq connection string)");
+    cmd->add_option("--data", ctl_options.data_dir,
+                    "A LevelDB data directory (refused: its run has ended, so no controller answers)");
+    cmd->add_option("--timeout", ctl_timeout,
+                    "How long to wait for a controller to take the request, and for a stop or a repartition to finish [60s]");
+    if (std::string_view(verb) == "stop" || std::string_view(verb) == "repartition") {
+      cmd->add_flag("--no-wait", ctl_no_wait, "Return once the controller took the request, without following the drain");
+    }
+    ctl_requests.push_back(cmd);
+  };
+  add_request("pause", "Pause the pipeline: its jobs end where they are, nothing drains; resume starts them again", nullptr,
+              nullptr);
+  add_request("resume", "Set a paused pipeline working again", nullptr, nullptr);
+  add_request("stop", "Stop the pipeline: drain what is in flight, then every process of onceflow real ends", nullptr,
+              nullptr);
+  add_request("repartition", "Change computations' and queue sinks' partition counts while it runs (a drain, then work)",
+              "NAME=COUNT", "Each computation or queue sink to repartition, and its new count");
+  add_request("set", "Change settings live (epoch_period, epoch_batch_limit, max_batch_messages); no drain",
+              "SETTING=VALUE", "Each setting and its value");
 
   int mock_brokers = 3;
   std::vector<std::string> mock_topics;
@@ -1140,6 +1168,18 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
         throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
       }
       return real::run_ctl_status(*spec, ctl_options, ctl_json);
+    }
+    for (CLI::App* cmd : ctl_requests) {
+      if (!cmd->parsed()) continue;
+      auto spec = load_pipeline_spec(ctl_path);
+      if (!spec) throw UsageError{spec.error().message()};
+      ctl_request.verb = cmd->get_name();
+      if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
+        throw UsageError{"onceflow ctl " + ctl_request.verb + " needs --store CONNINFO (a PostgreSQL deployment)"};
+      }
+      if (!ctl_timeout.empty()) ctl_request.timeout_us = duration_option("--timeout", ctl_timeout, kMillis, 86'400 * kSeconds);
+      ctl_request.wait = !ctl_no_wait;
+      return real::run_ctl_request(*spec, ctl_options, ctl_request);
     }
     if (real->parsed()) {
       real_options.progress = !no_progress;

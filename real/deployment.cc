@@ -17,6 +17,7 @@
 #include "core/job.h"
 #include "core/stream_rows.h"
 #include "core/workload.h"
+#include "real/operator_requests.h"
 #include "real/wall_clock.h"
 
 namespace onceflow::real {
@@ -31,6 +32,7 @@ constexpr Micros kProducerPause = 2 * kMillis;
 constexpr Micros kPipelineStartWait = 10 * kSeconds;  // then the producer writes anyway
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
+constexpr Micros kRequestsPollEvery = 200 * kMillis;  // the leader's process looks for operator requests
 constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
 // How long an http or clickhouse sink waits for its server to connect, take a request or
 // answer (a Replicated table's INSERT waits for ZooKeeper).
@@ -515,6 +517,7 @@ RealDeployment::Ending RealDeployment::run() {
         if (resume) request_state("working");
       });
     }
+    loop_.runtime(kOperator).spawn("requests", [this] { serve_requests(); });
   }
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
     loop_.add_node("kafka-health");
@@ -594,6 +597,12 @@ RealDeployment::Ending RealDeployment::run() {
         return true;
       }
       return drain_deadline >= 0 && now >= drain_deadline;
+    }
+    // Stopped by an operator's request (onceflow ctl stop) after it worked in this life.
+    if (state && !at_rest) seen_working = true;
+    if (seen_working && at_rest && state == "stopped") {
+      ending = Ending::kStoppedByRequest;
+      return true;
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (ends_by_draining && observed_.waiting_for == "") {
@@ -728,22 +737,73 @@ void RealDeployment::request_state(const std::string& state) {
   Runtime& rt = loop_.runtime(kOperator);
   for (int attempt = 0; attempt < 600; ++attempt) {
     if (state == "working" && stop_signals_.load() > 0) return;  // stopping: never back to work
-    uint64_t seq = 0;
-    auto tx = store_.begin();
-    if (tx) {
-      auto stored = store_.get(*tx, tables::kController, "state_seq");
-      auto now = store_.get(*tx, tables::kController, "state");
-      store_.abort(*tx);
-      if (stored && stored->has_value()) seq = std::stoull(**stored);
-      // Another controller's process stopped it (under several, the leader's takes the request).
-      if (state.starts_with("stopped") && now && *now == "stopped") return;
-    }
+    // Another controller's process stopped it (under several, the leader's takes the request).
+    if (state.starts_with("stopped") && stored_state() == "stopped") return;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
-    auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, fmt::format("{} {}", seq + 1, state),
+    auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, state_request(state),
                                                options_.rpc_timeout_us);
     if (reply) return;
     rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
   }
+}
+
+std::string RealDeployment::state_request(const std::string& state) {
+  uint64_t seq = 0;
+  if (auto tx = store_.begin()) {
+    auto stored = store_.get(*tx, tables::kController, "state_seq");
+    store_.abort(*tx);
+    if (stored && stored->has_value()) seq = std::stoull(**stored);
+  }
+  return fmt::format("{} {}", seq + 1, state);
+}
+
+void RealDeployment::serve_requests() {
+  Runtime& rt = loop_.runtime(kOperator);
+  while (true) {
+    rt.sleep_for(kRequestsPollEvery);
+    // Only the leader's process takes requests (and none while its own start-up requests are
+    // under way, or once it stops); a single process's controller is the only one.
+    if (starting_ || stop_signals_.load() > 0) continue;
+    if (o_.role == RealOptions::Role::kController && !observed_.leads) continue;
+    const std::string& controller = layout_.controllers.front();
+    auto taken = take_next_request(store_, controller);
+    if (!taken || !*taken) continue;
+    const OperatorRequest& request = **taken;
+    auto answer = apply_request(request.command);
+    fmt::print(stderr, "onceflow real: {} asked for '{}' (request {}): {}\n", controller, request.command, request.id,
+               answer ? *answer : "refused: " + answer.error().message());
+    // Unanswered (the store failed), it stays taken: ctl says its outcome is unknown.
+    (void)answer_request(store_, request.id, answer.has_value(), answer ? *answer : answer.error().message());
+  }
+}
+
+Result<std::string> RealDeployment::apply_request(const std::string& command) {
+  const size_t space = command.find(' ');
+  const std::string verb = command.substr(0, space);
+  const std::string rest = space == std::string::npos ? "" : command.substr(space + 1);
+  Runtime& rt = loop_.runtime(kOperator);
+  Status last = Status::unavailable("the controller was not asked");
+  // A controller busy with a cycle, or one taking over, answers Unavailable for a moment.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string service;
+    std::string payload;
+    if (verb == "pause" || verb == "resume" || verb == "stop") {
+      service = Controller::kSetStateService;
+      payload = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
+    } else if (verb == "repartition" || verb == "set") {
+      const auto layout = stored_layout();
+      if (!layout) return Status::invalid_argument("the pipeline has no layout yet (it never started)");
+      service = verb == "repartition" ? Controller::kRepartitionService : Controller::kReconfigureService;
+      payload = fmt::format("{} {}", layout->version, rest);
+    } else {
+      return Status::invalid_argument(fmt::format("no request '{}' (pause, resume, stop, repartition, set)", verb));
+    }
+    auto reply = loop_.network(kOperator).call(layout_.controllers.front(), service, payload, options_.rpc_timeout_us);
+    if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
+    last = reply.error();
+    rt.sleep_for(100 * kMillis);
+  }
+  return Status::unavailable("the controller did not take it: " + last.message());
 }
 
 std::pair<std::string, const ServerHealth*> RealDeployment::unreachable_sink() const {

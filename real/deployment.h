@@ -120,7 +120,8 @@ class RealDeployment {
   // a signal before that (a second signal, or the drain timed out).
   // kLeft: a process of a role (a worker's, a standing-by controller's) left on a signal; the
   // pipeline goes on in the others.
-  enum class Ending { kDrained, kStopped, kInterrupted, kLeft, kFailed };
+  // kStoppedByRequest: an operator's request (onceflow ctl stop) stopped the pipeline.
+  enum class Ending { kDrained, kStopped, kStoppedByRequest, kInterrupted, kLeft, kFailed };
   // Runs until drained, stopped, or failed (then failure() says why). A pipeline a previous
   // run stopped or paused is set working again first.
   Ending run();
@@ -172,6 +173,14 @@ class RealDeployment {
   void serve_target(const std::string& sink);
   // The operator's side: asks the controller for `state`, with the next sequence number.
   void request_state(const std::string& state);
+  // The set_state request for `state`, with the next sequence number.
+  std::string state_request(const std::string& state);
+  // The leader's process: takes operator requests from the store (real/operator_requests.h),
+  // asks its controller, and stores the answers.
+  void serve_requests();
+  // Asks this process's controller for `command` (an operator request's); its answer, or why
+  // it refused.
+  Result<std::string> apply_request(const std::string& command);
   // "NAME=COUNT ..." for each computation and queue sink whose count in this run's spec differs
   // from the stored layout's (empty for a new pipeline), printed as it is found.
   std::string partition_changes();

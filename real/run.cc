@@ -11,11 +11,16 @@
 #include <csignal>
 #include <memory>
 #include <optional>
+#include <thread>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "real/data_dir.h"
 #include "real/user_code_counts.h"
 #include "real/kafka.h"
+#include "core/controller.h"
+#include "core/layout.h"
+#include "real/operator_requests.h"
 #include "real/status.h"
 #include "real/verify.h"
 #include "real/wall_clock.h"
@@ -216,6 +221,11 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     fmt::print(stderr, "onceflow real: the pipeline was stopped; this worker's process ends\n");
     return 0;
   }
+  if (ending == RealDeployment::Ending::kStoppedByRequest) {
+    fmt::print(stderr, "onceflow real: the pipeline was stopped by an operator's request (onceflow ctl stop), nothing in "
+               "flight; this process ends; run again with {} to resume\n", o.resume_hint());
+    return 0;
+  }
   if (ending == RealDeployment::Ending::kStopped) {
     fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with {} to resume\n",
                g_signal.load(), o.resume_hint());
@@ -235,26 +245,61 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   return *verdict;
 }
 
-int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json) {
-  WallClock clock;
-  std::unique_ptr<RealStore> store;
+namespace {
+
+// The store of a deployment of `spec` for ctl: a LevelDB data directory no run holds, or a
+// PostgreSQL store. nullptr after printing why not.
+std::unique_ptr<RealStore> open_for_ctl(const PipelineSpec& spec, const RealOptions& o, WallClock& clock) {
   if (o.store.empty()) {
     if (!std::filesystem::exists(std::filesystem::path(o.data_dir) / "onceflow-data")) {
-      return bad(fmt::format("{} holds no onceflow real data directory", o.data_dir));
+      bad(fmt::format("{} holds no onceflow real data directory", o.data_dir));
+      return nullptr;
     }
     auto opened = open_data_dir(o.data_dir, spec, clock);
     if (!opened) {
-      return bad(opened.error().message() +
-                 (opened.error().message().find("lock") != std::string::npos
-                      ? " (a running onceflow real holds it: LevelDB opens in one process at a time)"
-                      : ""));
+      bad(opened.error().message() + (opened.error().message().find("lock") != std::string::npos
+                                          ? " (a running onceflow real holds it: LevelDB opens in one process at a time)"
+                                          : ""));
+      return nullptr;
     }
-    store = std::move(*opened);
-  } else {
-    auto opened = open_pg_store(o.store, spec);
-    if (!opened) return bad(opened.error().message());
-    store = std::move(*opened);
+    return std::move(*opened);
   }
+  auto opened = open_pg_store(o.store, spec);
+  if (!opened) {
+    bad(opened.error().message());
+    return nullptr;
+  }
+  return std::move(*opened);
+}
+
+// The controller's rows an operator's request is followed by: the state, the layout in force
+// and whether a change of it is under way.
+struct ControllerRows {
+  std::optional<std::string> state;
+  std::optional<Layout> layout;
+  bool pending = false;
+};
+Result<ControllerRows> read_controller_rows(RealStore& store) {
+  auto tx = store.begin();
+  if (!tx) return tx.error();
+  auto rows = store.get_many(*tx, tables::kController, {"state", kLayoutKey, kLayoutPendingKey});
+  store.abort(*tx);
+  if (!rows) return rows.error();
+  ControllerRows out;
+  out.state = (*rows)[0];
+  if ((*rows)[1]) out.layout = decode_layout(*(*rows)[1]);
+  out.pending = (*rows)[2].has_value();
+  return out;
+}
+
+double seconds_since(Micros start) { return static_cast<double>(calendar_now() - start) / 1e6; }
+
+}  // namespace
+
+int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json) {
+  WallClock clock;
+  std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
+  if (!store) return 2;
   auto status = read_status(spec, *store);
   if (!status) return bad(status.error().message());
   if (as_json) {
@@ -263,6 +308,98 @@ int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json)
     fmt::print("{}", format_status(*status));
   }
   return 0;
+}
+
+int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlRequest& request) {
+  WallClock clock;
+  std::string command = request.verb;
+  for (const std::string& arg : request.args) command += " " + arg;
+  std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
+  if (!store) return 2;
+  if (o.store.empty()) {
+    return bad(fmt::format("ctl {} asks a running deployment, and the run of {} has ended (LevelDB opens in one process "
+                           "at a time, so a running one is reached only through PostgreSQL): onceflow real resumes it, "
+                           "with its spec's partition counts", request.verb, o.data_dir));
+  }
+  auto rows = read_controller_rows(*store);
+  if (!rows) return bad(rows.error().message());
+  if (!rows->state) return bad(fmt::format("the pipeline {} has never started on this store", spec.name));
+  // Checked here, so that a mistake is told at once: the controller checks again.
+  if (request.verb == "repartition" || request.verb == "set") {
+    if (request.args.empty()) {
+      return bad(fmt::format("ctl {} needs {} ...", request.verb, request.verb == "set" ? "SETTING=VALUE" : "NAME=COUNT"));
+    }
+    if (!rows->layout) return bad("the pipeline has no layout yet; ask again once it works");
+    const std::string text = command.substr(request.verb.size() + 1);
+    const Status valid = request.verb == "set" ? reconfigured_layout(*rows->layout, text).status()
+                                               : parse_repartition(with_layout(spec, *rows->layout), text).status();
+    if (!valid.is_ok()) return bad(fmt::format("ctl {}: {}", request.verb, valid.message()));
+  }
+  const Micros asked_at = calendar_now();
+  const Micros deadline = asked_at + request.timeout_us;
+  auto id = submit_request(*store, command);
+  if (!id) return bad("the request could not be stored: " + id.error().message());
+  // The leader's process takes it within a fraction of a second.
+  std::optional<OperatorRequest> seen;
+  while (true) {
+    auto r = read_request(*store, *id);
+    if (!r) return bad(fmt::format("request {} could not be read back: {}", *id, r.error().message()));
+    seen = *r;
+    if (!seen || seen->state == OperatorRequest::State::kDone || seen->state == OperatorRequest::State::kRefused) break;
+    if (calendar_now() >= deadline) {
+      if (seen->state == OperatorRequest::State::kPending) {
+        auto withdrawn = withdraw_request(*store, *id);
+        if (withdrawn && *withdrawn) {
+          fmt::print(stderr, "onceflow ctl: no controller took request {} ('{}') in {:.0f} s: is a controller's process "
+                     "of onceflow real running on this store? (withdrawn: it will not be applied)\n",
+                     *id, command, static_cast<double>(request.timeout_us) / 1e6);
+          return 1;
+        }
+        continue;  // taken meanwhile: its answer comes
+      }
+      fmt::print(stderr, "onceflow ctl: request {} ('{}') was taken by {} but not answered in {:.0f} s: its outcome is "
+                 "unknown; ctl status shows the pipeline's state\n", *id, command, seen->by,
+                 static_cast<double>(request.timeout_us) / 1e6);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!seen) return bad(fmt::format("request {} is gone from the store", *id));
+  if (seen->state == OperatorRequest::State::kRefused) {
+    return bad(fmt::format("{} refused '{}': {}", seen->by, command, seen->answer));
+  }
+  fmt::print("request {} '{}': {} answered {} ({:.1f} s)\n", *id, command, seen->by, seen->answer, seconds_since(asked_at));
+  std::fflush(stdout);
+  if (!request.wait || (request.verb != "stop" && request.verb != "repartition")) return 0;
+  // A stop drains, and a repartition drains, moves rows and works again: followed until done.
+  const uint64_t version = request.verb == "repartition" ? std::strtoull(seen->answer.c_str(), nullptr, 10) : 0;
+  while (true) {
+    auto now = read_controller_rows(*store);
+    if (now) {
+      if (request.verb == "stop" && now->state == "stopped" && !now->pending) {
+        fmt::print("stopped: nothing in flight ({:.1f} s)\n", seconds_since(asked_at));
+        return 0;
+      }
+      if (request.verb == "repartition" && !now->pending && now->layout && now->layout->version >= version) {
+        const PipelineSpec in_force = with_layout(spec, *now->layout);
+        std::string counts;
+        for (const auto& c : in_force.computations) counts += fmt::format(" {}={}", c.name, c.partitions);
+        for (const auto& s : in_force.sinks) {
+          if (s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue) counts += fmt::format(" {}={}", s.name, s.partitions);
+        }
+        fmt::print("repartitioned: layout version {},{}; the pipeline is {} ({:.1f} s)\n", now->layout->version, counts,
+                   now->state.value_or("?"), seconds_since(asked_at));
+        return 0;
+      }
+    }
+    if (calendar_now() >= deadline) {
+      fmt::print(stderr, "onceflow ctl: '{}' was taken, and the pipeline is {} after {:.0f} s; ctl status shows what is "
+                 "left\n", command, now && now->state ? *now->state + (now->pending ? " (a layout change pending)" : "")
+                                                       : "unknown", static_cast<double>(request.timeout_us) / 1e6);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 namespace {

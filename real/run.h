@@ -43,4 +43,19 @@ int run_kafka_mock(int brokers, const std::vector<std::string>& topics);
 // text or JSON; exit 2 when the store cannot be opened (a LevelDB directory in use by a run).
 int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json);
 
+// onceflow ctl pause|resume|stop|repartition|set: a request stored for the leading controller's
+// process of a running deployment (real/operator_requests.h), and waited for. Exit 0 when
+// the controller took it (for stop and repartition, with `wait`, once the pipeline is
+// stopped, or repartitioned and working again); 1 when no controller took it in time (it is
+// withdrawn), or its outcome is not known in time; 2 for bad input, a store that cannot be
+// opened (a LevelDB directory: its run has ended, so no controller answers) or a request
+// the controller refused.
+struct CtlRequest {
+  std::string verb;               // pause, resume, stop, repartition, set
+  std::vector<std::string> args;  // NAME=COUNT (repartition), SETTING=VALUE (set)
+  Micros timeout_us = 60 * kSeconds;
+  bool wait = true;
+};
+int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlRequest& request);
+
 }  // namespace onceflow::real

@@ -7,6 +7,7 @@
 #include "core/job.h"
 #include "core/layout.h"
 #include "real/deployment.h"
+#include "real/operator_requests.h"
 
 namespace onceflow::real {
 
@@ -114,6 +115,16 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
     }
   }
   out["sources"] = sources;
+  // An operator's requests (onceflow ctl): those not answered yet, and the last few answered.
+  auto requests = recent_requests(store, *tx, 5);
+  if (!requests) return requests.error();
+  json request_list = json::array();
+  for (const OperatorRequest& r : *requests) {
+    request_list.push_back({{"id", r.id}, {"command", r.command}, {"state", request_state_name(r.state)},
+                            {"by", r.by.empty() ? json(nullptr) : json(r.by)}, {"answer", r.answer},
+                            {"asked_at", r.asked_at}});
+  }
+  out["requests"] = request_list;
   return out;
 }
 
@@ -150,6 +161,12 @@ std::string format_status(const json& s) {
     if (src.contains("lag")) {
       out += fmt::format(" of {} written, lag {}", src["written"].get<uint64_t>(), src["lag"].get<uint64_t>());
     }
+  }
+  for (const auto& r : s["requests"]) {
+    out += fmt::format("\nrequest {} '{}': {}", r["id"].get<uint64_t>(), r["command"].get<std::string>(),
+                       r["state"].get<std::string>());
+    if (!r["by"].is_null()) out += " by " + r["by"].get<std::string>();
+    if (!r["answer"].get<std::string>().empty()) out += ": " + r["answer"].get<std::string>();
   }
   return out + "\n";
 }
