@@ -194,7 +194,7 @@ EOF
 ch_session_pids() {
   local f line st sess
   for f in /proc/[0-9]*/stat; do
-    read -r line <"$f" 2>/dev/null || continue
+    read -r line 2>/dev/null <"$f" || continue
     read -r st _ _ sess _ <<<"${line##*) }"
     [[ $sess == "$1" && $st != Z ]] && f=${f#/proc/} && echo "${f%/stat}"
   done

@@ -10,7 +10,10 @@
 # 4. the target validated when a writer session starts: a Distributed table, an engine outside
 #    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it),
 #    and so does a url where no server answers (at once);
-#    a dedup window shorter than replay_horizon gives the seed's structured warning.
+#    a dedup window shorter than replay_horizon gives the seed's structured warning;
+# 5. the sharded exactly_once sink over shard_hosts, two servers (a second one, with its
+#    ZooKeeper, started for it), ReplicatedMergeTree on each, kill -9 twice: every output once
+#    across the shards, each key on one shard only, both shards written.
 # Usage: real_clickhouse_test.sh ONCEFLOW SOURCE_DIR [MESSAGES]
 set -euo pipefail
 onceflow=$1
@@ -23,6 +26,7 @@ source "$src/tests/real_lives.sh"
 cleanup() {
   [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
   ch_stop "$work"
+  ch_stop "$work/s2"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -132,3 +136,37 @@ replicated counts_window
 grep -q "warning ClickHouseDedupWindowShorterThanReplayHorizon: Database=default Table=counts_window DedupWindowSetting=replicated_deduplication_window_seconds ReplayHorizon=2592000.000000s DedupWindow=604800.000000s" \
   "$work/window.err" || fail "no window warning: $(cat "$work/window.err")"
 echo "  ok: $(grep warning "$work/window.err")"
+
+echo "5. the sharded exactly_once sink over two servers, kill -9 twice"
+first=$CH_HTTP
+ch_start "$work/s2"
+second=$CH_HTTP
+CH_HTTP=$first
+echo "  a second server at $second"
+on() { CH_HTTP=$1 ch_query "$2"; }
+for server in "$first" "$second"; do
+  CH_HTTP=$server replicated counts_shard
+done
+CH_HTTP=$first
+python3 - "$(spec shard counts_shard)" "$work/sharded.yaml" "$first" "$second" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+text, n = re.subn(r'(?m)^    url: .*$', f'    shard_hosts: ["{sys.argv[3]}", "{sys.argv[4]}"]', text)
+assert n == 1, text
+open(sys.argv[2], "w").write(text)
+PY
+sharded_rows() { echo $(($(on "$first" "SELECT count() FROM counts_shard") + $(on "$second" "SELECT count() FROM counts_shard"))); }
+lives "$work/sharded.yaml" "$work/d7" 2 sharded_rows 10000
+verified exactly_once none
+a=$(on "$first" "SELECT count() FROM counts_shard")
+b=$(on "$second" "SELECT count() FROM counts_shard")
+[[ $((a + b)) -eq $messages && $a -gt 0 && $b -gt 0 ]] || fail "the shards hold $a and $b rows, $messages expected in all"
+on "$first" "SELECT DISTINCT key FROM counts_shard" | sort >"$work/keys1"
+on "$second" "SELECT DISTINCT key FROM counts_shard" | sort >"$work/keys2"
+[[ -z $(comm -12 "$work/keys1" "$work/keys2") ]] || fail "keys on both shards: $(comm -12 "$work/keys1" "$work/keys2" | head -3)"
+for server in "$first" "$second"; do
+  [[ $(on "$server" "SELECT count() = uniqExact(message_id) FROM counts_shard") == 1 ]] || fail "duplicates on $server"
+done
+dropped=$(($(grep -c "already exists; ignoring it" "$work/ch/server.log" || true) + $(grep -c "already exists; ignoring it" "$work/s2/ch/server.log" || true)))
+[[ $dropped -gt 0 ]] || fail "no sharded batch was sent twice: the kills had no effect to check"
+echo "  ok: $a + $b rows on the two shards, each key on one, each output once; the servers dropped $dropped repeated blocks"
