@@ -101,12 +101,15 @@ std::string quoted(const std::string& text) {
 }  // namespace
 
 ClickHouseServer::ClickHouseServer(const std::string& url, Micros timeout)
-    : url_(url), parsed_(parse_http_url(url).value()), client_(parsed_.origin, timeout) {}
+    : parsed_(parse_http_url(url).value()),
+      client_(parsed_, timeout),
+      // The URL's path and parameters (a proxy's prefix, ?database=, ?user=) go with every request.
+      base_(parsed_.path() + "?" + (parsed_.query().empty() ? "" : parsed_.query() + "&")) {}
 
 Result<std::string> ClickHouseServer::query(const std::string& sql) {
-  HttpReply reply = client_.post("/?wait_end_of_query=1", {}, sql, "text/plain");
+  HttpReply reply = client_.post(base_ + "wait_end_of_query=1", {}, sql, "text/plain");
   if (reply.ok()) return std::move(reply.body);
-  const std::string what = fmt::format("ClickHouse at {}: {}", url_, reply.describe());
+  const std::string what = fmt::format("ClickHouse at {}: {}", url(), reply.describe());
   if (classify(reply) == Failure::kPermanent) return Status::invalid_argument(what);
   return Status::unavailable(what);
 }
@@ -115,7 +118,7 @@ bool ClickHouseServer::ping() { return client_.get("/ping").ok(); }
 
 HttpReply ClickHouseServer::insert(const std::string& table, const std::string& rows, const std::string& settings) {
   const std::string sql = fmt::format("INSERT INTO {} (message_id, key, payload) FORMAT TabSeparated", table);
-  return client_.post("/?query=" + query_param(sql) + settings, {}, rows, "text/tab-separated-values");
+  return client_.post(base_ + "query=" + query_param(sql) + settings, {}, rows, "text/tab-separated-values");
 }
 
 std::string clickhouse_rows(const std::vector<Message>& messages) {

@@ -51,13 +51,13 @@ class ClickHouseServer {
   // Inserts TabSeparated `rows` into `table` (columns message_id, key, payload) with the
   // settings given (URL parameters).
   HttpReply insert(const std::string& table, const std::string& rows, const std::string& settings = "");
-  const std::string& url() const { return url_; }
+  const std::string& url() const { return parsed_.shown; }  // its password, if any, as "***"
   bool ping();  // the server answers /ping
 
  private:
-  std::string url_;
   HttpUrl parsed_;
   HttpClient client_;
+  std::string base_;  // "<path>?<the URL's parameters>&"
 };
 
 // Messages as the rows of the target table (TabSeparated, escaped as ClickHouse reads them),

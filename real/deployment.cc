@@ -329,7 +329,8 @@ Status RealDeployment::connect_http_sinks() {
       // --sink-timeout (the target itself is validated at the first write, as the seed says).
       for (const std::string& url : sink.shard_hosts.empty() ? std::vector<std::string>{sink.url} : sink.shard_hosts) {
         if (!ClickHouseServer(url, kStartPingTimeout).ping()) {
-          return Status::unavailable(fmt::format("sinks.{}: ClickHouse at {} does not answer (GET /ping)", sink.name, url));
+          return Status::unavailable(
+              fmt::format("sinks.{}: ClickHouse at {} does not answer (GET /ping)", sink.name, shown_url(url)));
         }
       }
       connectors_.sinks[sink.name] = writer->get();
@@ -835,7 +836,7 @@ Status RealDeployment::failing() const {
     const SinkSpec* sink = spec_.sink(name);
     return Status::unavailable(fmt::format(
         "sink {}: {} has not answered for {:.0f} s ({}); the store is consistent: run again with {} once it is back",
-        name, sink->url.empty() ? "its servers" : sink->url, static_cast<double>(o_.sink_timeout_us) / 1e6,
+        name, sink->url.empty() ? "its servers" : shown_url(sink->url), static_cast<double>(o_.sink_timeout_us) / 1e6,
         health->last_error, o_.resume_hint()));
   }
   if (kafka_unreachable_since_ >= 0 && loop_.clock().now() - kafka_unreachable_since_ >= o_.kafka_timeout_us) {

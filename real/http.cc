@@ -1,5 +1,7 @@
 #include "real/http.h"
 
+#include <algorithm>
+
 #include <httplib.h>
 
 #include <fmt/format.h>
@@ -7,24 +9,54 @@
 namespace onceflow::real {
 
 Result<HttpUrl> parse_http_url(std::string_view url) {
+  const std::string shown = shown_url(url);
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) {
-    return Status::invalid_argument(fmt::format("'{}' is not a URL (expected http://host:port/path)", url));
+    return Status::invalid_argument(fmt::format("'{}' is not a URL (expected http://host:port/path)", shown));
   }
   const std::string_view scheme = url.substr(0, scheme_end);
   if (scheme != "http" && scheme != "https") {
-    return Status::invalid_argument(fmt::format("'{}': only http:// and https:// URLs are supported", url));
+    return Status::invalid_argument(fmt::format("'{}': only http:// and https:// URLs are supported", shown));
   }
-  const size_t host_begin = scheme_end + 3;
-  const size_t path_begin = url.find_first_of("/?", host_begin);
-  const std::string_view host = url.substr(host_begin, path_begin - host_begin);
-  if (host.empty() || host.find_first_of(" \t@") != std::string_view::npos) {
-    return Status::invalid_argument(fmt::format("'{}' names no host (expected http://host:port/path)", url));
-  }
+  const size_t authority_begin = scheme_end + 3;
+  const size_t path_begin = url.find_first_of("/?", authority_begin);
+  std::string_view authority = url.substr(authority_begin, path_begin - authority_begin);
   HttpUrl out;
-  out.origin = std::string(url.substr(0, path_begin));
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    const size_t colon = userinfo.find(':');
+    out.user = std::string(userinfo.substr(0, colon));
+    if (colon != std::string_view::npos) out.password = std::string(userinfo.substr(colon + 1));
+    authority = authority.substr(at + 1);
+    if (out.user.empty()) return Status::invalid_argument(fmt::format("'{}' names no user before its '@'", shown));
+  }
+  if (authority.empty() || authority.find_first_of(" \t") != std::string_view::npos) {
+    return Status::invalid_argument(fmt::format("'{}' names no host (expected http://host:port/path)", shown));
+  }
+  out.origin = fmt::format("{}://{}", scheme, authority);
   out.target = path_begin == std::string_view::npos ? "/" : std::string(url.substr(path_begin));
   if (out.target.front() == '?') out.target.insert(out.target.begin(), '/');
+  out.shown = shown;
+  return out;
+}
+
+std::string shown_url(std::string_view url) {
+  std::string out(url);
+  // user:password@ in the authority.
+  if (const size_t scheme_end = out.find("://"); scheme_end != std::string::npos) {
+    const size_t authority_begin = scheme_end + 3;
+    const size_t path_begin = std::min(out.find_first_of("/?", authority_begin), out.size());
+    const size_t at = out.rfind('@', path_begin);
+    const size_t colon = at == std::string::npos || at < authority_begin ? std::string::npos : out.find(':', authority_begin);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // A password=... parameter of the query (ClickHouse's).
+  for (size_t at = out.find('?'); at != std::string::npos; at = out.find('&', at + 1)) {
+    constexpr std::string_view kParam = "password=";
+    if (out.compare(at + 1, kParam.size(), kParam) != 0) continue;
+    const size_t begin = at + 1 + kParam.size();
+    out.replace(begin, std::min(out.find('&', begin), out.size()) - begin, "***");
+  }
   return out;
 }
 
@@ -77,7 +109,8 @@ httplib::Headers headers_of(const HttpClient::Headers& headers) {
 
 }  // namespace
 
-HttpClient::HttpClient(const std::string& origin, Micros timeout) : client_(std::make_unique<httplib::Client>(origin)) {
+HttpClient::HttpClient(const HttpUrl& url, Micros timeout) : client_(std::make_unique<httplib::Client>(url.origin)) {
+  if (!url.user.empty()) client_->set_basic_auth(url.user, url.password);
   const auto t = std::chrono::microseconds(timeout);
   client_->set_connection_timeout(t);
   client_->set_read_timeout(t);

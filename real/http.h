@@ -24,14 +24,24 @@ class Client;
 
 namespace onceflow::real {
 
-// "http://host:port/path?query" (or https) split where a client needs it: the origin
-// ("http://host:port") and the rest ("/path?query", "/" when empty). kInvalidArgument for
-// anything else, naming what is wrong.
+// "http://[user:password@]host:port/path?query" (or https) split where a client needs it: the
+// origin ("http://host:port"), the rest ("/path?query", "/" when empty), and the credentials,
+// sent as HTTP Basic authentication (taken as written: the user ends at the first ':', the
+// host starts after the last '@'). kInvalidArgument for anything else, naming what is wrong
+// (never with the password).
 struct HttpUrl {
   std::string origin;
   std::string target;
+  std::string user;
+  std::string password;
+  std::string shown;  // the URL with the password as "***": for messages
+  std::string path() const { return target.substr(0, target.find('?')); }
+  // The query's parameters, without the '?' ("" when none).
+  std::string query() const { return target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1); }
 };
 Result<HttpUrl> parse_http_url(std::string_view url);
+// `url` as messages show it: its password, if it has one, as "***".
+std::string shown_url(std::string_view url);
 
 struct HttpReply {
   enum class Outcome : uint8_t { kAnswered, kNotSent, kNoAnswer };
@@ -62,8 +72,8 @@ struct ServerHealth {
 class HttpClient {
  public:
   using Headers = std::vector<std::pair<std::string, std::string>>;
-  // `origin` as parse_http_url gives it; `timeout` bounds connecting, and each read and write.
-  HttpClient(const std::string& origin, Micros timeout);
+  // To `url`'s origin, with its credentials; `timeout` bounds connecting, and each read and write.
+  HttpClient(const HttpUrl& url, Micros timeout);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

@@ -31,7 +31,7 @@ Result<uint64_t> HttpSink::deliver(const std::string& job, LeaseId lease, const 
     messages.push_back(std::move(*m));
   }
   std::shared_ptr<HttpClient>& slot = clients_[job];
-  if (!slot) slot = std::make_shared<HttpClient>(url_.origin, timeout_);
+  if (!slot) slot = std::make_shared<HttpClient>(url_, timeout_);
   const std::shared_ptr<HttpClient> client = slot;  // alive while the helper thread uses it
   size_t sent = 0;
   HttpReply last;
@@ -58,12 +58,12 @@ Result<uint64_t> HttpSink::deliver(const std::string& job, LeaseId lease, const 
   // key (the IETF draft's answer to a concurrent retry): the retry comes later.
   if (sent < messages.size() && !last.transient() && last.status != 409) {
     failed_ = Status::invalid_argument(fmt::format(
-        "the receiver at {} refuses message {} ({}); the sink stops rather than skip it", spec_.url,
+        "the receiver at {} refuses message {} ({}); the sink stops rather than skip it", url_.shown,
         message_label(messages[sent]), last.describe()));
     if (sent == 0) return failed_;
   }
   if (sent > 0) return rows[sent - 1].seqno;  // the rest waits for the next attempt
-  return Status::unavailable(fmt::format("the receiver at {}: {}", spec_.url, last.describe()));
+  return Status::unavailable(fmt::format("the receiver at {}: {}", url_.shown, last.describe()));
 }
 
 }  // namespace onceflow::real

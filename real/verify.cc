@@ -49,7 +49,7 @@ Result<std::vector<Message>> read_clickhouse(const SinkSpec& sink, bool* dedups)
   std::vector<Message> out;
   *dedups = true;
   for (const std::string& url : urls) {
-    if (!parse_http_url(url)) return Status::invalid_argument(fmt::format("sinks.{}: '{}' is not a URL", sink.name, url));
+    if (!parse_http_url(url)) return Status::invalid_argument(fmt::format("sinks.{}: '{}' is not a URL", sink.name, shown_url(url)));
     ClickHouseServer server(url, kClickHouseTimeout);
     auto engine = server.query(fmt::format("SELECT engine FROM system.tables WHERE database = '{}' AND name = '{}'",
                                            database, table));
@@ -58,7 +58,7 @@ Result<std::vector<Message>> read_clickhouse(const SinkSpec& sink, bool* dedups)
     auto rows = server.query(fmt::format("SELECT message_id, key, payload FROM {}.{} FORMAT TabSeparated", database, table));
     if (!rows) return rows.error();
     auto parsed = parse_clickhouse_rows(*rows);
-    if (!parsed) return Status::corruption(fmt::format("sink {} at {}: {}", sink.name, url, parsed.error().message()));
+    if (!parsed) return Status::corruption(fmt::format("sink {} at {}: {}", sink.name, shown_url(url), parsed.error().message()));
     for (ClickHouseRow& row : *parsed) {
       Message& m = out.emplace_back();
       m.id = tables::parse_hex16(row.message_id);  // 0 for a row no onceflow sink wrote

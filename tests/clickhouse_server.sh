@@ -4,7 +4,8 @@
 # log in DIR/zk, the server's config.xml, users.xml, data and server.log in DIR/ch. Both listen on
 # 127.0.0.1 only, on free ports picked at random; each runs in a session of its own, which ch_stop
 # kills whole. The macros {shard} and {replica} are 01 and r1; the cluster onceflow_test is this
-# server alone (for Distributed tables).
+# server alone (for Distributed tables). Users: default (no password) and writer (password
+# "s3cr:et@p").
 #   ch_start DIR       starts both and waits (60 s at most) until the server answers and reaches
 #                      ZooKeeper; sets CH_HTTP (http://127.0.0.1:PORT), CH_TCP_PORT and ZK_PORT
 #   ch_stop DIR        kills both (-9) and waits until no process of theirs is left
@@ -144,6 +145,12 @@ EOF
       <profile>default</profile>
       <quota>default</quota>
     </default>
+    <writer>
+      <password>s3cr:et@p</password>
+      <networks><ip>127.0.0.1</ip></networks>
+      <profile>default</profile>
+      <quota>default</quota>
+    </writer>
   </users>
   <quotas>
     <default>

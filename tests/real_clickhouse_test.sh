@@ -11,6 +11,8 @@
 #    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it),
 #    and so does a url where no server answers (at once);
 #    a dedup window shorter than replay_horizon gives the seed's structured warning;
+#    a url with a user and password (HTTP Basic) writes as that user, and a wrong password
+#    stops the run with one line that does not show it;
 # 5. the sharded exactly_once sink over shard_hosts, two servers (a second one, with its
 #    ZooKeeper, started for it), ReplicatedMergeTree on each, kill -9 twice: every output once
 #    across the shards, each key on one shard only, both shards written.
@@ -43,6 +45,7 @@ ch_query "CREATE TABLE counts_alo ($columns) ENGINE = MergeTree() ORDER BY messa
 ch_query "CREATE TABLE counts_amo ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 ch_query "CREATE TABLE counts_amo_q ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 ch_query "CREATE TABLE counts_dist ($columns) ENGINE = Distributed(onceflow_test, default, counts_rep)" >/dev/null
+ch_query "CREATE TABLE counts_auth ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 ch_query "CREATE TABLE counts_log ($columns) ENGINE = Log" >/dev/null
 ch_query "CREATE TABLE counts_nocol (message_id String, key UInt64) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 ch_query "CREATE TABLE counts_narrow (message_id String, key UInt8, payload String) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
@@ -130,6 +133,17 @@ sed "s#$CH_HTTP#http://127.0.0.1:1#" "$(spec nowhere counts_rep)" >"$work/nowher
 [[ $rc -eq 2 ]] && grep -q "sinks.counts_out: ClickHouse at http://127.0.0.1:1 does not answer (GET /ping)" "$work/nowhere.err" ||
   fail "a server that does not answer: exit $rc: $(cat "$work/nowhere.err")"
 echo "  ok: $(cat "$work/nowhere.err")"
+host=${CH_HTTP#http://}
+sed "s#$CH_HTTP#http://writer:s3cr:et@p@$host#" "$(spec auth_plain counts_auth 'delivery_guarantee: at_least_once')" >"$work/auth.yaml"
+"$onceflow" real "$work/auth.yaml" --data "$work/auth" --messages 200 --no-progress --verify >"$work/verify.json" \
+  2>"$work/auth.err" || fail "as writer: $(cat "$work/auth.err")"
+[[ $(rows counts_auth) -ge 200 ]] || fail "as writer: $(rows counts_auth) rows"
+sed "s#s3cr:et@p@#hunter2@#" "$work/auth.yaml" >"$work/wrong.yaml"
+rc=0
+"$onceflow" real "$work/wrong.yaml" --data "$work/wrong" --messages 20 --no-progress >/dev/null 2>"$work/wrong.err" || rc=$?
+[[ $rc -eq 2 && $(wc -l <"$work/wrong.err") -eq 1 ]] && grep -q "http://writer:\*\*\*@.*Wrong password for user writer" "$work/wrong.err" &&
+  ! grep -q hunter2 "$work/wrong.err" || fail "a wrong password: exit $rc: $(cat "$work/wrong.err")"
+echo "  ok: as writer (HTTP Basic), $(rows counts_auth) rows verified; a wrong password: $(cat "$work/wrong.err")"
 replicated counts_window
 "$onceflow" real "$(spec window counts_window 'replay_horizon: 2592000s')" --data "$work/d6" --messages 20 --no-progress \
   >/dev/null 2>"$work/window.err" || fail "the window run failed: $(cat "$work/window.err")"

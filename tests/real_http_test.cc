@@ -21,9 +21,31 @@ TEST(HttpUrlTest, SplitsOriginAndTarget) {
   EXPECT_EQ(bare->origin, "https://example.org");
   EXPECT_EQ(bare->target, "/");
   EXPECT_EQ(parse_http_url("http://h:1?q")->target, "/?q");
-  for (const char* bad : {"127.0.0.1:8088/counts", "ftp://h/x", "http:///x", "http://user@h/x"}) {
+  for (const char* bad : {"127.0.0.1:8088/counts", "ftp://h/x", "http:///x", "http://@h/x", "http://u:p@/x"}) {
     EXPECT_TRUE(parse_http_url(bad).error().is_invalid_argument()) << bad;
   }
+}
+
+TEST(HttpUrlTest, CredentialsAreSentAndNeverShown) {
+  auto u = parse_http_url("http://writer:s3cr:et@p@ch.example:8123/db/?database=flow&password=q");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->origin, "http://ch.example:8123");
+  EXPECT_EQ(u->user, "writer");
+  EXPECT_EQ(u->password, "s3cr:et@p");  // the host starts after the last '@'
+  EXPECT_EQ(u->path(), "/db/");
+  EXPECT_EQ(u->query(), "database=flow&password=q");
+  EXPECT_EQ(u->shown, "http://writer:***@ch.example:8123/db/?database=flow&password=***");
+  auto no_password = parse_http_url("http://reader@h:1");
+  ASSERT_TRUE(no_password);
+  EXPECT_EQ(no_password->user, "reader");
+  EXPECT_EQ(no_password->password, "");
+  EXPECT_EQ(no_password->shown, "http://reader@h:1");
+  EXPECT_EQ(shown_url("http://h:1/x?a=1&password=pw&b=2"), "http://h:1/x?a=1&password=***&b=2");
+  EXPECT_EQ(shown_url("not a url, user:pw@x"), "not a url, user:pw@x");
+  // A URL refused for another reason does not echo its password either.
+  auto bad = parse_http_url("ftp://u:hunter2@h/x");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message().find("hunter2"), std::string::npos) << bad.error().message();
 }
 
 TEST(HttpReplyTest, TellsTransientFromPermanent) {
