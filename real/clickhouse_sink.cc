@@ -89,16 +89,23 @@ std::string unescaped(std::string_view field) {
   return out;
 }
 
-std::string quoted(const std::string& text) {
-  std::string out = "'";
+// `text` between `quote`s, each quote and backslash in it escaped with a backslash.
+std::string quoted(const std::string& text, char quote = '\'') {
+  std::string out(1, quote);
   for (const char c : text) {
-    if (c == '\'' || c == '\\') out += '\\';
+    if (c == quote || c == '\\') out += '\\';
     out += c;
   }
-  return out + "'";
+  return out + quote;
 }
 
 }  // namespace
+
+std::string clickhouse_literal(const std::string& text) { return quoted(text); }
+
+std::string clickhouse_table_sql(const std::string& database, const std::string& table) {
+  return quoted(database, '`') + "." + quoted(table, '`');
+}
 
 ClickHouseServer::ClickHouseServer(const std::string& url, Micros timeout)
     : parsed_(parse_http_url(url).value()),
@@ -285,7 +292,7 @@ HttpReply ClickHouseSink::insert(ClickHouseServer& server, const std::vector<Mes
   std::string settings = "&wait_end_of_query=1";
   if (!token.empty()) settings += "&insert_deduplication_token=" + query_param(token);
   HttpReply reply;
-  loop_.run_blocking([&] { reply = server.insert(database_ + "." + table_, rows, settings); });
+  loop_.run_blocking([&] { reply = server.insert(clickhouse_table_sql(database_, table_), rows, settings); });
   heard(reply);
   return reply;
 }

@@ -72,6 +72,10 @@ Result<std::vector<ClickHouseRow>> parse_clickhouse_rows(std::string_view tsv);
 
 // "db.table" or "table" (then in `default`) as the sink's table names it.
 std::pair<std::string, std::string> clickhouse_table(const SinkSpec& spec);
+// `text` as an SQL string literal.
+std::string clickhouse_literal(const std::string& text);
+// `database`.`table` as SQL names them (back-quoted, so that any name is one).
+std::string clickhouse_table_sql(const std::string& database, const std::string& table);
 
 class ClickHouseSink final : public ExternalSink {
  public:

@@ -51,11 +51,11 @@ Result<std::vector<Message>> read_clickhouse(const SinkSpec& sink, bool* dedups)
   for (const std::string& url : urls) {
     if (!parse_http_url(url)) return Status::invalid_argument(fmt::format("sinks.{}: '{}' is not a URL", sink.name, shown_url(url)));
     ClickHouseServer server(url, kClickHouseTimeout);
-    auto engine = server.query(fmt::format("SELECT engine FROM system.tables WHERE database = '{}' AND name = '{}'",
-                                           database, table));
+    auto engine = server.query(fmt::format("SELECT engine FROM system.tables WHERE database = {} AND name = {}",
+                                           clickhouse_literal(database), clickhouse_literal(table)));
     if (!engine) return engine.error();
     *dedups = *dedups && clickhouse_engine_deduplicates(engine->substr(0, engine->find('\n')));
-    auto rows = server.query(fmt::format("SELECT message_id, key, payload FROM {}.{} FORMAT TabSeparated", database, table));
+    auto rows = server.query(fmt::format("SELECT message_id, key, payload FROM {} FORMAT TabSeparated", clickhouse_table_sql(database, table)));
     if (!rows) return rows.error();
     auto parsed = parse_clickhouse_rows(*rows);
     if (!parsed) return Status::corruption(fmt::format("sink {} at {}: {}", sink.name, shown_url(url), parsed.error().message()));

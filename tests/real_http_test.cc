@@ -119,6 +119,12 @@ TEST(ClickHouseBatchesTest, OnlyCompleteBatchesGoWithTheirLargestIdAsToken) {
   EXPECT_EQ((*sharded)[0].parts[1].size(), 1u);
 }
 
+TEST(ClickHouseSqlTest, NamesAndLiteralsAreQuoted) {
+  EXPECT_EQ(clickhouse_table_sql("flow", "counts-1"), "`flow`.`counts-1`");
+  EXPECT_EQ(clickhouse_table_sql("d", "we`ird\\"), "`d`.`we\\`ird\\\\`");
+  EXPECT_EQ(clickhouse_literal("it's"), "'it\\'s'");
+}
+
 TEST(ClickHouseTargetTest, TheSeedsRulesForTheTable) {
   SinkSpec spec;
   spec.name = "out";
