@@ -154,6 +154,9 @@ void describe_metrics(Metrics& m) {
   m.describe("onceflow_controller_leading", T::kGauge, "1 when this process's controller leads.");
   m.describe("onceflow_store_commits_total", T::kCounter, "Transactions this process committed to the store.");
   m.describe("onceflow_store_conflicts_total", T::kCounter, "Commits refused for a write-write conflict.");
+  m.describe("onceflow_sink_outbox_undelivered_messages", T::kGauge,
+             "Messages a sink partition's committed outbox holds that its target has not acknowledged.");
+  m.describe("onceflow_build_info", T::kGauge, "1, labelled with the version of onceflow this process runs.");
 }
 
 // Counts what the engine does, for the progress line: a delivery counts once the target
@@ -165,8 +168,27 @@ class RealDeployment::Progress final : public EngineObserver {
   explicit Progress(const PipelineSpec& spec) : spec_(spec) {}
   // Where the events are counted for --metrics-port; none (the default): nothing is.
   void count_into(Metrics* metrics) {
-    if (metrics != nullptr) describe_metrics(*metrics);
+    if (metrics != nullptr) start_metrics(*metrics);
     metrics_ = metrics;
+  }
+  // Every series this process may count is there from the first scrape, at 0 (so that rate()
+  // and increase() see its first events).
+  void start_metrics(Metrics& m) {
+    describe_metrics(m);
+    m.set("onceflow_build_info", {{"version", ONCEFLOW_VERSION}}, 1);
+    for (const auto& source : spec_.sources) m.add("onceflow_source_messages_total", {{"source", source.name}}, 0);
+    for (const auto& sink : spec_.sinks) {
+      m.add("onceflow_sink_messages_total", {{"sink", sink.name}}, 0);
+      if (sink.delivery_guarantee == SinkDelivery::kAtMostOnce) {
+        m.add("onceflow_at_most_once_dropped_total", {{"sink", sink.name}}, 0);
+        m.add("onceflow_at_most_once_in_doubt_total", {{"sink", sink.name}}, 0);
+      }
+    }
+    for (const char* lease : {"worker", "job", "controller"}) m.add("onceflow_leases_lost_total", {{"lease", lease}}, 0);
+    for (const char* name : {"onceflow_delivery_retries_total", "onceflow_store_errors_total",
+                             "onceflow_job_leases_granted_total", "onceflow_job_leases_aborted_total"}) {
+      m.add(name, {}, 0);
+    }
   }
   void computation_misuse(const std::string& computation, const std::string& what) override {
     if (misuse.empty()) misuse = fmt::format("computation {}: {}; nothing of that epoch was committed", computation, what);
@@ -678,6 +700,21 @@ void RealDeployment::update_gauges(const Observed& o) {
       const uint64_t written = read_u64(store_, *tx, kProducer, source_key(source.name, p));
       metrics_.set("onceflow_source_lag_messages", {{"source", source.name}, {"partition", std::to_string(p)}},
                    static_cast<double>(written > read ? written - read : 0));
+    }
+  }
+  // Sinks' outboxes: written by committed epochs and not yet acknowledged by the target.
+  metrics_.clear("onceflow_sink_outbox_undelivered_messages");
+  for (const auto& sink : spec_.sinks) {
+    std::vector<std::string> keys;
+    for (int p = 0; p < sink.partitions; ++p) keys.push_back(JobId{JobKind::kSink, sink.name, p}.str());
+    auto metas = store_.get_many(*tx, tables::kJobMeta, keys);
+    if (!metas) break;
+    for (size_t p = 0; p < keys.size(); ++p) {
+      const auto progress = (*metas)[p] ? sink_progress(*(*metas)[p]) : std::nullopt;
+      if (!progress) continue;
+      const uint64_t written = progress->next_seqno - 1;
+      metrics_.set("onceflow_sink_outbox_undelivered_messages", {{"sink", sink.name}, {"partition", std::to_string(p)}},
+                   static_cast<double>(written - std::min(written, progress->acked_seqno)));
     }
   }
   store_.abort(*tx);

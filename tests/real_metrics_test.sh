@@ -66,6 +66,15 @@ for q in 'sum(rate(onceflow_sink_messages_total[2s]))' 'sum(onceflow_epochs_comm
 done
 [[ $(query 'count(onceflow_source_lag_messages{source="events"})' | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["result"][0]["value"][1])') == 2 ]] ||
   fail "the lag is not reported per partition (2)"
+# Series that exist from the first scrape: the version, each sink partition's undelivered
+# outbox, and counters of what has not happened (yet), at 0.
+value() { query "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")'; }
+[[ $(value 'count(onceflow_build_info{version=~"[0-9]+[.][0-9]+[.][0-9]+"} == 1)') == 1 ]] || fail "no onceflow_build_info"
+[[ $(value 'count(onceflow_sink_outbox_undelivered_messages{sink="counts_out"} >= 0)') == 2 ]] ||
+  fail "the undelivered outbox is not reported per sink partition (2)"
+[[ $(value 'count(onceflow_leases_lost_total)') == 3 && $(value 'count(onceflow_delivery_retries_total)') == 1 ]] ||
+  fail "counters with no events yet are missing"
+echo "prometheus: onceflow_build_info, onceflow_sink_outbox_undelivered_messages per partition, zero counters present"
 
 # The counters move, and what the sinks took matches the run's own count at the end.
 curl -sf "$url" >"$work/second.txt"
