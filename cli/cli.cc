@@ -1174,7 +1174,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       auto spec = load_pipeline_spec(ctl_path);
       if (!spec) throw UsageError{spec.error().message()};
       ctl_request.verb = cmd->get_name();
-      if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
+      if (!ctl_options.data_dir.empty() && !ctl_options.store.empty()) {
+        throw UsageError{"onceflow ctl " + ctl_request.verb + ": --data and --store name two stores; give one"};
+      }
+      if (ctl_options.data_dir.empty() && ctl_options.store.empty()) {
         throw UsageError{"onceflow ctl " + ctl_request.verb + " needs --store CONNINFO (a PostgreSQL deployment)"};
       }
       if (!ctl_timeout.empty()) ctl_request.timeout_us = duration_option("--timeout", ctl_timeout, kMillis, 86'400 * kSeconds);

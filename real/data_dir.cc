@@ -153,8 +153,11 @@ Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, cons
   return std::move(*store);
 }
 
-Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec) {
-  auto store = PgStore::open(conninfo);
+Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec,
+                                               bool existing_only) {
+  PgStore::Options options;
+  options.existing_only = existing_only;
+  auto store = PgStore::open(conninfo, options);
   if (!store) return store.error();
   const DataIdentity wanted = identity_of(spec);
   const std::string where = (*store)->where();
@@ -166,6 +169,9 @@ Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, cons
     if (*stored) {
       if (**stored != wanted) return mismatch(where, **stored, wanted, "another database");
       return std::move(*store);
+    }
+    if (existing_only) {
+      return Status::not_found(fmt::format("{} holds no store of a pipeline (onceflow real makes one)", where));
     }
     auto any = (*store)->any_rows("");
     if (!any) return any.error();

@@ -57,6 +57,9 @@ Result<std::unique_ptr<LevelDbStore>> open_data_dir(const std::string& dir, cons
 
 // Connects to the PostgreSQL store at `conninfo` for `spec`: a database without onceflow rows
 // is made this pipeline's; one of another format or pipeline is refused (naming both).
-Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec);
+// `existing_only` (a reader's: onceflow ctl): a database that holds no store of this pipeline
+// is refused (kNotFound), and nothing is written to it.
+Result<std::unique_ptr<PgStore>> open_pg_store(const std::string& conninfo, const PipelineSpec& spec,
+                                               bool existing_only = false);
 
 }  // namespace onceflow::real

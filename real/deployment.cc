@@ -621,12 +621,6 @@ RealDeployment::Ending RealDeployment::run() {
       }
       return drain_deadline >= 0 && now >= drain_deadline;
     }
-    // Stopped by an operator's request (onceflow ctl stop) after it worked in this life.
-    if (state && !at_rest) seen_working = true;
-    if (seen_working && at_rest && state == "stopped") {
-      ending = Ending::kStoppedByRequest;
-      return true;
-    }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (ends_by_draining && observed_.waiting_for == "") {
       if (o_.role == Role::kAll) return (ending = Ending::kDrained), true;
@@ -634,6 +628,14 @@ RealDeployment::Ending RealDeployment::run() {
       // resumes it.
       stopping_drained = true;
       ask_stop(false);
+      return false;
+    }
+    // Stopped elsewhere (an operator's request, another controller's process on a signal)
+    // with work left, after it worked in this life.
+    if (state && !at_rest) seen_working = true;
+    if (seen_working && at_rest && state == "stopped") {
+      ending = Ending::kStoppedElsewhere;
+      return true;
     }
     return false;
   });
@@ -826,6 +828,19 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
     std::string service;
     std::string payload;
     if (verb == "pause" || verb == "resume" || verb == "stop") {
+      // A stop under way is not undone by a pause or a resume (the stop was answered; its
+      // drain goes on). A repartition's drain, with its change pending, may be paused.
+      if (verb != "stop") {
+        auto tx = store_.begin();
+        if (!tx) return tx.error();
+        auto rows = store_.get_many(*tx, tables::kController, {"state", kLayoutPendingKey});
+        store_.abort(*tx);
+        if (!rows) return rows.error();
+        if ((*rows)[0] == "draining" && !(*rows)[1]) {
+          return Status::invalid_argument(
+              "the pipeline is stopping (a stop drains what is in flight): once it is stopped, onceflow real starts it again");
+        }
+      }
       service = Controller::kSetStateService;
       payload = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
     } else if (verb == "repartition" || verb == "set") {

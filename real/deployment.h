@@ -120,8 +120,9 @@ class RealDeployment {
   // a signal before that (a second signal, or the drain timed out).
   // kLeft: a process of a role (a worker's, a standing-by controller's) left on a signal; the
   // pipeline goes on in the others.
-  // kStoppedByRequest: an operator's request (onceflow ctl stop) stopped the pipeline.
-  enum class Ending { kDrained, kStopped, kStoppedByRequest, kInterrupted, kLeft, kFailed };
+  // kStoppedElsewhere: the pipeline was stopped, not by this process, with work left (an
+  // operator's request, onceflow ctl stop; another controller's process on a signal).
+  enum class Ending { kDrained, kStopped, kStoppedElsewhere, kInterrupted, kLeft, kFailed };
   // Runs until drained, stopped, or failed (then failure() says why). A pipeline a previous
   // run stopped or paused is set working again first.
   Ending run();

@@ -21,6 +21,9 @@ constexpr const char* kRequestPrefix = "request/";
 constexpr int kAttempts = 20;  // conflicting transactions retried (another ctl, another controller)
 
 constexpr int64_t kKeptAnswered = 24 * 3600;  // seconds an answered request stays
+// A request taken this long ago and not answered was left by a process that took it and
+// ended (or lost the lead): the leader takes it again. Asking a controller takes seconds.
+constexpr int64_t kAbandonedAfter = 30;
 
 int64_t seconds_now() { return calendar_now() / kSeconds; }
 
@@ -28,7 +31,7 @@ std::string request_key(uint64_t id) { return fmt::format("{}{:020}", kRequestPr
 
 std::string encode(const OperatorRequest& r) {
   return json{{"command", r.command}, {"state", request_state_name(r.state)}, {"by", r.by}, {"answer", r.answer},
-              {"asked_at", r.asked_at}}
+              {"asked_at", r.asked_at}, {"taken_at", r.taken_at}}
       .dump();
 }
 
@@ -53,6 +56,7 @@ std::optional<OperatorRequest> decode(uint64_t id, const std::string& bytes) {
   r.by = j.value("by", "");
   r.answer = j.value("answer", "");
   r.asked_at = j.value("asked_at", int64_t{0});
+  r.taken_at = j.value("taken_at", int64_t{0});
   return r;
 }
 
@@ -170,9 +174,11 @@ Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const
       if (r && (r->state == State::kDone || r->state == State::kRefused) && now - r->asked_at > kKeptAnswered) {
         tx.erase(kOperatorRequests, row.key);
       }
-      if (!r || r->state != State::kPending) continue;
+      const bool abandoned = r && r->state == State::kTaken && now - r->taken_at > kAbandonedAfter;
+      if (!r || (r->state != State::kPending && !abandoned)) continue;
       r->state = State::kTaken;
       r->by = by;
+      r->taken_at = now;
       tx.put(kOperatorRequests, row.key, encode(*r));
       return Taken(std::move(*r));
     }

@@ -5,7 +5,8 @@
 // A request is a row of its own, numbered in the order they were made:
 //   pending   written by ctl;
 //   taken     by a leading controller's process (a transaction that finds it pending, so two
-//             processes never both take one), which then asks its controller;
+//             processes never both take one), which then asks its controller; one taken over
+//             30 s ago and not answered (its taker ended) is taken again by the leader;
 //   done      the controller stored the change: `answer` is what it answered (the state now
 //             stored, "draining" for a stop; the new layout version for repartition and set);
 //   refused   the controller refused it (`answer` says why: a paused pipeline is not
@@ -35,6 +36,7 @@ struct OperatorRequest {
   std::string by;      // the controller that took it
   std::string answer;  // done: the controller's answer; refused: why
   int64_t asked_at = 0;  // seconds since the epoch (a wall-clock time, for an operator to read)
+  int64_t taken_at = 0;  // likewise; a request taken over 30 s ago and not answered is taken again
 };
 
 // Stores a new pending request; returns its number.
@@ -49,8 +51,8 @@ Result<bool> withdraw_request(RealStore& store, uint64_t id);
 Result<std::vector<OperatorRequest>> recent_requests(RealStore& store, const Transaction& tx, size_t answered);
 const char* request_state_name(OperatorRequest::State state);
 
-// A leading controller's process: takes the oldest pending request for `by`; nullopt when none
-// is pending.
+// A leading controller's process: takes the oldest pending request for `by` (or one taken over
+// 30 s ago and never answered: its taker ended); nullopt when none is.
 Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const std::string& by);
 // Records what became of a request this process took.
 Status answer_request(RealStore& store, uint64_t id, bool done, const std::string& answer);

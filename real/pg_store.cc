@@ -311,6 +311,9 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Opti
   // Processes starting together on a new database: the first makes the schema, under a lock,
   // and the others find it made once they have the lock. A process that found it made before
   // takes no lock at all: the DDL's locks would wait for commits under way.
+  if (!current() && options.existing_only) {
+    return Status::not_found(fmt::format("{} holds no onceflow store (onceflow real makes one)", store->where()));
+  }
   if (!current()) {
     std::string schema = kSchema;
     schema.replace(schema.find("$SCHEMA_VERSION"), std::string_view("$SCHEMA_VERSION").size(), std::to_string(kSchemaVersion));
@@ -331,6 +334,10 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Opti
     return Status::invalid_argument(fmt::format(
         "{} runs with fsync {}: a crash of the server can lose commits it acknowledged, without a word; turn fsync on",
         store->where(), *fsync));
+  }
+  if (auto server_max = store->setting("max_connections")) {
+    const size_t share = std::strtoul(server_max->c_str(), nullptr, 10) / 8;
+    store->options_.max_connections = std::clamp<size_t>(share, 2, options.max_connections);
   }
   return store;
 }

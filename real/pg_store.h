@@ -55,7 +55,12 @@ class PgStore final : public RealStore {
     // A transaction open longer than this is over: commit refuses it (by the database's
     // clock) and begin() gives its connection back (by the local one).
     Micros tx_timeout_us = 60 * kSeconds;
-    size_t max_connections = 64;  // open transactions at once, and a few for the rest
+    // Open transactions at once, and a few for the rest; at most an eighth of the server's
+    // max_connections (at least 2), so that the processes of a deployment leave it room.
+    size_t max_connections = 64;
+    // A database without the schema is refused (kNotFound) rather than given one: for a
+    // reader (onceflow ctl), so that a mistyped database is not written to.
+    bool existing_only = false;
   };
   // Connects to `conninfo` (a libpq connection string or URI) and creates the schema when
   // missing. One line naming the server when it cannot.

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -94,6 +95,20 @@ bool uses_kafka(const PipelineSpec& spec) {
 int bad(const std::string& line) {
   fmt::print(stderr, "onceflow: {}\n", line);
   return 2;
+}
+
+// Who stopped a pipeline this process did not stop: the last operator request, when it was
+// an answered stop, else another process of the deployment.
+std::string stopped_by(RealStore& store) {
+  auto tx = store.begin();
+  if (!tx) return "by another process";
+  auto requests = recent_requests(store, *tx, 1);
+  store.abort(*tx);
+  if (requests && !requests->empty() && requests->back().command == "stop" &&
+      requests->back().state == OperatorRequest::State::kDone) {
+    return fmt::format("by an operator's request (onceflow ctl stop, request {})", requests->back().id);
+  }
+  return "by another of its processes (a signal to it)";
 }
 
 }  // namespace
@@ -221,9 +236,9 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     fmt::print(stderr, "onceflow real: the pipeline was stopped; this worker's process ends\n");
     return 0;
   }
-  if (ending == RealDeployment::Ending::kStoppedByRequest) {
-    fmt::print(stderr, "onceflow real: the pipeline was stopped by an operator's request (onceflow ctl stop), nothing in "
-               "flight; this process ends; run again with {} to resume\n", o.resume_hint());
+  if (ending == RealDeployment::Ending::kStoppedElsewhere) {
+    fmt::print(stderr, "onceflow real: the pipeline was stopped {}, nothing in flight; this process ends; run again with "
+               "{} to resume\n", stopped_by(*store), o.resume_hint());
     return 0;
   }
   if (ending == RealDeployment::Ending::kStopped) {
@@ -264,7 +279,7 @@ std::unique_ptr<RealStore> open_for_ctl(const PipelineSpec& spec, const RealOpti
     }
     return std::move(*opened);
   }
-  auto opened = open_pg_store(o.store, spec);
+  auto opened = open_pg_store(o.store, spec, /*existing_only=*/true);
   if (!opened) {
     bad(opened.error().message());
     return nullptr;
@@ -330,10 +345,34 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
       return bad(fmt::format("ctl {} needs {} ...", request.verb, request.verb == "set" ? "SETTING=VALUE" : "NAME=COUNT"));
     }
     if (!rows->layout) return bad("the pipeline has no layout yet; ask again once it works");
+    std::set<std::string> named;
+    for (const std::string& arg : request.args) {
+      const std::string name = arg.substr(0, arg.find('='));
+      if (!named.insert(name).second) return bad(fmt::format("ctl {}: {} is named twice", request.verb, name));
+    }
     const std::string text = command.substr(request.verb.size() + 1);
-    const Status valid = request.verb == "set" ? reconfigured_layout(*rows->layout, text).status()
-                                               : parse_repartition(with_layout(spec, *rows->layout), text).status();
-    if (!valid.is_ok()) return bad(fmt::format("ctl {}: {}", request.verb, valid.message()));
+    const PipelineSpec in_force = with_layout(spec, *rows->layout);
+    if (request.verb == "set") {
+      auto next = reconfigured_layout(*rows->layout, text);
+      if (!next) return bad(fmt::format("ctl set: {}", next.error().message()));
+      next->version = rows->layout->version;
+      if (*next == *rows->layout) {
+        fmt::print("nothing to change: {} in force already\n", text);
+        return 0;
+      }
+    } else {
+      auto changes = parse_repartition(in_force, text);
+      if (!changes) return bad(fmt::format("ctl repartition: {}", changes.error().message()));
+      const auto count_of = [&](const std::string& name) {
+        const ComputationSpec* c = in_force.computation(name);
+        return c != nullptr ? c->partitions : in_force.sink(name)->partitions;
+      };
+      const bool same = std::all_of(changes->begin(), changes->end(), [&](const auto& c) { return count_of(c.first) == c.second; });
+      if (same && !rows->pending) {
+        fmt::print("nothing to change: {} in force already\n", text);
+        return 0;
+      }
+    }
   }
   const Micros asked_at = calendar_now();
   const Micros deadline = asked_at + request.timeout_us;
@@ -350,16 +389,16 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
       if (seen->state == OperatorRequest::State::kPending) {
         auto withdrawn = withdraw_request(*store, *id);
         if (withdrawn && *withdrawn) {
-          fmt::print(stderr, "onceflow ctl: no controller took request {} ('{}') in {:.0f} s: is a controller's process "
+          fmt::print(stderr, "onceflow ctl: no controller took request {} ('{}') in {}: is a controller's process "
                      "of onceflow real running on this store? (withdrawn: it will not be applied)\n",
-                     *id, command, static_cast<double>(request.timeout_us) / 1e6);
+                     *id, command, format_duration(request.timeout_us));
           return 1;
         }
         continue;  // taken meanwhile: its answer comes
       }
-      fmt::print(stderr, "onceflow ctl: request {} ('{}') was taken by {} but not answered in {:.0f} s: its outcome is "
+      fmt::print(stderr, "onceflow ctl: request {} ('{}') was taken by {} but not answered in {}: its outcome is "
                  "unknown; ctl status shows the pipeline's state\n", *id, command, seen->by,
-                 static_cast<double>(request.timeout_us) / 1e6);
+                 format_duration(request.timeout_us));
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -368,7 +407,9 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
   if (seen->state == OperatorRequest::State::kRefused) {
     return bad(fmt::format("{} refused '{}': {}", seen->by, command, seen->answer));
   }
-  fmt::print("request {} '{}': {} answered {} ({:.1f} s)\n", *id, command, seen->by, seen->answer, seconds_since(asked_at));
+  const bool versioned = request.verb == "repartition" || request.verb == "set";
+  fmt::print("request {} '{}': {} answered {}{} ({:.1f} s)\n", *id, command, seen->by, versioned ? "layout version " : "",
+             seen->answer, seconds_since(asked_at));
   std::fflush(stdout);
   if (!request.wait || (request.verb != "stop" && request.verb != "repartition")) return 0;
   // A stop drains, and a repartition drains, moves rows and works again: followed until done.
@@ -393,9 +434,9 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
       }
     }
     if (calendar_now() >= deadline) {
-      fmt::print(stderr, "onceflow ctl: '{}' was taken, and the pipeline is {} after {:.0f} s; ctl status shows what is "
+      fmt::print(stderr, "onceflow ctl: '{}' was taken, and the pipeline is {} after {}; ctl status shows what is "
                  "left\n", command, now && now->state ? *now->state + (now->pending ? " (a layout change pending)" : "")
-                                                       : "unknown", static_cast<double>(request.timeout_us) / 1e6);
+                                                       : "unknown", format_duration(request.timeout_us));
       return 1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -48,6 +48,10 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
   for (const auto& c : in_force.computations) partitions[c.name] = c.partitions;
   for (const auto& s : in_force.sinks) partitions[s.name] = s.partitions;
   out["partitions"] = partitions;
+  // The settings in force: the spec's, or what a live change (onceflow ctl set) made them.
+  json settings{{"epoch_period", format_duration(in_force.epoch_period_us)}, {"epoch_batch_limit", in_force.epoch_batch_limit}};
+  if (layout && layout->max_batch_messages != 0) settings["max_batch_messages"] = layout->max_batch_messages;
+  out["settings"] = settings;
   auto leader = store.get(*tx, tables::kController, kLeaderKey);
   if (!leader) return leader.error();
   if (auto row = *leader ? decode_leader(**leader) : std::nullopt) {
@@ -133,6 +137,10 @@ std::string format_status(const json& s) {
   if (s["layout_change_pending"].get<bool>()) out += " (a layout change under way)";
   out += fmt::format("\nstore: {}\nlayout version {}:", s["store"].get<std::string>(), s["layout_version"].get<uint64_t>());
   for (const auto& [name, count] : s["partitions"].items()) out += fmt::format(" {}={}", name, count.get<int>());
+  out += "\nsettings:";
+  for (const auto& [name, value] : s["settings"].items()) {
+    out += fmt::format(" {}={}", name, value.is_string() ? value.get<std::string>() : value.dump());
+  }
   if (s["leader"].is_null()) {
     out += "\ncontroller: none has led yet";
   } else {

@@ -7,7 +7,8 @@
 # 2. repartition Counter=3 counts_out=3 while it runs: answered, drained, moved, working
 #    again with the new counts (ctl status and the jobs say so); set epoch_period=50ms: a new
 #    layout version, no drain; mistakes (an unknown name, an unknown setting, a count out of
-#    range, no argument) refused at once with one line, exit 2, nothing stored;
+#    range, a name twice, no argument) refused at once with one line, exit 2, nothing stored;
+#    a count or setting already in force stores nothing and says so;
 # 3. the leading controller is killed (kill -9): the standby takes over, and ctl stop is
 #    applied by it; every process ends by itself ("stopped by an operator's request");
 # 4. with no process running, a request is withdrawn after --timeout (exit 1) and ctl status
@@ -40,7 +41,16 @@ ctl() {
   shift
   "$onceflow" ctl "$verb" "$spec" "$@" --store "$PG_CONNINFO"
 }
-status() { ctl status --json >"$work/status.json" || fail "ctl status failed"; }
+# status: ctl status --json into $work/status.json (while the processes start, ctl says their
+# store is not made yet: it is asked again).
+status() {
+  for _ in $(seq 100); do
+    ctl status --json >"$work/status.json" 2>"$work/status.err" && return
+    grep -q "holds no onceflow store\|holds no store of a pipeline" "$work/status.err" || break
+    sleep 0.1
+  done
+  fail "ctl status: $(cat "$work/status.err")"
+}
 # field EXPR: a Python expression over the status JSON `s`.
 field() { python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print($1)" "$work/status.json"; }
 # expect_refused RC PATTERN ARGS...: ctl ARGS exits RC with one line on stderr matching PATTERN.
@@ -53,7 +63,7 @@ expect_refused() {
   echo "ok: ctl $* -> exit $rc: $(cat "$work/err")"
 }
 
-expect_refused 2 "has never started on this store" pause
+expect_refused 2 "holds no onceflow store" pause
 start() {
   local opts=()
   [[ $2 == controller ]] && opts=(--messages "$messages" --rate 2500)
@@ -114,13 +124,22 @@ done
 echo "ok: $(tail -1 "$work/out"); 8 jobs at work"
 version=$(field 's["layout_version"]')
 ctl set epoch_period=50ms >"$work/out" || fail "ctl set: $(cat "$work/out")"
-grep -q "answered $((version + 1))" "$work/out" || fail "ctl set said: $(cat "$work/out")"
+grep -q "answered layout version $((version + 1))" "$work/out" || fail "ctl set said: $(cat "$work/out")"
 echo "ok: $(cat "$work/out")"
+status
+[[ $(field 's["settings"]["epoch_period"]') == 50ms ]] || fail "ctl status shows the settings $(field 's["settings"]')"
 status
 requests=$(field 'max(r["id"] for r in s["requests"])')
 expect_refused 2 "no computation or queue sink 'Nope'\|Nope" repartition Nope=3
 expect_refused 2 "epoch_perod" set epoch_perod=50ms
 expect_refused 2 "Counter" repartition Counter=0
+expect_refused 2 "Counter is named twice" repartition Counter=4 Counter=5
+for same in "repartition Counter=3" "set epoch_period=50ms"; do
+  # shellcheck disable=SC2086
+  ctl $same >"$work/out" || fail "ctl $same: $(cat "$work/out")"
+  grep -q "^nothing to change: ${same#* } in force already$" "$work/out" || fail "ctl $same said: $(cat "$work/out")"
+done
+echo "ok: a repartition and a setting already in force change nothing"
 rc=0
 ctl repartition >/dev/null 2>"$work/err" || rc=$?
 [[ $rc -eq 2 ]] || fail "ctl repartition without NAME=COUNT: exit $rc"
@@ -154,7 +173,7 @@ status
 echo "ok: every process ended by itself"
 
 # 4. nobody to answer.
-expect_refused 1 "no controller took request [0-9]* ('pause') in 2 s" pause --timeout 2s
+expect_refused 1 "no controller took request [0-9]* ('pause') in 2s" pause --timeout 2s
 status
 [[ $(field '[r["id"] for r in s["requests"] if r["state"] in ("pending", "taken")]') == "[]" ]] ||
   fail "a withdrawn request is still open: $(field 's["requests"]')"

@@ -24,7 +24,12 @@ pg_start "$work"
 "$onceflow" real "$spec" --store "$PG_CONNINFO" --messages 1000000 --rate 5000 --no-progress >/dev/null 2>"$work/pg.err" &
 pid=$!
 for _ in $(seq 200); do
-  "$onceflow" ctl status "$spec" --store "$PG_CONNINFO" --json >"$work/pg.json" 2>"$work/ctl.err" || fail "$(cat "$work/ctl.err")"
+  # Until the run has made its store, ctl says so (and writes nothing).
+  if ! "$onceflow" ctl status "$spec" --store "$PG_CONNINFO" --json >"$work/pg.json" 2>"$work/ctl.err"; then
+    grep -q "holds no onceflow store\|holds no store of a pipeline" "$work/ctl.err" || fail "$(cat "$work/ctl.err")"
+    sleep 0.1
+    continue
+  fi
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s["state"] == "working" and all(j["lease_state"] == "active" for j in s["jobs"]) and sum(x["read"] for x in s["sources"]) > 0 else 1)' \
     "$work/pg.json" && break
   kill -0 "$pid" 2>/dev/null || fail "the run ended: $(tail -3 "$work/pg.err")"
