@@ -810,6 +810,13 @@ void RealDeployment::serve_requests() {
     if (!taken || !*taken) continue;
     const OperatorRequest& request = **taken;
     auto answer = apply_request(request.command);
+    if (!answer && answer.error().is_unavailable()) {
+      // Its controller lost the lead (or stayed busy): the request goes back for the next leader.
+      fmt::print(stderr, "onceflow real: {} gives back '{}' (request {}): {}\n", controller, request.command, request.id,
+                 answer.error().message());
+      (void)release_request(store_, request.id);
+      continue;
+    }
     fmt::print(stderr, "onceflow real: {} asked for '{}' (request {}): {}\n", controller, request.command, request.id,
                answer ? *answer : "refused: " + answer.error().message());
     // Unanswered (the store failed), it stays taken: ctl says its outcome is unknown.

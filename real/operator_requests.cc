@@ -186,6 +186,21 @@ Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const
   });
 }
 
+Status release_request(RealStore& store, uint64_t id) {
+  auto released = transact<bool>(store, [&](Transaction& tx) -> Result<bool> {
+    auto row = store.get(tx, kOperatorRequests, request_key(id));
+    if (!row) return row.error();
+    auto r = *row ? decode(id, **row) : std::nullopt;
+    if (!r || r->state != State::kTaken) return false;
+    r->state = State::kPending;
+    r->by.clear();
+    r->taken_at = 0;
+    tx.put(kOperatorRequests, request_key(id), encode(*r));
+    return true;
+  });
+  return released ? Status::ok() : released.error();
+}
+
 Status answer_request(RealStore& store, uint64_t id, bool done, const std::string& answer) {
   auto written = transact<bool>(store, [&](Transaction& tx) -> Result<bool> {
     auto row = store.get(tx, kOperatorRequests, request_key(id));

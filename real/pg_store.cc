@@ -278,9 +278,12 @@ constexpr Statement kCommit{"onceflow_commit", "SELECT onceflow_commit3($1, $2, 
 }  // namespace
 
 struct PgStore::Connection : Session {
+  explicit Connection(std::atomic<size_t>& live) : live(live) { ++live; }
   ~Connection() {
     if (conn != nullptr) PQfinish(conn);
+    --live;
   }
+  std::atomic<size_t>& live;  // the store's count of its connections
 };
 
 PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(conninfo)), options_(options) {
@@ -366,11 +369,14 @@ Result<std::unique_ptr<PgStore::Connection>> PgStore::acquire() {
       idle_.pop_back();
       if (PQstatus(c->conn) == CONNECTION_OK) return c;
     }
-    if (open_.size() >= options_.max_connections) {
-      return Status::unavailable(fmt::format("postgresql store: {} transactions open at once", open_.size()));
+    // Every connection counts (a transaction's, and a lease's or a resolve's query on a helper
+    // thread): a worker of many jobs pinging their Leases at once opened one each.
+    if (live_connections_.load() >= options_.max_connections) {
+      return Status::unavailable(fmt::format("postgresql store: {} connections busy ({} transactions open)",
+                                             live_connections_.load(), open_.size()));
     }
   }
-  auto c = std::make_unique<Connection>();
+  auto c = std::make_unique<Connection>(live_connections_);
   c->conn = PQconnectdb(conninfo_.c_str());
   if (PQstatus(c->conn) != CONNECTION_OK) {
     return Status::unavailable("postgresql store: cannot connect: " + one_line(PQerrorMessage(c->conn)));

@@ -55,7 +55,7 @@ class PgStore final : public RealStore {
     // A transaction open longer than this is over: commit refuses it (by the database's
     // clock) and begin() gives its connection back (by the local one).
     Micros tx_timeout_us = 60 * kSeconds;
-    // Open transactions at once, and a few for the rest; at most an eighth of the server's
+    // Connections at once (for transactions and the rest); at most an eighth of the server's
     // max_connections (at least 2), so that the processes of a deployment leave it room.
     size_t max_connections = 64;
     // A database without the schema is refused (kNotFound) rather than given one: for a
@@ -131,6 +131,7 @@ class PgStore final : public RealStore {
   mutable std::mutex mu_;  // idle_ and open_: a commit may run on a helper thread
   std::vector<std::unique_ptr<Connection>> idle_;
   std::map<TxId, Open> open_;
+  std::atomic<size_t> live_connections_ = 0;  // open connections, idle or in use
   std::atomic<uint64_t> commits_since_cleanup_ = 0;
 };
 

@@ -421,15 +421,37 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
         fmt::print("stopped: nothing in flight ({:.1f} s)\n", seconds_since(asked_at));
         return 0;
       }
-      if (request.verb == "repartition" && !now->pending && now->layout && now->layout->version >= version) {
+      if (request.verb == "repartition" && !now->pending && now->layout && now->layout->version >= version &&
+          now->state != "draining") {
         const PipelineSpec in_force = with_layout(spec, *now->layout);
         std::string counts;
         for (const auto& c : in_force.computations) counts += fmt::format(" {}={}", c.name, c.partitions);
         for (const auto& s : in_force.sinks) {
           if (s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue) counts += fmt::format(" {}={}", s.name, s.partitions);
         }
-        fmt::print("repartitioned: layout version {},{}; the pipeline is {} ({:.1f} s)\n", now->layout->version, counts,
-                   now->state.value_or("?"), seconds_since(asked_at));
+        // A working pipeline: followed until every job of the new layout runs (a count the
+        // workers cannot carry shows here, rather than "working" while nothing moves).
+        size_t running = 0;
+        size_t jobs = 0;
+        if (auto status = read_status(spec, *store)) {
+          const auto& all = (*status)["jobs"];
+          jobs = all.size();
+          running = static_cast<size_t>(
+              std::count_if(all.begin(), all.end(), [](const auto& j) { return j["lease_state"] == "active"; }));
+        }
+        if (now->state == "working" && running < jobs && calendar_now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        fmt::print("repartitioned: layout version {},{}; the pipeline is {}", now->layout->version, counts,
+                   now->state.value_or("?"));
+        if (now->state == "working") fmt::print(", {} of {} jobs running", running, jobs);
+        fmt::print(" ({:.1f} s)\n", seconds_since(asked_at));
+        if (now->state == "working" && running < jobs) {
+          fmt::print(stderr, "onceflow ctl: only {} of the {} jobs run after {}: the workers may not carry that many "
+                     "partitions; ctl status shows them\n", running, jobs, format_duration(request.timeout_us));
+          return 1;
+        }
         return 0;
       }
     }

@@ -109,7 +109,7 @@ echo "ok: resumed: the sources read again"
 # 2. repartition and set while it runs; mistakes refused at once.
 version=$(field 's["layout_version"]')
 ctl repartition Counter=3 counts_out=3 >"$work/out" || fail "ctl repartition: $(cat "$work/out")"
-grep -q "^repartitioned: layout version [0-9]*, Counter=3 counts_out=3; the pipeline is working" "$work/out" ||
+grep -q "^repartitioned: layout version [0-9]*, Counter=3 counts_out=3; the pipeline is working, 8 of 8 jobs running" "$work/out" ||
   fail "ctl repartition said: $(cat "$work/out")"
 status
 [[ $(field 's["partitions"]["Counter"], s["partitions"]["counts_out"], s["layout_version"] > '"$version") == "3 3 True" ]] ||
