@@ -103,6 +103,24 @@ std::string quoted(const std::string& text, char quote = '\'') {
 
 std::string clickhouse_literal(const std::string& text) { return quoted(text); }
 
+std::optional<uint64_t> table_dedup_window_seconds(std::string_view engine_full) {
+  const size_t settings = engine_full.rfind(" SETTINGS ");
+  if (settings == std::string_view::npos) return std::nullopt;
+  constexpr std::string_view kName = "replicated_deduplication_window_seconds";
+  for (size_t at = engine_full.find(kName, settings); at != std::string_view::npos; at = engine_full.find(kName, at + 1)) {
+    const char before = engine_full[at - 1];
+    if (before != ' ' && before != ',') continue;
+    std::string_view rest = engine_full.substr(at + kName.size());
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    if (rest.empty() || rest.front() != '=') continue;
+    rest.remove_prefix(1);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    uint64_t seconds = 0;
+    if (std::from_chars(rest.data(), rest.data() + rest.size(), seconds).ec == std::errc()) return seconds;
+  }
+  return std::nullopt;
+}
+
 std::string clickhouse_table_sql(const std::string& database, const std::string& table) {
   return quoted(database, '`') + "." + quoted(table, '`');
 }
@@ -221,24 +239,28 @@ Status ClickHouseSink::stop_for_good(Status why) {
 // with the simulated server's answers).
 Status ClickHouseSink::validate(ClickHouseServer& server, size_t index) {
   const std::string where = fmt::format("{}.{}", database_, table_);
-  auto engine = server.query(fmt::format("SELECT engine FROM system.tables WHERE database = {} AND name = {}",
+  auto engine = server.query(fmt::format("SELECT engine, engine_full FROM system.tables WHERE database = {} AND name = {}",
                                          quoted(database_), quoted(table_)));
   if (!engine) return engine.error();
-  std::string name = *engine;
-  while (!name.empty() && name.back() == '\n') name.pop_back();
+  const std::string_view row = std::string_view(*engine).substr(0, engine->find('\n'));
+  const std::string name(row.substr(0, row.find('\t')));
+  const std::string_view engine_full = row.find('\t') == std::string_view::npos ? "" : row.substr(row.find('\t') + 1);
   if (name.empty()) {
     return Status::invalid_argument(fmt::format("clickhouse sink {}: {} has no table {}", spec_.name, server.url(), where));
   }
-  // The dedup window matters only where blocks are deduplicated.
+  // The dedup window matters only where blocks are deduplicated: the table's own setting,
+  // else the server's default for MergeTree tables.
   Micros window_us = INT64_MAX;
   if (clickhouse_engine_deduplicates(name)) {
-    auto window = server.query(
-        "SELECT value FROM system.merge_tree_settings WHERE name = 'replicated_deduplication_window_seconds'");
-    if (!window) return window.error();
-    uint64_t seconds = 0;
-    if (std::from_chars(window->data(), window->data() + window->size(), seconds).ec == std::errc()) {
-      window_us = static_cast<Micros>(seconds) * kSeconds;
+    std::optional<uint64_t> seconds = table_dedup_window_seconds(engine_full);
+    if (!seconds) {
+      auto window = server.query(
+          "SELECT value FROM system.merge_tree_settings WHERE name = 'replicated_deduplication_window_seconds'");
+      if (!window) return window.error();
+      uint64_t value = 0;
+      if (std::from_chars(window->data(), window->data() + window->size(), value).ec == std::errc()) seconds = value;
     }
+    if (seconds) window_us = static_cast<Micros>(std::min<uint64_t>(*seconds, INT64_MAX / kSeconds)) * kSeconds;
   }
   auto warnings = judge_clickhouse_target(spec_, database_, table_, name, window_us);
   if (!warnings) return warnings.error();

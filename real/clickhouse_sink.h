@@ -26,10 +26,13 @@
 // ClickHouseDedupWindowShorterThanReplayHorizon with the seed's attributes.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/connectors.h"
@@ -72,6 +75,11 @@ Result<std::vector<ClickHouseRow>> parse_clickhouse_rows(std::string_view tsv);
 
 // "db.table" or "table" (then in `default`) as the sink's table names it.
 std::pair<std::string, std::string> clickhouse_table(const SinkSpec& spec);
+// The replicated_deduplication_window_seconds a table's own SETTINGS give it, from its
+// system.tables engine_full ("ReplicatedMergeTree(...) ORDER BY id SETTINGS
+// replicated_deduplication_window_seconds = 3600, index_granularity = 8192"); nullopt when
+// they do not (the server's default holds).
+std::optional<uint64_t> table_dedup_window_seconds(std::string_view engine_full);
 // `text` as an SQL string literal.
 std::string clickhouse_literal(const std::string& text);
 // `database`.`table` as SQL names them (back-quoted, so that any name is one).

@@ -11,7 +11,8 @@
 # 4. the target validated when a writer session starts: a Distributed table, an engine outside
 #    the MergeTree family, a missing table or column stop the run (exit 2, one line naming it),
 #    and so does a url where no server answers (at once);
-#    a dedup window shorter than replay_horizon gives the seed's structured warning;
+#    a dedup window shorter than replay_horizon gives the seed's structured warning (the
+#    table's own SETTINGS window when it has one, else the server's default);
 #    a url with a user and password (HTTP Basic) writes as that user, and a wrong password
 #    stops the run with one line that does not show it;
 # 5. the sharded exactly_once sink over shard_hosts, two servers (a second one, with its
@@ -39,7 +40,8 @@ started=$(date +%s.%N)
 ch_start "$work"
 echo "clickhouse $(ch_query 'SELECT version()') at $CH_HTTP (started in $(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
 columns="message_id String, key UInt64, payload String"
-replicated() { ch_query "CREATE TABLE $1 ($columns) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/$1', '{replica}') ORDER BY message_id" >/dev/null; }
+# replicated TABLE [SETTINGS ...]
+replicated() { ch_query "CREATE TABLE $1 ($columns) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/$1', '{replica}') ORDER BY message_id ${2:-}" >/dev/null; }
 replicated counts_rep
 ch_query "CREATE TABLE counts_plain ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
 ch_query "CREATE TABLE counts_alo ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
@@ -151,6 +153,17 @@ replicated counts_window
 grep -q "warning ClickHouseDedupWindowShorterThanReplayHorizon: Database=default Table=counts_window DedupWindowSetting=replicated_deduplication_window_seconds ReplayHorizon=2592000.000000s DedupWindow=604800.000000s" \
   "$work/window.err" || fail "no window warning: $(cat "$work/window.err")"
 echo "  ok: $(grep warning "$work/window.err")"
+# A table's own window, shorter or longer than the server's (7 days), is the one judged.
+replicated counts_window_short "SETTINGS replicated_deduplication_window_seconds = 3600"
+replicated counts_window_long "SETTINGS replicated_deduplication_window_seconds = 2592000"
+"$onceflow" real "$(spec window_short counts_window_short 'replay_horizon: 7200s')" --data "$work/d8" --messages 20 \
+  --no-progress >/dev/null 2>"$work/window.err" || fail "the short window run failed: $(cat "$work/window.err")"
+grep -q "warning ClickHouseDedupWindowShorterThanReplayHorizon: Database=default Table=counts_window_short .*ReplayHorizon=7200.000000s DedupWindow=3600.000000s" \
+  "$work/window.err" || fail "no warning of the table's own window: $(cat "$work/window.err")"
+"$onceflow" real "$(spec window_long counts_window_long 'replay_horizon: 2592000s')" --data "$work/d9" --messages 20 \
+  --no-progress >/dev/null 2>"$work/window.err" || fail "the long window run failed: $(cat "$work/window.err")"
+! grep -q "warning ClickHouseDedupWindow" "$work/window.err" || fail "a table whose own window is long enough warned: $(cat "$work/window.err")"
+echo "  ok: a table's own SETTINGS window judged (3600 s warned against 7200 s; 30 days not warned against 30 days)"
 
 echo "5. the sharded exactly_once sink over two servers, kill -9 twice"
 first=$CH_HTTP

@@ -125,6 +125,21 @@ TEST(ClickHouseSqlTest, NamesAndLiteralsAreQuoted) {
   EXPECT_EQ(clickhouse_literal("it's"), "'it\\'s'");
 }
 
+TEST(ClickHouseTargetTest, ATablesOwnDedupWindowIsRead) {
+  EXPECT_EQ(table_dedup_window_seconds("ReplicatedMergeTree(\\'/t/{shard}/w\\', \\'{replica}\\') ORDER BY message_id "
+                                       "SETTINGS replicated_deduplication_window_seconds = 3600, index_granularity = 8192"),
+            3600u);
+  EXPECT_EQ(table_dedup_window_seconds("ReplicatedMergeTree(\\'/t\\', \\'r\\') ORDER BY id SETTINGS index_granularity = 8192, "
+                                       "replicated_deduplication_window = 10, replicated_deduplication_window_seconds=60"),
+            60u);
+  // The block-count window is another setting; no SETTINGS, or none of this one: the server's default.
+  EXPECT_EQ(table_dedup_window_seconds("ReplicatedMergeTree(\\'/t\\', \\'r\\') ORDER BY id SETTINGS "
+                                       "replicated_deduplication_window = 10"),
+            std::nullopt);
+  EXPECT_EQ(table_dedup_window_seconds("MergeTree() ORDER BY id"), std::nullopt);
+  EXPECT_EQ(table_dedup_window_seconds(""), std::nullopt);
+}
+
 TEST(ClickHouseTargetTest, TheSeedsRulesForTheTable) {
   SinkSpec spec;
   spec.name = "out";
