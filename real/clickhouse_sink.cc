@@ -334,6 +334,17 @@ void ClickHouseSink::visible(const std::vector<Message>& messages) {
 }
 
 Result<uint64_t> ClickHouseSink::deliver(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
+  if (const Micros pause = backoff_.pause(); pause > 0 && failed_.is_ok()) loop_.pause_fiber(pause);
+  auto delivered = deliver_batches(job, lease, rows);
+  if (delivered && *delivered > 0) {
+    backoff_.succeeded();
+  } else if (!delivered) {
+    backoff_.failed();
+  }
+  return delivered;
+}
+
+Result<uint64_t> ClickHouseSink::deliver_batches(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows) {
   if (const Status s = open_session(job, lease); !s.is_ok()) return s;
   auto batches = clickhouse_batches(rows, spec_.shard_hosts.size());
   if (!batches) return batches.error();
@@ -396,12 +407,15 @@ ExternalSink::Once ClickHouseSink::send_once(const std::string& job, LeaseId lea
   // The connection first: a server that cannot be reached now leaves the message unsent,
   // to be tried again; once starting() has acknowledged it, it is never sent again.
   ClickHouseServer& server = *servers(job).front();
+  if (const Micros pause = backoff_.pause(); pause > 0) loop_.pause_fiber(pause);
   bool up = false;
   loop_.run_blocking([&] { up = server.ping(); });
   if (up) {
     health_.answered();
+    backoff_.succeeded();
   } else {
     health_.failed(loop_.clock().now(), "/ping got no answer");
+    backoff_.failed();
   }
   if (!up || !starting()) return Once::kNotStarted;
   const HttpReply reply = insert(server, {m}, "");

@@ -104,6 +104,8 @@ class ClickHouseSink final : public ExternalSink {
   // The writer session of a sink job under `lease`: validates every server's table once.
   Status open_session(const std::string& job, LeaseId lease);
   Status validate(ClickHouseServer& server, size_t index);
+  // deliver() without the backoff around it.
+  Result<uint64_t> deliver_batches(const std::string& job, LeaseId lease, const std::vector<OutboxRow>& rows);
   // One INSERT on the loop's helper thread.
   HttpReply insert(ClickHouseServer& server, const std::vector<Message>& messages, const std::string& token);
   Status stop_for_good(Status why);
@@ -123,6 +125,7 @@ class ClickHouseSink final : public ExternalSink {
   std::set<size_t> knows_token_;  // servers (by index) that take insert_deduplication_token
   std::map<std::string, LeaseId> sessions_;  // by job
   Status failed_;
+  Backoff backoff_;  // between exactly-once and at-most-once sends while a server fails
   ServerHealth health_;
   void heard(const HttpReply& reply);  // health_ after a request
   LatencyHistogram* latency_ = nullptr;

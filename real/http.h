@@ -9,6 +9,7 @@
 // Thread-safety: one HttpClient is used by one thread at a time.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,6 +68,19 @@ struct ServerHealth {
     if (unreachable_since < 0) unreachable_since = now;
     last_error = std::move(error);
   }
+};
+
+// Attempts at a server that failed in a row, and the pause a sink makes before its next one:
+// none after a success, 50 ms after the first failure, doubling up to 1 s. A target that is
+// down or busy is then tried a few times a second, not at every epoch of every sink job.
+class Backoff {
+ public:
+  void succeeded() { failures_ = 0; }
+  void failed() { failures_ = failures_ < 16 ? failures_ + 1 : failures_; }
+  Micros pause() const { return failures_ == 0 ? 0 : std::min<Micros>(kSeconds, (50 * kMillis) << (failures_ - 1)); }
+
+ private:
+  int failures_ = 0;
 };
 
 class HttpClient {

@@ -30,6 +30,7 @@ Result<uint64_t> HttpSink::deliver(const std::string& job, LeaseId lease, const 
     if (!m) return Status::corruption(fmt::format("sink {}: an outbox row does not decode", spec_.name));
     messages.push_back(std::move(*m));
   }
+  if (const Micros pause = backoff_.pause(); pause > 0) loop_.pause_fiber(pause);
   std::shared_ptr<HttpClient>& slot = clients_[job];
   if (!slot) slot = std::make_shared<HttpClient>(url_, timeout_);
   const std::shared_ptr<HttpClient> client = slot;  // alive while the helper thread uses it
@@ -44,6 +45,11 @@ Result<uint64_t> HttpSink::deliver(const std::string& job, LeaseId lease, const 
       if (!last.ok()) return;
     }
   });
+  if (sent > 0) {
+    backoff_.succeeded();
+  } else if (!messages.empty()) {
+    backoff_.failed();
+  }
   if (sent > 0 || last.outcome == HttpReply::Outcome::kAnswered) {
     health_.answered();
   } else {

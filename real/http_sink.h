@@ -48,6 +48,7 @@ class HttpSink final : public ExternalSink {
   Micros timeout_;
   Status failed_;
   ServerHealth health_;
+  Backoff backoff_;  // between deliveries while the receiver fails
   uint64_t acknowledged_ = 0;
   LatencyHistogram* latency_ = nullptr;
   // By sink job: each job's requests go over a connection of its own, one at a time.

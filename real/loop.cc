@@ -82,6 +82,8 @@ Result<std::string> RealLoop::NodeNetwork::call(const std::string& to, const std
   return std::move(call->reply);
 }
 
+void RealLoop::pause_fiber(Micros us) { scheduler_.sleep_until(std::max(clock_.now(), scheduler_.now()) + us); }
+
 RealLoop::RealLoop() : helpers_(std::make_unique<Helpers>()) { scheduler_.run_until(clock_.now()); }
 
 RealLoop::~RealLoop() {

@@ -55,6 +55,8 @@ class RealLoop {
   // committing a Kafka transaction) while the loop goes on; the fiber resumes when fn
   // returns. If the loop stops meanwhile, the fiber is unwound once fn has returned.
   void run_blocking(const std::function<void()>& fn);
+  // From a fiber of the loop: parks it for `us`, the loop going on meanwhile.
+  void pause_fiber(Micros us);
 
   fibers::Scheduler& scheduler() { return scheduler_; }
 
