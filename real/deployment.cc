@@ -613,13 +613,14 @@ RealDeployment::Ending RealDeployment::run() {
       fmt::print(stderr, "onceflow real: stopping: draining what is in flight (a second signal ends the run at once)\n");
       if (!stopping_drained) ask_stop(true);
     }
-    if (!fresh) return drain_deadline >= 0 && now >= drain_deadline;
+    const auto drain_over = [&] { return drain_deadline >= 0 && now >= drain_deadline && (drain_timed_out_ = true); };
+    if (!fresh) return drain_over();
     if (drain_deadline >= 0 || stopping_drained) {
       if (state == "stopped") {
         ending = drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained;
         return true;
       }
-      return drain_deadline >= 0 && now >= drain_deadline;
+      return drain_over();
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (ends_by_draining && observed_.waiting_for == "") {
@@ -684,17 +685,19 @@ void RealDeployment::observe(bool ends_by_draining) {
 void RealDeployment::update_gauges(const Observed& o) {
   metrics_.clear("onceflow_pipeline_state");
   if (o.state) metrics_.set("onceflow_pipeline_state", {{"state", *o.state}}, 1);
-  if (controls()) {
-    const bool leading = o_.role == RealOptions::Role::kAll || o.leads;  // kAll: its controller is the only one
-    metrics_.set("onceflow_controller_leading", {}, leading ? 1 : 0);
-  }
+  const bool leading = o_.role == RealOptions::Role::kAll || o.leads;  // kAll: its controller is the only one
+  if (controls()) metrics_.set("onceflow_controller_leading", {}, leading ? 1 : 0);
   const RealStore::Stats st = store_.stats();
   metrics_.set("onceflow_store_commits_total", {}, static_cast<double>(st.commits));
   metrics_.set("onceflow_store_conflicts_total", {}, static_cast<double>(st.conflicts));
+  // The deployment's gauges (lag, outboxes) come from the leading controller's process alone:
+  // from every process, a sum over the deployment's targets would count each several times.
+  metrics_.clear("onceflow_source_lag_messages");
+  metrics_.clear("onceflow_sink_outbox_undelivered_messages");
+  if (!leading) return;
   // Queue sources' lag: what the producer wrote to a partition less what committed epochs read.
   auto tx = store_.begin();
   if (!tx) return;
-  metrics_.clear("onceflow_source_lag_messages");
   for (const auto& source : spec_.sources) {
     if (source.type != "queue") continue;
     for (int p = 0; p < source.partitions; ++p) {
@@ -705,7 +708,6 @@ void RealDeployment::update_gauges(const Observed& o) {
     }
   }
   // Sinks' outboxes: written by committed epochs and not yet acknowledged by the target.
-  metrics_.clear("onceflow_sink_outbox_undelivered_messages");
   for (const auto& sink : spec_.sinks) {
     std::vector<std::string> keys;
     for (int p = 0; p < sink.partitions; ++p) keys.push_back(JobId{JobKind::kSink, sink.name, p}.str());

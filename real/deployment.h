@@ -132,6 +132,8 @@ class RealDeployment {
     if (stop_signals_.fetch_add(1) >= 1 || o_.role == RealOptions::Role::kWorker) loop_.request_stop();
   }
   const Status& failure() const { return failure_; }
+  // kInterrupted because the drain a signal asked for took longer than --drain-timeout.
+  bool drain_timed_out() const { return drain_timed_out_; }
   // From inputs' times to their outputs being visible at the sinks, in this life.
   const LatencyHistogram& latency() const { return latency_; }
   // When a job first committed an epoch in this life (the loop's clock; -1: none yet).
@@ -246,6 +248,7 @@ class RealDeployment {
   std::string kafka_error_;
   Status failure_;
   std::atomic<int> stop_signals_{0};
+  bool drain_timed_out_ = false;
   bool starting_ = false;  // the start-up requests (resume, repartition) are under way
 };
 

@@ -165,6 +165,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   LatencyHistogram latency;
   Micros first_epoch_at = -1;
   RealDeployment::AtMostOnceCounts amo;
+  bool drain_timed_out = false;
   UserCodeCounts user_code;
   const user_code::HooksScope user_code_scope(&user_code);
   {
@@ -191,6 +192,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     latency = deployment.latency();
     first_epoch_at = deployment.first_epoch_at();
     amo = deployment.at_most_once();
+    drain_timed_out = deployment.drain_timed_out();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
   std::optional<json> stats;  // printed alone, or inside --verify's object (one document)
@@ -244,6 +246,11 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   if (ending == RealDeployment::Ending::kStopped) {
     fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with {} to resume\n",
                g_signal.load(), o.resume_hint());
+    return 0;
+  }
+  if (ending != RealDeployment::Ending::kDrained && drain_timed_out) {
+    fmt::print(stderr, "onceflow real: the drain did not end in --drain-timeout ({}): the run ends with work in flight, "
+               "kept in the store; run again with {} to resume\n", format_duration(o.drain_timeout_us), o.resume_hint());
     return 0;
   }
   if (ending != RealDeployment::Ending::kDrained) {

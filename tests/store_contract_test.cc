@@ -409,7 +409,9 @@ std::string rows_under(const std::string& conninfo, const std::string& key) {
 // old to commit at all.
 TEST(PgStoreTest, AStaleWriteNeverCommitsOverAnErasedRowAcrossATombstoneCleanup) {
   real::PgStore::Options options;
-  options.tx_timeout_us = 300'000;
+  // Long enough that a loaded machine (the suite runs two at a time) keeps the young
+  // transaction within it; the old one sleeps past twice it.
+  options.tx_timeout_us = 1'000'000;
   PgBackend backend(options);
   backend.run([&](Store& store) {
     real::PgStore& pg = backend.store();
@@ -423,7 +425,7 @@ TEST(PgStoreTest, AStaleWriteNeverCommitsOverAnErasedRowAcrossATombstoneCleanup)
       ASSERT_TRUE(eraser.has_value());
       eraser->erase("t", key);
       ASSERT_TRUE(store.commit(*eraser, {}).has_value());
-      if (key == "old") std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past twice the timeout
+      if (key == "old") std::this_thread::sleep_for(std::chrono::milliseconds(2'200));  // past twice the timeout
       ASSERT_TRUE(pg.erase_old_tombstones().is_ok());
       // The young tombstone is kept; the old one is gone: the test tests both ways.
       EXPECT_EQ(rows_under(conninfo, key), key == "young" ? "1" : "0");
