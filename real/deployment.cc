@@ -18,6 +18,7 @@
 #include "core/stream_rows.h"
 #include "core/workload.h"
 #include "real/operator_requests.h"
+#include "real/status.h"
 #include "real/wall_clock.h"
 
 namespace onceflow::real {
@@ -716,9 +717,8 @@ void RealDeployment::update_gauges(const Observed& o) {
     for (size_t p = 0; p < keys.size(); ++p) {
       const auto progress = (*metas)[p] ? sink_progress(*(*metas)[p]) : std::nullopt;
       if (!progress) continue;
-      const uint64_t written = progress->next_seqno - 1;
       metrics_.set("onceflow_sink_outbox_undelivered_messages", {{"sink", sink.name}, {"partition", std::to_string(p)}},
-                   static_cast<double>(written - std::min(written, progress->acked_seqno)));
+                   static_cast<double>(outbox_counts(*progress).undelivered));
     }
   }
   store_.abort(*tx);

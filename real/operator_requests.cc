@@ -87,6 +87,32 @@ Result<T> transact(RealStore& store, const std::function<Result<T>(Transaction&)
   return last;
 }
 
+// Every request `tx` sees, oldest first (an operator's requests are few); rows that do not
+// decode are passed over.
+Result<std::vector<OperatorRequest>> all_requests(RealStore& store, const Transaction& tx) {
+  auto rows = store.scan(tx, kOperatorRequests, kRequestPrefix, "request0", 100'000);
+  if (!rows) return rows.error();
+  std::vector<OperatorRequest> out;
+  for (const Row& row : *rows) {
+    const uint64_t id = std::strtoull(row.key.c_str() + std::string_view(kRequestPrefix).size(), nullptr, 10);
+    if (auto r = decode(id, row.value)) out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+// Reads request `id`, lets `change` alter it (false: leave it as it is), and stores it.
+Status update_request(RealStore& store, uint64_t id, const std::function<bool(OperatorRequest&)>& change) {
+  auto written = transact<bool>(store, [&](Transaction& tx) -> Result<bool> {
+    auto row = store.get(tx, kOperatorRequests, request_key(id));
+    if (!row) return row.error();
+    auto r = *row ? decode(id, **row) : std::nullopt;
+    if (!r || !change(*r)) return false;
+    tx.put(kOperatorRequests, request_key(id), encode(*r));
+    return true;
+  });
+  return written ? Status::ok() : written.error();
+}
+
 }  // namespace
 
 const char* request_state_name(State s) {
@@ -100,16 +126,11 @@ const char* request_state_name(State s) {
 }
 
 Result<std::vector<OperatorRequest>> recent_requests(RealStore& store, const Transaction& tx, size_t answered) {
-  auto rows = store.scan(tx, kOperatorRequests, kRequestPrefix, "request0", 100'000);
-  if (!rows) return rows.error();
-  std::vector<OperatorRequest> all;
-  for (const Row& row : *rows) {
-    const uint64_t id = std::strtoull(row.key.c_str() + std::string_view(kRequestPrefix).size(), nullptr, 10);
-    if (auto r = decode(id, row.value)) all.push_back(std::move(*r));
-  }
+  auto all = all_requests(store, tx);
+  if (!all) return all.error();
   size_t answered_left = answered;
   std::vector<OperatorRequest> out;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+  for (auto it = all->rbegin(); it != all->rend(); ++it) {
     const bool open = it->state == State::kPending || it->state == State::kTaken;
     if (open || answered_left > 0) {
       if (!open) --answered_left;
@@ -166,53 +187,40 @@ Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const
   return transact<Taken>(store, [&](Transaction& tx) -> Result<Taken> {
     // An operator's requests are few: every one is read. Those answered stay a day for ctl
     // (and an operator) to read, then go with the next take.
-    auto rows = store.scan(tx, kOperatorRequests, kRequestPrefix, "request0", 100'000);
-    if (!rows) return rows.error();
-    for (const Row& row : *rows) {
-      const uint64_t id = std::strtoull(row.key.c_str() + std::string_view(kRequestPrefix).size(), nullptr, 10);
-      auto r = decode(id, row.value);
-      if (r && (r->state == State::kDone || r->state == State::kRefused) && now - r->asked_at > kKeptAnswered) {
-        tx.erase(kOperatorRequests, row.key);
+    auto all = all_requests(store, tx);
+    if (!all) return all.error();
+    for (OperatorRequest& r : *all) {
+      if ((r.state == State::kDone || r.state == State::kRefused) && now - r.asked_at > kKeptAnswered) {
+        tx.erase(kOperatorRequests, request_key(r.id));
       }
-      const bool abandoned = r && r->state == State::kTaken && now - r->taken_at > kAbandonedAfter;
-      if (!r || (r->state != State::kPending && !abandoned)) continue;
-      r->state = State::kTaken;
-      r->by = by;
-      r->taken_at = now;
-      tx.put(kOperatorRequests, row.key, encode(*r));
-      return Taken(std::move(*r));
+      const bool abandoned = r.state == State::kTaken && now - r.taken_at > kAbandonedAfter;
+      if (r.state != State::kPending && !abandoned) continue;
+      r.state = State::kTaken;
+      r.by = by;
+      r.taken_at = now;
+      tx.put(kOperatorRequests, request_key(r.id), encode(r));
+      return Taken(std::move(r));
     }
     return Taken();
   });
 }
 
 Status release_request(RealStore& store, uint64_t id) {
-  auto released = transact<bool>(store, [&](Transaction& tx) -> Result<bool> {
-    auto row = store.get(tx, kOperatorRequests, request_key(id));
-    if (!row) return row.error();
-    auto r = *row ? decode(id, **row) : std::nullopt;
-    if (!r || r->state != State::kTaken) return false;
-    r->state = State::kPending;
-    r->by.clear();
-    r->taken_at = 0;
-    tx.put(kOperatorRequests, request_key(id), encode(*r));
+  return update_request(store, id, [](OperatorRequest& r) {
+    if (r.state != State::kTaken) return false;
+    r.state = State::kPending;
+    r.by.clear();
+    r.taken_at = 0;
     return true;
   });
-  return released ? Status::ok() : released.error();
 }
 
 Status answer_request(RealStore& store, uint64_t id, bool done, const std::string& answer) {
-  auto written = transact<bool>(store, [&](Transaction& tx) -> Result<bool> {
-    auto row = store.get(tx, kOperatorRequests, request_key(id));
-    if (!row) return row.error();
-    auto r = *row ? decode(id, **row) : std::nullopt;
-    if (!r) return false;
-    r->state = done ? State::kDone : State::kRefused;
-    r->answer = answer;
-    tx.put(kOperatorRequests, request_key(id), encode(*r));
+  return update_request(store, id, [&](OperatorRequest& r) {
+    r.state = done ? State::kDone : State::kRefused;
+    r.answer = answer;
     return true;
   });
-  return written ? Status::ok() : written.error();
 }
 
 }  // namespace onceflow::real

@@ -23,6 +23,11 @@ std::string lease_alive(RealStore& store, LeaseId lease) {
 
 }  // namespace
 
+OutboxCounts outbox_counts(const SinkProgress& progress) {
+  const uint64_t written = progress.next_seqno - 1;
+  return {written, written - std::min(written, progress.acked_seqno)};
+}
+
 Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
   auto tx = store.begin();
   if (!tx) return tx.error();
@@ -93,9 +98,10 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
     const auto& meta = (*metas)[i];
     if (meta && id.kind == JobKind::kSink) {
       if (auto p = sink_progress(*meta)) {
-        job["outbox_written"] = p->next_seqno - 1;
+        const OutboxCounts outbox = outbox_counts(*p);
+        job["outbox_written"] = outbox.written;
         job["outbox_acknowledged"] = p->acked_seqno;
-        job["outbox_undelivered"] = p->next_seqno - 1 - std::min(p->next_seqno - 1, p->acked_seqno);
+        job["outbox_undelivered"] = outbox.undelivered;
       }
     }
     jobs.push_back(job);

@@ -12,10 +12,19 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/job.h"
 #include "core/spec.h"
 #include "real/real_store.h"
 
 namespace onceflow::real {
+
+// A sink partition's outbox as its meta row says: written by committed epochs, and of those
+// not yet acknowledged by the target.
+struct OutboxCounts {
+  uint64_t written = 0;
+  uint64_t undelivered = 0;
+};
+OutboxCounts outbox_counts(const SinkProgress& progress);
 
 Result<nlohmann::json> read_status(const PipelineSpec& spec, RealStore& store);
 // The same as an operator reads it: a few lines, then a table of jobs.
