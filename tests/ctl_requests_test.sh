@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # onceflow ctl's requests to a running deployment, through its PostgreSQL store: two
 # controllers' processes (one leads, one stands by) and three workers' run the keyed
-# aggregation, paced (1,000 inputs a second of 100,000) so that it is still producing while the
+# aggregation, paced (500 inputs a second of 100,000) so that it is still producing while the
 # test operates it, however loaded the machine:
 # 1. pause: the jobs end and the sources read nothing more; a repartition of a paused
 #    pipeline is refused (exit 2, the controller's reason); resume: it works again;
@@ -67,7 +67,7 @@ expect_refused() {
 expect_refused 2 "holds no onceflow store" pause
 start() {
   local opts=()
-  [[ $2 == controller ]] && opts=(--messages "$messages" --rate 1000)
+  [[ $2 == controller ]] && opts=(--messages "$messages" --rate 500)
   "$onceflow" real "$spec" --store "$PG_CONNINFO" --role "$2" --name "$1" "${opts[@]}" \
     --progress-every 200ms >"$work/$1.out" 2>"$work/$1.log" &
   pid[$1]=$!
