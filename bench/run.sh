@@ -28,6 +28,9 @@ build/bench/scheduler_bench --benchmark_filter='BM_PingPongEvents|BM_FiberSwitch
 say "headline exploration"
 "$onceflow" explore scenarios/retryable_request.yaml --seeds "$(size 200 20)" --jobs 1 --json >"$tmp/headline.json"
 
+say "rare bugs: guided against unguided exploration (bench/rare_bugs.sh)"
+bash bench/rare_bugs.sh "$onceflow" "$(size 5 1)" "$(size 300 30)" >"$tmp/rare_bugs.json"
+
 say "the headline on a slower clock"
 "$onceflow" explore bench/scenarios/retryable_request_slow.yaml --seeds "$(size 50 5)" --jobs 1 --json >"$tmp/slow.json"
 
@@ -220,6 +223,7 @@ out = {
     "headline_peak_rss_mb": round(head["peak_rss_mb"], 1),
     "headline_events_per_seed": round(head["events_total"] / head["seeds"]),
 }
+out["rare_bugs"] = load("rare_bugs.json")
 slow = load("slow.json")
 slow_wall_s = slow["wall_ms"] / 1e3
 out.update({

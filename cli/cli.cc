@@ -871,10 +871,13 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
                     "Fresh seeds round after round until --time-budget ends or SIGINT/SIGTERM; each new failure "
                     "written as a scenario file that replays it");
   explore->add_option("--failures-dir", explore_options.failures_dir,
-                      "Where --continuous writes the scenario files of new failures")
+                      "Where --continuous and --guided write the scenario files of failures [onceflow-failures]")
       ->check(kPathToWrite);
   explore->add_flag("--require-sometimes", explore_options.require_sometimes,
                     "Exit 1 when an ONCEFLOW_SOMETIMES of your code was never true or an ONCEFLOW_REACHABLE never reached");
+  explore->add_flag("--guided", explore_options.guided,
+                    "Spend the seeds on mutants (faults, knobs, workload, seed) of the runs that reached something new, "
+                    "and some on fresh seeds; every failing run written as a scenario file to --failures-dir");
   explore->add_flag("--stop-on-first-failure", explore_options.stop_on_first_failure,
                     "Start no more seeds once one has failed unexpectedly (seeds run in rounds of 4 per worker process)");
   std::vector<std::string> inert;
@@ -1133,6 +1136,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       }
       if (explore_options.continuous && (as_json || explore_options.stop_on_first_failure || !explore_options.junit_path.empty())) {
         throw UsageError{"--continuous reports as it goes: no --json, --junit or --stop-on-first-failure"};
+      }
+      if (explore_options.continuous && explore_options.guided) {
+        throw UsageError{"--guided runs a bounded search (--seeds, --time-budget); it does not combine with --continuous"};
       }
       return cli::explore_command(inv, explore_options);
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cli/guided.h"
 #include "core/probes.h"
 #include "core/spec.h"
 
@@ -34,7 +35,8 @@ json summary_json(const faults::RunOutcome& r) {
               {"first_failure", first_failure},
               {"drain_us", r.drain_us},
               {"effects", effects},
-              {"probes", probes}};
+              {"probes", probes},
+              {"features", run_features(r)}};
 }
 
 SeedSummary parse_summary(const json& j) {
@@ -52,6 +54,7 @@ SeedSummary parse_summary(const json& j) {
     s.effects[kind] = e[1].get<uint64_t>();
   }
   for (const auto& p : j.at("probes")) s.probes.insert(p.get<std::string>());
+  s.features = j.at("features").get<std::vector<std::string>>();
   for (const auto& c : j.at("assertions")) {
     s.user_sites.push_back({c[0].get<std::string>(), c[1].get<std::string>(), c[2].get<uint64_t>(), c[3].get<uint64_t>()});
   }
@@ -88,7 +91,16 @@ void ExploreTally::add(const SeedSummary& r) {
     t.evaluated += c.evaluated;
     t.held += c.held;
   }
-  results_[r.seed] = r;
+  const std::pair<uint64_t, uint64_t> key{r.run, r.seed};
+  features_[key] = feature_hashes(r.features);
+  SeedSummary& kept = results_[key] = r;
+  kept.features = {};
+}
+
+CoverageCurve ExploreTally::coverage() const {
+  CoverageCurve out;
+  for (const auto& [key, hashes] : features_) out.add(hashes);
+  return out;
 }
 
 std::vector<const SeedSummary*> ExploreTally::failing() const {
@@ -192,6 +204,7 @@ void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
     }
   }
   if (!probes_apply) return;
+  fmt::print("\n  {}\n", coverage().line());
   const std::vector<std::string> never = probes_never_hit();
   const size_t reachable = kProbeCount - out_of_reach_.size();
   fmt::print("\n  probes reached: {} of the {} this scenario can reach", reachable - never.size(), reachable);

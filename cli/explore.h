@@ -18,6 +18,7 @@
 namespace onceflow::cli {
 
 struct Invocation;
+class CoverageCurve;
 
 // One seed's summary, as a worker process reports it to the parent (a JSON line).
 struct SeedSummary {
@@ -33,6 +34,11 @@ struct SeedSummary {
   std::map<std::string, std::string> measures;  // fault kind -> what that count counts
   std::set<std::string> probes;              // probes reached
   std::vector<faults::UserSiteCount> user_sites;  // the user's assertions (core/user_code.h)
+  std::vector<std::string> features;         // what the run reached (cli/guided.h run_features)
+  // A run of a guided exploration: its number (1-based) and the scenario file that replays
+  // a mutant's failure; 0 and "" for a seed of the scenario as written.
+  uint64_t run = 0;
+  std::string replay;
 };
 
 nlohmann::json summary_json(const faults::RunOutcome& r);
@@ -45,7 +51,10 @@ nlohmann::json drain_percentiles(std::vector<int64_t> us);
 class ExploreTally {
  public:
   void add(const SeedSummary& r);
-  const std::map<uint64_t, SeedSummary>& results() const { return results_; }
+  // By (run, seed): the seeds of an unguided exploration in order, a guided one's runs in order.
+  const std::map<std::pair<uint64_t, uint64_t>, SeedSummary>& results() const { return results_; }
+  // Features reached over the runs, in that order (cli/guided.h).
+  CoverageCurve coverage() const;
   std::vector<const SeedSummary*> failing() const;
   // Fault kinds configured or drawn in some seed that had no effect in any: the injector of
   // such a kind may have stopped injecting.
@@ -69,7 +78,8 @@ class ExploreTally {
   void print(uint64_t seeds, bool probes_apply) const;
 
  private:
-  std::map<uint64_t, SeedSummary> results_;  // by seed: reports go in seed order
+  std::map<std::pair<uint64_t, uint64_t>, SeedSummary> results_;  // reports go in run and seed order
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> features_;  // hashed, kept apart
   std::vector<std::string> check_order_;
   std::map<std::string, std::map<std::string, uint64_t>> by_check_;  // name -> verdict -> seeds
   std::vector<int64_t> drains_us_;
@@ -116,6 +126,10 @@ struct ExploreOptions {
   bool continuous = false;
   bool first_seed_given = false;
   std::string failures_dir = "onceflow-failures";
+  // Guided (cli/guided.h): pipeline scenarios' runs are fresh seeds and mutants of the runs
+  // that reached something new; every failing run is written to failures_dir as a scenario
+  // file with its replay line.
+  bool guided = false;
 };
 int explore_command(const Invocation& inv, const ExploreOptions& options);
 

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/explore.h"
+#include "cli/guided.h"
 #include "cli/runner.h"
 #include "core/env/random.h"
 #include "core/probes.h"
@@ -114,6 +116,8 @@ struct Explored {
   bool started = false;
   std::string stopped;  // "", "first failure" or "time budget"
   double wall_ms = 0;
+  std::unique_ptr<GuidedSearch> guided;  // explore --guided, on a pipeline scenario
+  uint64_t written = 0;                  // failing runs written as scenario files
 
   uint64_t ran() const { return tally.results().size(); }
   uint64_t failed() const { return tally.failing().size(); }
@@ -145,6 +149,90 @@ std::vector<Scenario> scenarios_named(const std::vector<std::string>& paths) {
   return out;
 }
 
+// Writes `copy` (a scripted copy of a scenario that failed with `seed`) as `file_name` in
+// `dir`, its first line "# Written by onceflow explore HEADER; replay with: ..."; returns the
+// replay line.
+std::string write_failure_scenario(const Invocation& inv, const std::string& dir, const std::string& file_name,
+                                   const Scenario& copy, uint64_t seed, const std::string& header,
+                                   const std::string& description) {
+  const std::string bug = inv.bug_name.empty() ? "" : " --bug " + inv.bug_name;
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/" + file_name;
+  const std::string replay = fmt::format("{} run {} --seed {}{}", program_name(), file, seed, bug);
+  std::ofstream out(file);
+  out << "# Written by onceflow explore " << header << "; replay with: " << replay << "\n"
+      << scenario_yaml(copy, file_name.substr(0, file_name.rfind('.')), description) << "\n";
+  if (!out) throw UsageError{"cannot write " + file};
+  return replay;
+}
+
+// The line that replays a failing run of `e`.
+std::string replay_of(const Invocation& inv, const Explored& e, const SeedSummary& r) {
+  return r.replay.empty() ? replay_command(inv, e.s, r.seed, e.swarm) : r.replay;
+}
+
+// Runs written as scenario files per scenario, at most: a search that fails everywhere does
+// not fill the disk.
+constexpr uint64_t kWrittenFailures = 100;
+// Runs a guided search chooses at once: its inputs depend on the reports before them, so the
+// batch, not the number of worker processes, fixes the sequence of runs.
+constexpr size_t kGuidedBatch = 8;
+
+// Runs of `e`'s guided search until `limit` runs, a failure (with --stop-on-first-failure)
+// or `deadline` (-1: none); the first batch always runs. Each failing run is written as a
+// scenario file.
+void explore_guided(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, uint64_t limit,
+                    const std::function<void(const SeedSummary&)>& seen) {
+  if (!e.guided) e.guided = std::make_unique<GuidedSearch>(e.s, e.swarm, eo.first_seed);
+  GuidedSearch& g = *e.guided;
+  for (bool first = true; g.runs() < limit; first = false) {
+    if (eo.stop_on_first_failure && e.failed() > 0) {
+      e.stopped = "first failure";
+      break;
+    }
+    if (!first && deadline >= 0 && wall_now() >= deadline) {
+      e.stopped = "time budget";
+      break;
+    }
+    const std::vector<GuidedInput> batch = g.next_batch(std::min<uint64_t>(kGuidedBatch, limit - g.runs()));
+    if (batch.empty()) break;
+    std::vector<Scenario> scenarios;
+    for (const GuidedInput& in : batch) scenarios.push_back(g.scenario_for(in));
+    const uint64_t base = g.runs();
+    std::vector<std::string> lines(batch.size());
+    run_in_workers(
+        batch.size(), eo.jobs,
+        [&](uint64_t i) {
+          const uint64_t run = base + i + 1;
+          return guided_report_json(run_seed(inv, scenarios[i], batch[i].seed, g.swarm_for(batch[i]), 0,
+                                             determinism_sampled(run)))
+              .dump();
+        },
+        [&](uint64_t i, const std::string& line) { lines[i] = line; });
+    // In run order, whatever order the workers finished in.
+    for (size_t i = 0; i < batch.size(); ++i) {
+      GuidedReport report = parse_guided_report(json::parse(lines[i]));
+      SeedSummary& r = report.summary;
+      r.run = base + i + 1;
+      g.add(batch[i], report);
+      if (!r.passed && e.written < kWrittenFailures) {
+        const GuidedInput& in = batch[i];
+        const Scenario copy = in.fresh ? scripted_copy(e.s, report.plan, e.swarm, &report.knobs) : scenarios[i];
+        const std::string origin = in.fresh ? fmt::format("seed {} of {}", in.seed, e.s.path)
+                                            : fmt::format("a mutant of run {} of {} ({})", in.parent + 1, e.s.path, in.mutation);
+        const std::string check = r.first_failure.substr(0, r.first_failure.find(':'));
+        r.replay = write_failure_scenario(
+            inv, eo.failures_dir, fmt::format("{}-run-{}.yaml", e.s.name, r.run), copy, in.seed,
+            fmt::format("--guided: run {}, {}, failed {}", r.run, origin, check),
+            fmt::format("guided run {} ({}) fails {}", r.run, origin, check));
+        r.first_failure = std::string(without_replay(r.first_failure)) + " — replay: " + r.replay;
+        ++e.written;
+      }
+      seen(r);
+    }
+  }
+}
+
 // Runs seeds of `e` from where it stopped (its first seed, or past those it ran) until its
 // limit, a failure (with --stop-on-first-failure) or `deadline` (-1: none); the first round
 // always runs.
@@ -172,7 +260,9 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
   const uint64_t begin = eo.first_seed + done_before;
   const uint64_t end = eo.first_seed + limit;
   e.stopped.clear();
-  if (!eo.stop_on_first_failure && deadline < 0) {
+  if (eo.guided && e.s.kind == "pipeline") {
+    explore_guided(inv, eo, e, deadline, limit, seen);
+  } else if (!eo.stop_on_first_failure && deadline < 0) {
     explore_seeds(inv, e.s, begin, end - begin, eo.jobs, e.swarm, seen);
   } else {
     // In rounds, so that no round starts once a seed failed or the budget is spent; the
@@ -240,8 +330,32 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
   const std::string unmet = unmet_requirement(eo, e);
   json failing_seeds = json::array();
   for (const auto* r : e.tally.failing()) {
-    failing_seeds.push_back({{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix},
-                             {"replay", replay_command(inv, e.s, r->seed, e.swarm)}});
+    json f{{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix}, {"replay", replay_of(inv, e, *r)}};
+    if (e.guided) {
+      const GuidedInput& in = e.guided->input(r->run - 1);
+      f["run"] = r->run;
+      f["mutant_of_run"] = in.fresh ? json(nullptr) : json(in.parent + 1);
+      f["mutation"] = in.fresh ? json(nullptr) : json(in.mutation);
+    }
+    failing_seeds.push_back(std::move(f));
+  }
+  // Runs before the first failure, counting it: the figure a search is judged by.
+  json first_failure_run = nullptr;
+  uint64_t position = 0;
+  for (const auto& [key, r] : e.tally.results()) {
+    ++position;
+    if (!r.passed) {
+      first_failure_run = position;
+      break;
+    }
+  }
+  json guided = nullptr;
+  if (e.guided) {
+    guided = json{{"fresh_seeds", e.guided->fresh_runs()},
+                  {"mutants", e.guided->runs() - e.guided->fresh_runs()},
+                  {"corpus", e.guided->corpus_size()},
+                  {"failures_written", e.written},
+                  {"failures_dir", eo.failures_dir}};
   }
   return json{{"scenario", e.s.path},
               {"seeds", e.ran()},
@@ -256,6 +370,9 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
               {"stopped_by", e.stopped.empty() ? json(nullptr) : json(e.stopped)},
               {"unmet_requirement", unmet.empty() ? json(nullptr) : json(unmet)},
               {"failing_seeds", failing_seeds},
+              {"first_failure_run", first_failure_run},
+              {"guided", guided},
+              {"coverage", e.tally.coverage().json()},
               {"checks", e.tally.checks_json()},
               {"drain_us", e.tally.drains_json()},
               {"effects", e.tally.effects_json()},
@@ -275,19 +392,36 @@ void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explo
   } else if (eo.time_budget_us > 0) {
     stopped = " (every seed asked for, within the time budget)";
   }
-  fmt::print("explore {}: {} seeds from {}{} ({}), {} passed, {} failed{}\n", e.s.path, e.ran(), eo.first_seed,
-             eo.seeds_from.empty() ? "" : " (" + eo.seeds_from + ")", e.swarm ? "swarm faults" : "scripted faults",
-             e.ran() - e.failed(), e.failed(), stopped);
+  if (e.guided) {
+    const GuidedSearch& g = *e.guided;
+    fmt::print("explore {} --guided: {} runs ({} fresh seeds from {}{} ({}), {} mutants of a corpus of {} runs), {} "
+               "passed, {} failed{}\n",
+               e.s.path, e.ran(), g.fresh_runs(), eo.first_seed, eo.seeds_from.empty() ? "" : " (" + eo.seeds_from + ")",
+               e.swarm ? "swarm faults" : "scripted faults", g.runs() - g.fresh_runs(), g.corpus_size(),
+               e.ran() - e.failed(), e.failed(), stopped);
+  } else {
+    fmt::print("explore {}: {} seeds from {}{} ({}), {} passed, {} failed{}{}\n", e.s.path, e.ran(), eo.first_seed,
+               eo.seeds_from.empty() ? "" : " (" + eo.seeds_from + ")", e.swarm ? "swarm faults" : "scripted faults",
+               e.ran() - e.failed(), e.failed(), stopped,
+               eo.guided ? " (a kernel scenario: --guided mutates pipeline scenarios, this one ran its seeds)" : "");
+  }
   fmt::print("{:.1f}s wall, {} events, {:.0f} seeds/s\n\n", e.wall_ms / 1e3, e.tally.events(),
              static_cast<double>(e.ran()) / std::max(e.wall_ms / 1e3, 1e-3));
   e.tally.print(e.ran(), e.s.kind == "pipeline");
   const auto failing = e.tally.failing();
   if (!failing.empty()) {
-    fmt::print("\nfailing seeds ({}):\n", failing.size());
+    fmt::print("\nfailing {} ({}):\n", e.guided ? "runs" : "seeds", failing.size());
     for (size_t i = 0; i < failing.size() && i < kListedFailures; ++i) {
       const auto* r = failing[i];
+      if (e.guided) {
+        const GuidedInput& in = e.guided->input(r->run - 1);
+        fmt::print("  run {} (seed {}{}) {}\n    faults: {}\n    replay: {}\n", r->run, r->seed,
+                   in.fresh ? "" : fmt::format(", a mutant of run {}: {}", in.parent + 1, in.mutation),
+                   without_replay(r->first_failure), r->mix, replay_of(inv, e, *r));
+        continue;
+      }
       fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
-                 replay_command(inv, e.s, r->seed, e.swarm));
+                 replay_of(inv, e, *r));
     }
     if (failing.size() > kListedFailures) {
       fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - kListedFailures);
@@ -325,7 +459,7 @@ void write_junit(std::ofstream& out, const Invocation& inv, const ExploreOptions
     for (size_t i = 0; i < failing.size() && i < kJunitFailures; ++i) {
       const auto* r = failing[i];
       listed += fmt::format("seed {}: {}\n  faults: {}\n  replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
-                            replay_command(inv, e.s, r->seed, e.swarm));
+                            replay_of(inv, e, *r));
     }
     if (failing.size() > kJunitFailures) listed += fmt::format("... and {} more\n", failing.size() - kJunitFailures);
     const std::string unmet = unmet_requirement(eo, e);
@@ -404,15 +538,10 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
         // The failing run again here, for its plan and knobs, written down as a scenario.
         const faults::RunOutcome again = run_seed_once(inv, e.s, r.seed, e.swarm, 0);
         const Scenario copy = scripted_copy(e.s, again.plan, e.swarm, &again.knobs);
-        std::filesystem::create_directories(eo.failures_dir);
         const std::string file = fmt::format("{}/{}-seed-{}.yaml", eo.failures_dir, e.s.name, r.seed);
-        std::ofstream out(file);
-        out << "# Written by onceflow explore --continuous: seed " << r.seed << " of " << e.s.path << " failed " << check
-            << "; replay with: " << program_name() << " run " << file << " --seed " << r.seed << bug << "\n"
-            << scenario_yaml(copy, fmt::format("{}-seed-{}", e.s.name, r.seed),
-                             fmt::format("seed {} of {} under continuous exploration: fails {}", r.seed, e.s.path, check))
-            << "\n";
-        if (!out) throw UsageError{"cannot write " + file};
+        write_failure_scenario(inv, eo.failures_dir, fmt::format("{}-seed-{}.yaml", e.s.name, r.seed), copy, r.seed,
+                               fmt::format("--continuous: seed {} of {} failed {}", r.seed, e.s.path, check),
+                               fmt::format("seed {} of {} under continuous exploration: fails {}", r.seed, e.s.path, check));
         ++written;
         fmt::print("new failure: {} seed {}: {}\n  faults: {}\n  wrote {}\n  replay: {} run {} --seed {}{}\n  or: {}\n",
                    e.s.path, r.seed, without_replay(r.first_failure), r.mix, file, program_name(), file, r.seed, bug,

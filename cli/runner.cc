@@ -166,22 +166,21 @@ std::string_view without_replay(const std::string& failure) {
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed) { return seed % 10 == 0; }
 
-// Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
-void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
-                   const std::function<void(const SeedSummary&)>& done) {
-  if (jobs <= 1) {
-    for (uint64_t seed = first; seed < first + count; ++seed) {
-      done(parse_summary(summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed)))));
-    }
+void run_in_workers(uint64_t count, int jobs, const std::function<std::string(uint64_t)>& run,
+                    const std::function<void(uint64_t, const std::string&)>& done) {
+  if (jobs <= 1 || count <= 1) {
+    for (uint64_t i = 0; i < count; ++i) done(i, run(i));
     return;
   }
   struct Worker {
     pid_t pid;
     int fd;
     std::string buffer;
+    uint64_t next;  // the index of its next line
   };
   std::vector<Worker> workers;
-  for (int j = 0; j < jobs; ++j) {
+  const uint64_t step = static_cast<uint64_t>(jobs);
+  for (uint64_t j = 0; j < step && j < count; ++j) {
     int fds[2];
     if (pipe(fds) != 0) throw UsageError{"pipe() failed"};
     std::fflush(nullptr);
@@ -190,8 +189,8 @@ void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uin
     if (pid == 0) {
       close(fds[0]);
       FILE* out = fdopen(fds[1], "w");
-      for (uint64_t seed = first + static_cast<uint64_t>(j); seed < first + count; seed += static_cast<uint64_t>(jobs)) {
-        const std::string line = summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump() + "\n";
+      for (uint64_t i = j; i < count; i += step) {
+        const std::string line = run(i) + "\n";
         std::fputs(line.c_str(), out);
         std::fflush(out);
       }
@@ -199,7 +198,7 @@ void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uin
       _exit(0);
     }
     close(fds[1]);
-    workers.push_back({pid, fds[0], ""});
+    workers.push_back({pid, fds[0], "", j});
   }
   size_t open = workers.size();
   while (open > 0) {
@@ -224,7 +223,8 @@ void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uin
       w.buffer.append(chunk, static_cast<size_t>(n));
       size_t nl;
       while ((nl = w.buffer.find('\n')) != std::string::npos) {
-        done(parse_summary(json::parse(w.buffer.substr(0, nl))));
+        done(w.next, w.buffer.substr(0, nl));
+        w.next += step;
         w.buffer.erase(0, nl + 1);
       }
     }
@@ -236,6 +236,18 @@ void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uin
       throw UsageError{fmt::format("worker process {} failed (status {})", w.pid, status)};
     }
   }
+}
+
+// Runs seeds [first, first + count) in `jobs` worker processes; calls `done` per seed.
+void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,
+                   const std::function<void(const SeedSummary&)>& done) {
+  run_in_workers(
+      count, jobs,
+      [&](uint64_t i) {
+        const uint64_t seed = first + i;
+        return summary_json(run_seed(inv, s, seed, swarm, 0, determinism_sampled(seed))).dump();
+      },
+      [&](uint64_t, const std::string& line) { done(parse_summary(json::parse(line))); });
 }
 
 // The largest resident set this process (and, after they ended, its worker processes) had.

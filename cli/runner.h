@@ -76,6 +76,11 @@ std::string_view without_replay(const std::string& failure);
 // Explore checks same-seed determinism on every tenth seed: it costs a second run.
 bool determinism_sampled(uint64_t seed);
 
+// Runs `run(i)` for i in [0, count) in `jobs` worker processes (forked: each sees this
+// process's state as it was; 1: in this one), worker j taking i = j, j + jobs, ...; calls
+// `done(i, line)` with what run(i) returned (one line, no newline) as each finishes.
+void run_in_workers(uint64_t count, int jobs, const std::function<std::string(uint64_t)>& run,
+                    const std::function<void(uint64_t, const std::string&)>& done);
 // Runs seeds [first, first + count) in `jobs` worker processes (forked; 1: in this one) and
 // calls `done` per seed, in the order they finish.
 void explore_seeds(const Invocation& inv, const Scenario& s, uint64_t first, uint64_t count, int jobs, bool swarm,

@@ -635,15 +635,15 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   std::vector<std::string> nodes = world.worker_names();
   for (const std::string& node : world.controller_names()) nodes.push_back(node);
   for (const std::string& node : world.target_nodes()) nodes.push_back(node);
+  SwarmOptions& swarm = out.fault_space;
+  swarm.start_us = o.faults_start_us;
+  swarm.heal_at_us = o.heal_at_us;
+  swarm.nodes = nodes;
+  swarm.store_node = "store";
+  swarm.kinds = swarm_kinds_for(o);
+  swarm.sink_targets = world.target_nodes();
+  swarm.spare_workers = world.spare_worker_names();
   if (o.swarm) {
-    SwarmOptions swarm;
-    swarm.start_us = o.faults_start_us;
-    swarm.heal_at_us = o.heal_at_us;
-    swarm.nodes = nodes;
-    swarm.store_node = "store";
-    swarm.kinds = swarm_kinds_for(o);
-    swarm.sink_targets = world.target_nodes();
-    swarm.spare_workers = world.spare_worker_names();
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
     SwarmMix mix;
     out.plan = generate_swarm(rng, swarm, &mix);

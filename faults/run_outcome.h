@@ -10,6 +10,7 @@
 
 #include "checkers/verdict.h"
 #include "faults/fault.h"
+#include "faults/swarm.h"
 
 namespace onceflow::faults {
 
@@ -47,6 +48,9 @@ struct RunOutcome {
   Micros sim_time_us = 0;
   std::string fault_mix;  // the swarm mix, "scripted" or "none"
   FaultPlan plan;
+  // What a swarm plan of this run may hit and draw (a pipeline run's, scripted or not): where
+  // explore --guided adds faults to a plan.
+  SwarmOptions fault_space;
   std::vector<checkers::Verdict> verdicts;
   bool passed = false;
   std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)

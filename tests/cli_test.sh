@@ -198,6 +198,45 @@ expect_rc 1 ${line#replay: }
 grep -q "seeds from [0-9]* (rerun this stream with ONCEFLOW_SEED=" "$tmp/continuous.txt" || fail "--continuous first line"
 expect_rc 0 "$bin" explore "$bank" --continuous --time-budget 1s --failures-dir "$tmp/failures-none"
 expect_rc 2 "$bin" explore "$bank" --continuous --json
+# --guided: the same command gives the same runs, whatever the worker processes; every failing
+# run is written as a scenario file whose replay line fails the same check, and shrink works on
+# it; the summary shows the coverage over the runs; no --continuous with it.
+sc="$src/scenarios/swift_chain.yaml"
+for j in 1 2; do
+  "$bin" explore "$sc" --guided --seeds 40 --jobs $j --bug dedup-cleanup-ignores-backlog --failures-dir "$tmp/guided$j" \
+    --json >"$tmp/guided$j.json"
+  [ $? -eq 1 ] || fail "explore --guided with a bug (-j$j) did not exit 1"
+done
+python3 - "$tmp/guided1.json" "$tmp/guided2.json" <<'PY' || fail "explore --guided: -j1 and -j2 differ, or the report lacks its parts"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+key = lambda j: ([(f["run"], f["seed"], f["mutation"], f["failure"].split(" — replay")[0]) for f in j["failing_seeds"]],
+                 j["events_total"], j["coverage"], j["guided"]["corpus"])
+assert key(a) == key(b), (key(a)[1:], key(b)[1:])
+assert a["guided"]["mutants"] > 0 and a["guided"]["fresh_seeds"] > 0 and a["coverage"]["features"] > 50, a["guided"]
+assert any(f["mutant_of_run"] for f in a["failing_seeds"]), "no mutant failed"
+PY
+mutant=$(python3 -c "import json,sys; print(next(f['replay'] for f in json.load(open(sys.argv[1]))['failing_seeds'] if f['mutant_of_run']))" "$tmp/guided1.json")
+[[ $mutant == "$bin run $tmp/guided1/"*" --bug dedup-cleanup-ignores-backlog" ]] || fail "--guided replay line: $mutant"
+${mutant} --json >"$tmp/mutant.json"
+[ $? -eq 1 ] || fail "a guided failure's replay did not fail: $mutant"
+python3 - "$tmp/guided1.json" "$tmp/mutant.json" <<'PY' || fail "the replay of a guided failure fails otherwise than the run it replays"
+import json, sys
+listed = next(f for f in json.load(open(sys.argv[1]))["failing_seeds"] if f["mutant_of_run"])
+v = json.load(open(sys.argv[2]))["violations"][0]
+assert listed["failure"].split(" — replay")[0] == v["check"] + ": " + v["detail"].split(" — replay")[0], (listed["failure"], v)
+PY
+file=$(awk '{print $3}' <<<"$mutant")
+seed=$(awk '{print $5}' <<<"$mutant")
+"$bin" shrink "$file" --seed "$seed" --bug dedup-cleanup-ignores-backlog --out "$tmp/guided-shrunk.yaml" >/dev/null 2>&1
+[ $? -eq 1 ] || fail "shrink on a guided failure's file did not exit 1"
+out=$("$bin" explore "$src/scenarios/keyed_aggregation.yaml" --guided --seeds 16 --failures-dir "$tmp/none" 2>&1)
+[ $? -eq 0 ] || fail "explore --guided without a bug: $(tail -3 <<<"$out")"
+grep -q "^explore .*keyed_aggregation.yaml --guided: 16 runs (.* fresh seeds from 1 (swarm faults), .* mutants of a corpus of .* runs), 16 passed, 0 failed" <<<"$out" ||
+  fail "explore --guided's first line: $(head -1 <<<"$out")"
+grep -q "coverage: [0-9]* features after 16 runs; new ones in each tenth of the runs: " <<<"$out" || fail "no coverage line"
+[ ! -e "$tmp/none" ] || fail "explore --guided wrote failures where none failed"
+expect_rc 2 "$bin" explore "$bank" --guided --continuous
 # The engine's bug switches, listed with the checks that must catch them.
 grep -qE "^no-lease-prerequisite +epochs commit without the Lease as prerequisite \(caught by fencing\)$" <<<"$("$bin" list --bugs)" || fail "list --bugs"
 # list finds the scenario library from any directory.
