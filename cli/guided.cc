@@ -67,7 +67,10 @@ std::vector<std::string> run_features(const faults::RunOutcome& r) {
     out.push_back(fmt::format("probe {} {}", name, bucket(hits)));
   }
   for (const auto& [kind, e] : r.effects) {
-    if (e.count > 0) out.push_back(fmt::format("effect {} {}", kind, bucket(e.count)));
+    if (e.count > 0) {
+      out.push_back("effect " + kind);
+      out.push_back(fmt::format("effect {} {}", kind, bucket(e.count)));
+    }
     for (const auto& [detail, n] : e.details) {
       if (n > 0) out.push_back(fmt::format("effect {}: {} {}", kind, detail, bucket(n)));
     }
@@ -159,24 +162,39 @@ std::vector<GuidedInput> GuidedSearch::next_batch(size_t n) {
   return out;
 }
 
-// A parent in proportion to how rare what it reached is (the sum, over its features, of one
-// over the runs that reached each), less as it has been picked more often.
+// Whether a feature says what a run reached at all (a probe, a fault's effect, a fault point
+// crashed at, a check with nothing to check), not how much of it: parents are picked by these.
+static bool reached_feature(const std::string& f) { return f.rfind("knob ", 0) != 0 && f.rfind("history ", 0) != 0; }
+
+// A feature first, in proportion to how rare it is (one over the runs that reached it), among
+// those the corpus reached at all; then a corpus run that reached it, less as it has been
+// picked more often. A rare feature gets many mutants however few runs reached it, where
+// summing over each run's features would let the many common ones drown it.
 size_t GuidedSearch::pick_parent() {
-  std::vector<double> weights;
-  double total = 0;
-  for (const Entry& e : corpus_) {
-    double w = 0;
-    for (const std::string& f : e.features) w += 1.0 / static_cast<double>(seen_.at(f));
-    w /= 1.0 + static_cast<double>(e.picked) / 4.0;
-    weights.push_back(w);
-    total += w;
+  std::map<std::string, std::vector<size_t>> holders;  // reached feature -> corpus runs
+  for (size_t i = 0; i < corpus_.size(); ++i) {
+    for (const std::string& f : corpus_[i].features) {
+      if (reached_feature(f)) holders[f].push_back(i);
+    }
   }
-  double x = rng_.unit() * total;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (x < weights[i]) return i;
-    x -= weights[i];
-  }
-  return weights.size() - 1;
+  if (holders.empty()) return rng_.uniform(corpus_.size());
+  const auto weighted = [&](const std::vector<double>& weights) {
+    double total = 0;
+    for (const double w : weights) total += w;
+    double x = rng_.unit() * total;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (x < weights[i]) return i;
+      x -= weights[i];
+    }
+    return weights.size() - 1;
+  };
+  std::vector<double> rarity;
+  for (const auto& [f, runs] : holders) rarity.push_back(1.0 / static_cast<double>(seen_.at(f)));
+  auto chosen = holders.begin();
+  std::advance(chosen, static_cast<std::ptrdiff_t>(weighted(rarity)));
+  std::vector<double> freshness;
+  for (const size_t i : chosen->second) freshness.push_back(1.0 / (1.0 + static_cast<double>(corpus_[i].picked)));
+  return chosen->second[weighted(freshness)];
 }
 
 GuidedInput GuidedSearch::mutate(const Entry& parent, uint64_t parent_run) {
@@ -206,10 +224,29 @@ bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string
     if (f.duration_us > 0) f.duration_us = std::clamp<Micros>(f.duration_us, 1, heal - f.at_us);
   };
   const auto some_fault = [&]() -> faults::Fault& { return faults[rng_.uniform(faults.size())]; };
-  switch (rng_.uniform(10)) {
+  switch (rng_.uniform(12)) {
     case 0: {  // another seed: another schedule, other random fault points
       in.seed = rng_.next_u64() % kMaxSeed + 1;
       what = fmt::format("seed {}", in.seed);
+      return true;
+    }
+    case 10:
+    case 11: {
+      // A branch: the same run up to a moment, another future after it. Packets from one
+      // node reordered by up to 1 ms for 5 ms: each reorder draws one more number from the
+      // network's generator, so every draw after it (latencies, drops) differs, while
+      // nothing before it does.
+      faults::Fault f;
+      f.kind = faults::FaultKind::kReorder;
+      if (space_.nodes.empty()) return false;
+      f.node = space_.nodes[rng_.uniform(space_.nodes.size())];
+      f.at_us = rng_.uniform_range(start, heal - 1);
+      f.duration_us = 5 * kMillis;
+      f.intensity = 0.5;
+      f.amount_us = kMillis;
+      within(f);
+      what = "branched at " + format_time(f.at_us) + " (" + f.describe() + ")";
+      faults.push_back(std::move(f));
       return true;
     }
     case 1: {  // one of the parent's faults again, elsewhere in the window: more of what it did
