@@ -102,7 +102,7 @@ Result<std::vector<SinkWarning>> judge_clickhouse_target(const SinkSpec& spec, c
 
 // The exactly-once ClickHouse sinks' batches (TClickHouseBatchingSink and the sharded one),
 // for the simulator's and the real sink alike. A batch is an outbox row: the engine cuts them
-// at each epoch's end and at every max_batch_messages-th seqNo (core/job.cc), so a batch sent
+// at each epoch's end and at every max_batch_messages-th seqNo (core/job_sink.cc), so a batch sent
 // again after a restart, even with another limit, is the same batch. Only complete batches are
 // returned (a later epoch never adds to one), in seqNo order. Its token is its largest
 // MessageId (16 hex digits); with `shards` > 0 its messages are split by key (key % shards)

@@ -4,7 +4,7 @@
 // Their identities follow from what was processed alone, never from when or where: a message
 // output is named by its parent's id and its index; a timer by its row
 // (<trigger>/<key>/<stream>[/<unique>]) and, for what its firing emits, by the creation that
-// set it. The engine (core/job.cc) and the re-execution of a committed history
+// set it. The engine (core/job_computation.cc) and the re-execution of a committed history
 // (core/reexecute.h) both name outputs here, so the two can be compared by identity.
 //
 // Pure functions; no state, no I/O.
