@@ -1,6 +1,6 @@
 // The history of one simulated pipeline run, as plain data, for the checkers.
 //
-// Recorded by the simulator (faults/pipeline_run.cc) from the engine's observer, the store's
+// Recorded by the simulator (simulated/pipeline_run.cc) from the engine's observer, the store's
 // commit log and Lease records, and the sink targets' logs; the checkers read only this.
 // Times are virtual microseconds; store times are on the store's clock (never skewed).
 #pragma once

@@ -36,7 +36,7 @@
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "core/probes.h"
-#include "faults/selftest.h"
+#include "simulated/selftest.h"
 #include "real/wall_clock.h"
 
 namespace onceflow {
@@ -169,8 +169,8 @@ int cmd_explain(const Invocation& inv, const std::string& path, uint64_t seed, s
   // The very run that `run` and `replay` report for this seed (the same knobs, bugs, inert faults).
   // With the trace kept (its lines show what targets answered to outputs that went missing);
   // keeping lines changes nothing of the run.
-  const faults::PipelineRunOptions options = cli::pipeline_run_options(inv, s, seed, swarm, SIZE_MAX);
-  const faults::PipelineRun run = faults::run_pipeline(options, inv.registry);
+  const simulated::PipelineRunOptions options = cli::pipeline_run_options(inv, s, seed, swarm, SIZE_MAX);
+  const simulated::PipelineRun run = simulated::run_pipeline(options, inv.registry);
   std::ofstream out(html_path);
   if (!out) throw UsageError{"cannot write " + html_path};
   out << cli::render_explain_html({path, options.replay_command, &run});
@@ -199,7 +199,7 @@ std::string default_library_dir() {
 }
 
 // The commit attempts (transactions) that consumed or produced any of `ids`.
-std::set<uint64_t> commit_txs(const faults::RunOutcome& r, const std::set<uint64_t>& ids) {
+std::set<uint64_t> commit_txs(const simulated::RunOutcome& r, const std::set<uint64_t>& ids) {
   std::set<uint64_t> out;
   for (const uint64_t id : ids) {
     if (auto txs = r.txs_by_id.find(id); txs != r.txs_by_id.end()) out.insert(txs->second.begin(), txs->second.end());
@@ -212,7 +212,7 @@ std::set<uint64_t> commit_txs(const faults::RunOutcome& r, const std::set<uint64
 // or made those messages, the first kExcerptNamedLines of them; with the faults that began,
 // ended or fired from a second before the first of them to the last, at most kExcerptFaultLines,
 // those nearest to a named line. Else the last lines.
-std::vector<std::string> trace_excerpt(const faults::RunOutcome& r) {
+std::vector<std::string> trace_excerpt(const simulated::RunOutcome& r) {
   constexpr size_t kExcerptNamedLines = 28, kExcerptFaultLines = 12;
   if (r.passed || r.trace.empty()) return {};
   std::set<std::string> ids = checkers::ids_named_by_failures(r.verdicts);
@@ -280,7 +280,7 @@ json plan_json(const faults::FaultPlan& plan, const std::string& mix) {
 }
 
 // What each configured or drawn fault kind did: its measure and count, and details.
-json effects_json(const faults::RunOutcome& r) {
+json effects_json(const simulated::RunOutcome& r) {
   json out = json::object();
   for (const auto& [kind, e] : r.effects) {
     json details = json::object();
@@ -291,7 +291,7 @@ json effects_json(const faults::RunOutcome& r) {
 }
 
 // The user's assertions (core/user_code.h): how often each was evaluated and held.
-json assertions_json(const faults::RunOutcome& r) {
+json assertions_json(const simulated::RunOutcome& r) {
   json out = json::array();
   for (const auto& c : r.user_sites) {
     out.push_back({{"name", c.name}, {"kind", c.kind}, {"evaluated", c.evaluated}, {"held", c.held}});
@@ -299,7 +299,7 @@ json assertions_json(const faults::RunOutcome& r) {
   return out;
 }
 
-json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms) {
+json run_json(const Invocation& inv, const cli::Scenario& s, const simulated::RunOutcome& r, bool swarm, double wall_ms) {
   json checks = json::array();
   json violations = json::array();
   for (const auto& v : r.verdicts) {
@@ -328,7 +328,7 @@ json run_json(const Invocation& inv, const cli::Scenario& s, const faults::RunOu
               {"trace_excerpt", trace_excerpt(r)}};
 }
 
-void print_run(const Invocation& inv, const cli::Scenario& s, const faults::RunOutcome& r, bool swarm, double wall_ms,
+void print_run(const Invocation& inv, const cli::Scenario& s, const simulated::RunOutcome& r, bool swarm, double wall_ms,
                bool with_excerpt) {
   fmt::print("scenario {} seed {}: {}\n", s.path, r.seed, r.passed ? "PASS" : "FAIL");
   fmt::print("  trace_hash {}  events {}  simulated {}  wall {:.0f}ms\n", hex(r.trace_hash), r.events,
@@ -361,7 +361,7 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
   const bool swarm = swarm_flag.value_or(s.swarm);
   const Micros start = wall_now();
   // The whole trace is kept: a violation is reported with the lines that show it.
-  const faults::RunOutcome r = run_seed(inv, s, seed, swarm, SIZE_MAX, true);
+  const simulated::RunOutcome r = run_seed(inv, s, seed, swarm, SIZE_MAX, true);
   const double wall_ms = wall_ms_since(start);
   if (!trace_file.empty()) {
     std::ofstream out(trace_file);
@@ -411,7 +411,7 @@ int cmd_run(const Invocation& inv, const std::string& path, uint64_t seed, std::
 // --- shrink ---------------------------------------------------------------------------
 
 // The first check that failed, or "" when the run passed.
-std::string first_failure(const faults::RunOutcome& r) {
+std::string first_failure(const simulated::RunOutcome& r) {
   for (const auto& v : r.verdicts) {
     if (!v.passed) return v.check;
   }
@@ -451,12 +451,12 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
   const cli::Scenario original = load_or_fail(path);
   check_functions(inv.registry, original);
   const bool swarm = swarm_flag.value_or(original.swarm);
-  const faults::RunOutcome first = run_seed_once(inv, original, seed, swarm, 0);
+  const simulated::RunOutcome first = run_seed_once(inv, original, seed, swarm, 0);
   const std::string check = first_failure(first);
   if (check.empty()) throw UsageError{fmt::format("seed {} of {} passes: nothing to shrink", seed, path)};
   cli::Scenario best = scripted_copy(original, first.plan, swarm, &first.knobs);
   const auto still_fails = [&](const cli::Scenario& candidate) {
-    const faults::RunOutcome r = run_seed_once(inv, candidate, seed, false, 0);
+    const simulated::RunOutcome r = run_seed_once(inv, candidate, seed, false, 0);
     for (const auto& v : r.verdicts) {
       if (!v.passed && v.check == check) return true;
     }
@@ -485,7 +485,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
       f.node = hit.node;
       f.point = hit.point;
       f.at_us = hit.at_us;
-      f.duration_us = faults::PipelineWorldOptions{}.fault_point_restart_us;
+      f.duration_us = simulated::PipelineWorldOptions{}.fault_point_restart_us;
       candidate.scripted.faults.push_back(f);
     }
     std::stable_sort(candidate.scripted.faults.begin(), candidate.scripted.faults.end(),

@@ -383,7 +383,7 @@ json epoch_json(const checkers::EpochRecord& e) {
 // delivery, and each answer the target gave to a send of it (its trace lines: refused,
 // dropped as a repeat).
 template <typename IsNamed>
-json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcome& r, const IsNamed& is_named) {
+json missing_outputs(const checkers::PipelineHistory& h, const simulated::RunOutcome& r, const IsNamed& is_named) {
   constexpr size_t kMissingShown = 20, kAnswersShown = 20;
   if (r.passed) return json::array();
   std::set<std::pair<std::string, uint64_t>> visible;
@@ -438,9 +438,9 @@ json missing_outputs(const checkers::PipelineHistory& h, const faults::RunOutcom
 }  // namespace
 
 std::string render_explain_html(const ExplainInput& input) {
-  const faults::PipelineRun& run = *input.run;
+  const simulated::PipelineRun& run = *input.run;
   const checkers::PipelineHistory& h = run.history;
-  const faults::RunOutcome& r = run.outcome;
+  const simulated::RunOutcome& r = run.outcome;
   // Failing checks name MessageIds and keys; when they name ids of messages this run
   // committed, those are what the checks are about (a key names every message of it).
   const std::set<std::string> named = checkers::ids_named_by_failures(r.verdicts);

@@ -10,14 +10,14 @@
 
 #include <string>
 
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 
 namespace onceflow::cli {
 
 struct ExplainInput {
   std::string scenario;  // path, as given
   std::string replay;    // the command that reproduces the run
-  const faults::PipelineRun* run = nullptr;
+  const simulated::PipelineRun* run = nullptr;
 };
 
 std::string render_explain_html(const ExplainInput& input);

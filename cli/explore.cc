@@ -12,7 +12,7 @@ namespace onceflow::cli {
 
 using json = nlohmann::json;
 
-json summary_json(const faults::RunOutcome& r) {
+json summary_json(const simulated::RunOutcome& r) {
   json checks = json::array();
   std::string first_failure;
   for (const auto& v : r.verdicts) {

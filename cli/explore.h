@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/env/clock.h"
-#include "faults/run_outcome.h"
+#include "simulated/run_outcome.h"
 
 namespace onceflow::cli {
 
@@ -33,7 +33,7 @@ struct SeedSummary {
   std::map<std::string, uint64_t> effects;   // fault kind -> what it did (its measure's count)
   std::map<std::string, std::string> measures;  // fault kind -> what that count counts
   std::set<std::string> probes;              // probes reached
-  std::vector<faults::UserSiteCount> user_sites;  // the user's assertions (core/user_code.h)
+  std::vector<simulated::UserSiteCount> user_sites;  // the user's assertions (core/user_code.h)
   std::vector<std::string> features;         // what the run reached (cli/guided.h run_features)
   // A run of a guided exploration: its number (1-based) and the scenario file that replays
   // a mutant's failure; 0 and "" for a seed of the scenario as written.
@@ -41,7 +41,7 @@ struct SeedSummary {
   std::string replay;
 };
 
-nlohmann::json summary_json(const faults::RunOutcome& r);
+nlohmann::json summary_json(const simulated::RunOutcome& r);
 SeedSummary parse_summary(const nlohmann::json& j);
 
 // The 50th and 99th percentiles and the maximum of `us` (nearest rank), as JSON.

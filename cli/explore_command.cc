@@ -536,7 +536,7 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
         const std::string check = r.first_failure.substr(0, r.first_failure.find(':'));
         if (!known.emplace(e.s.path, check).second) continue;
         // The failing run again here, for its plan and knobs, written down as a scenario.
-        const faults::RunOutcome again = run_seed_once(inv, e.s, r.seed, e.swarm, 0);
+        const simulated::RunOutcome again = run_seed_once(inv, e.s, r.seed, e.swarm, 0);
         const Scenario copy = scripted_copy(e.s, again.plan, e.swarm, &again.knobs);
         const std::string file = fmt::format("{}/{}-seed-{}.yaml", eo.failures_dir, e.s.name, r.seed);
         write_failure_scenario(inv, eo.failures_dir, fmt::format("{}-seed-{}.yaml", e.s.name, r.seed), copy, r.seed,

@@ -60,7 +60,7 @@ void sort_plan(faults::FaultPlan& plan) {
 
 }  // namespace
 
-std::vector<std::string> run_features(const faults::RunOutcome& r) {
+std::vector<std::string> run_features(const simulated::RunOutcome& r) {
   std::vector<std::string> out;
   for (const auto& [name, hits] : r.probes) {
     out.push_back("probe " + name);
@@ -95,7 +95,7 @@ std::vector<std::string> run_features(const faults::RunOutcome& r) {
   return out;
 }
 
-json guided_report_json(const faults::RunOutcome& r) {
+json guided_report_json(const simulated::RunOutcome& r) {
   json j = summary_json(r);
   json plan = json::array();
   for (const faults::Fault& f : r.plan.faults) plan.push_back(fault_json(f));
@@ -119,7 +119,7 @@ GuidedReport parse_guided_report(const json& j) {
   r.summary = parse_summary(j);
   for (const json& f : j.at("plan").at("faults")) r.plan.faults.push_back(parse_fault(f));
   r.plan.heal_at_us = j.at("plan").at("heal_at").get<Micros>();
-  r.knobs = j.at("knobs").get<faults::KnobValues>();
+  r.knobs = j.at("knobs").get<simulated::KnobValues>();
   for (const json& h : j.at("point_hits")) r.point_hits.push_back({h[0].get<std::string>(), h[1].get<std::string>(), h[2].get<Micros>()});
   const json& s = j.at("space");
   r.space.start_us = s.at("start").get<Micros>();
@@ -324,8 +324,8 @@ bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string
     }
     case 7:
     case 8: {  // a knob drawn again from its range
-      const std::string knob(faults::kKnobs[rng_.uniform(faults::kKnobs.size())].name);
-      const faults::KnobValues drawn = faults::draw_knobs(rng_.next_u64(), s_.pipeline.spec, EngineOptions{});
+      const std::string knob(simulated::kKnobs[rng_.uniform(simulated::kKnobs.size())].name);
+      const simulated::KnobValues drawn = simulated::draw_knobs(rng_.next_u64(), s_.pipeline.spec, EngineOptions{});
       const auto value = drawn.find(knob);
       const auto now = in.knobs.find(knob);
       if (value == drawn.end() || (now != in.knobs.end() && now->second == value->second)) return false;

@@ -21,8 +21,8 @@
 #include "cli/scenario.h"
 #include "core/env/random.h"
 #include "faults/fault.h"
-#include "faults/knobs.h"
-#include "faults/run_outcome.h"
+#include "simulated/knobs.h"
+#include "simulated/run_outcome.h"
 #include "faults/swarm.h"
 
 namespace onceflow::cli {
@@ -31,14 +31,14 @@ namespace onceflow::cli {
 // "effect KIND x2^k", "effect KIND: DETAIL x2^k", "crash at POINT", "knob K ~2^k",
 // "history C x2^k" (the run's counters: commits, epochs given up by cause, fenced...),
 // "check C n/a". Sorted, no repeats.
-std::vector<std::string> run_features(const faults::RunOutcome& r);
+std::vector<std::string> run_features(const simulated::RunOutcome& r);
 
 // One run of a guided search.
 struct GuidedInput {
   uint64_t seed = 0;
   bool fresh = true;  // the scenario as written; else a mutant with its own plan, knobs, workload
   faults::FaultPlan plan;
-  faults::KnobValues knobs;
+  simulated::KnobValues knobs;
   PipelineWorkload workload;
   int64_t parent = -1;   // the run (0-based) it was mutated from
   std::string mutation;  // what changed, for the report
@@ -48,13 +48,13 @@ struct GuidedInput {
 struct GuidedReport {
   SeedSummary summary;  // with its features
   faults::FaultPlan plan;
-  faults::KnobValues knobs;
+  simulated::KnobValues knobs;
   std::vector<faults::PointHit> point_hits;
   faults::SwarmOptions space;
 };
 
 // The report of `r` as one JSON line's object, and back.
-nlohmann::json guided_report_json(const faults::RunOutcome& r);
+nlohmann::json guided_report_json(const simulated::RunOutcome& r);
 GuidedReport parse_guided_report(const nlohmann::json& j);
 
 class GuidedSearch {

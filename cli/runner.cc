@@ -13,8 +13,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "checkers/verdict.h"
-#include "faults/pipeline_run.h"
-#include "faults/selftest.h"
+#include "simulated/pipeline_run.h"
+#include "simulated/selftest.h"
 #include "real/wall_clock.h"
 
 namespace onceflow::cli {
@@ -97,9 +97,9 @@ std::vector<Scenario> load_library(const std::string& dir) {
   return out;
 }
 
-faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+simulated::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                                                 size_t keep_lines) {
-  faults::PipelineRunOptions options = s.pipeline;
+  simulated::PipelineRunOptions options = s.pipeline;
   options.seed = seed;
   options.swarm = swarm;
   options.random_knobs = random_knobs(s, swarm);
@@ -111,33 +111,33 @@ faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Sce
   return options;
 }
 
-faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+simulated::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                                  size_t keep_lines) {
   if (s.kind == "pipeline") {
-    faults::RunOutcome r = faults::run_pipeline(pipeline_run_options(inv, s, seed, swarm, keep_lines), inv.registry).outcome;
+    simulated::RunOutcome r = simulated::run_pipeline(pipeline_run_options(inv, s, seed, swarm, keep_lines), inv.registry).outcome;
     // The function and its spec disagree: bad input (exit 2), whatever the seed.
     if (!r.usage_error.empty()) throw UsageError{fmt::format("{}: {}", s.pipeline_path, r.usage_error)};
     return r;
   }
-  faults::SelftestOptions options = s.kernel;
+  simulated::SelftestOptions options = s.kernel;
   options.seed = seed;
   options.swarm = swarm;
   options.scripted = s.scripted;
   options.trace_keep_lines = keep_lines;
   options.bugs = inv.bugs;
   options.inert_faults = inv.inert_faults;
-  return faults::run_kernel_selftest(options);
+  return simulated::run_kernel_selftest(options);
 }
 
 // One seed, checked; with `twice`, run again and check that the run was the same.
-faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+simulated::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                             size_t keep_lines, bool twice) {
-  faults::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
+  simulated::RunOutcome r = run_seed_once(inv, s, seed, swarm, keep_lines);
   const bool judged = std::any_of(r.verdicts.begin(), r.verdicts.end(), [](const checkers::Verdict& v) {
     return v.check == checkers::DeterminismCheck::kName;  // user code read the machine's clock
   });
   if (!twice || judged) return r;
-  const faults::RunOutcome again = run_seed_once(inv, s, seed, swarm, 0);
+  const simulated::RunOutcome again = run_seed_once(inv, s, seed, swarm, 0);
   r.verdicts.push_back(checkers::DeterminismCheck().check(seed, r.trace_hash, again.trace_hash, r.content_hash,
                                                           again.content_hash, replay_command(inv, s, seed, swarm)));
   r.passed = checkers::all_passed(r.verdicts);

@@ -15,7 +15,7 @@
 #include "cli/scenario.h"
 #include "core/computation.h"
 #include "core/engine.h"
-#include "faults/run_outcome.h"
+#include "simulated/run_outcome.h"
 
 namespace onceflow::cli {
 
@@ -58,11 +58,11 @@ std::vector<Scenario> load_library(const std::string& dir);
 
 // One seed, checked; `keep_lines` of the trace are kept (SIZE_MAX: all). With `twice`, the
 // seed runs again and a determinism check compares the two traces.
-faults::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines);
+simulated::RunOutcome run_seed_once(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines);
 // The options run_seed_once runs a pipeline scenario's seed with (explain draws the same run).
-faults::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
+simulated::PipelineRunOptions pipeline_run_options(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm,
                                                 size_t keep_lines);
-faults::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
+simulated::RunOutcome run_seed(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm, size_t keep_lines,
                             bool twice);
 // A copy of `s` that runs `plan` as scripted faults (fault points kept on when the original
 // run was a swarm run, so the run is the same); `knobs`, when given, are the values the run

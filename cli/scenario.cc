@@ -221,7 +221,7 @@ class Loader {
                          format_duration(value), format_duration(kMaxScenarioDuration)));
       }
     }
-    faults::PipelineRunOptions& o = s.pipeline;
+    simulated::PipelineRunOptions& o = s.pipeline;
     o.spec = *spec;
     if (root["topology"]) {
       only_keys(root["topology"], "topology");
@@ -293,10 +293,10 @@ class Loader {
       if (o.sink_guarantees.count(sink.name) > 0) continue;
       auto target = o.clickhouse_targets.find(sink.name);
       o.sink_guarantees[sink.name] =
-          faults::default_guarantee(sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
+          simulated::default_guarantee(sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
     }
     // A kind listed for swarm mode that a sink's guarantee excludes would make a clean run fail.
-    const auto allowed = faults::swarm_kinds_for(o);
+    const auto allowed = simulated::swarm_kinds_for(o);
     for (const faults::FaultKind kind : o.swarm_kinds) {
       if (std::find(allowed.begin(), allowed.end(), kind) != allowed.end()) continue;
       fail(root["faults"]["kinds"], "faults.kinds",
@@ -310,7 +310,7 @@ class Loader {
     return s;
   }
 
-  void load_clickhouse_targets(const YAML::Node& targets, faults::PipelineRunOptions& o) {
+  void load_clickhouse_targets(const YAML::Node& targets, simulated::PipelineRunOptions& o) {
     if (!targets.IsMap()) fail(targets, "clickhouse_targets", "expected a mapping of clickhouse sink name to its target");
     for (const auto& entry : targets) {
       const std::string sink = entry.first.as<std::string>();
@@ -394,7 +394,7 @@ class Loader {
   // operations: [{at: 1s, repartition: {Name: count, ...}}, {at: 2s, respec: FILE},
   // {at: 3s, reconfigure: {...}}, {at: 4s, reshard_target: {sink: NAME, tablets: N}},
   // {at: 5s, set_state: stopped}, ...]
-  void load_operations(const YAML::Node& ops, faults::PipelineRunOptions& o) {
+  void load_operations(const YAML::Node& ops, simulated::PipelineRunOptions& o) {
     constexpr const char* kForm =
         "{at, repartition}, {at, respec}, {at, reconfigure}, {at, reshard_target} or {at, set_state}";
     if (!ops.IsSequence()) fail(ops, "operations", fmt::format("expected a list of {}", kForm));
@@ -430,7 +430,7 @@ class Loader {
         continue;
       }
       if (!op["repartition"]) fail(op, "operations.repartition", "missing (or respec, or reconfigure)");
-      faults::PipelineRunOptions::Repartition r;
+      simulated::PipelineRunOptions::Repartition r;
       r.at_us = at;
       const YAML::Node& parts = op["repartition"];
       if (!parts.IsMap() || parts.size() == 0) fail(parts, "operations.repartition", "expected a mapping {NAME: COUNT, ...}");
@@ -447,13 +447,13 @@ class Loader {
   }
 
   // reshard_target: {sink: NAME, tablets: N}: the sharded queue a sink writes gets N tablets.
-  void load_reshard_target(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+  void load_reshard_target(const YAML::Node& node, Micros at, simulated::PipelineRunOptions& o) {
     constexpr const char* kWhere = "operations.reshard_target";
     if (!node.IsMap()) fail(node, kWhere, "expected a mapping {sink: NAME, tablets: N}");
     only_keys(node, kWhere, "operations.reshard_target");
     if (!node["sink"]) fail(node, "operations.reshard_target.sink", "missing");
     if (!node["tablets"]) fail(node, "operations.reshard_target.tablets", "missing");
-    faults::PipelineRunOptions::TargetReshard r;
+    simulated::PipelineRunOptions::TargetReshard r;
     r.at_us = at;
     r.sink = string(node["sink"], "operations.reshard_target.sink");
     r.tablets = static_cast<int>(integer(node["tablets"], "operations.reshard_target.tablets", 1, kMaxPartitions));
@@ -466,7 +466,7 @@ class Loader {
   }
 
   // reconfigure: {epoch_period: 20ms, epoch_batch_limit: 8}: settings changed live.
-  void load_reconfigure(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+  void load_reconfigure(const YAML::Node& node, Micros at, simulated::PipelineRunOptions& o) {
     if (!node.IsMap() || node.size() == 0) {
       fail(node, "operations.reconfigure", "expected a mapping {epoch_period: DURATION, epoch_batch_limit: N}");
     }
@@ -482,7 +482,7 @@ class Loader {
   // respec: a pipeline spec file (relative to the scenario) the pipeline is given while
   // stopped. The simulator's expected outputs come from the scenario's pipeline, so the new
   // spec may swap inputs (a queue source's table) but must process as the old one does.
-  void load_respec(const YAML::Node& node, Micros at, faults::PipelineRunOptions& o) {
+  void load_respec(const YAML::Node& node, Micros at, simulated::PipelineRunOptions& o) {
     const std::string relative = string(node, "operations.respec");
     const std::string path = (std::filesystem::path(path_).parent_path() / relative).lexically_normal().string();
     auto text = read_pipeline_spec_file(path);
@@ -521,14 +521,14 @@ class Loader {
     for (const auto& item : k) {
       const std::string name = item.first.as<std::string>();
       const std::string where = "knobs." + name.substr(0, 40);
-      const auto info = std::find_if(faults::kKnobs.begin(), faults::kKnobs.end(),
-                                     [&](const faults::KnobInfo& i) { return i.name == name; });
-      if (info == faults::kKnobs.end()) fail(item.first, where, "unknown knob");
+      const auto info = std::find_if(simulated::kKnobs.begin(), simulated::kKnobs.end(),
+                                     [&](const simulated::KnobInfo& i) { return i.name == name; });
+      if (info == simulated::kKnobs.end()) fail(item.first, where, "unknown knob");
       s.pipeline.knobs[name] = info->duration ? duration(item.second, where) : integer(item.second, where, 1, 1'000'000);
     }
     PipelineSpec spec = s.pipeline.spec;
     EngineOptions engine;
-    if (Status ok = faults::apply_knobs(s.pipeline.knobs, spec, engine); !ok.is_ok()) fail(k, "knobs", ok.message());
+    if (Status ok = simulated::apply_knobs(s.pipeline.knobs, spec, engine); !ok.is_ok()) fail(k, "knobs", ok.message());
   }
 
   void load_faults(const YAML::Node& f, Scenario& s) {
@@ -687,7 +687,7 @@ std::vector<std::pair<std::string, std::string>> split_settings(const std::strin
 }
 
 // The operator's actions of a pipeline scenario, in time order (a shrunk scenario keeps them).
-void write_operations(YAML::Emitter& y, const faults::PipelineRunOptions& o) {
+void write_operations(YAML::Emitter& y, const simulated::PipelineRunOptions& o) {
   std::vector<std::pair<Micros, std::function<void()>>> ops;
   const auto op = [&y](Micros at, const char* what) {
     y << YAML::Flow << YAML::BeginMap << YAML::Key << "at" << YAML::Value << format_time(at) << YAML::Key << what
@@ -791,10 +791,10 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       y << YAML::Key << "knobs" << YAML::Value << YAML::BeginMap;
       for (const auto& [name, value] : s.pipeline.knobs) {
         const std::string& knob = name;  // clang 14 cannot capture a structured binding
-        const auto info = std::find_if(faults::kKnobs.begin(), faults::kKnobs.end(),
-                                       [&](const faults::KnobInfo& i) { return i.name == knob; });
+        const auto info = std::find_if(simulated::kKnobs.begin(), simulated::kKnobs.end(),
+                                       [&](const simulated::KnobInfo& i) { return i.name == knob; });
         y << YAML::Key << name << YAML::Value;
-        if (info != faults::kKnobs.end() && info->duration) {
+        if (info != simulated::kKnobs.end() && info->duration) {
           y << format_time(value);
         } else {
           y << value;

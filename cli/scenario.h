@@ -11,8 +11,8 @@
 
 #include "core/env/status.h"
 #include "faults/fault.h"
-#include "faults/pipeline_run.h"
-#include "faults/selftest.h"
+#include "simulated/pipeline_run.h"
+#include "simulated/selftest.h"
 
 namespace onceflow::cli {
 
@@ -27,10 +27,10 @@ struct Scenario {
   std::vector<uint64_t> regression_seeds;
   // Bug switches the scenario is built to catch (`catches:`): mutants try it first for them.
   std::vector<std::string> catches;
-  faults::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
+  simulated::SelftestOptions kernel;  // for kind "kernel"; seed and swarm are set per run
   bool swarm = true;               // default for runs that do not say --swarm/--no-swarm
   faults::FaultPlan scripted;      // faults written in the file (used when not swarming)
-  faults::PipelineRunOptions pipeline;  // for kind "pipeline"; seed and swarm are set per run
+  simulated::PipelineRunOptions pipeline;  // for kind "pipeline"; seed and swarm are set per run
   // `knobs:` "random" (drawn per seed), "fixed" (the scenario's values, even under swarm), or
   // "" (random under swarm faults, fixed otherwise). Explicit values are in pipeline.knobs.
   std::string knobs;

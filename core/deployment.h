@@ -1,5 +1,5 @@
 // Deployment: the one composition of a pipeline's engine processes, shared by the simulator
-// (faults/pipeline_world.h) and the real backends (real/deployment.h).
+// (simulated/pipeline_world.h) and the real backends (real/deployment.h).
 //
 // A deployment is one or more controller processes (one leads, the others stand by) and N
 // worker processes, named by DeploymentLayout. Each EngineProcess is assembled here from the pipeline spec and what the

@@ -1,6 +1,6 @@
 // The test workload: input messages for a pipeline's sources, drawn from a seed.
 //
-// Used by the simulator's producer (faults/pipeline_world.h) and by `onceflow real`'s
+// Used by the simulator's producer (simulated/pipeline_world.h) and by `onceflow real`'s
 // producer alike, so that one seed means one workload in both worlds.
 #pragma once
 

@@ -7,9 +7,11 @@
 // checked. Plans are written in scenarios or generated from a seed (see swarm.h).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/env/clock.h"
@@ -93,6 +95,17 @@ struct PointHit {
   std::string node;
   std::string point;
   Micros at_us = 0;
+};
+
+// What one fault kind did in a run, measured where it landed: a count of `measure` and, for
+// some kinds, engine paths it led to.
+struct FaultEffect {
+  using Details = std::vector<std::pair<std::string, uint64_t>>;
+  FaultEffect() = default;
+  FaultEffect(std::string m, uint64_t c, Details d = {}) : measure(std::move(m)), count(c), details(std::move(d)) {}
+  std::string measure;
+  uint64_t count = 0;
+  Details details;
 };
 
 struct FaultPlan {

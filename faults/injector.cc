@@ -38,7 +38,7 @@ void FaultInjector::begin(size_t id) {
     case FaultKind::kCrash:
       if (crashed_[node(f.node)]++ == 0) world_.crash(node(f.node));
       break;
-    case FaultKind::kPointCrash:  // armed: the run's fault point policy fires it (faults/pipeline_run.cc)
+    case FaultKind::kPointCrash:  // armed: the run's fault point policy fires it (simulated/pipeline_run.cc)
       break;
     case FaultKind::kPause:
       if (paused_[node(f.node)]++ == 0) world_.pause(node(f.node));

@@ -17,7 +17,6 @@
 
 #include "core/engine.h"
 #include "faults/fault.h"
-#include "faults/run_outcome.h"
 #include "sim/queue_target.h"
 #include "sim/store.h"
 #include "sim/world.h"

@@ -1,4 +1,4 @@
-#include "faults/committed_history.h"
+#include "simulated/committed_history.h"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "core/reexecute.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 namespace {
 
@@ -55,7 +55,7 @@ std::map<std::string, std::vector<checkers::StreamConsumer>> consumers_of(const 
     }
   }
   for (const auto& s : spec.sinks) {
-    // As core/job.cc: an at-most-once sink and an at-least-once queue sink keep no input dedup.
+    // As core/job_sink.cc: an at-most-once sink and an at-least-once queue sink keep no input dedup.
     const bool alo_queue = s.type == SinkType::kAsyncQueue && s.delivery_guarantee == SinkDelivery::kAtLeastOnce;
     const bool once = !s.at_most_once_strategy.enabled && !alo_queue && !spec.repeats_late(s.input_stream);
     out[s.input_stream].push_back({"sink/" + s.name + "/", once});
@@ -107,4 +107,4 @@ void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& regi
   h.reexecuted = true;
 }
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -1,7 +1,7 @@
 // The committed history as the oracle: re-executes a recorded history's committed computation
 // epochs (core/reexecute.h) and fills in what the checkers hold the run to.
 //
-// Shared by the simulator (faults/pipeline_run.cc) and by whatever else records a history, so
+// Shared by the simulator (simulated/pipeline_run.cc) and by whatever else records a history, so
 // that every verdict on a run comes from the same oracle.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include "core/message.h"
 #include "core/spec.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 checkers::MessageRecord record_of(const Message& m);
 
@@ -22,4 +22,4 @@ checkers::MessageRecord record_of(const Message& m);
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
                        const std::vector<Message>& source_messages, checkers::PipelineHistory& h);
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

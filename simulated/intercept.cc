@@ -21,9 +21,9 @@
 
 #include "core/env/random.h"
 #include "core/user_code.h"
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 bool interception_linked() { return true; }
 
@@ -111,14 +111,14 @@ uint64_t kernel_bits() {
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-using onceflow::faults::g_real;
-using onceflow::faults::intercepting;
-using onceflow::faults::kernel_bits;
-using onceflow::faults::simulated_bits;
-using onceflow::faults::simulated_fill;
-using onceflow::faults::split_micros;
+using onceflow::simulated::g_real;
+using onceflow::simulated::intercepting;
+using onceflow::simulated::kernel_bits;
+using onceflow::simulated::simulated_bits;
+using onceflow::simulated::simulated_fill;
+using onceflow::simulated::split_micros;
 
 extern "C" {
 

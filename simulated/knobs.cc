@@ -1,4 +1,4 @@
-#include "faults/knobs.h"
+#include "simulated/knobs.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/env/random.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 const std::vector<KnobInfo> kKnobs = {
     {"epoch_period", "the scenario's x 0.25..2, at least 5ms", true},
@@ -98,4 +98,4 @@ Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& 
   return Status::ok();
 }
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -17,7 +17,7 @@
 #include "core/env/status.h"
 #include "core/spec.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 using KnobValues = std::map<std::string, int64_t>;
 
@@ -35,4 +35,4 @@ KnobValues draw_knobs(uint64_t seed, const PipelineSpec& spec, const EngineOptio
 // a value out of its range (named, with the range).
 Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& engine);
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

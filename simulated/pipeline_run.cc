@@ -1,4 +1,4 @@
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 
 #include <fmt/format.h>
 
@@ -9,14 +9,14 @@
 
 #include "checkers/pipeline_checks.h"
 #include "checkers/user_checks.h"
-#include "faults/committed_history.h"
+#include "simulated/committed_history.h"
 #include "faults/injector.h"
 #include "faults/points.h"
 #include "faults/swarm.h"
-#include "faults/user_code_sim.h"
+#include "simulated/user_code_sim.h"
 #include "core/env/clock.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 namespace {
 
@@ -235,7 +235,7 @@ class PointPolicy {
  public:
   PointPolicy(uint64_t seed, double probability, Micros heal_at)
       : rng_(Xoshiro256StarStar(seed).fork("fault-points")), probability_(probability), heal_at_(heal_at) {
-    for (const auto& point : kFaultPoints) {
+    for (const auto& point : faults::kFaultPoints) {
       if (rng_.bernoulli(0.5)) enabled_.insert(std::string(point.name));
     }
   }
@@ -303,9 +303,9 @@ Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine
          stages * (engine.idle_epoch_periods * spec.epoch_period_us + clock_jump_us) + backlog + 2 * kSeconds;
 }
 
-std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
-  std::vector<FaultKind> kinds = o.swarm_kinds;
-  if (kinds.empty()) kinds.assign(std::begin(kAllPipelineSwarmKinds), std::end(kAllPipelineSwarmKinds));
+std::vector<faults::FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
+  std::vector<faults::FaultKind> kinds = o.swarm_kinds;
+  if (kinds.empty()) kinds.assign(std::begin(faults::kAllPipelineSwarmKinds), std::end(faults::kAllPipelineSwarmKinds));
   // An at-most-once sink sends without a producer id, so a transport that duplicates
   // requests duplicates its deliveries: its guarantee holds only where requests are not
   // duplicated (docs/guarantees.md), and the swarm does not draw what it excludes.
@@ -318,14 +318,14 @@ std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
                                : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
     at_most_once = at_most_once || guarantee == checkers::Guarantee::kAtMostOnce;
   }
-  if (at_most_once) std::erase(kinds, FaultKind::kDuplicate);
+  if (at_most_once) std::erase(kinds, faults::FaultKind::kDuplicate);
   return kinds;
 }
 
-Micros largest_clock_fault(const FaultPlan& plan) {
+Micros largest_clock_fault(const faults::FaultPlan& plan) {
   Micros largest = 0;
-  for (const Fault& f : plan.faults) {
-    if (f.kind == FaultKind::kClockSkew || f.kind == FaultKind::kClockJump) largest = std::max(largest, std::abs(f.amount_us));
+  for (const faults::Fault& f : plan.faults) {
+    if (f.kind == faults::FaultKind::kClockSkew || f.kind == faults::FaultKind::kClockJump) largest = std::max(largest, std::abs(f.amount_us));
   }
   return largest;
 }
@@ -528,7 +528,7 @@ uint64_t content_hash(const checkers::PipelineHistory& h) {
 
 // What each fault kind of `plan` did (measure_world_effects), with what only a pipeline has:
 // targets, the controller, spare workers, and the engine paths a fault led to.
-std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, PipelineWorld& w, const Recorder& rec) {
+std::map<std::string, faults::FaultEffect> measure_effects(const faults::FaultPlan& plan, PipelineWorld& w, const Recorder& rec) {
   const auto probe_hits = [&](Probe p) {
     auto it = rec.probes.find(std::string(probe_name(p)));
     return it == rec.probes.end() ? uint64_t{0} : it->second;
@@ -543,23 +543,23 @@ std::map<std::string, FaultEffect> measure_effects(const FaultPlan& plan, Pipeli
   }
   uint64_t spare_starts = 0;
   for (const std::string& spare : w.spare_worker_names()) spare_starts += w.world().incarnation(w.world().find(spare));
-  std::map<std::string, FaultEffect> out = measure_world_effects(plan, w.world(), w.store_data());
+  std::map<std::string, faults::FaultEffect> out = faults::measure_world_effects(plan, w.world(), w.store_data());
   for (auto& [name, e] : out) {
-    switch (*parse_fault_kind(name)) {
-      case FaultKind::kLostReplies:
+    switch (*faults::parse_fault_kind(name)) {
+      case faults::FaultKind::kLostReplies:
         e.details = {{"ambiguous epoch commits resolved applied", probe_hits(Probe::kEpochAmbiguousCommitted)},
                      {"ambiguous epoch commits resolved not applied", probe_hits(Probe::kEpochAmbiguousNotCommitted)}};
         break;
-      case FaultKind::kLeasePingLoss:
-      case FaultKind::kLeaseExpiry: e.details = {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}; break;
-      case FaultKind::kSinkErrors:
+      case faults::FaultKind::kLeasePingLoss:
+      case faults::FaultKind::kLeaseExpiry: e.details = {{"epochs fenced", probe_hits(Probe::kEpochFenced)}}; break;
+      case faults::FaultKind::kSinkErrors:
         e = {"deliveries refused (transient)", errors + partial, {{"batches taken in part", partial}}};
         break;
-      case FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
-      case FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
-      case FaultKind::kPipelinePause: e = {"pauses applied", probe_hits(Probe::kControllerPaused)}; break;
-      case FaultKind::kPipelineStop: e = {"stops applied (drains begun)", probe_hits(Probe::kControllerStopping)}; break;
-      case FaultKind::kRebalance:
+      case faults::FaultKind::kSinkRejects: e = {"deliveries refused (permanent)", rejections}; break;
+      case faults::FaultKind::kDedupEviction: e = {"target dedup states forgotten", evictions}; break;
+      case faults::FaultKind::kPipelinePause: e = {"pauses applied", probe_hits(Probe::kControllerPaused)}; break;
+      case faults::FaultKind::kPipelineStop: e = {"stops applied (drains begun)", probe_hits(Probe::kControllerStopping)}; break;
+      case faults::FaultKind::kRebalance:
         e = {"spare worker starts", spare_starts, {{"jobs moved", probe_hits(Probe::kControllerRebalance)}}};
         break;
       default: break;
@@ -590,13 +590,13 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   // Scripted point crashes: each fires once, at the first visit of its point by its node
   // from its time on (unless the kind is made inert).
   struct Armed {
-    const Fault* fault;
+    const faults::Fault* fault;
     bool fired = false;
   };
   std::vector<Armed> armed;
-  if (!o.swarm && o.inert_faults.count(FaultKind::kPointCrash) == 0) {
-    for (const Fault& f : o.scripted.faults) {
-      if (f.kind == FaultKind::kPointCrash) armed.push_back({&f});
+  if (!o.swarm && o.inert_faults.count(faults::FaultKind::kPointCrash) == 0) {
+    for (const faults::Fault& f : o.scripted.faults) {
+      if (f.kind == faults::FaultKind::kPointCrash) armed.push_back({&f});
     }
   }
   const sim::World* clock_of = nullptr;  // set once the world exists
@@ -635,7 +635,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   std::vector<std::string> nodes = world.worker_names();
   for (const std::string& node : world.controller_names()) nodes.push_back(node);
   for (const std::string& node : world.target_nodes()) nodes.push_back(node);
-  SwarmOptions& swarm = out.fault_space;
+  faults::SwarmOptions& swarm = out.fault_space;
   swarm.start_us = o.faults_start_us;
   swarm.heal_at_us = o.heal_at_us;
   swarm.nodes = nodes;
@@ -645,8 +645,8 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   swarm.spare_workers = world.spare_worker_names();
   if (o.swarm) {
     Xoshiro256StarStar rng = Xoshiro256StarStar(o.seed).fork("faults");
-    SwarmMix mix;
-    out.plan = generate_swarm(rng, swarm, &mix);
+    faults::SwarmMix mix;
+    out.plan = faults::generate_swarm(rng, swarm, &mix);
     out.fault_mix = mix.describe();
     std::string enabled;
     for (const auto& p : points.enabled()) enabled += (enabled.empty() ? "" : ",") + p;
@@ -656,9 +656,9 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     if (out.plan.heal_at_us == 0) out.plan.heal_at_us = o.heal_at_us;
     out.fault_mix = out.plan.faults.empty() ? "none" : "scripted";
   }
-  PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
+  faults::PipelineHooks hooks{[&world](const std::string& state) { world.set_pipeline_state(state); },
                       [&world](const std::string& node) { return world.target_faults(node); }};
-  FaultInjector injector(world.world(), &world.store_data(), &hooks);
+  faults::FaultInjector injector(world.world(), &world.store_data(), &hooks);
   for (const auto& r : o.repartitions) {
     world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.repartition(r.partitions); });
   }
@@ -671,7 +671,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   for (const auto& r : o.target_reshards) {
     world.world().scheduler().at(r.at_us, sim::kWorldNode, [&world, r] { world.reshard_target(r.sink, r.tablets); });
   }
-  for (const FaultKind kind : o.inert_faults) injector.make_inert(kind);
+  for (const faults::FaultKind kind : o.inert_faults) injector.make_inert(kind);
   injector.schedule(out.plan);
 
   // Past the heal, so that paused nodes come back; then until drained or out of bound.
@@ -734,7 +734,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   if (random_points) {
     uint64_t fired = 0;
     for (const auto& [point, n] : points.fired()) fired += n;
-    FaultEffect e{"crashes at enabled fault points", fired, {}};
+    faults::FaultEffect e{"crashes at enabled fault points", fired, {}};
     for (const auto& [point, n] : points.fired()) e.details.emplace_back(point, n);
     out.effects["fault_points"] = std::move(e);
   }
@@ -762,4 +762,4 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   return run;
 }
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

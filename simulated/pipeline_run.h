@@ -17,11 +17,11 @@
 #include "core/engine.h"
 #include "core/spec.h"
 #include "faults/fault.h"
-#include "faults/knobs.h"
-#include "faults/pipeline_world.h"
-#include "faults/run_outcome.h"
+#include "simulated/knobs.h"
+#include "simulated/pipeline_world.h"
+#include "simulated/run_outcome.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 struct PipelineRunOptions {
   PipelineSpec spec;
@@ -32,8 +32,8 @@ struct PipelineRunOptions {
   std::map<std::string, checkers::Guarantee> sink_guarantees;  // unset sinks: from the spec
   uint64_t seed = 1;
   bool swarm = true;
-  FaultPlan scripted;                 // when !swarm
-  std::vector<FaultKind> swarm_kinds;  // empty: every kernel kind
+  faults::FaultPlan scripted;                 // when !swarm
+  std::vector<faults::FaultKind> swarm_kinds;  // empty: every kernel kind
   Micros faults_start_us = 100 * kMillis;
   Micros heal_at_us = 5 * kSeconds;
   // After the heal (or the last input, when later) everything must drain within this; 0: the
@@ -48,8 +48,8 @@ struct PipelineRunOptions {
   // fault_points_when_scripted).
   std::optional<std::set<std::string>> buggify_sites;
   bool buggify_when_scripted = false;  // draw buggify sites from the seed in a scripted run too
-  std::set<FaultKind> inert_faults;  // faults of these kinds do nothing (checking the effects)
-  // Knobs (faults/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
+  std::set<faults::FaultKind> inert_faults;  // faults of these kinds do nothing (checking the effects)
+  // Knobs (simulated/knobs.h): `knobs` are set as given; with random_knobs the others are drawn
   // from the seed.
   bool random_knobs = false;
   KnobValues knobs;
@@ -114,9 +114,9 @@ Micros liveness_bound_rule(const PipelineSpec& spec, const EngineOptions& engine
 // The fault kinds swarm mode draws from for `options`: its swarm_kinds (default: every
 // pipeline kind) without those its sinks' guarantees exclude (`duplicate` with an
 // at-most-once sink).
-std::vector<FaultKind> swarm_kinds_for(const PipelineRunOptions& options);
+std::vector<faults::FaultKind> swarm_kinds_for(const PipelineRunOptions& options);
 // The largest clock skew or jump `plan` injects.
-Micros largest_clock_fault(const FaultPlan& plan);
+Micros largest_clock_fault(const faults::FaultPlan& plan);
 
 // What happened to the nodes, for pictures of the run (onceflow explain).
 struct NodeEvent {
@@ -136,8 +136,8 @@ struct PipelineRun {
 
 PipelineRun run_pipeline(const PipelineRunOptions& options, const ComputationRegistry& registry);
 
-// Referenced so that faults/intercept.cc, which intercepts the clock and randomness of user
+// Referenced so that simulated/intercept.cc, which intercepts the clock and randomness of user
 // code in simulation, is linked into every program that simulates.
 bool interception_linked();
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -1,4 +1,4 @@
-#include "faults/pipeline_world.h"
+#include "simulated/pipeline_world.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "core/job.h"
 #include "faults/injector.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 using namespace sim;
 
@@ -120,7 +120,7 @@ BootFn PipelineWorld::engine_boot(EngineProcess::Role role) {
 
 void PipelineWorld::start() {
   data_.after_commit = [this](const StoreData::CommitRecord& commit) { record_state_change(commit); };
-  world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_, store_options(options_.bugs))));
+  world_->start(world_->add_node(kStoreNode, StoreServer::boot(data_, faults::store_options(options_.bugs))));
   const DeploymentLayout layout = deployment_layout(options_.engine, options_.workers, options_.controllers);
   for (const std::string& name : layout.controllers) {
     world_->start(world_->add_node(name, engine_boot(EngineProcess::Role::kController)));
@@ -301,7 +301,7 @@ void PipelineWorld::start_targets() {
 // Queue and Kafka rows are appended at their write times; static tables and service logs
 // hold all theirs from the start.
 namespace {
-// An input as its source emits it, named as the source job names it (core/job.cc).
+// An input as its source emits it, named as the source job names it (core/job_sources.cc).
 Message source_message(const SourceInput& in, const SourceSpec& source, const std::string& origin, uint64_t position) {
   Message m;
   m.id = source_message_id(origin, in.partition, position);
@@ -586,4 +586,4 @@ PipelineResult PipelineWorld::result() const {
   return r;
 }
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

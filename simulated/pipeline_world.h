@@ -30,7 +30,7 @@
 #include "sim/store.h"
 #include "sim/world.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 // A crash at a fault point: the node restarts this long after (a type of its own, so that a
 // policy answering bool does not convert to one).
@@ -156,11 +156,11 @@ class PipelineWorld {
   const std::map<std::string, sim::StaticTableProgress>& static_tables() const { return static_tables_; }
 
   // The fault point crashes of this run, in order.
-  const std::vector<PointHit>& point_hits() const { return point_hits_; }
+  const std::vector<faults::PointHit>& point_hits() const { return point_hits_; }
 
  private:
   struct Process;
-  std::vector<PointHit> point_hits_;
+  std::vector<faults::PointHit> point_hits_;
   class NodeFaultPoints;
   class SimConnectors;
   void heartbeat_queue_heads();
@@ -209,4 +209,4 @@ class PipelineWorld {
   PipelineSpec current_spec_;  // with_layout(spec_, layout_)
 };
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -12,18 +12,8 @@
 #include "faults/fault.h"
 #include "faults/swarm.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
-// What one fault kind did in a run, measured where it landed: a count of `measure` and, for
-// some kinds, engine paths it led to.
-struct FaultEffect {
-  using Details = std::vector<std::pair<std::string, uint64_t>>;
-  FaultEffect() = default;
-  FaultEffect(std::string m, uint64_t c, Details d = {}) : measure(std::move(m)), count(c), details(std::move(d)) {}
-  std::string measure;
-  uint64_t count = 0;
-  Details details;
-};
 
 // An assertion site of the user's code (core/user_code.h) in one run: how often it was
 // evaluated, and how often it held (always: true; sometimes: true; reachable: reached;
@@ -47,27 +37,27 @@ struct RunOutcome {
   uint64_t events = 0;
   Micros sim_time_us = 0;
   std::string fault_mix;  // the swarm mix, "scripted" or "none"
-  FaultPlan plan;
+  faults::FaultPlan plan;
   // What a swarm plan of this run may hit and draw (a pipeline run's, scripted or not): where
   // explore --guided adds faults to a plan.
-  SwarmOptions fault_space;
+  faults::SwarmOptions fault_space;
   std::vector<checkers::Verdict> verdicts;
   bool passed = false;
   std::map<std::string, uint64_t> observed;  // counters worth showing (commits, fenced...)
   Micros drain_us = -1;  // from the heal (or the last input, if later) to drained; -1: never
   Micros liveness_bound_us = 0;  // what the run allowed for that
-  std::map<std::string, FaultEffect> effects;  // by fault kind configured or drawn ("fault_points" too)
+  std::map<std::string, faults::FaultEffect> effects;  // by fault kind configured or drawn ("fault_points" too)
   std::map<std::string, uint64_t> probes;      // core/probes.h: name -> hits
-  std::map<std::string, int64_t> knobs;        // faults/knobs.h: the values this run used
+  std::map<std::string, int64_t> knobs;        // simulated/knobs.h: the values this run used
   std::vector<std::string> warnings;         // connectors' structured warnings, distinct
   std::deque<std::string> trace;             // kept lines, when asked for
   // A pipeline run's MessageIds by key, when its trace lines are kept (replay --key).
   std::map<uint64_t, std::set<uint64_t>> ids_by_key;
   // ... and the transactions (trace lines "commits tx T") that consumed or produced each.
   std::map<uint64_t, std::set<uint64_t>> txs_by_id;
-  std::vector<PointHit> point_hits;          // crashes at fault points, in order
+  std::vector<faults::PointHit> point_hits;          // crashes at fault points, in order
   std::vector<UserSiteCount> user_sites;     // every assertion site of the program
   std::vector<std::string> buggify_fired;    // the user's buggify sites that fired, by name
 };
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -12,15 +12,15 @@
 #include "checkers/verdict.h"
 #include "core/engine.h"
 #include "faults/fault.h"
-#include "faults/run_outcome.h"
+#include "simulated/run_outcome.h"
 #include "sim/bank_workload.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 struct SelftestOptions {
   uint64_t seed = 1;
   bool swarm = true;  // false: run `scripted` instead (which may be empty)
-  FaultPlan scripted;
+  faults::FaultPlan scripted;
   sim::BankWorkload::Options workload;
   Micros faults_start_us = 100 * kMillis;
   Micros heal_at_us = 6 * kSeconds;
@@ -28,9 +28,9 @@ struct SelftestOptions {
   uint64_t max_events = 20'000'000;  // a run past this is a liveness failure
   size_t trace_keep_lines = 0;
   BugSwitches bugs;                   // the store-* switches reach the kernel's store
-  std::set<FaultKind> inert_faults;   // kinds scheduled but doing nothing (checking the checks)
+  std::set<faults::FaultKind> inert_faults;   // kinds scheduled but doing nothing (checking the checks)
 };
 
 RunOutcome run_kernel_selftest(const SelftestOptions& options);
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

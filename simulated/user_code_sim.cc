@@ -1,11 +1,11 @@
-#include "faults/user_code_sim.h"
+#include "simulated/user_code_sim.h"
 
 #include <fmt/format.h>
 
 #include "core/env/random.h"
 #include "core/spec.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 SimUserCode::SimUserCode(SimUserCodeOptions options) : options_(std::move(options)) {}
 
@@ -84,7 +84,7 @@ void SimUserCode::fill(RunOutcome& out) const {
   for (const auto& [site, on] : enabled_) any_enabled |= on;
   if (!any_enabled) return;
   uint64_t fired = 0;
-  FaultEffect e{"user fault points fired (ONCEFLOW_BUGGIFY)", 0, {}};
+  faults::FaultEffect e{"user fault points fired (ONCEFLOW_BUGGIFY)", 0, {}};
   for (const auto& [site, n] : buggify_fired_) {
     fired += n;
     e.details.emplace_back(site, n);
@@ -94,4 +94,4 @@ void SimUserCode::fill(RunOutcome& out) const {
   out.effects["buggify"] = std::move(e);
 }
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -1,6 +1,6 @@
 // The simulator's side of core/user_code.h: counts the assertions of the user's code, answers
 // its ONCEFLOW_BUGGIFY and ONCEFLOW_BUG calls from the run's seed and options, and notes its
-// calls to the machine's clock and randomness (faults/intercept.cc).
+// calls to the machine's clock and randomness (simulated/intercept.cc).
 #pragma once
 
 #include <map>
@@ -11,10 +11,10 @@
 
 #include "checkers/history.h"
 #include "core/user_code.h"
-#include "faults/run_outcome.h"
+#include "simulated/run_outcome.h"
 #include "sim/world.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 
 struct SimUserCodeOptions {
   uint64_t seed = 1;
@@ -58,4 +58,4 @@ class SimUserCode final : public UserCodeHooks {
   std::set<std::string> nondeterministic_;
 };
 
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

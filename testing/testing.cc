@@ -17,7 +17,7 @@
 #include "cli/scenario.h"
 #include "core/builtin.h"
 #include "core/env/random.h"
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 #include "faults/swarm.h"
 
 // RapidCheck builds the RC_PARAMS reproduce string with this function of its library; it is
@@ -148,7 +148,7 @@ std::string replay_note(const PipelineSpec& spec) {
 // run_case on a spec already loaded from c.spec_path.
 CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const ComputationRegistry& registry,
                       const std::string& name) {
-  faults::PipelineRunOptions o;
+  simulated::PipelineRunOptions o;
   o.spec = spec;
   o.workers = c.workers;
   o.spare_workers = c.spare_workers;
@@ -167,7 +167,7 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   const std::string replay = fmt::format("{} run {} --seed {}{}", cli::program_name(), file, c.seed,
                                          c.bug_name.empty() ? "" : " --bug " + c.bug_name);
   o.replay_command = replay;
-  const faults::PipelineRun run = faults::run_pipeline(o, registry);
+  const simulated::PipelineRun run = simulated::run_pipeline(o, registry);
 
   CaseResult r;
   r.verdicts = run.outcome.verdicts;
@@ -186,7 +186,7 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   // The sites that fired, pinned: the file runs as this case did (a site's answers depend on
   // its own calls only).
   s.pipeline.buggify_sites = std::set<std::string>(run.outcome.buggify_fired.begin(), run.outcome.buggify_fired.end());
-  for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, faults::default_guarantee(sink));
+  for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, simulated::default_guarantee(sink));
   std::ofstream out(file);
   if (out) {
     out << "# A failing case of property " << name << "; replay with: " << replay << "\n"

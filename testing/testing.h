@@ -35,7 +35,7 @@
 #include "core/computation.h"
 #include "core/engine.h"
 #include "faults/fault.h"
-#include "faults/pipeline_world.h"
+#include "simulated/pipeline_world.h"
 
 namespace onceflow::testing {
 
@@ -74,7 +74,7 @@ struct PipelineCase {
   BugSwitches bugs;
   std::set<std::string> user_bugs;  // the program's own switches on (ComputationRegistry::add_bug)
   std::string bug_name;  // for the replay command
-  Micros liveness_bound_us = 0;  // 0: faults::liveness_bound_rule
+  Micros liveness_bound_us = 0;  // 0: simulated::liveness_bound_rule
   // The program's ONCEFLOW_BUGGIFY sites, a quarter of them enabled as drawn from the seed (a
   // failing case's file pins those that fired, so it replays the same).
   bool buggify = true;

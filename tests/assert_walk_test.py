@@ -83,7 +83,7 @@ failures = []
 
 def extract():
     found = []
-    for d in ["core", "sim", "faults", "real", "cli", "checkers", "fibers"]:
+    for d in ["core", "sim", "faults", "simulated", "real", "cli", "checkers", "fibers"]:
         for dp, _, files in os.walk(os.path.join(src, d)):
             for f in sorted(files):
                 if not f.endswith((".cc", ".h")):

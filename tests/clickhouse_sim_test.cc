@@ -103,7 +103,7 @@ TEST_F(ClickHouseTest, APlainMergeTreeIsAcceptedWithAWarningAndNoDedup) {
   ASSERT_EQ(warnings_.seen.size(), 1u);
   EXPECT_EQ(warnings_.seen[0].first, "ClickHouseTargetDoesNotDeduplicate");
   EXPECT_EQ(table_.appended.size(), 4u);  // the replay went in again
-  EXPECT_EQ(faults::default_guarantee(spec_, &data_.config), checkers::Guarantee::kAtLeastOnce);
+  EXPECT_EQ(simulated::default_guarantee(spec_, &data_.config), checkers::Guarantee::kAtLeastOnce);
 }
 
 TEST_F(ClickHouseTest, AWindowShorterThanTheReplayHorizonGivesTheStructuredWarning) {
@@ -145,7 +145,7 @@ TEST_F(ClickHouseTest, TheWindowKeepsAtMostWindowBlocksTokens) {
   EXPECT_EQ(table_.appended.size(), 12u);
 }
 
-// A batch is an outbox row (the engine cuts them when it writes them, core/job.cc): the sink
+// A batch is an outbox row (the engine cuts them when it writes them, core/job_sink.cc): the sink
 // sends up to each row's end, whatever its own max_batch_messages says now (a restart under
 // another limit must resend the batches the target holds as they were), and only complete
 // batches go.
@@ -231,7 +231,7 @@ TEST(ClickHouseScenarioTest, EverySinkKeepsItsGuarantee) {
 }
 
 TEST(ClickHouseScenarioTest, APlainMergeTreeIsOnlyAtLeastOnce) {
-  faults::PipelineRunOptions o = options_of("clickhouse_mergetree.yaml");
+  simulated::PipelineRunOptions o = options_of("clickhouse_mergetree.yaml");
   EXPECT_EQ(o.sink_guarantees.at("counts_ch"), checkers::Guarantee::kAtLeastOnce);
   o.sink_guarantees["counts_ch"] = checkers::Guarantee::kExactlyOnce;
   const Tally strict = run_seeds(o, 20);

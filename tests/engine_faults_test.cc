@@ -10,10 +10,10 @@
 #include "core/reference.h"
 #include "core/controller.h"
 #include "faults/injector.h"
-#include "faults/pipeline_run.h"
-#include "faults/pipeline_world.h"
+#include "simulated/pipeline_run.h"
+#include "simulated/pipeline_world.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 ComputationRegistry registry() { return testing::builtin_registry(); }
@@ -28,12 +28,12 @@ class Fenced final : public EngineObserver {
 
 // A keyed-aggregation deployment with one scripted engine-level fault.
 struct Fixture {
-  explicit Fixture(Fault fault) : reg(registry()), world(keyed_aggregation(), reg, options()) {
+  explicit Fixture(faults::Fault fault) : reg(registry()), world(keyed_aggregation(), reg, options()) {
     world.start();
-    hooks = PipelineHooks{[this](const std::string& state) { world.set_pipeline_state(state); },
+    hooks = faults::PipelineHooks{[this](const std::string& state) { world.set_pipeline_state(state); },
                           [this](const std::string& node) { return world.target_faults(node); }};
-    injector = std::make_unique<FaultInjector>(world.world(), &world.store_data(), &hooks);
-    injector->schedule(FaultPlan{{fault}, fault.at_us + fault.duration_us + 1});
+    injector = std::make_unique<faults::FaultInjector>(world.world(), &world.store_data(), &hooks);
+    injector->schedule(faults::FaultPlan{{fault}, fault.at_us + fault.duration_us + 1});
   }
   PipelineWorldOptions options() {
     PipelineWorldOptions o;
@@ -50,14 +50,14 @@ struct Fixture {
   Fenced fenced;
   ComputationRegistry reg;
   PipelineWorld world;
-  PipelineHooks hooks;
-  std::unique_ptr<FaultInjector> injector;
+  faults::PipelineHooks hooks;
+  std::unique_ptr<faults::FaultInjector> injector;
 };
 
 using testing::fault;
 
 TEST(EngineFaultsTest, LostLeasePingsLetLeasesRunOutAndTheirJobsAreFenced) {
-  Fixture fx(fault(FaultKind::kLeasePingLoss, 300 * kMillis, 3 * kSeconds));
+  Fixture fx(fault(faults::FaultKind::kLeasePingLoss, 300 * kMillis, 3 * kSeconds));
   fx.world.world().run_until(3 * kSeconds);
   EXPECT_GT(fx.fenced.count, 0);
   size_t expired = 0;
@@ -68,7 +68,7 @@ TEST(EngineFaultsTest, LostLeasePingsLetLeasesRunOutAndTheirJobsAreFenced) {
 }
 
 TEST(EngineFaultsTest, ForcedLeaseExpiryFencesEveryJobAndTheyAreReplaced) {
-  Fixture fx(fault(FaultKind::kLeaseExpiry, 500 * kMillis, 0));
+  Fixture fx(fault(faults::FaultKind::kLeaseExpiry, 500 * kMillis, 0));
   fx.world.world().run_until(1 * kSeconds);
   EXPECT_GE(fx.fenced.count, 5);  // each job with work learned it at its next commit
   EXPECT_FALSE(fx.world.store_data().rejections().empty());
@@ -77,7 +77,7 @@ TEST(EngineFaultsTest, ForcedLeaseExpiryFencesEveryJobAndTheyAreReplaced) {
 }
 
 TEST(EngineFaultsTest, SinkErrorsDelayDeliveryButLoseAndDuplicateNothing) {
-  Fixture fx(fault(FaultKind::kSinkErrors, 200 * kMillis, 1 * kSeconds, "target-counts_out", 1.0));
+  Fixture fx(fault(faults::FaultKind::kSinkErrors, 200 * kMillis, 1 * kSeconds, "target-counts_out", 1.0));
   fx.world.world().run_until(1 * kSeconds);
   const auto* log = fx.world.target_faults("target-counts_out");
   ASSERT_NE(log, nullptr);
@@ -89,9 +89,9 @@ TEST(EngineFaultsTest, SinkErrorsDelayDeliveryButLoseAndDuplicateNothing) {
 TEST(EngineFaultsTest, DedupWindowEvictionLetsAResendThroughAsADuplicate) {
   // The target forgets its seqNo state while its acknowledgements are being lost, so the
   // outbox's resends are appended again: exactly-once degrades to at-least-once.
-  Fixture fx(fault(FaultKind::kLostReplies, 200 * kMillis, 600 * kMillis, "target-counts_out", 1.0));
-  Fault evict = fault(FaultKind::kDedupEviction, 500 * kMillis, 0, "target-counts_out");
-  fx.injector->schedule(FaultPlan{{evict}, 900 * kMillis});
+  Fixture fx(fault(faults::FaultKind::kLostReplies, 200 * kMillis, 600 * kMillis, "target-counts_out", 1.0));
+  faults::Fault evict = fault(faults::FaultKind::kDedupEviction, 500 * kMillis, 0, "target-counts_out");
+  fx.injector->schedule(faults::FaultPlan{{evict}, 900 * kMillis});
   ASSERT_TRUE(fx.drains());
   const PipelineResult expected = run_reference(fx.world.spec(), fx.reg, fx.world.inputs());
   const PipelineResult result = fx.world.result();
@@ -103,7 +103,7 @@ TEST(EngineFaultsTest, DedupWindowEvictionLetsAResendThroughAsADuplicate) {
 }
 
 TEST(EngineFaultsTest, PipelinePauseAndStopHaltEveryJobUntilStartedAgain) {
-  for (FaultKind kind : {FaultKind::kPipelinePause, FaultKind::kPipelineStop}) {
+  for (faults::FaultKind kind : {faults::FaultKind::kPipelinePause, faults::FaultKind::kPipelineStop}) {
     Fixture fx(fault(kind, 300 * kMillis, 1 * kSeconds));
     fx.world.world().run_until(900 * kMillis);
     // Halted: no job is assigned, and no job commits meanwhile (every job Lease has ended:
@@ -123,21 +123,21 @@ TEST(EngineFaultsTest, PipelinePauseAndStopHaltEveryJobUntilStartedAgain) {
     for (size_t i = commits_before; i < data.commit_log().size(); ++i) {
       for (LeaseId lease : data.commit_log()[i].prerequisites) job_commits += own.count(lease) == 0;
     }
-    EXPECT_EQ(job_commits, 0u) << fault_kind_name(kind);
+    EXPECT_EQ(job_commits, 0u) << faults::fault_kind_name(kind);
     EXPECT_LE(own.size(), 4u) << "one controller and three workers hold Leases of their own";
-    ASSERT_TRUE(fx.drains()) << fault_kind_name(kind);
-    EXPECT_TRUE(fx.matches_reference()) << fault_kind_name(kind);
+    ASSERT_TRUE(fx.drains()) << faults::fault_kind_name(kind);
+    EXPECT_TRUE(fx.matches_reference()) << faults::fault_kind_name(kind);
   }
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 TEST(EngineFaultsTest, PermanentSinkRejectionsFailTheSinkJobWhichIsReplacedAndLosesNothing) {
-  Fixture fx(fault(FaultKind::kSinkRejects, 200 * kMillis, 800 * kMillis, "target-counts_out", 0.5));
+  Fixture fx(fault(faults::FaultKind::kSinkRejects, 200 * kMillis, 800 * kMillis, "target-counts_out", 0.5));
   const size_t leases_before = fx.world.store_data().leases().size();
   ASSERT_TRUE(fx.drains());
   EXPECT_GT(fx.world.target_faults("target-counts_out")->rejections, 0u);
@@ -151,10 +151,10 @@ TEST(EngineFaultsTest, ASpareWorkerJoiningAndLeavingRebalancesTheJobs) {
   options.spare_workers = 1;
   PipelineWorld world(keyed_aggregation(), reg, options);
   world.start();
-  PipelineHooks hooks{[&](const std::string& s) { world.set_pipeline_state(s); },
+  faults::PipelineHooks hooks{[&](const std::string& s) { world.set_pipeline_state(s); },
                       [&](const std::string& n) { return world.target_faults(n); }};
-  FaultInjector injector(world.world(), &world.store_data(), &hooks);
-  injector.schedule(FaultPlan{{fault(FaultKind::kRebalance, 500 * kMillis, 3 * kSeconds, "worker-spare-1")}, 4 * kSeconds});
+  faults::FaultInjector injector(world.world(), &world.store_data(), &hooks);
+  injector.schedule(faults::FaultPlan{{fault(faults::FaultKind::kRebalance, 500 * kMillis, 3 * kSeconds, "worker-spare-1")}, 4 * kSeconds});
   world.world().run_until(2 * kSeconds);
   EXPECT_TRUE(world.world().is_up(world.world().find("worker-spare-1")));
   size_t aborted_while_joined = 0;
@@ -168,4 +168,4 @@ TEST(EngineFaultsTest, ASpareWorkerJoiningAndLeavingRebalancesTheJobs) {
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -16,10 +16,10 @@
 #include "core/reference.h"
 #include "core/stream_rows.h"
 #include "faults/injector.h"
-#include "faults/pipeline_world.h"
+#include "simulated/pipeline_world.h"
 #include "sim/store.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 ComputationRegistry registry() { return testing::builtin_registry(); }
@@ -241,13 +241,13 @@ PipelineResult headline_after_crashes(const BugSwitches& bugs, Micros first_cras
   o.workload.interval_us = 2 * kMillis;
   PipelineWorld w(load("retryable_request"), reg, o);
   w.start();
-  FaultPlan plan;
+  faults::FaultPlan plan;
   for (int i = 0; i < 6; ++i) {
     const std::string node = i % 2 == 0 ? "worker-1" : "worker-2";
-    plan.faults.push_back(testing::fault(FaultKind::kCrash, first_crash_us + 120 * i * kMillis, 30 * kMillis, node));
+    plan.faults.push_back(testing::fault(faults::FaultKind::kCrash, first_crash_us + 120 * i * kMillis, 30 * kMillis, node));
   }
   plan.heal_at_us = 1 * kSeconds;
-  FaultInjector injector(w.world(), &w.store_data());
+  faults::FaultInjector injector(w.world(), &w.store_data());
   injector.schedule(plan);
   EXPECT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_EQ(w.world().crashes().size(), 6u);
@@ -277,9 +277,9 @@ TEST(EngineTest, OutboxResendsWithTheSameSeqNoAndTheTargetDropsTheRepeat) {
   PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
   w.start();
   // The target's acknowledgements are lost for a while: every delivery is retried.
-  FaultInjector injector(w.world(), &w.store_data());
-  const Fault lost = testing::fault(FaultKind::kLostReplies, 300 * kMillis, 700 * kMillis, "target-counts_out", 1.0);
-  injector.schedule(FaultPlan{{lost}, 1 * kSeconds});
+  faults::FaultInjector injector(w.world(), &w.store_data());
+  const faults::Fault lost = testing::fault(faults::FaultKind::kLostReplies, 300 * kMillis, 700 * kMillis, "target-counts_out", 1.0);
+  injector.schedule(faults::FaultPlan{{lost}, 1 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(w.targets().at("counts_out").deduplicated, 0u);
   expect_reference(w, reg);
@@ -295,9 +295,9 @@ TEST(EngineTest, ASinkFarBehindItsTargetReadsItsOutboxFromTheStoreAndDeliversEve
   options.observer = &recorder;
   PipelineWorld w(load("keyed_aggregation"), reg, options);
   w.start();
-  FaultInjector injector(w.world(), &w.store_data());
-  const Fault lost = testing::fault(FaultKind::kLostReplies, 200 * kMillis, 2 * kSeconds, "target-counts_out", 1.0);
-  injector.schedule(FaultPlan{{lost}, 3 * kSeconds});
+  faults::FaultInjector injector(w.world(), &w.store_data());
+  const faults::Fault lost = testing::fault(faults::FaultKind::kLostReplies, 200 * kMillis, 2 * kSeconds, "target-counts_out", 1.0);
+  injector.schedule(faults::FaultPlan{{lost}, 3 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(recorder.probes[Probe::kOutboxBehindTarget], 0u);
   EXPECT_GT(recorder.probes[Probe::kOutboxAcknowledged], 0u);
@@ -737,19 +737,19 @@ TEST(EngineTest, APipelineOfFiniteSourcesCompletesAndEndsEveryLease) {
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 TEST(EngineTest, ALostWorkersJobsMoveAndAJoiningWorkerTriggersARebalanceWithAborts) {
   const ComputationRegistry reg = registry();
   PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
   w.start();
-  FaultInjector injector(w.world(), &w.store_data());
+  faults::FaultInjector injector(w.world(), &w.store_data());
   // worker-3 is lost for three seconds, then joins again.
-  const Fault down = testing::fault(FaultKind::kCrash, 200 * kMillis, 3 * kSeconds, "worker-3");
-  injector.schedule(FaultPlan{{down}, down.at_us + down.duration_us});
+  const faults::Fault down = testing::fault(faults::FaultKind::kCrash, 200 * kMillis, 3 * kSeconds, "worker-3");
+  injector.schedule(faults::FaultPlan{{down}, down.at_us + down.duration_us});
   w.world().run_until(down.at_us + down.duration_us + 2 * kSeconds);
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   size_t aborted = 0;
@@ -764,9 +764,9 @@ TEST(EngineTest, AmbiguousCommitsAreResolvedAndTheResultStillMatches) {
   const ComputationRegistry reg = registry();
   PipelineWorld w(load("keyed_aggregation"), reg, PipelineWorldOptions{});
   w.start();
-  FaultInjector injector(w.world(), &w.store_data());
-  const Fault lost = testing::fault(FaultKind::kLostReplies, 100 * kMillis, 2 * kSeconds, "store", 0.3);
-  injector.schedule(FaultPlan{{lost}, 3 * kSeconds});
+  faults::FaultInjector injector(w.world(), &w.store_data());
+  const faults::Fault lost = testing::fault(faults::FaultKind::kLostReplies, 100 * kMillis, 2 * kSeconds, "store", 0.3);
+  injector.schedule(faults::FaultPlan{{lost}, 3 * kSeconds});
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(w.store_data().resolved_committed(), 0u);  // commits whose ack was lost, applied
   expect_reference(w, reg);
@@ -851,9 +851,9 @@ TEST(EngineTest, RelaxedBatchingGroupsInputsUnderParentSetIds) {
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 // One process function with a system-time timer stream, from a queue into a sync sink.
@@ -994,4 +994,4 @@ TEST(EngineTest, DeduplicateEqualTimestampsMergesSameKeyTimersKeepingTheSmallest
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

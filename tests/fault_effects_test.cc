@@ -69,7 +69,7 @@ TEST_P(FaultEffectsTest, AnInertKindShowsNoEffectAndTheSameSeedsActiveShowOne) {
   // The first seeds whose run holds a fault of the kind and shows its effect.
   std::vector<uint64_t> seeds;
   for (uint64_t seed = 1; seed <= 24 && seeds.size() < 2; ++seed) {
-    const faults::RunOutcome r = cli::run_seed_once(active, s, seed, swarm, 0);
+    const simulated::RunOutcome r = cli::run_seed_once(active, s, seed, swarm, 0);
     auto e = r.effects.find(name);
     if (e != r.effects.end() && e->second.count > 0) seeds.push_back(seed);
   }

@@ -20,7 +20,7 @@ TEST(HttpSinkTest, AReceiverThatHonoursTheKeyGetsEachMessageOnce) {
 }
 
 TEST(HttpSinkTest, AReceiverThatIgnoresTheKeyGetsDuplicatesButLosesNothing) {
-  faults::PipelineRunOptions o = options_of("http_ignores_key.yaml");
+  simulated::PipelineRunOptions o = options_of("http_ignores_key.yaml");
   EXPECT_EQ(run_seeds(o, 25).passed, 25);  // at least once holds
   o.sink_guarantees["counts_http"] = checkers::Guarantee::kExactlyOnce;
   const Tally strict = run_seeds(o, 25);
@@ -29,7 +29,7 @@ TEST(HttpSinkTest, AReceiverThatIgnoresTheKeyGetsDuplicatesButLosesNothing) {
 }
 
 TEST(HttpSinkTest, WithoutFaultsEvenAnIgnoringReceiverGetsEachMessageOnce) {
-  faults::PipelineRunOptions o = options_of("http_ignores_key.yaml");
+  simulated::PipelineRunOptions o = options_of("http_ignores_key.yaml");
   o.swarm = false;
   o.scripted = {};
   o.fault_point_probability = 0;

@@ -274,7 +274,7 @@ TEST(KafkaScenarioTest, TheExactlyOnceSinkKeepsItsGuarantee) {
 
 TEST(KafkaScenarioTest, TheAtLeastOnceSinksLoseNothingAndMayRepeat) {
   for (const char* file : {"kafka_at_least_once.yaml", "kafka_sync_at_least_once.yaml"}) {
-    faults::PipelineRunOptions o = options_of(file);
+    simulated::PipelineRunOptions o = options_of(file);
     const Tally alo = run_seeds(o, 20);
     EXPECT_EQ(alo.passed, 20) << file << ": " << testing::first_failure(alo);
     o.sink_guarantees["counts_out"] = checkers::Guarantee::kExactlyOnce;
@@ -285,8 +285,8 @@ TEST(KafkaScenarioTest, TheAtLeastOnceSinksLoseNothingAndMayRepeat) {
 }
 
 TEST(KafkaScenarioTest, TheArkFlowBoundaryDuplicatesWhereFlowsSinkDoesNot) {
-  const faults::PipelineRunOptions ark = options_of("arkflow_boundary_arkflow.yaml");
-  const faults::PipelineRunOptions flow = options_of("arkflow_boundary_flow.yaml");
+  const simulated::PipelineRunOptions ark = options_of("arkflow_boundary_arkflow.yaml");
+  const simulated::PipelineRunOptions flow = options_of("arkflow_boundary_flow.yaml");
   // The same workload and faults; only the sink differs.
   EXPECT_EQ(ark.workload.messages, flow.workload.messages);
   EXPECT_EQ(ark.swarm_kinds, flow.swarm_kinds);
@@ -301,7 +301,7 @@ TEST(KafkaScenarioTest, TheArkFlowBoundaryDuplicatesWhereFlowsSinkDoesNot) {
 
 TEST(KafkaScenarioTest, ACrashRightAfterTheProducerCommitIsEnoughForArkFlowToDuplicate) {
   // No swarm: one crash at the named point between the Kafka commit and the offset commit.
-  faults::PipelineRunOptions o = options_of("arkflow_boundary_arkflow.yaml");
+  simulated::PipelineRunOptions o = options_of("arkflow_boundary_arkflow.yaml");
   o.swarm = false;
   o.scripted = {};
   o.fault_points_when_scripted = true;
@@ -309,7 +309,7 @@ TEST(KafkaScenarioTest, ACrashRightAfterTheProducerCommitIsEnoughForArkFlowToDup
   int duplicated = 0;
   for (uint64_t seed = 1; seed <= 10 && duplicated == 0; ++seed) {
     o.seed = seed;
-    const auto run = faults::run_pipeline(o, testing::shared_registry()).outcome;
+    const auto run = simulated::run_pipeline(o, testing::shared_registry()).outcome;
     for (const auto& v : run.verdicts) duplicated += !v.passed && v.detail.find("duplicate:") != std::string::npos;
   }
   EXPECT_GT(duplicated, 0);

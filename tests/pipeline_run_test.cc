@@ -1,5 +1,5 @@
 // Pipeline scenarios end to end: seeded runs under swarm faults, checked by every checker.
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "core/builtin.h"
 #include "tests/test_support.h"
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 ComputationRegistry registry() { return testing::builtin_registry(); }
@@ -65,9 +65,9 @@ TEST(PipelineRunRegressionTest, TruncatedSwiftReadDoesNotAdvanceTheReplayWaterma
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 // Regressions from pipeline pause/stop faults: a delayed "stopped" overtook a later
@@ -86,9 +86,9 @@ TEST(PipelineRunRegressionTest, PipelineStateRequestsSurviveReorderingCrashesAnd
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 // Regression (found by PipelineProps): an at-least-once-consistent stage committed one input
@@ -119,8 +119,8 @@ sinks:
   o.heal_at_us = 3 * kSeconds;
   o.sink_guarantees = {{"out", checkers::Guarantee::kAtLeastOnce}};
   o.scripted.heal_at_us = 3 * kSeconds;
-  Fault crash;
-  crash.kind = FaultKind::kCrash;
+  faults::Fault crash;
+  crash.kind = faults::FaultKind::kCrash;
   crash.node = "worker-3";
   crash.at_us = 107467;
   crash.duration_us = 161594;
@@ -131,4 +131,4 @@ sinks:
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

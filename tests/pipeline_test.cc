@@ -5,13 +5,13 @@
 #include "tests/test_support.h"
 #include "core/reference.h"
 #include "faults/injector.h"
-#include "faults/pipeline_world.h"
+#include "simulated/pipeline_world.h"
 
 #include <cstdlib>
 #include <map>
 #include <set>
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 PipelineSpec load(const std::string& name) { return testing::library_pipeline(name); }
@@ -45,9 +45,9 @@ INSTANTIATE_TEST_SUITE_P(Builtin, PipelineTest,
                          ::testing::Values("retryable_request", "keyed_aggregation", "three_stage"));
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 class CountingObserver final : public EngineObserver {
@@ -86,10 +86,10 @@ TEST_P(PipelineFaultTest, CrashedWorkersAndAZombieStillGiveTheReference) {
   PipelineWorld w(load(GetParam()), reg, options);
   world = &w;
   w.start();
-  FaultInjector injector(w.world(), &w.store_data());
+  faults::FaultInjector injector(w.world(), &w.store_data());
   const Micros ttl = w.spec().lease_ttl_us;
-  const Fault pause = testing::fault(FaultKind::kPause, 1'200 * kMillis, 3 * ttl, "worker-2");
-  injector.schedule(FaultPlan{{pause}, pause.at_us + pause.duration_us});
+  const faults::Fault pause = testing::fault(faults::FaultKind::kPause, 1'200 * kMillis, 3 * ttl, "worker-2");
+  injector.schedule(faults::FaultPlan{{pause}, pause.at_us + pause.duration_us});
 
   // Past the zombie's return, so that it gets to try its commits.
   w.world().run_until(pause.at_us + pause.duration_us + ttl);
@@ -112,4 +112,4 @@ INSTANTIATE_TEST_SUITE_P(Builtin, PipelineFaultTest,
                          ::testing::Values("retryable_request", "keyed_aggregation", "three_stage"));
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/scenario.h"
-#include "faults/pipeline_run.h"
+#include "simulated/pipeline_run.h"
 #include "tests/test_support.h"
 
 namespace onceflow::testing {
@@ -18,10 +18,10 @@ inline const ComputationRegistry& shared_registry() {
 }
 
 // The pipeline run options of scenarios/<file>.
-inline faults::PipelineRunOptions options_of(const std::string& file) {
+inline simulated::PipelineRunOptions options_of(const std::string& file) {
   auto s = cli::load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/" + file);
   EXPECT_TRUE(s.has_value()) << s.error().message();
-  return s.has_value() ? s->pipeline : faults::PipelineRunOptions{};
+  return s.has_value() ? s->pipeline : simulated::PipelineRunOptions{};
 }
 
 struct Tally {
@@ -32,11 +32,11 @@ struct Tally {
 
 // Seeds 1..seeds; a failing delivery verdict counts as duplicated (one MessageId visible
 // twice: "duplicate") and/or lost ("missing").
-inline Tally run_seeds(faults::PipelineRunOptions o, int seeds) {
+inline Tally run_seeds(simulated::PipelineRunOptions o, int seeds) {
   Tally t;
   for (int seed = 1; seed <= seeds; ++seed) {
     o.seed = static_cast<uint64_t>(seed);
-    const auto run = faults::run_pipeline(o, shared_registry()).outcome;
+    const auto run = simulated::run_pipeline(o, shared_registry()).outcome;
     ++t.runs;
     t.passed += run.passed ? 1 : 0;
     if (t.warnings.empty()) t.warnings = run.warnings;

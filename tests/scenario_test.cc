@@ -186,7 +186,7 @@ TEST(ScenarioTest, AnOperationDueAfterTheDrainStillHappens) {
   ASSERT_EQ(s.pipeline.respecs.size(), 1u);
   s.pipeline.respecs[0].at_us = 8 * kSeconds;
   const cli::Invocation inv{registry, {}, "", {}};
-  const faults::RunOutcome r = cli::run_seed_once(inv, s, 1, false, 0);
+  const simulated::RunOutcome r = cli::run_seed_once(inv, s, 1, false, 0);
   for (const auto& v : r.verdicts) EXPECT_TRUE(v.passed) << v.check << ": " << v.detail;
   EXPECT_TRUE(r.passed);
 }

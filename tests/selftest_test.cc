@@ -1,12 +1,12 @@
 // Determinism of the whole kernel: the 5-node bank workload (RPCs and store transactions)
 // under swarm faults, run twice per seed.
-#include "faults/selftest.h"
+#include "simulated/selftest.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-namespace onceflow::faults {
+namespace onceflow::simulated {
 namespace {
 
 TEST(SelftestTest, SameSeedGivesTheSameTraceHash) {
@@ -69,4 +69,4 @@ TEST(SelftestTest, EveryCheckPassesUnderSwarmFaults) {
 }
 
 }  // namespace
-}  // namespace onceflow::faults
+}  // namespace onceflow::simulated

@@ -51,13 +51,13 @@ TEST(StaticTableScenarioTest, SourceAndSinkAreExactlyOnceUnderFaults) {
 }
 
 TEST(ServiceLogScenarioTest, EveryCycleDeliversEveryRowOnce) {
-  faults::PipelineRunOptions o = options_of("service_log.yaml");
+  simulated::PipelineRunOptions o = options_of("service_log.yaml");
   const Tally t = run_seeds(o, 20);
   EXPECT_EQ(t.passed, 20) << testing::first_failure(t);
   o.seed = 1;
   o.swarm = false;
   o.scripted = {};
-  const auto run = faults::run_pipeline(o, testing::shared_registry());
+  const auto run = simulated::run_pipeline(o, testing::shared_registry());
   ASSERT_TRUE(run.outcome.passed);
   EXPECT_EQ(run.history.sink_outputs.at("entries").size(), 3u * static_cast<size_t>(o.workload.messages));
   std::set<uint64_t> ids;
@@ -66,10 +66,10 @@ TEST(ServiceLogScenarioTest, EveryCycleDeliversEveryRowOnce) {
 }
 
 TEST(DeliveryCallbackTest, ACallbackBeforeTheAcknowledgingCommitIsCaught) {
-  faults::PipelineRunOptions o = options_of("static_table.yaml");
+  simulated::PipelineRunOptions o = options_of("static_table.yaml");
   o.bugs.callback_before_commit = true;
   o.seed = 1;
-  const auto run = faults::run_pipeline(o, testing::shared_registry()).outcome;
+  const auto run = simulated::run_pipeline(o, testing::shared_registry()).outcome;
   bool caught = false;
   for (const auto& v : run.verdicts) caught = caught || (v.check == "delivery-callback" && !v.passed);
   EXPECT_TRUE(caught);

@@ -115,22 +115,22 @@ ComputationRegistry user_registry() {
   return r;
 }
 
-faults::PipelineRunOptions with_function(const std::string& function, uint64_t seed, bool swarm) {
-  faults::PipelineRunOptions o = options_of("user_longest_so_far.yaml");
+simulated::PipelineRunOptions with_function(const std::string& function, uint64_t seed, bool swarm) {
+  simulated::PipelineRunOptions o = options_of("user_longest_so_far.yaml");
   o.spec.computations.front().processing_function = function;
   o.seed = seed;
   o.swarm = swarm;
   return o;
 }
 
-const checkers::Verdict* verdict(const faults::RunOutcome& r, const std::string& check) {
+const checkers::Verdict* verdict(const simulated::RunOutcome& r, const std::string& check) {
   for (const auto& v : r.verdicts) {
     if (v.check == check) return &v;
   }
   return nullptr;
 }
 
-const faults::UserSiteCount* site(const faults::RunOutcome& r, const std::string& name) {
+const simulated::UserSiteCount* site(const simulated::RunOutcome& r, const std::string& name) {
   for (const auto& s : r.user_sites) {
     if (s.name == name) return &s;
   }
@@ -139,7 +139,7 @@ const faults::UserSiteCount* site(const faults::RunOutcome& r, const std::string
 
 TEST(UserCodeTest, AFalseAlwaysFailsTheRunNamingTheAssertionComputationJobEpochAndMessage) {
   const ComputationRegistry registry = user_registry();
-  const faults::RunOutcome r = faults::run_pipeline(with_function("ShortWordsOnly", 1, false), registry).outcome;
+  const simulated::RunOutcome r = simulated::run_pipeline(with_function("ShortWordsOnly", 1, false), registry).outcome;
   EXPECT_FALSE(r.passed);
   const checkers::Verdict* v = verdict(r, "assertions");
   ASSERT_NE(v, nullptr);
@@ -158,7 +158,7 @@ TEST(UserCodeTest, AFalseAlwaysFailsTheRunNamingTheAssertionComputationJobEpochA
 
 TEST(UserCodeTest, AReachedUnreachableFailsTheRun) {
   const ComputationRegistry registry = user_registry();
-  const faults::RunOutcome r = faults::run_pipeline(with_function("NoKeyFive", 1, false), registry).outcome;
+  const simulated::RunOutcome r = simulated::run_pipeline(with_function("NoKeyFive", 1, false), registry).outcome;
   const checkers::Verdict* v = verdict(r, "assertions");
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->passed);
@@ -169,7 +169,7 @@ TEST(UserCodeTest, AReachedUnreachableFailsTheRun) {
 TEST(UserCodeTest, AnInstrumentedCorrectComputationPassesAndItsAssertionsAreCounted) {
   const ComputationRegistry registry = user_registry();
   for (uint64_t seed = 1; seed <= 4; ++seed) {
-    const faults::RunOutcome r = faults::run_pipeline(with_function("CountWords", seed, true), registry).outcome;
+    const simulated::RunOutcome r = simulated::run_pipeline(with_function("CountWords", seed, true), registry).outcome;
     for (const auto& v : r.verdicts) EXPECT_TRUE(v.passed) << "seed " << seed << ": " << v.check << ": " << v.detail;
     ASSERT_NE(verdict(r, "counts match inputs"), nullptr);
     EXPECT_TRUE(verdict(r, "counts match inputs")->applicable);
@@ -190,7 +190,7 @@ TEST(UserCodeTest, BuggifyFiresOnSomeSeedsInSimulationAndTheReexecutionGetsTheSa
   const ComputationRegistry registry = user_registry();
   int fired_seeds = 0, quiet_seeds = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
-    const faults::PipelineRun run = faults::run_pipeline(with_function("CountWords", seed, true), registry);
+    const simulated::PipelineRun run = simulated::run_pipeline(with_function("CountWords", seed, true), registry);
     // The outputs the site adds are the re-execution's too: every check holds.
     EXPECT_TRUE(run.outcome.passed) << "seed " << seed << ": " << run.outcome.verdicts.front().detail;
     const auto e = run.outcome.effects.find("buggify");
@@ -209,15 +209,15 @@ TEST(UserCodeTest, BuggifyFiresOnSomeSeedsInSimulationAndTheReexecutionGetsTheSa
   EXPECT_GT(fired_seeds, 0);
   EXPECT_GT(quiet_seeds, 0);
   // Never without faults.
-  const auto calm = faults::run_pipeline(with_function("CountWords", 1, false), registry).outcome;
+  const auto calm = simulated::run_pipeline(with_function("CountWords", 1, false), registry).outcome;
   EXPECT_EQ(calm.effects.count("buggify"), 0u);
 }
 
 TEST(UserCodeTest, AUserBugSwitchIsCaughtByTheUsersOwnCheckAndNotByTheEngines) {
   const ComputationRegistry registry = user_registry();
-  faults::PipelineRunOptions o = with_function("CountWords", 3, false);
+  simulated::PipelineRunOptions o = with_function("CountWords", 3, false);
   o.user_bugs = {"count-twice"};
-  const faults::RunOutcome r = faults::run_pipeline(o, registry).outcome;
+  const simulated::RunOutcome r = simulated::run_pipeline(o, registry).outcome;
   const checkers::Verdict* v = verdict(r, "counts match inputs");
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->passed);
@@ -231,7 +231,7 @@ TEST(UserCodeTest, AUserBugSwitchIsCaughtByTheUsersOwnCheckAndNotByTheEngines) {
 
 TEST(UserCodeTest, AUserCheckThatThrowsFailsNamingWhatItThrew) {
   const ComputationRegistry registry = user_registry();
-  const faults::RunOutcome r = faults::run_pipeline(with_function("CountWords", 99, false), registry).outcome;
+  const simulated::RunOutcome r = simulated::run_pipeline(with_function("CountWords", 99, false), registry).outcome;
   const checkers::Verdict* v = verdict(r, "a check that throws");
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->passed);
@@ -241,8 +241,8 @@ TEST(UserCodeTest, AUserCheckThatThrowsFailsNamingWhatItThrew) {
 TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndFailDeterminism) {
   const ComputationRegistry registry = user_registry();
   const auto o = with_function("StampsTheMachine", 2, false);
-  const faults::RunOutcome a = faults::run_pipeline(o, registry).outcome;
-  const faults::RunOutcome b = faults::run_pipeline(o, registry).outcome;
+  const simulated::RunOutcome a = simulated::run_pipeline(o, registry).outcome;
+  const simulated::RunOutcome b = simulated::run_pipeline(o, registry).outcome;
   const checkers::Verdict* v = verdict(a, "determinism");
   ASSERT_NE(v, nullptr) << "a computation reading the machine's clock passed";
   EXPECT_FALSE(v->passed);
@@ -295,10 +295,10 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   const std::string out = ::testing::TempDir() + "/slow_path_shrunk.yaml";
   uint64_t failing = 0;
   for (uint64_t seed = 1; seed <= 40 && failing == 0; ++seed) {
-    faults::PipelineRunOptions o = cli::load_scenario(scenario)->pipeline;
+    simulated::PipelineRunOptions o = cli::load_scenario(scenario)->pipeline;
     o.seed = seed;
     o.swarm = true;
-    if (!faults::run_pipeline(o, registry).outcome.passed) failing = seed;
+    if (!simulated::run_pipeline(o, registry).outcome.passed) failing = seed;
   }
   ASSERT_NE(failing, 0u) << "no seed enabled the slow path in 40";
   EXPECT_EQ(run_cli(registry, {"prog", "shrink", scenario, "--seed", std::to_string(failing), "--out", out}), 1);
@@ -307,16 +307,16 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   EXPECT_NE(shrunk.find("buggify: [the slow path]"), std::string::npos) << shrunk;
   const auto again = cli::load_scenario(out);
   ASSERT_TRUE(again.has_value()) << again.error().message();
-  faults::PipelineRunOptions o = again->pipeline;
+  simulated::PipelineRunOptions o = again->pipeline;
   o.seed = failing;
   o.swarm = false;
-  const faults::RunOutcome r = faults::run_pipeline(o, registry).outcome;
+  const simulated::RunOutcome r = simulated::run_pipeline(o, registry).outcome;
   const checkers::Verdict* v = verdict(r, "assertions");
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->passed) << "the shrunk scenario does not fail";
   // Without the pinned site the failure is gone: the site is what it needs.
   o.buggify_sites = std::set<std::string>{};
-  EXPECT_TRUE(verdict(faults::run_pipeline(o, registry).outcome, "assertions")->passed);
+  EXPECT_TRUE(verdict(simulated::run_pipeline(o, registry).outcome, "assertions")->passed);
 }
 
 // A small case of the slow-path pipeline at `seed`, no faults scripted.

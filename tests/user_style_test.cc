@@ -65,7 +65,7 @@ ComputationRegistry with_planted_bugs() {
 // returns the failing verdicts.
 std::vector<checkers::Verdict> failures_with(const std::string& file, const std::string& name,
                                              const std::string& function, int seeds, bool swarm) {
-  faults::PipelineRunOptions o = options_of(file);
+  simulated::PipelineRunOptions o = options_of(file);
   for (auto& c : o.spec.computations) {
     if (c.name == name) c.processing_function = function;
   }
@@ -74,7 +74,7 @@ std::vector<checkers::Verdict> failures_with(const std::string& file, const std:
   std::vector<checkers::Verdict> out;
   for (int seed = 1; seed <= seeds; ++seed) {
     o.seed = static_cast<uint64_t>(seed);
-    for (const auto& v : faults::run_pipeline(o, registry).outcome.verdicts) {
+    for (const auto& v : simulated::run_pipeline(o, registry).outcome.verdicts) {
       if (!v.passed) out.push_back(v);
     }
   }
@@ -110,12 +110,12 @@ TEST(UserStyleTest, AWallClockInASwiftMapIsCaughtNamingTheComputation) {
 }
 
 TEST(UserStyleTest, TheDeterminismSelfCheckHashesPayloads) {
-  faults::PipelineRunOptions o = options_of("user_lottery.yaml");
+  simulated::PipelineRunOptions o = options_of("user_lottery.yaml");
   o.swarm = false;
   const ComputationRegistry registry = with_planted_bugs();
-  const auto twice = [&](const faults::PipelineRunOptions& options) {
-    const faults::RunOutcome a = faults::run_pipeline(options, registry).outcome;
-    const faults::RunOutcome b = faults::run_pipeline(options, registry).outcome;
+  const auto twice = [&](const simulated::PipelineRunOptions& options) {
+    const simulated::RunOutcome a = simulated::run_pipeline(options, registry).outcome;
+    const simulated::RunOutcome b = simulated::run_pipeline(options, registry).outcome;
     return checkers::DeterminismCheck().check(1, a.trace_hash, b.trace_hash, a.content_hash, b.content_hash, "");
   };
   EXPECT_TRUE(twice(o).passed) << twice(o).detail;  // random() and current_timestamp(): from the seed
