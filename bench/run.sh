@@ -29,7 +29,7 @@ say "headline exploration"
 "$onceflow" explore scenarios/retryable_request.yaml --seeds "$(size 200 20)" --jobs 1 --json >"$tmp/headline.json"
 
 say "rare bugs: guided against unguided exploration (bench/rare_bugs.sh)"
-bash bench/rare_bugs.sh "$onceflow" "$(size 10 1)" "$(size 300 30)" >"$tmp/rare_bugs.json"
+bash bench/rare_bugs.sh "$onceflow" "$(size 20 1)" "$(size 300 30)" >"$tmp/rare_bugs.json"
 
 say "the headline on a slower clock"
 "$onceflow" explore bench/scenarios/retryable_request_slow.yaml --seeds "$(size 50 5)" --jobs 1 --json >"$tmp/slow.json"

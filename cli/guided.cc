@@ -18,6 +18,8 @@ namespace {
 // Fresh seeds of the scenario as written, against mutants of the corpus: one run in this
 // many is fresh once the corpus holds something.
 constexpr uint64_t kFreshEvery = 5;
+// Mutants that keep their parent's seed (its schedule, up to what they change).
+constexpr double kSameSchedule = 0.25;
 // Mutations stacked on one child: 1 to this many.
 constexpr int kMaxStacked = 4;
 
@@ -202,6 +204,13 @@ GuidedInput GuidedSearch::mutate(const Entry& parent, uint64_t parent_run) {
   child.fresh = false;
   child.parent = static_cast<int64_t>(parent_run);
   std::string what;
+  // Most mutants run another schedule: a mutant that replays its parent's schedule is much
+  // like its parent, and a run that did not fail says little about a near copy of it. The
+  // parent's plan, knobs and workload (what got it to a rare feature) are kept.
+  if (!rng_.bernoulli(kSameSchedule)) {
+    child.seed = rng_.next_u64() % kMaxSeed + 1;
+    what = fmt::format("seed {}", child.seed);
+  }
   const int stacked = 1 + static_cast<int>(rng_.uniform(kMaxStacked));
   for (int done = 0, tries = 0; done < stacked && tries < 20; ++tries) {
     std::string one;
