@@ -879,7 +879,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
                     "Spend the seeds on mutants (faults, knobs, workload, seed) of the runs that reached something new, "
                     "and some on fresh seeds; every failing run written as a scenario file to --failures-dir");
   explore->add_flag("--stop-on-first-failure", explore_options.stop_on_first_failure,
-                    "Start no more seeds once one has failed unexpectedly (seeds run in rounds of 4 per worker process)");
+                    "Start no more seeds once one has failed unexpectedly (seeds run in rounds of 4 per worker process; "
+                    "--guided runs in batches of 8)");
   std::vector<std::string> inert;
   explore->add_option("--inert-fault", inert,
                       "Checking the checks: faults of this kind are scheduled but do nothing (repeatable)");
@@ -1136,6 +1137,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       }
       if (explore_options.continuous && (as_json || explore_options.stop_on_first_failure || !explore_options.junit_path.empty())) {
         throw UsageError{"--continuous reports as it goes: no --json, --junit or --stop-on-first-failure"};
+      }
+      if (explore->count("--failures-dir") > 0 && !explore_options.continuous && !explore_options.guided) {
+        throw UsageError{"--failures-dir goes with --guided or --continuous, which write failures there"};
       }
       if (explore_options.continuous && explore_options.guided) {
         throw UsageError{"--guided runs a bounded search (--seeds, --time-budget); it does not combine with --continuous"};

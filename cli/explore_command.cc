@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/explore.h"
@@ -166,6 +167,39 @@ std::string write_failure_scenario(const Invocation& inv, const std::string& dir
   return replay;
 }
 
+// --failures-dir, made before any run so that a folder that cannot be made is exit 2 at
+// once, not after an hour of exploring; taken away again (the folders it made, if still
+// empty) when nothing failed.
+class FailuresDir {
+ public:
+  explicit FailuresDir(const std::string& dir) : dir_(std::filesystem::absolute(dir).lexically_normal()) {
+    std::error_code ec;
+    std::filesystem::path top = dir_;
+    while (!std::filesystem::exists(top, ec) && top.has_parent_path() && top.parent_path() != top) {
+      made_top_ = top;
+      top = top.parent_path();
+    }
+    std::filesystem::create_directories(dir_, ec);
+    if (ec || !std::filesystem::is_directory(dir_, ec) || access(dir_.c_str(), W_OK) != 0) {
+      throw UsageError{"--failures-dir " + dir + ": cannot make or write this folder"};
+    }
+  }
+  FailuresDir(const FailuresDir&) = delete;
+  FailuresDir& operator=(const FailuresDir&) = delete;
+  ~FailuresDir() {
+    std::error_code ec;
+    if (made_top_.empty()) return;
+    for (std::filesystem::path at = dir_; !at.empty(); at = at.parent_path()) {
+      if (!std::filesystem::is_empty(at, ec) || ec || !std::filesystem::remove(at, ec)) break;
+      if (at == made_top_) break;
+    }
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path made_top_;  // the highest folder it made ("": none)
+};
+
 // The line that replays a failing run of `e`.
 std::string replay_of(const Invocation& inv, const Explored& e, const SeedSummary& r) {
   return r.replay.empty() ? replay_command(inv, e.s, r.seed, e.swarm) : r.replay;
@@ -215,8 +249,14 @@ void explore_guided(const Invocation& inv, const ExploreOptions& eo, Explored& e
       SeedSummary& r = report.summary;
       r.run = base + i + 1;
       g.add(batch[i], report);
-      if (!r.passed && e.written < kWrittenFailures) {
-        const GuidedInput& in = batch[i];
+      const GuidedInput& in = batch[i];
+      if (!r.passed && (e.s.demonstrates_failure || e.written >= kWrittenFailures) && !in.fresh) {
+        // Nothing replays a mutant but its file.
+        r.replay = e.s.demonstrates_failure
+                       ? "not written: a demonstration of a known-bad design fails by design"
+                       : fmt::format("not written: the first {} failing runs of this scenario were", kWrittenFailures);
+        r.first_failure = std::string(without_replay(r.first_failure));
+      } else if (!r.passed && !e.s.demonstrates_failure && e.written < kWrittenFailures) {
         const Scenario copy = in.fresh ? scripted_copy(e.s, report.plan, e.swarm, &report.knobs) : scenarios[i];
         const std::string origin = in.fresh ? fmt::format("seed {} of {}", in.seed, e.s.path)
                                             : fmt::format("a mutant of run {} of {} ({})", in.parent + 1, e.s.path, in.mutation);
@@ -527,7 +567,9 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
       std::vector<SeedSummary> failed;
       explore_seeds(inv, e.s, from, round, eo.jobs, e.swarm, [&](const SeedSummary& r) {
         ++seeds;
-        e.tally.add(r);
+        SeedSummary kept = r;
+        kept.features.clear();  // no coverage line: an endless exploration keeps none of them
+        e.tally.add(kept);
         if (!r.passed) failed.push_back(r);
       });
       std::sort(failed.begin(), failed.end(), [](const SeedSummary& a, const SeedSummary& b) { return a.seed < b.seed; });
@@ -610,6 +652,8 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
     junit.open(junit_partial);
     if (!junit) throw UsageError{"--junit: cannot write " + eo.junit_path};
   }
+  std::optional<FailuresDir> failures_dir;
+  if (eo.guided || eo.continuous) failures_dir.emplace(eo.failures_dir);
   std::error_code ec;
   const bool one_file = eo.paths.size() == 1 && !std::filesystem::is_directory(eo.paths[0], ec);
   const Micros start = wall_now();

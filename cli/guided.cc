@@ -164,8 +164,9 @@ std::vector<GuidedInput> GuidedSearch::next_batch(size_t n) {
   return out;
 }
 
-// Whether a feature says what a run reached at all (a probe, a fault's effect, a fault point
-// crashed at, a check with nothing to check), not how much of it: parents are picked by these.
+// Whether a feature is one of what a run reached (a probe, a fault's effect, a fault point
+// crashed at, a check that did not pass, and how often each), not a knob's or the history's
+// range: runs join the corpus, and parents are picked, by these.
 static bool reached_feature(const std::string& f) { return f.rfind("knob ", 0) != 0 && f.rfind("history ", 0) != 0; }
 
 // A feature first, in proportion to how rare it is (one over the runs that reached it), among
@@ -173,13 +174,7 @@ static bool reached_feature(const std::string& f) { return f.rfind("knob ", 0) !
 // picked more often. A rare feature gets many mutants however few runs reached it, where
 // summing over each run's features would let the many common ones drown it.
 size_t GuidedSearch::pick_parent() {
-  std::map<std::string, std::vector<size_t>> holders;  // reached feature -> corpus runs
-  for (size_t i = 0; i < corpus_.size(); ++i) {
-    for (const std::string& f : corpus_[i].features) {
-      if (reached_feature(f)) holders[f].push_back(i);
-    }
-  }
-  if (holders.empty()) return rng_.uniform(corpus_.size());
+  if (holders_.empty()) return rng_.uniform(corpus_.size());
   const auto weighted = [&](const std::vector<double>& weights) {
     double total = 0;
     for (const double w : weights) total += w;
@@ -191,8 +186,9 @@ size_t GuidedSearch::pick_parent() {
     return weights.size() - 1;
   };
   std::vector<double> rarity;
-  for (const auto& [f, runs] : holders) rarity.push_back(1.0 / static_cast<double>(seen_.at(f)));
-  auto chosen = holders.begin();
+  rarity.reserve(holders_.size());
+  for (const auto& [f, runs] : holders_) rarity.push_back(1.0 / static_cast<double>(seen_.at(f)));
+  auto chosen = holders_.begin();
   std::advance(chosen, static_cast<std::ptrdiff_t>(weighted(rarity)));
   std::vector<double> freshness;
   for (const size_t i : chosen->second) freshness.push_back(1.0 / (1.0 + static_cast<double>(corpus_[i].picked)));
@@ -339,7 +335,8 @@ bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string
       const auto now = in.knobs.find(knob);
       if (value == drawn.end() || (now != in.knobs.end() && now->second == value->second)) return false;
       in.knobs[knob] = value->second;
-      what = fmt::format("knob {}={}", knob, value->second);
+      simulated::keep_knob_rules(in.knobs);  // a Lease still outlives the epochs, and so on
+      what = fmt::format("knob {}={}", knob, in.knobs[knob]);
       return true;
     }
     default: {  // the workload: keys or the interval between inputs halved or doubled
@@ -368,9 +365,14 @@ void GuidedSearch::add(const GuidedInput& input, const GuidedReport& report) {
     space_ = report.space;
     have_space_ = true;
   }
+  // Knob and history ranges count for the coverage line, not for the corpus: nearly every run
+  // has one of its own, and a corpus of nearly every run guides nothing.
   bool new_feature = false;
-  for (const std::string& f : report.summary.features) new_feature |= seen_[f]++ == 0;
+  for (const std::string& f : report.summary.features) new_feature |= seen_[f]++ == 0 && reached_feature(f);
   if (!new_feature) return;
+  for (const std::string& f : report.summary.features) {
+    if (reached_feature(f)) holders_[f].push_back(corpus_.size());
+  }
   Entry e{run, input, report.point_hits, report.summary.features};
   // A fresh run is kept as it ran: its drawn plan and knobs become explicit.
   if (input.fresh) {

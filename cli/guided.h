@@ -30,7 +30,7 @@ namespace onceflow::cli {
 // What a run reached, as names: "probe P", "probe P x2^k" (its hits in [2^k, 2^(k+1))),
 // "effect KIND x2^k", "effect KIND: DETAIL x2^k", "crash at POINT", "knob K ~2^k",
 // "history C x2^k" (the run's counters: commits, epochs given up by cause, fenced...),
-// "check C n/a". Sorted, no repeats.
+// "check C n/a" or "check C fail". Sorted, no repeats.
 std::vector<std::string> run_features(const simulated::RunOutcome& r);
 
 // One run of a guided search.
@@ -101,6 +101,7 @@ class GuidedSearch {
   bool have_space_ = false;
   std::vector<Entry> corpus_;
   std::map<std::string, uint64_t> seen_;  // feature -> runs that reached it
+  std::map<std::string, std::vector<size_t>> holders_;  // reached feature -> corpus entries
   std::vector<GuidedInput> inputs_;       // every run's, in order
   uint64_t fresh_ = 0;
 };

@@ -57,11 +57,11 @@ KnobValues draw_knobs(uint64_t seed, const PipelineSpec& spec, const EngineOptio
   KnobValues k;
   k["epoch_period"] = std::max<int64_t>(5 * kMillis, scaled(rng, spec.epoch_period_us, 0.25, 2));
   k["scheduling_period"] = scaled(rng, spec.scheduling_period_us, 0.5, 2);
-  k["lease_ttl"] = std::max({scaled(rng, spec.lease_ttl_us, 0.5, 2), 8 * k["scheduling_period"], 10 * k["epoch_period"]});
+  k["lease_ttl"] = scaled(rng, spec.lease_ttl_us, 0.5, 2);
   k["epoch_batch_limit"] = one_of(rng, {4, 16, 64, 256});
   k["heartbeat_interval"] = scaled(rng, engine.heartbeat_interval_us, 0.5, 2);
-  k["worker_timeout"] = std::max(scaled(rng, engine.worker_timeout_us, 0.5, 2), 4 * k["heartbeat_interval"]);
-  k["start_grace"] = std::max(scaled(rng, engine.start_grace_us, 0.5, 2), 2 * k["heartbeat_interval"]);
+  k["worker_timeout"] = scaled(rng, engine.worker_timeout_us, 0.5, 2);
+  k["start_grace"] = scaled(rng, engine.start_grace_us, 0.5, 2);
   k["rpc_timeout"] = scaled(rng, engine.rpc_timeout_us, 0.5, 3);
   k["dedup_cleanup_every_epochs"] = one_of(rng, {1, 2, 8, 32});
   k["dedup_cleanup_rows"] = one_of(rng, {1, 16, 256, 4096});
@@ -69,7 +69,19 @@ KnobValues draw_knobs(uint64_t seed, const PipelineSpec& spec, const EngineOptio
   k["timer_rows_known"] = one_of(rng, {1, 16, 1024});
   k["idle_epoch_periods"] = one_of(rng, {1, 4, 16});
   assert(k.size() == kKnobs.size());
+  keep_knob_rules(k);
   return k;
+}
+
+void keep_knob_rules(KnobValues& k) {
+  const auto raise = [&k](const char* knob, int64_t floor) {
+    const auto it = k.find(knob);
+    if (it != k.end()) it->second = std::max(it->second, floor);
+  };
+  const auto value = [&k](const char* knob) { return k.count(knob) != 0 ? k.at(knob) : 0; };
+  raise("lease_ttl", std::max(8 * value("scheduling_period"), 10 * value("epoch_period")));
+  raise("worker_timeout", 4 * value("heartbeat_interval"));
+  raise("start_grace", 2 * value("heartbeat_interval"));
 }
 
 Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& engine) {

@@ -31,6 +31,10 @@ extern const std::vector<KnobInfo> kKnobs;
 
 // Draws every knob from `seed` around the values `spec` and `engine` have.
 KnobValues draw_knobs(uint64_t seed, const PipelineSpec& spec, const EngineOptions& engine);
+// Raises the knobs that must outlast others to their floors: a Lease outlives 8 scheduling
+// periods and 10 epoch periods, a worker's timeout 4 heartbeats, the start grace 2. Drawn
+// knobs keep them; a knob changed on its own (explore --guided) is made to.
+void keep_knob_rules(KnobValues& values);
 // Sets the knobs `values` names in `spec` and `engine`. kInvalidArgument for an unknown name or
 // a value out of its range (named, with the range).
 Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& engine);
