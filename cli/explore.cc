@@ -92,9 +92,10 @@ void ExploreTally::add(const SeedSummary& r) {
     t.held += c.held;
   }
   const std::pair<uint64_t, uint64_t> key{r.run, r.seed};
-  features_[key] = feature_hashes(r.features);
-  SeedSummary& kept = results_[key] = r;
-  kept.features = {};
+  if (keeps_coverage_) features_[key] = feature_hashes(r.features);
+  SeedSummary& kept = results_[key];
+  kept = r;
+  kept.features.clear();  // kept apart, hashed
 }
 
 CoverageCurve ExploreTally::coverage() const {

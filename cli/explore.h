@@ -55,6 +55,8 @@ class ExploreTally {
   const std::map<std::pair<uint64_t, uint64_t>, SeedSummary>& results() const { return results_; }
   // Features reached over the runs, in that order (cli/guided.h).
   CoverageCurve coverage() const;
+  // Whether add() keeps each run's features for coverage() (the default).
+  void set_keeps_coverage(bool keeps) { keeps_coverage_ = keeps; }
   std::vector<const SeedSummary*> failing() const;
   // Fault kinds configured or drawn in some seed that had no effect in any: the injector of
   // such a kind may have stopped injecting.
@@ -80,6 +82,7 @@ class ExploreTally {
  private:
   std::map<std::pair<uint64_t, uint64_t>, SeedSummary> results_;  // reports go in run and seed order
   std::map<std::pair<uint64_t, uint64_t>, std::vector<uint64_t>> features_;  // hashed, kept apart
+  bool keeps_coverage_ = true;
   std::vector<std::string> check_order_;
   std::map<std::string, std::map<std::string, uint64_t>> by_check_;  // name -> verdict -> seeds
   std::vector<int64_t> drains_us_;

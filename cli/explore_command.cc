@@ -157,8 +157,7 @@ std::string write_failure_scenario(const Invocation& inv, const std::string& dir
                                    const Scenario& copy, uint64_t seed, const std::string& header,
                                    const std::string& description) {
   const std::string bug = inv.bug_name.empty() ? "" : " --bug " + inv.bug_name;
-  std::filesystem::create_directories(dir);
-  const std::string file = dir + "/" + file_name;
+  const std::string file = dir + "/" + file_name;  // FailuresDir made `dir`
   const std::string replay = fmt::format("{} run {} --seed {}{}", program_name(), file, seed, bug);
   std::ofstream out(file);
   out << "# Written by onceflow explore " << header << "; replay with: " << replay << "\n"
@@ -239,7 +238,8 @@ void explore_guided(const Invocation& inv, const ExploreOptions& eo, Explored& e
         [&](uint64_t i) {
           const uint64_t run = base + i + 1;
           return guided_report_json(run_seed(inv, scenarios[i], batch[i].seed, g.swarm_for(batch[i]), 0,
-                                             determinism_sampled(run)))
+                                             determinism_sampled(run)),
+                                    run == 1)
               .dump();
         },
         [&](uint64_t i, const std::string& line) { lines[i] = line; });
@@ -550,6 +550,8 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
     }
   } handlers;
   g_stop_continuous = 0;
+  // No coverage line: an endless exploration keeps no features of its seeds.
+  for (Explored& e : all) e.tally.set_keeps_coverage(false);
   const Micros deadline = eo.time_budget_us > 0 ? start + eo.time_budget_us : -1;
   fmt::print("explore --continuous: {} scenarios, seeds from {} (rerun this stream with ONCEFLOW_SEED={}), {}; "
              "new failures go to {}/\n",
@@ -567,9 +569,7 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
       std::vector<SeedSummary> failed;
       explore_seeds(inv, e.s, from, round, eo.jobs, e.swarm, [&](const SeedSummary& r) {
         ++seeds;
-        SeedSummary kept = r;
-        kept.features.clear();  // no coverage line: an endless exploration keeps none of them
-        e.tally.add(kept);
+        e.tally.add(r);
         if (!r.passed) failed.push_back(r);
       });
       std::sort(failed.begin(), failed.end(), [](const SeedSummary& a, const SeedSummary& b) { return a.seed < b.seed; });

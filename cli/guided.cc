@@ -52,9 +52,6 @@ faults::Fault parse_fault(const json& j) {
   return f;
 }
 
-json strings_json(const std::vector<std::string>& v) { return json(v); }
-std::vector<std::string> strings_of(const json& j) { return j.get<std::vector<std::string>>(); }
-
 void sort_plan(faults::FaultPlan& plan) {
   std::stable_sort(plan.faults.begin(), plan.faults.end(),
                    [](const faults::Fault& a, const faults::Fault& b) { return a.at_us < b.at_us; });
@@ -97,22 +94,21 @@ std::vector<std::string> run_features(const simulated::RunOutcome& r) {
   return out;
 }
 
-json guided_report_json(const simulated::RunOutcome& r) {
+json guided_report_json(const simulated::RunOutcome& r, bool with_space) {
   json j = summary_json(r);
   json plan = json::array();
   for (const faults::Fault& f : r.plan.faults) plan.push_back(fault_json(f));
   json hits = json::array();
   for (const faults::PointHit& h : r.point_hits) hits.push_back({h.node, h.point, h.at_us});
-  const faults::SwarmOptions& s = r.fault_space;
-  json kinds = json::array();
-  for (const faults::FaultKind k : s.kinds) kinds.push_back(std::string(faults::fault_kind_name(k)));
   j["plan"] = json{{"faults", plan}, {"heal_at", r.plan.heal_at_us}};
   j["knobs"] = r.knobs;
   j["point_hits"] = hits;
-  j["space"] = json{{"start", s.start_us},         {"heal_at", s.heal_at_us},
-                    {"nodes", strings_json(s.nodes)}, {"store", s.store_node},
-                    {"kinds", kinds},                {"targets", strings_json(s.sink_targets)},
-                    {"spares", strings_json(s.spare_workers)}};
+  if (!with_space) return j;
+  const faults::SwarmOptions& s = r.fault_space;
+  json kinds = json::array();
+  for (const faults::FaultKind k : s.kinds) kinds.push_back(std::string(faults::fault_kind_name(k)));
+  j["space"] = json{{"start", s.start_us}, {"heal_at", s.heal_at_us}, {"nodes", s.nodes},    {"store", s.store_node},
+                    {"kinds", kinds},      {"targets", s.sink_targets}, {"spares", s.spare_workers}};
   return j;
 }
 
@@ -123,14 +119,16 @@ GuidedReport parse_guided_report(const json& j) {
   r.plan.heal_at_us = j.at("plan").at("heal_at").get<Micros>();
   r.knobs = j.at("knobs").get<simulated::KnobValues>();
   for (const json& h : j.at("point_hits")) r.point_hits.push_back({h[0].get<std::string>(), h[1].get<std::string>(), h[2].get<Micros>()});
+  if (!j.contains("space")) return r;
   const json& s = j.at("space");
-  r.space.start_us = s.at("start").get<Micros>();
-  r.space.heal_at_us = s.at("heal_at").get<Micros>();
-  r.space.nodes = strings_of(s.at("nodes"));
-  r.space.store_node = s.at("store").get<std::string>();
-  for (const json& k : s.at("kinds")) r.space.kinds.push_back(*faults::parse_fault_kind(k.get<std::string>()));
-  r.space.sink_targets = strings_of(s.at("targets"));
-  r.space.spare_workers = strings_of(s.at("spares"));
+  faults::SwarmOptions& space = r.space.emplace();
+  space.start_us = s.at("start").get<Micros>();
+  space.heal_at_us = s.at("heal_at").get<Micros>();
+  space.nodes = s.at("nodes").get<std::vector<std::string>>();
+  space.store_node = s.at("store").get<std::string>();
+  for (const json& k : s.at("kinds")) space.kinds.push_back(*faults::parse_fault_kind(k.get<std::string>()));
+  space.sink_targets = s.at("targets").get<std::vector<std::string>>();
+  space.spare_workers = s.at("spares").get<std::vector<std::string>>();
   return r;
 }
 
@@ -148,7 +146,7 @@ std::vector<GuidedInput> GuidedSearch::next_batch(size_t n) {
   std::vector<GuidedInput> out;
   for (size_t i = 0; i < n; ++i) {
     // The first batch, and one run in kFreshEvery after, draws a fresh seed.
-    const bool fresh = corpus_.empty() || !have_space_ || rng_.uniform(kFreshEvery) == 0;
+    const bool fresh = corpus_.empty() || !space_ || rng_.uniform(kFreshEvery) == 0;
     if (fresh && next_fresh_ <= kMaxSeed) {
       GuidedInput in;
       in.seed = next_fresh_++;
@@ -222,8 +220,8 @@ GuidedInput GuidedSearch::mutate(const Entry& parent, uint64_t parent_run) {
 
 bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string& what) {
   std::vector<faults::Fault>& faults = in.plan.faults;
-  const Micros start = space_.start_us;
-  const Micros heal = std::max(space_.heal_at_us, start + 1);
+  const Micros start = space_->start_us;
+  const Micros heal = std::max(space_->heal_at_us, start + 1);
   const auto within = [&](faults::Fault& f) {
     f.at_us = std::clamp<Micros>(f.at_us, start, heal - 1);
     if (f.duration_us > 0) f.duration_us = std::clamp<Micros>(f.duration_us, 1, heal - f.at_us);
@@ -243,8 +241,8 @@ bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string
       // nothing before it does.
       faults::Fault f;
       f.kind = faults::FaultKind::kReorder;
-      if (space_.nodes.empty()) return false;
-      f.node = space_.nodes[rng_.uniform(space_.nodes.size())];
+      if (space_->nodes.empty()) return false;
+      f.node = space_->nodes[rng_.uniform(space_->nodes.size())];
       f.at_us = rng_.uniform_range(start, heal - 1);
       f.duration_us = 5 * kMillis;
       f.intensity = 0.5;
@@ -265,19 +263,17 @@ bool GuidedSearch::mutate_once(GuidedInput& in, const Entry& parent, std::string
       return true;
     }
     case 2: {  // a fault of a kind the scenario draws
-      if (space_.kinds.empty()) return false;
-      const faults::FaultKind kind = space_.kinds[rng_.uniform(space_.kinds.size())];
-      faults::Fault f = faults::draw_fault(rng_, space_, kind, 0.05 + 0.95 * rng_.unit());
-      const bool needs_node = kind == faults::FaultKind::kSinkErrors || kind == faults::FaultKind::kSinkRejects ||
-                              kind == faults::FaultKind::kDedupEviction || kind == faults::FaultKind::kRebalance;
-      if (needs_node && f.node.empty()) return false;
+      if (space_->kinds.empty()) return false;
+      const faults::FaultKind kind = space_->kinds[rng_.uniform(space_->kinds.size())];
+      faults::Fault f = faults::draw_fault(rng_, *space_, kind, 0.05 + 0.95 * rng_.unit());
+      if (faults::lacks_target(f)) return false;
       what = "added " + f.describe();
       faults.push_back(std::move(f));
       return true;
     }
     case 3: {  // a crash at a fault point of the engine, or the parent's point crashes pinned
       std::vector<std::string> nodes;
-      for (const std::string& node : space_.nodes) {
+      for (const std::string& node : space_->nodes) {
         if (node.rfind("worker", 0) == 0 || node.rfind("controller", 0) == 0) nodes.push_back(node);
       }
       if (!parent.point_hits.empty() && rng_.bernoulli(0.5)) {
@@ -361,10 +357,7 @@ void GuidedSearch::add(const GuidedInput& input, const GuidedReport& report) {
   const uint64_t run = inputs_.size();
   inputs_.push_back(input);
   fresh_ += input.fresh ? 1 : 0;
-  if (!have_space_) {
-    space_ = report.space;
-    have_space_ = true;
-  }
+  if (!space_) space_ = report.space;
   // Knob and history ranges count for the coverage line, not for the corpus: nearly every run
   // has one of its own, and a corpus of nearly every run guides nothing.
   bool new_feature = false;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,11 +51,12 @@ struct GuidedReport {
   faults::FaultPlan plan;
   simulated::KnobValues knobs;
   std::vector<faults::PointHit> point_hits;
-  faults::SwarmOptions space;
+  std::optional<faults::SwarmOptions> space;  // sent by a search's first run only
 };
 
-// The report of `r` as one JSON line's object, and back.
-nlohmann::json guided_report_json(const simulated::RunOutcome& r);
+// The report of `r` as one JSON line's object, with the run's fault space when `with_space`
+// (the search's first run: every run of a scenario has the same), and back.
+nlohmann::json guided_report_json(const simulated::RunOutcome& r, bool with_space);
 GuidedReport parse_guided_report(const nlohmann::json& j);
 
 class GuidedSearch {
@@ -97,8 +99,7 @@ class GuidedSearch {
   bool swarm_;
   uint64_t next_fresh_;
   Xoshiro256StarStar rng_;
-  faults::SwarmOptions space_;
-  bool have_space_ = false;
+  std::optional<faults::SwarmOptions> space_;  // from the first run's report
   std::vector<Entry> corpus_;
   std::map<std::string, uint64_t> seen_;  // feature -> runs that reached it
   std::map<std::string, std::vector<size_t>> holders_;  // reached feature -> corpus entries

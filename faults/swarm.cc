@@ -72,6 +72,12 @@ Fault draw_fault(Random& rng, const SwarmOptions& o, FaultKind kind, double inte
   return f;
 }
 
+bool lacks_target(const Fault& f) {
+  const bool needs_node = f.kind == FaultKind::kSinkErrors || f.kind == FaultKind::kSinkRejects ||
+                          f.kind == FaultKind::kDedupEviction || f.kind == FaultKind::kRebalance;
+  return needs_node && f.node.empty();
+}
+
 FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
   assert(o.heal_at_us > o.start_us);
   assert(!o.nodes.empty());
@@ -95,9 +101,7 @@ FaultPlan generate_swarm(Random& rng, const SwarmOptions& o, SwarmMix* mix) {
     const int count = 1 + static_cast<int>(entry.intensity * (o.max_faults_per_kind - 1) + 0.5);
     for (int i = 0; i < count; ++i) {
       Fault f = draw_fault(rng, o, entry.kind, entry.intensity);
-      const bool needs_node = f.kind == FaultKind::kSinkErrors || f.kind == FaultKind::kSinkRejects ||
-                              f.kind == FaultKind::kDedupEviction || f.kind == FaultKind::kRebalance;
-      if (needs_node && f.node.empty()) continue;  // nothing of that sort to hit
+      if (lacks_target(f)) continue;
       plan.faults.push_back(std::move(f));
     }
   }

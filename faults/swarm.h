@@ -39,6 +39,9 @@ struct SwarmMix {
 // and stronger as `intensity` (in (0, 1]) grows. The node may be empty when the options name
 // nothing of the sort the kind needs (a sink target, a spare worker).
 Fault draw_fault(Random& rng, const SwarmOptions& options, FaultKind kind, double intensity);
+// Whether `f` (drawn) is of a kind that needs a sink target or a spare worker and found none
+// to hit: such a fault is left out of a plan.
+bool lacks_target(const Fault& f);
 
 // Draws a mix and a plan from `rng`. REQUIRES: options.heal_at_us > options.start_us, and
 // at least one node.

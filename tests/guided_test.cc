@@ -24,12 +24,13 @@ GuidedReport report(const GuidedInput& in, std::vector<std::string> features) {
   r.summary.seed = in.seed;
   r.summary.passed = true;
   r.summary.features = std::move(features);
-  r.space.start_us = 100 * kMillis;
-  r.space.heal_at_us = 4 * kSeconds;
-  r.space.nodes = {"worker-1", "worker-2", "controller-1", "target-counts_out"};
-  r.space.store_node = "store";
-  r.space.kinds = {faults::FaultKind::kCrash, faults::FaultKind::kLostReplies, faults::FaultKind::kDelay};
-  r.space.sink_targets = {"target-counts_out"};
+  faults::SwarmOptions& space = r.space.emplace();
+  space.start_us = 100 * kMillis;
+  space.heal_at_us = 4 * kSeconds;
+  space.nodes = {"worker-1", "worker-2", "controller-1", "target-counts_out"};
+  space.store_node = "store";
+  space.kinds = {faults::FaultKind::kCrash, faults::FaultKind::kLostReplies, faults::FaultKind::kDelay};
+  space.sink_targets = {"target-counts_out"};
   if (in.fresh) {
     faults::Fault f;
     f.kind = faults::FaultKind::kCrash;
@@ -37,7 +38,7 @@ GuidedReport report(const GuidedInput& in, std::vector<std::string> features) {
     f.at_us = kSeconds;
     f.duration_us = 200 * kMillis;
     r.plan.faults = {f};
-    r.plan.heal_at_us = r.space.heal_at_us;
+    r.plan.heal_at_us = space.heal_at_us;
     r.knobs = {{"epoch_period", 50 * kMillis}};
   }
   r.point_hits = {{"worker-2", "epoch.after_commit", 2 * kSeconds}};
