@@ -785,6 +785,9 @@ std::string table_shape(const PipelineSpec& spec) {
     out += fmt::format("sink {} {} {} {} {} {} {} {}\n", s.name, sink_type_name(s.type), s.input_stream,
                        queue ? -1 : s.partitions, s.at_most_once_strategy.enabled, s.topic,
                        delivery_name(s.delivery_guarantee), s.synchronous);
+    // A sharded ClickHouse sink sends each row to shard key % shards: with another count, a
+    // batch sent again after a restart would reach other shards than its first send did.
+    if (!s.shard_hosts.empty()) out.insert(out.size() - 1, fmt::format(" shards {}", s.shard_hosts.size()));
   }
   return out;
 }

@@ -354,7 +354,7 @@ Result<uint64_t> ClickHouseSink::deliver_batches(const std::string& job, LeaseId
     for (size_t i = 0; i < batch.parts.size(); ++i) {
       if (batch.parts[i].empty()) continue;
       std::string token;
-      if (knows_token_.contains(i)) token = spec_.shard_hosts.empty() ? batch.token : batch.token + ":" + spec_.shard_hosts[i];
+      if (knows_token_.contains(i)) token = spec_.shard_hosts.empty() ? batch.token : batch.token + ":" + s[i]->origin();
       const HttpReply reply = insert(*s[i], batch.parts[i], token);
       if (reply.ok()) continue;
       const Status why = Status::unavailable(fmt::format("ClickHouse at {}: {}", s[i]->url(), reply.describe()));

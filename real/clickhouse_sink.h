@@ -55,6 +55,9 @@ class ClickHouseServer {
   // settings given (URL parameters).
   HttpReply insert(const std::string& table, const std::string& rows, const std::string& settings = "");
   const std::string& url() const { return parsed_.shown; }  // its password, if any, as "***"
+  // "http://host:port": the shard's name in a batch's token, the same whatever user,
+  // password, path or parameters the URL carries (a rotated password must not change it).
+  const std::string& origin() const { return parsed_.origin; }
   bool ping();  // the server answers /ping
 
  private:

@@ -1,11 +1,19 @@
-// The pieces of onceflow real's HTTP sinks and metrics that need no server: URLs, ClickHouse's
-// TabSeparated rows both ways, the batches of the exactly-once ClickHouse sinks, and the
-// Prometheus text format.
+// The pieces of onceflow real's HTTP sinks and metrics that need no real server: URLs,
+// ClickHouse's TabSeparated rows both ways, the batches of the exactly-once ClickHouse sinks,
+// the tokens a server with insert_deduplication_token gets (from a fake server: Debian's
+// ClickHouse 18.16 has no such setting), and the Prometheus text format.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "core/connectors.h"
 #include "real/clickhouse_sink.h"
 #include "real/http.h"
+#include "real/loop.h"
 #include "real/metrics.h"
 
 namespace onceflow::real {
@@ -117,6 +125,103 @@ TEST(ClickHouseBatchesTest, OnlyCompleteBatchesGoWithTheirLargestIdAsToken) {
   ASSERT_EQ((*sharded)[0].parts.size(), 2u);
   EXPECT_EQ((*sharded)[0].parts[0].size(), 2u);  // keys 0 and 2
   EXPECT_EQ((*sharded)[0].parts[1].size(), 1u);
+}
+
+// A ClickHouse that knows insert_deduplication_token, as far as the sink asks: its table is a
+// ReplicatedMergeTree with the right columns; every INSERT's token is kept.
+class FakeClickHouse {
+ public:
+  FakeClickHouse() {
+    server_.Get("/ping", [](const httplib::Request&, httplib::Response& res) { res.set_content("Ok.\n", "text/plain"); });
+    server_.Post("/", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.has_param("query")) {  // an INSERT: its rows are the body
+        std::lock_guard lock(mu_);
+        inserts_.emplace_back(req.get_param_value("insert_deduplication_token"), req.body);
+        return;
+      }
+      const std::string& sql = req.body;
+      std::string answer;
+      if (sql.find("system.tables") != std::string::npos) {
+        answer = "ReplicatedMergeTree\tReplicatedMergeTree('/t', 'r') ORDER BY message_id\n";
+      } else if (sql.find("system.merge_tree_settings") != std::string::npos) {
+        answer = "604800\n";
+      } else if (sql.find("system.columns") != std::string::npos) {
+        answer = "message_id\tString\nkey\tUInt64\npayload\tString\n";
+      } else if (sql.find("insert_deduplication_token") != std::string::npos) {
+        answer = "1\n";
+      } else {
+        res.status = 400;
+      }
+      res.set_content(answer, "text/tab-separated-values");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~FakeClickHouse() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  // (token, rows) of every INSERT, in order.
+  std::vector<std::pair<std::string, std::string>> inserts() {
+    std::lock_guard lock(mu_);
+    return inserts_;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, std::string>> inserts_;
+};
+
+// Delivers `rows` through a clickhouse sink of `spec` from a fiber, as a sink job does.
+Result<uint64_t> deliver(const SinkSpec& spec, const std::vector<OutboxRow>& rows) {
+  RealLoop loop;
+  loop.add_node("worker");
+  auto sink = ClickHouseSink::open(loop, spec, 5 * kSeconds, nullptr);
+  if (!sink) return sink.error();
+  std::optional<Result<uint64_t>> delivered;
+  loop.runtime("worker").spawn("sink", [&] { delivered = (*sink)->deliver("sink/counts/0", 7, rows); });
+  loop.run([&] { return delivered.has_value(); });
+  return *delivered;
+}
+
+TEST(ClickHouseTokenTest, AServerThatKnowsTheTokenGetsTheBatchsLargestIdAndEachShardItsOrigin) {
+  std::vector<Message> batch(4);
+  for (size_t i = 0; i < batch.size(); ++i) batch[i] = message(30 + i, i);
+  batch[2].id = 77;
+  std::vector<OutboxRow> rows;
+  append_outbox_rows(1, batch, true, &rows);
+
+  FakeClickHouse one;
+  SinkSpec spec;
+  spec.name = "counts";
+  spec.type = SinkType::kClickHouse;
+  spec.url = fmt::format("http://127.0.0.1:{}", one.port());
+  auto delivered = deliver(spec, rows);
+  ASSERT_TRUE(delivered) << delivered.error().message();
+  EXPECT_EQ(*delivered, 4u);
+  ASSERT_EQ(one.inserts().size(), 1u);
+  EXPECT_EQ(one.inserts()[0].first, format_id(77));
+
+  // Sharded: each shard's part carries the token with the shard's origin, never the URL's
+  // user, password or parameters (a rotated password keeps the token).
+  FakeClickHouse a, b;
+  SinkSpec sharded = spec;
+  sharded.url.clear();
+  sharded.shard_hosts = {fmt::format("http://writer:secret@127.0.0.1:{}/?database=default", a.port()),
+                         fmt::format("http://127.0.0.1:{}", b.port())};
+  delivered = deliver(sharded, rows);
+  ASSERT_TRUE(delivered) << delivered.error().message();
+  ASSERT_EQ(a.inserts().size(), 1u);
+  ASSERT_EQ(b.inserts().size(), 1u);
+  EXPECT_EQ(a.inserts()[0].first, fmt::format("{}:http://127.0.0.1:{}", format_id(77), a.port()));
+  EXPECT_EQ(b.inserts()[0].first, fmt::format("{}:http://127.0.0.1:{}", format_id(77), b.port()));
+  EXPECT_EQ(a.inserts()[0].second, clickhouse_rows({batch[0], batch[2]}));  // keys 0 and 2
+  EXPECT_EQ(b.inserts()[0].second, clickhouse_rows({batch[1], batch[3]}));
 }
 
 TEST(ClickHouseSqlTest, NamesAndLiteralsAreQuoted) {
