@@ -973,6 +973,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   ctl_status->add_option("--data", ctl_options.data_dir, "The run's data directory (LevelDB; not while a run has it open)");
   ctl_status->add_option("--store", ctl_options.store, "The deployment's PostgreSQL store (libpq connection string)");
   ctl_status->add_flag("--json", ctl_json, "Print one JSON object");
+  std::string ctl_rates_over = "1s";
+  ctl_status->add_option("--rates-over", ctl_rates_over,
+                         "PostgreSQL: read the store twice this far apart for rates (messages, epochs, lag's change "
+                         "per second); 0: no rates")
+      ->capture_default_str();
   // The requests, applied by whichever controller's process leads (real/operator_requests.h).
   real::CtlRequest ctl_request;
   std::string ctl_timeout;
@@ -1177,7 +1182,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
         throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
       }
-      return real::run_ctl_status(*spec, ctl_options, ctl_json);
+      const Micros rates_over = ctl_rates_over == "0" ? 0 : duration_option("--rates-over", ctl_rates_over, 100 * kMillis, 600 * kSeconds);
+      return real::run_ctl_status(*spec, ctl_options, ctl_json, rates_over);
     }
     for (CLI::App* cmd : ctl_requests) {
       if (!cmd->parsed()) continue;

@@ -37,6 +37,7 @@ std::optional<SinkProgress> sink_progress(std::string_view meta_row);
 // in memory (or took in its last epoch, to be queued), whether a finite source has read all
 // of its input (zero and false for a row written before these were kept), and its watermark.
 struct JobProgress {
+  uint64_t epoch = 0;  // the number of its last committed epoch (0: none)
   uint64_t amo_pending = 0;
   bool finished = false;
   Micros low_watermark = INT64_MIN;   // no new message the job emits will be older

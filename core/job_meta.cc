@@ -6,6 +6,7 @@ namespace onceflow {
 JobProgress job_progress(std::string_view meta_row) {
   const Job::Meta meta = Job::Meta::decode(meta_row);
   JobProgress out = meta.progress;
+  out.epoch = meta.epoch;
   out.low_watermark = meta.low_watermark;
   out.last_output_ts = meta.last_output_ts;
   out.event_watermark = meta.event_watermark;

@@ -155,6 +155,8 @@ void describe_metrics(Metrics& m) {
   m.describe("onceflow_controller_leading", T::kGauge, "1 when this process's controller leads.");
   m.describe("onceflow_store_commits_total", T::kCounter, "Transactions this process committed to the store.");
   m.describe("onceflow_store_conflicts_total", T::kCounter, "Commits refused for a write-write conflict.");
+  m.describe("onceflow_lease_renewals_total", T::kCounter,
+             "Lease renewals (pings that kept a worker's, job's or controller's Lease alive) this process made.");
   m.describe("onceflow_sink_outbox_undelivered_messages", T::kGauge,
              "Messages a sink partition's committed outbox holds that its target has not acknowledged.");
   m.describe("onceflow_build_info", T::kGauge, "1, labelled with the version of onceflow this process runs.");
@@ -187,7 +189,8 @@ class RealDeployment::Progress final : public EngineObserver {
     }
     for (const char* lease : {"worker", "job", "controller"}) m.add("onceflow_leases_lost_total", {{"lease", lease}}, 0);
     for (const char* name : {"onceflow_delivery_retries_total", "onceflow_store_errors_total",
-                             "onceflow_job_leases_granted_total", "onceflow_job_leases_aborted_total"}) {
+                             "onceflow_job_leases_granted_total", "onceflow_job_leases_aborted_total",
+                             "onceflow_lease_renewals_total"}) {
       m.add(name, {}, 0);
     }
   }
@@ -691,6 +694,7 @@ void RealDeployment::update_gauges(const Observed& o) {
   const RealStore::Stats st = store_.stats();
   metrics_.set("onceflow_store_commits_total", {}, static_cast<double>(st.commits));
   metrics_.set("onceflow_store_conflicts_total", {}, static_cast<double>(st.conflicts));
+  metrics_.set("onceflow_lease_renewals_total", {}, static_cast<double>(st.lease_renewals));
   // The deployment's gauges (lag, outboxes) come from the leading controller's process alone:
   // from every process, a sum over the deployment's targets would count each several times.
   metrics_.clear("onceflow_source_lag_messages");

@@ -240,6 +240,7 @@ Status LevelDbStore::ping_lease(LeaseId lease) {
     return Status::prerequisite_failed(fmt::format("lease {} is {}", lease, lease_state_name(state)));
   }
   leases_[lease].last_ping = clock_.now();
+  ++stats_.lease_renewals;
   return Status::ok();
 }
 

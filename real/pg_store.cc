@@ -438,6 +438,8 @@ Status PgStore::ping_lease(LeaseId lease) {
                          {std::to_string(lease)});
   if (!rows) return rows.error();
   if (rows->empty()) return Status::prerequisite_failed(fmt::format("lease {} has ended", lease));
+  std::lock_guard lock(mu_);
+  ++stats_.lease_renewals;
   return Status::ok();
 }
 

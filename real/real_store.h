@@ -30,6 +30,7 @@ class RealStore : public Store {
     uint64_t scans_past_empty = 0;  // scans that sought past a range known to be empty
     uint64_t scans_before_empty = 0;  // scans that stopped before a range known to be empty
     uint64_t conflicts = 0;         // commits refused for a write-write conflict
+    uint64_t lease_renewals = 0;    // pings that kept a Lease alive (worker, job, controller)
     // Read requests: a point read, a batch of them (PostgreSQL; LevelDB counts each key) or a
     // range. On PostgreSQL each is a round trip.
     uint64_t reads = 0;

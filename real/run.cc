@@ -318,12 +318,20 @@ double seconds_since(Micros start) { return static_cast<double>(calendar_now() -
 
 }  // namespace
 
-int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json) {
+int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json, Micros rates_over_us) {
   WallClock clock;
   std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
   if (!store) return 2;
   auto status = read_status(spec, *store);
   if (!status) return bad(status.error().message());
+  if (rates_over_us > 0 && !o.store.empty()) {
+    const Micros first = clock.now();
+    std::this_thread::sleep_for(std::chrono::microseconds(rates_over_us));
+    auto second = read_status(spec, *store);
+    if (!second) return bad(second.error().message());
+    add_rates(*second, *status, static_cast<double>(clock.now() - first) / kSeconds);
+    status = std::move(second);
+  }
   if (as_json) {
     fmt::print("{}\n", status->dump(2));
   } else {

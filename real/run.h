@@ -41,7 +41,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
 int run_kafka_mock(int brokers, const std::vector<std::string>& topics);
 // onceflow ctl status: what the store of a deployment of `spec` says of it (real/status.h), as
 // text or JSON; exit 2 when the store cannot be opened (a LevelDB directory in use by a run).
-int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json);
+// `rates_over_us` > 0 on a PostgreSQL deployment: the status is read twice that far apart,
+// with the rates between (add_rates in real/status.h). A LevelDB directory is a run that
+// ended: no rates.
+int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json, Micros rates_over_us);
 
 // onceflow ctl pause|resume|stop|repartition|set: a request stored for the leading controller's
 // process of a running deployment (real/operator_requests.h), and waited for. Exit 0 when

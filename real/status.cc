@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <map>
+
 #include "core/controller.h"
 #include "core/env/codec.h"
 #include "core/job.h"
@@ -96,6 +99,7 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
       job["lease_state"] = lease_alive(store, a->lease);
     }
     const auto& meta = (*metas)[i];
+    job["last_epoch"] = meta ? job_progress(*meta).epoch : 0;
     if (meta && id.kind == JobKind::kSink) {
       if (auto p = sink_progress(*meta)) {
         const OutboxCounts outbox = outbox_counts(*p);
@@ -138,6 +142,49 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
   return out;
 }
 
+void add_rates(json& now, const json& before, double seconds) {
+  // A counter that went back (a sink partition recreated for a resharded target numbers its
+  // outbox from 1 again) counts from 0.
+  const auto grew = [](uint64_t a, uint64_t b) { return b >= a ? b - a : b; };
+  std::map<std::string, uint64_t> read, acknowledged, epochs;
+  std::map<std::string, int64_t> lag;
+  std::map<std::pair<std::string, int>, const json*> source_before;
+  for (const auto& s : before["sources"]) source_before[{s["source"].get<std::string>(), s["partition"].get<int>()}] = &s;
+  for (const auto& s : now["sources"]) {
+    const std::string name = s["source"].get<std::string>();
+    read[name] += 0;
+    const auto it = source_before.find({name, s["partition"].get<int>()});
+    if (it == source_before.end()) continue;
+    read[name] += grew((*it->second)["read"].get<uint64_t>(), s["read"].get<uint64_t>());
+    if (s.contains("lag") && it->second->contains("lag")) {
+      lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>((*it->second)["lag"].get<uint64_t>());
+    }
+  }
+  std::map<std::string, const json*> job_before;
+  for (const auto& j : before["jobs"]) job_before[j["job"].get<std::string>()] = &j;
+  for (const auto& j : now["jobs"]) {
+    const std::string job = j["job"].get<std::string>();
+    const std::string of = job.substr(0, job.rfind('/'));  // "computation/Counter"
+    epochs[of] += 0;
+    const auto it = job_before.find(job);
+    if (it == job_before.end()) continue;
+    epochs[of] += grew((*it->second)["last_epoch"].get<uint64_t>(), j["last_epoch"].get<uint64_t>());
+    if (j.contains("outbox_acknowledged")) {  // a sink job: 0 before its first epoch
+      acknowledged[of.substr(of.find('/') + 1)] +=
+          grew(it->second->value("outbox_acknowledged", uint64_t{0}), j["outbox_acknowledged"].get<uint64_t>());
+    }
+  }
+  const auto per_second = [&](double n) { return std::round(n / seconds * 10) / 10; };
+  json rates{{"over_s", seconds}};
+  for (const auto& [name, n] : read) {
+    rates["sources"][name]["read_per_s"] = per_second(static_cast<double>(n));
+    if (lag.contains(name)) rates["sources"][name]["lag_change_per_s"] = per_second(static_cast<double>(lag[name]));
+  }
+  for (const auto& [name, n] : acknowledged) rates["sinks"][name]["acknowledged_per_s"] = per_second(static_cast<double>(n));
+  for (const auto& [name, n] : epochs) rates["epochs_per_s"][name] = per_second(static_cast<double>(n));
+  now["rates"] = rates;
+}
+
 std::string format_status(const json& s) {
   std::string out = fmt::format("pipeline {}: {}", s["pipeline"].get<std::string>(), s["state"].get<std::string>());
   if (s["layout_change_pending"].get<bool>()) out += " (a layout change under way)";
@@ -158,16 +205,16 @@ std::string format_status(const json& s) {
     out += fmt::format("\n  {:<24} Lease {:<20} {:<8} {} jobs", w["name"].get<std::string>(), w["lease"].get<uint64_t>(),
                        w["lease_state"].get<std::string>(), w["jobs_running"].get<size_t>());
   }
-  out += fmt::format("\n{:<32} {:<24} {:<20} {}", "job", "worker", "Lease", "state");
+  out += fmt::format("\n{:<32} {:<24} {:<20} {:<8} {}", "job", "worker", "Lease", "state", "last epoch");
   for (const auto& j : s["jobs"]) {
-    std::string extra;
+    std::string line = fmt::format("{:<32} {:<24} {:<20} {:<8} {}", j["job"].get<std::string>(),
+                                   j["worker"].is_null() ? "-" : j["worker"].get<std::string>(), j["lease"].get<uint64_t>(),
+                                   j["lease_state"].get<std::string>(), j["last_epoch"].get<uint64_t>());
     if (j.contains("outbox_undelivered")) {
-      extra = fmt::format(", outbox {} written, {} acknowledged, {} undelivered", j["outbox_written"].get<uint64_t>(),
-                          j["outbox_acknowledged"].get<uint64_t>(), j["outbox_undelivered"].get<uint64_t>());
+      line = fmt::format("{:<97} outbox {} written, {} acknowledged, {} undelivered", line, j["outbox_written"].get<uint64_t>(),
+                         j["outbox_acknowledged"].get<uint64_t>(), j["outbox_undelivered"].get<uint64_t>());
     }
-    out += fmt::format("\n{:<32} {:<24} {:<20} {}{}", j["job"].get<std::string>(),
-                       j["worker"].is_null() ? "-" : j["worker"].get<std::string>(), j["lease"].get<uint64_t>(),
-                       j["lease_state"].get<std::string>(), extra);
+    out += "\n" + line;
   }
   for (const auto& src : s["sources"]) {
     out += fmt::format("\nsource {} partition {}: {} read", src["source"].get<std::string>(), src["partition"].get<int>(),
@@ -175,6 +222,25 @@ std::string format_status(const json& s) {
     if (src.contains("lag")) {
       out += fmt::format(" of {} written, lag {}", src["written"].get<uint64_t>(), src["lag"].get<uint64_t>());
     }
+  }
+  if (s.contains("rates")) {
+    const json& r = s["rates"];
+    out += fmt::format("\nrates over {:.1f} s:", r["over_s"].get<double>());
+    if (r.contains("sources")) {
+      for (const auto& [name, v] : r["sources"].items()) {
+        out += fmt::format(" source {} reads {}/s", name, v["read_per_s"].get<double>());
+        if (v.contains("lag_change_per_s")) out += fmt::format(" (lag {:+}/s)", v["lag_change_per_s"].get<double>());
+        out += ";";
+      }
+    }
+    if (r.contains("sinks")) {
+      for (const auto& [name, v] : r["sinks"].items()) {
+        out += fmt::format(" sink {} acknowledged {}/s;", name, v["acknowledged_per_s"].get<double>());
+      }
+    }
+    double epochs = 0;
+    for (const auto& [name, v] : r["epochs_per_s"].items()) epochs += v.get<double>();
+    out += fmt::format(" {} epochs/s", epochs);
   }
   for (const auto& r : s["requests"]) {
     out += fmt::format("\nrequest {} '{}': {}", r["id"].get<uint64_t>(), r["command"].get<std::string>(),

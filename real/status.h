@@ -27,6 +27,11 @@ struct OutboxCounts {
 OutboxCounts outbox_counts(const SinkProgress& progress);
 
 Result<nlohmann::json> read_status(const PipelineSpec& spec, RealStore& store);
+// Adds to `now` the rates between two statuses read `seconds` apart: messages read per
+// second by each source, acknowledged by each sink's target, epochs committed by each
+// computation, source and sink, and how fast each source's lag grows (+) or shrinks (-): the
+// answer to "is it keeping up".
+void add_rates(nlohmann::json& now, const nlohmann::json& before, double seconds);
 // The same as an operator reads it: a few lines, then a table of jobs.
 std::string format_status(const nlohmann::json& status);
 

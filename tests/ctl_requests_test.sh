@@ -46,7 +46,7 @@ ctl() {
 # store is not made yet: it is asked again).
 status() {
   for _ in $(seq 100); do
-    ctl status --json >"$work/status.json" 2>"$work/status.err" && return
+    ctl status --json --rates-over 0 >"$work/status.json" 2>"$work/status.err" && return
     grep -q "holds no onceflow store\|holds no store of a pipeline" "$work/status.err" || break
     sleep 0.1
   done

@@ -45,10 +45,19 @@ assert len(alive) == 2, s["workers"]
 assert len(s["jobs"]) == 6 and all(j["worker"] in alive and j["lease_state"] == "active" for j in s["jobs"]), s["jobs"]
 assert [(x["source"], x["partition"]) for x in s["sources"]] == [("events", 0), ("events", 1)], s["sources"]
 assert all(x["written"] >= x["read"] and x["lag"] == x["written"] - x["read"] for x in s["sources"]), s["sources"]
-print(f"ok: running on PostgreSQL: {len(s['jobs'])} jobs on {sorted(alive)}, lag {[x['lag'] for x in s['sources']]}")
+assert all(j["last_epoch"] > 0 for j in s["jobs"]), s["jobs"]
+# Rates over the second between two reads: the paced input (5,000 a second) read and acknowledged.
+r = s["rates"]
+assert 0.9 <= r["over_s"] < 5, r
+assert r["sources"]["events"]["read_per_s"] > 1000 and "lag_change_per_s" in r["sources"]["events"], r
+assert r["sinks"]["counts_out"]["acknowledged_per_s"] > 0, r
+assert all(r["epochs_per_s"][k] > 0 for k in ("source/events", "computation/Counter", "sink/counts_out")), r
+print(f"ok: running on PostgreSQL: {len(s['jobs'])} jobs on {sorted(alive)}, lag {[x['lag'] for x in s['sources']]}, "
+      f"reads {r['sources']['events']['read_per_s']}/s, epochs {r['epochs_per_s']}")
 PY
 "$onceflow" ctl status "$spec" --store "$PG_CONNINFO" >"$work/pg.txt"
-grep -q "^pipeline keyed-aggregation-real: working$" "$work/pg.txt" && grep -q "^source events partition 1: [0-9]* read of [0-9]* written, lag [0-9]*$" "$work/pg.txt" ||
+grep -q "^pipeline keyed-aggregation-real: working$" "$work/pg.txt" && grep -q "^source events partition 1: [0-9]* read of [0-9]* written, lag [0-9]*$" "$work/pg.txt" &&
+  grep -q "^rates over [0-9.]* s: source events reads [0-9.]*/s (lag [-+][0-9.]*/s); sink counts_out acknowledged [0-9.]*/s; [0-9.]* epochs/s$" "$work/pg.txt" ||
   fail "the text status: $(cat "$work/pg.txt")"
 kill -TERM "$pid"
 wait "$pid" || fail "the PostgreSQL run did not stop cleanly"
@@ -72,6 +81,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["state"] == "stopped", s["state"]
 assert all(j["worker"] is None for j in s["jobs"]), s["jobs"]
+assert "rates" not in s and all(j["last_epoch"] > 0 for j in s["jobs"]), s
 sinks = [j for j in s["jobs"] if j["job"].startswith("sink/")]
 assert sinks and all(j["outbox_undelivered"] == 0 and j["outbox_written"] > 0 for j in sinks), sinks
 assert sum(j["outbox_acknowledged"] for j in sinks) > 0

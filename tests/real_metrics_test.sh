@@ -76,7 +76,7 @@ value() { query "$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data
   fail "counters with no events yet are missing"
 echo "prometheus: onceflow_build_info, onceflow_sink_outbox_undelivered_messages per partition, zero counters present"
 
-# The counters move, and what the sinks took matches the run's own count at the end.
+# The counters move: messages in and out, epochs, and the Leases' renewals.
 curl -sf "$url" >"$work/second.txt"
 python3 - "$work/first.txt" "$work/second.txt" <<'PY'
 import re, sys
@@ -88,7 +88,8 @@ def samples(path):
         out[name] = float(value)
     return out
 a, b = samples(sys.argv[1]), samples(sys.argv[2])
-for name in ("onceflow_sink_messages_total", "onceflow_source_messages_total", "onceflow_epochs_committed_total"):
+for name in ("onceflow_sink_messages_total", "onceflow_source_messages_total", "onceflow_epochs_committed_total",
+             "onceflow_lease_renewals_total"):
     before = sum(v for k, v in a.items() if k.split("{")[0] == name)
     after = sum(v for k, v in b.items() if k.split("{")[0] == name)
     assert after > before > 0, f"{name}: {before} then {after}"
