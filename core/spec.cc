@@ -785,9 +785,18 @@ std::string table_shape(const PipelineSpec& spec) {
     out += fmt::format("sink {} {} {} {} {} {} {} {}\n", s.name, sink_type_name(s.type), s.input_stream,
                        queue ? -1 : s.partitions, s.at_most_once_strategy.enabled, s.topic,
                        delivery_name(s.delivery_guarantee), s.synchronous);
-    // A sharded ClickHouse sink sends each row to shard key % shards: with another count, a
-    // batch sent again after a restart would reach other shards than its first send did.
-    if (!s.shard_hosts.empty()) out.insert(out.size() - 1, fmt::format(" shards {}", s.shard_hosts.size()));
+    // A sharded ClickHouse sink sends each row to shard key % shards, each shard a server that
+    // deduplicates only what it was sent: with other shards, or the same in another order, a
+    // batch sent again after a restart would reach servers that never had it. Each shard is
+    // named as its batches' tokens name it, "scheme://host:port" (no credentials or path).
+    for (const std::string& host : s.shard_hosts) {
+      const size_t scheme = host.find("://");
+      std::string_view origin(host);
+      origin.remove_prefix(scheme == std::string::npos ? 0 : scheme + 3);
+      origin = origin.substr(0, origin.find_first_of("/?"));
+      if (const size_t at = origin.rfind('@'); at != std::string_view::npos) origin.remove_prefix(at + 1);
+      out.insert(out.size() - 1, fmt::format(" shard {}{}", scheme == std::string::npos ? "" : host.substr(0, scheme + 3), origin));
+    }
   }
   return out;
 }

@@ -31,6 +31,21 @@ namespace {
 
 using json = nlohmann::json;
 
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return host;
+}
+
+// One row, committed alone (outside any pipeline's transaction).
+Status put_row(RealStore& store, const std::string& table, const std::string& key, const std::string& value) {
+  auto tx = store.begin();
+  if (!tx) return tx.error();
+  tx->put(table, key, value);
+  auto committed = store.commit(*tx, {});
+  return committed ? Status::ok() : committed.error();
+}
+
 std::atomic<RealDeployment*> g_deployment{nullptr};
 std::atomic<int> g_signal{0};
 extern "C" void on_stop_signal(int sig) {
@@ -168,6 +183,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   bool drain_timed_out = false;
   UserCodeCounts user_code;
   const user_code::HooksScope user_code_scope(&user_code);
+  std::string life;
   {
     RealDeployment deployment(spec, registry, o, *store);
     if (Status connected = deployment.connect_http_sinks(); !connected.is_ok()) {
@@ -183,6 +199,9 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
       if (!port) return bad(port.error().message());
       fmt::print(stderr, "onceflow real: metrics at http://{}:{}/metrics\n", o.metrics_address, *port);
     }
+    // This process's life, for --verify (kProcessLives): "running" until it ends by itself.
+    life = process_life_key(clock.now(), fmt::format("{}-{}", host_name(), getpid()));
+    if (Status s = put_row(*store, kProcessLives, life, "running"); !s.is_ok()) return bad(s.message());
     signals.attach(deployment);
     struct Detach {
       StopOnSignals& signals;
@@ -194,6 +213,11 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     amo = deployment.at_most_once();
     drain_timed_out = deployment.drain_timed_out();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
+  }
+  // Once the deployment's loop is gone (no group commit of its fibers pending). A life left
+  // "running" would count as killed: --verify would allow more at-most-once messages missing.
+  if (Status s = put_row(*store, kProcessLives, life, process_life_ended(amo.dropped, amo.in_doubt)); !s.is_ok()) {
+    fmt::print(stderr, "onceflow real: warning: this process's end was not recorded ({})\n", s.message());
   }
   std::optional<json> stats;  // printed alone, or inside --verify's object (one document)
   if (o.stats) {
@@ -322,14 +346,15 @@ int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json,
   WallClock clock;
   std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
   if (!store) return 2;
+  const Micros first = clock.now();
   auto status = read_status(spec, *store);
   if (!status) return bad(status.error().message());
   if (rates_over_us > 0 && !o.store.empty()) {
-    const Micros first = clock.now();
     std::this_thread::sleep_for(std::chrono::microseconds(rates_over_us));
+    const Micros second_at = clock.now();  // each read's start: the store's snapshot is taken then
     auto second = read_status(spec, *store);
     if (!second) return bad(second.error().message());
-    add_rates(*second, *status, static_cast<double>(clock.now() - first) / kSeconds);
+    add_rates(*second, *status, static_cast<double>(second_at - first) / kSeconds);
     status = std::move(second);
   }
   if (as_json) {

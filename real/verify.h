@@ -17,6 +17,15 @@ namespace onceflow::real {
 
 // What --verify needs besides the store: where to say how far it got (stderr; null: nowhere)
 // and figures to carry in its JSON object (--stats with --verify: one document; null: none).
+// The lives of a deployment's processes (table kProcessLives, one row each): "running" from
+// the process's start, "ended DROPPED IN_DOUBT" once it ended by itself, with the at-most-once
+// messages it gave up (not sent, or sent without an answer). A row left "running" is a life
+// that was killed (or a process still running). --verify allows an at-most-once sink to lack
+// only what these lives account for.
+inline constexpr const char* kProcessLives = "process_lives";
+std::string process_life_key(Micros started_at, const std::string& process);
+std::string process_life_ended(uint64_t dropped, uint64_t in_doubt);
+
 struct VerifyOptions {
   std::FILE* progress = nullptr;
   const nlohmann::json* stats = nullptr;

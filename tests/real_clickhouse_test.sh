@@ -76,9 +76,10 @@ PY
 rows() { ch_query "SELECT count() FROM $1"; }
 
 
-# verified GUARANTEE DUPLICATES(none|some|any): the last --verify against what the sink promises.
+# verified GUARANTEE DUPLICATES(none|some|any) [KILLS]: the last --verify against what the sink
+# promises; at most once: nothing lost beyond what KILLS killed lives and given-up sends allow.
 verified() {
-  python3 - "$work/verify.json" "$messages" "$1" "$2" <<'PY'
+  python3 - "$work/verify.json" "$messages" "$1" "$2" "${3:-0}" <<'PY'
 import json, sys
 v, messages, guarantee, dups = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sink = v["sinks"]["counts_out"]
@@ -89,8 +90,12 @@ if guarantee != "at_most_once":
     assert sink["lost"] == 0, sink
 if dups == "none":
     assert sink["duplicates"] == 0, sink
+if guarantee == "at_most_once":
+    assert sink["lost"] == 0 and sink["lives_killed"] == int(sys.argv[5]), sink
+    assert sink["in_doubt"] == sink["expected"] - sink["outputs"], sink
+    assert sink["lives_killed"] > 0 or sink["in_doubt"] <= sink["lives_gave_up"], sink
 print(f"  verify: pass, {guarantee}: {sink['outputs']} rows for {sink['expected']} outputs, "
-      f"{sink['duplicates']} duplicates, {sink['lost']} lost")
+      f"{sink['duplicates']} duplicates, {sink['lost']} lost, {sink.get('in_doubt', 0)} in doubt")
 PY
 }
 
@@ -113,16 +118,34 @@ echo "3. at_least_once, and at_most_once with and without its strategy, under ki
 lives "$(spec alo counts_alo 'delivery_guarantee: at_least_once')" "$work/d3" 2 "rows counts_alo" 10000
 verified at_least_once any
 lives "$(spec amo counts-amo 'delivery_guarantee: at_most_once')" "$work/d4" 2 "rows \`counts-amo\`" 10000
-verified at_most_once none
+verified at_most_once none 2
 amo_q=$(spec amoq counts_amo_q 'delivery_guarantee: at_most_once' 'at_most_once_strategy: {enabled: true}')
 # Its queue is in memory, where a kill loses what it held (thousands: one INSERT per message
 # is slower than the input), so the table may never reach a second life's mark: killed once.
 lives "$amo_q" "$work/d5" 1 "rows counts_amo_q" 10000
-verified at_most_once none
+verified at_most_once none 1
 for table in '`counts-amo`' counts_amo_q; do  # the server's table itself: no row twice
   [[ $(ch_query "SELECT count() = uniqExact(message_id) FROM $table") == 1 ]] ||
     fail "$table holds a row twice: $(ch_query "SELECT count(), uniqExact(message_id) FROM $table")"
 done
+# With no life killed, nothing may be missing: rows taken from the table behind the run's back
+# are losses, which --verify reports (exit 1).
+ch_query "CREATE TABLE counts_amo_clean ($columns) ENGINE = MergeTree() ORDER BY message_id" >/dev/null
+amo_clean=$(spec amoc counts_amo_clean 'delivery_guarantee: at_most_once')
+lives "$amo_clean" "$work/d_amo_clean" 0 : 10000
+verified at_most_once none 0
+ch_query "ALTER TABLE counts_amo_clean DELETE WHERE key = 3" >/dev/null
+for _ in $(seq 100); do [[ $(ch_query "SELECT count() FROM counts_amo_clean WHERE key = 3") == 0 ]] && break; sleep 0.1; done
+rc=0
+"$onceflow" real "$amo_clean" --data "$work/d_amo_clean" --messages "$messages" --no-progress --verify >"$work/verify.json" \
+  2>"$work/verify.err" || rc=$?
+python3 - "$work/verify.json" "$rc" <<'PY' || fail "rows deleted from an at-most-once table: $(cat "$work/verify.json" "$work/verify.err")"
+import json, sys
+v, rc = json.load(open(sys.argv[1])), int(sys.argv[2])
+sink = v["sinks"]["counts_out"]
+assert rc == 1 and v["verdict"] == "fail" and sink["lost"] > 0 and sink["in_doubt"] == 0, (rc, sink)
+print(f"  ok: {sink['lost']} rows deleted behind a run that lost no life: --verify fails (lost {sink['lost']})")
+PY
 
 echo "4. targets refused, and the dedup window warning"
 refused() {
