@@ -976,7 +976,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   std::string ctl_rates_over = "1s";
   ctl_status->add_option("--rates-over", ctl_rates_over,
                          "PostgreSQL: read the store twice this far apart for rates (messages, epochs, lag's change "
-                         "per second); 0: no rates")
+                         "per second); 0: no rates. A LevelDB directory is a run that ended: no rates")
       ->capture_default_str();
   // The requests, applied by whichever controller's process leads (real/operator_requests.h).
   real::CtlRequest ctl_request;
@@ -1182,7 +1182,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
         throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
       }
-      const Micros rates_over = ctl_rates_over == "0" ? 0 : duration_option("--rates-over", ctl_rates_over, 100 * kMillis, 600 * kSeconds);
+      const Micros rates_over = duration_option("--rates-over", ctl_rates_over, 0, 600 * kSeconds);
+      if (rates_over > 0 && rates_over < 100 * kMillis) {
+        throw UsageError{fmt::format("--rates-over {}: 0 (no rates) or from 100ms to 10m", ctl_rates_over)};
+      }
       return real::run_ctl_status(*spec, ctl_options, ctl_json, rates_over);
     }
     for (CLI::App* cmd : ctl_requests) {

@@ -152,12 +152,14 @@ void add_rates(json& now, const json& before, double seconds) {
   for (const auto& s : before["sources"]) source_before[{s["source"].get<std::string>(), s["partition"].get<int>()}] = &s;
   for (const auto& s : now["sources"]) {
     const std::string name = s["source"].get<std::string>();
-    read[name] += 0;
+    // A partition or job that was not there before (a repartition between the reads) counts
+    // from 0.
     const auto it = source_before.find({name, s["partition"].get<int>()});
-    if (it == source_before.end()) continue;
-    read[name] += grew((*it->second)["read"].get<uint64_t>(), s["read"].get<uint64_t>());
-    if (s.contains("lag") && it->second->contains("lag")) {
-      lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>((*it->second)["lag"].get<uint64_t>());
+    const json none = json::object();
+    const json& was = it == source_before.end() ? none : *it->second;
+    read[name] += grew(was.value("read", uint64_t{0}), s["read"].get<uint64_t>());
+    if (s.contains("lag")) {
+      lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>(was.value("lag", uint64_t{0}));
     }
   }
   std::map<std::string, const json*> job_before;
@@ -165,13 +167,13 @@ void add_rates(json& now, const json& before, double seconds) {
   for (const auto& j : now["jobs"]) {
     const std::string job = j["job"].get<std::string>();
     const std::string of = job.substr(0, job.rfind('/'));  // "computation/Counter"
-    epochs[of] += 0;
     const auto it = job_before.find(job);
-    if (it == job_before.end()) continue;
-    epochs[of] += grew((*it->second)["last_epoch"].get<uint64_t>(), j["last_epoch"].get<uint64_t>());
+    const json none = json::object();
+    const json& was = it == job_before.end() ? none : *it->second;
+    epochs[of] += grew(was.value("last_epoch", uint64_t{0}), j["last_epoch"].get<uint64_t>());
     if (j.contains("outbox_acknowledged")) {  // a sink job: 0 before its first epoch
       acknowledged[of.substr(of.find('/') + 1)] +=
-          grew(it->second->value("outbox_acknowledged", uint64_t{0}), j["outbox_acknowledged"].get<uint64_t>());
+          grew(was.value("outbox_acknowledged", uint64_t{0}), j["outbox_acknowledged"].get<uint64_t>());
     }
   }
   const auto per_second = [&](double n) { return std::round(n / seconds * 10) / 10; };
@@ -240,7 +242,7 @@ std::string format_status(const json& s) {
     }
     double epochs = 0;
     for (const auto& [name, v] : r["epochs_per_s"].items()) epochs += v.get<double>();
-    out += fmt::format(" {} epochs/s", epochs);
+    out += fmt::format(" {:.1f} epochs/s", epochs);
   }
   for (const auto& r : s["requests"]) {
     out += fmt::format("\nrequest {} '{}': {}", r["id"].get<uint64_t>(), r["command"].get<std::string>(),
