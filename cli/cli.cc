@@ -1182,11 +1182,12 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
       if (ctl_options.data_dir.empty() == ctl_options.store.empty()) {
         throw UsageError{"onceflow ctl status needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
       }
-      const Micros rates_over = duration_option("--rates-over", ctl_rates_over, 0, 600 * kSeconds);
-      if (rates_over > 0 && rates_over < 100 * kMillis) {
-        throw UsageError{fmt::format("--rates-over {}: 0 (no rates) or from 100ms to 10m", ctl_rates_over)};
+      const auto rates_over = parse_duration(ctl_rates_over);
+      if (!rates_over || (*rates_over != 0 && (*rates_over < 100 * kMillis || *rates_over > 600 * kSeconds))) {
+        throw UsageError{fmt::format("--rates-over {}: expected 0 (no rates) or a duration from 100ms to 10m",
+                                     ctl_rates_over.substr(0, 64))};
       }
-      return real::run_ctl_status(*spec, ctl_options, ctl_json, rates_over);
+      return real::run_ctl_status(*spec, ctl_options, ctl_json, *rates_over);
     }
     for (CLI::App* cmd : ctl_requests) {
       if (!cmd->parsed()) continue;

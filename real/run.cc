@@ -216,7 +216,12 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   }
   // Once the deployment's loop is gone (no group commit of its fibers pending). A life left
   // "running" would count as killed: --verify would allow more at-most-once messages missing.
-  if (Status s = put_row(*store, kProcessLives, life, process_life_ended(amo.dropped, amo.in_doubt)); !s.is_ok()) {
+  // Ended with nothing in flight, or cut short (a second signal, a drain that timed out, a
+  // process that left), when an at-most-once sink may have gone with messages it held. (A
+  // failed run returned above: its row stays "running", as a killed one's.)
+  const bool clean = ending == RealDeployment::Ending::kDrained || ending == RealDeployment::Ending::kStopped ||
+                     ending == RealDeployment::Ending::kStoppedElsewhere;
+  if (Status s = put_row(*store, kProcessLives, life, process_life_end(clean, amo.dropped, amo.in_doubt)); !s.is_ok()) {
     fmt::print(stderr, "onceflow real: warning: this process's end was not recorded ({})\n", s.message());
   }
   std::optional<json> stats;  // printed alone, or inside --verify's object (one document)

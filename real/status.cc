@@ -152,14 +152,14 @@ void add_rates(json& now, const json& before, double seconds) {
   for (const auto& s : before["sources"]) source_before[{s["source"].get<std::string>(), s["partition"].get<int>()}] = &s;
   for (const auto& s : now["sources"]) {
     const std::string name = s["source"].get<std::string>();
-    // A partition or job that was not there before (a repartition between the reads) counts
-    // from 0.
+    // A partition or job that was not there at the first read (a repartition or a respec
+    // between the reads) counts its reads and epochs from 0.
     const auto it = source_before.find({name, s["partition"].get<int>()});
     const json none = json::object();
     const json& was = it == source_before.end() ? none : *it->second;
     read[name] += grew(was.value("read", uint64_t{0}), s["read"].get<uint64_t>());
-    if (s.contains("lag")) {
-      lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>(was.value("lag", uint64_t{0}));
+    if (s.contains("lag") && was.contains("lag")) {  // a new partition's lag is no change
+      lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>(was["lag"].get<uint64_t>());
     }
   }
   std::map<std::string, const json*> job_before;

@@ -15,17 +15,20 @@
 
 namespace onceflow::real {
 
-// What --verify needs besides the store: where to say how far it got (stderr; null: nowhere)
-// and figures to carry in its JSON object (--stats with --verify: one document; null: none).
 // The lives of a deployment's processes (table kProcessLives, one row each): "running" from
-// the process's start, "ended DROPPED IN_DOUBT" once it ended by itself, with the at-most-once
-// messages it gave up (not sent, or sent without an answer). A row left "running" is a life
-// that was killed (or a process still running). --verify allows an at-most-once sink to lack
-// only what these lives account for.
+// the process's start; at its end "ended DROPPED IN_DOUBT" when it stopped with nothing in
+// flight (drained or stopped), else "cut DROPPED IN_DOUBT" (a second signal, a drain that
+// timed out, a process that left): the at-most-once messages it gave up (not sent, or sent
+// without an answer), and for a cut life also what it held when it went. A row left
+// "running" is a life that was killed or failed (or a process still running). --verify
+// allows an at-most-once sink to lack only what these lives account for.
 inline constexpr const char* kProcessLives = "process_lives";
 std::string process_life_key(Micros started_at, const std::string& process);
-std::string process_life_ended(uint64_t dropped, uint64_t in_doubt);
+// `clean`: the process stopped with nothing in flight.
+std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt);
 
+// What --verify needs besides the store: where to say how far it got (stderr; null: nowhere)
+// and figures to carry in its JSON object (--stats with --verify: one document; null: none).
 struct VerifyOptions {
   std::FILE* progress = nullptr;
   const nlohmann::json* stats = nullptr;
