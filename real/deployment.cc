@@ -439,15 +439,19 @@ std::string RealDeployment::instance() {
   return "default";
 }
 
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return host;
+}
+
 // The engine processes this process runs: every one for --role all, else the one named.
 DeploymentLayout RealDeployment::process_layout(const EngineOptions& options, const RealOptions& o) {
   using Role = RealOptions::Role;
   if (o.role == Role::kAll) return deployment_layout(options, o.workers);
   std::string name = o.name;
   if (name.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    name = fmt::format("{}-{}-{}", o.role == Role::kWorker ? "worker" : "controller", host, getpid());
+    name = fmt::format("{}-{}-{}", o.role == Role::kWorker ? "worker" : "controller", host_name(), getpid());
   }
   DeploymentLayout layout;
   (o.role == Role::kWorker ? layout.workers : layout.controllers).push_back(name);

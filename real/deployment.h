@@ -98,6 +98,8 @@ Result<std::vector<TargetEntry>> target_entries(RealStore& store, const std::str
 // The next offset the built-in producer writes to queue source `source`'s partition: what it
 // has written there, in all lives.
 Result<uint64_t> produced_to(RealStore& store, const Transaction& tx, const std::string& source, int partition);
+// This host's name (empty when the system will not say): in process names.
+std::string host_name();
 
 class RealDeployment {
  public:

@@ -31,12 +31,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return host;
-}
-
 // One row, committed alone (outside any pipeline's transaction).
 Status put_row(RealStore& store, const std::string& table, const std::string& key, const std::string& value) {
   auto tx = store.begin();
@@ -214,11 +208,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     drain_timed_out = deployment.drain_timed_out();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
-  // Once the deployment's loop is gone (no group commit of its fibers pending). A life left
-  // "running" would count as killed: --verify would allow more at-most-once messages missing.
-  // Ended with nothing in flight, or cut short (a second signal, a drain that timed out, a
-  // process that left), when an at-most-once sink may have gone with messages it held. (A
-  // failed run returned above: its row stays "running", as a killed one's.)
+  // The life's end, once the deployment's loop is gone (no group commit of its fibers
+  // pending): clean with nothing in flight, else cut short (a second signal, a drain that timed
+  // out, a process that left), when an at-most-once sink may have gone with messages it held.
+  // A failed run returned above: its row stays "running", as a killed one's.
   const bool clean = ending == RealDeployment::Ending::kDrained || ending == RealDeployment::Ending::kStopped ||
                      ending == RealDeployment::Ending::kStoppedElsewhere;
   if (Status s = put_row(*store, kProcessLives, life, process_life_end(clean, amo.dropped, amo.in_doubt)); !s.is_ok()) {

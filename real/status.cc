@@ -146,6 +146,7 @@ void add_rates(json& now, const json& before, double seconds) {
   // A counter that went back (a sink partition recreated for a resharded target numbers its
   // outbox from 1 again) counts from 0.
   const auto grew = [](uint64_t a, uint64_t b) { return b >= a ? b - a : b; };
+  const json no_row = json::object();  // what a job or partition new at the second read was
   std::map<std::string, uint64_t> read, acknowledged, epochs;
   std::map<std::string, int64_t> lag;
   std::map<std::pair<std::string, int>, const json*> source_before;
@@ -155,8 +156,7 @@ void add_rates(json& now, const json& before, double seconds) {
     // A partition or job that was not there at the first read (a repartition or a respec
     // between the reads) counts its reads and epochs from 0.
     const auto it = source_before.find({name, s["partition"].get<int>()});
-    const json none = json::object();
-    const json& was = it == source_before.end() ? none : *it->second;
+    const json& was = it == source_before.end() ? no_row : *it->second;
     read[name] += grew(was.value("read", uint64_t{0}), s["read"].get<uint64_t>());
     if (s.contains("lag") && was.contains("lag")) {  // a new partition's lag is no change
       lag[name] += static_cast<int64_t>(s["lag"].get<uint64_t>()) - static_cast<int64_t>(was["lag"].get<uint64_t>());
@@ -168,8 +168,7 @@ void add_rates(json& now, const json& before, double seconds) {
     const std::string job = j["job"].get<std::string>();
     const std::string of = job.substr(0, job.rfind('/'));  // "computation/Counter"
     const auto it = job_before.find(job);
-    const json none = json::object();
-    const json& was = it == job_before.end() ? none : *it->second;
+    const json& was = it == job_before.end() ? no_row : *it->second;
     epochs[of] += grew(was.value("last_epoch", uint64_t{0}), j["last_epoch"].get<uint64_t>());
     if (j.contains("outbox_acknowledged")) {  // a sink job: 0 before its first epoch
       acknowledged[of.substr(of.find('/') + 1)] +=

@@ -463,26 +463,23 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   // (the in-memory strategy). Beyond that, every missing message is a loss.
   auto lives = read_lives(store);
   if (!lives) return lives.error();
-  std::map<std::string, uint64_t> in_doubt;
+  // What each sink's target holds: how many times, by MessageId.
+  std::map<std::string, std::map<uint64_t, size_t>> held;
+  for (const auto& d : h.deliveries) ++held[d.sink][d.message.id];
   for (const auto& e : h.sinks) {
     if (e.guarantee != checkers::Guarantee::kAtMostOnce) continue;
     const SinkSpec* s = spec.sink(e.sink);
     auto pending = outbox_ids(store, e.sink);
     if (!pending) return pending.error();
-    std::set<uint64_t> held;
-    for (const auto& d : h.deliveries) {
-      if (d.sink == e.sink) held.insert(d.message.id);
-    }
     std::vector<uint64_t> taken;
     for (const auto& m : e.expected) {
-      if (held.count(m.id) == 0 && pending->count(m.id) == 0) taken.push_back(m.id);
+      if (held[e.sink].count(m.id) == 0 && pending->count(m.id) == 0) taken.push_back(m.id);
     }
     const bool in_memory = s != nullptr && s->at_most_once_strategy.enabled;
     const uint64_t partitions = s == nullptr ? 1 : static_cast<uint64_t>(std::max(1, s->partitions));
     const uint64_t per_cut = in_memory ? s->at_most_once_strategy.total_queue_bytes_limit / 64 + 1 : 1;
     if (taken.size() > lives->given_up + lives->cut * partitions * per_cut) continue;  // losses, all of them
-    for (uint64_t id : taken) h.in_doubt[e.sink].insert(id);
-    in_doubt[e.sink] = taken.size();
+    h.in_doubt[e.sink].insert(taken.begin(), taken.end());
   }
   std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
                                              checkers::ConsumptionCheck().check(h)};
@@ -493,21 +490,15 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   // Counts by MessageId per sink: what the re-executed history gives it, what it holds.
   uint64_t outputs = 0, duplicates = 0, lost = 0, expected_total = 0;
   for (const auto& e : h.sinks) {
-    std::map<uint64_t, size_t> held;
+    const std::map<uint64_t, size_t>& by_id = held[e.sink];
     size_t sink_outputs = 0;
-    for (const auto& d : h.deliveries) {
-      if (d.sink != e.sink) continue;
-      ++held[d.message.id];
-      ++sink_outputs;
-    }
+    for (const auto& [id, n] : by_id) sink_outputs += n;
     std::set<uint64_t> expected;
     for (const auto& m : e.expected) expected.insert(m.id);
     uint64_t sink_dup = 0, sink_lost = 0;
-    for (const auto& [id, n] : held) sink_dup += expected.count(id) != 0 && n > 1 ? n - 1 : 0;
-    const auto doubt = h.in_doubt.find(e.sink);
-    for (uint64_t id : expected) {
-      sink_lost += held.count(id) == 0 && (doubt == h.in_doubt.end() || doubt->second.count(id) == 0) ? 1 : 0;
-    }
+    for (const auto& [id, n] : by_id) sink_dup += expected.count(id) != 0 && n > 1 ? n - 1 : 0;
+    const std::set<uint64_t>& doubt = h.in_doubt[e.sink];
+    for (uint64_t id : expected) sink_lost += by_id.count(id) == 0 && doubt.count(id) == 0 ? 1 : 0;
     outputs += sink_outputs;
     duplicates += sink_dup;
     lost += sink_lost;
@@ -518,7 +509,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
                                    : e.guarantee == checkers::Guarantee::kAtMostOnce ? "at_most_once"
                                                                                      : "exactly_once"}};
     if (e.guarantee == checkers::Guarantee::kAtMostOnce) {
-      sinks[e.sink]["in_doubt"] = in_doubt[e.sink];
+      sinks[e.sink]["in_doubt"] = doubt.size();
       sinks[e.sink]["lives_cut"] = lives->cut;
       sinks[e.sink]["lives_gave_up"] = lives->given_up;
     }
