@@ -34,7 +34,14 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
                        : source_ != nullptr    ? std::vector<std::string>{source_->output_stream}
                                                : std::vector<std::string>{};
   for (const auto& stream : outputs) {
-    consumers_[stream] = Consumer{consumer_partitions(env_.spec, stream), tables::stream(stream)};
+    std::optional<StreamConsumer> consumer = consumer_of(env_.spec, stream);
+    // Sources that read the store are held; Kafka, service logs and external ones are not.
+    const int partitions = consumer ? consumer->partitions : 0;
+    const bool held = env_.spec.max_in_flight > 0 &&
+                      (source_ != nullptr ? source_->type == "queue" || source_->type == "static_table"
+                                          : computation_ != nullptr && !feeds_back(env_.spec, stream, *computation_));
+    if (!held) consumer.reset();
+    consumers_[stream] = Consumer{partitions, tables::stream(stream), std::move(consumer)};
     watermark_outputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
   }
   prefix_ = tables::partition_prefix(id_.partition);
@@ -98,7 +105,8 @@ void Job::run() {
     }
     // Idle means no work and nothing waiting to be delivered; an idle job slows down step by
     // step (1, 2, 4... periods, up to idle_epoch_periods), and any work brings it back.
-    idle_epochs_ = idle_ && outbox_empty ? idle_epochs_ + 1 : 0;
+    // A job held back by its consumers (held_) is not idle: it reads on once they catch up.
+    idle_epochs_ = idle_ && outbox_empty && !held_ ? idle_epochs_ + 1 : 0;
     const int64_t periods =
         idle_epochs_ == 0 ? 1 : std::min<int64_t>(int64_t{1} << std::min(idle_epochs_ - 1, 20), env_.options.idle_epoch_periods);
     if (periods > 1) probe(env_, Probe::kIdleSlowdown);
@@ -118,7 +126,10 @@ void Job::run() {
     // An epoch that left inputs for a producer's watermark also starts when a producer of
     // this process commits an epoch that moves its watermark on, rows or not (see
     // after_commit for which do).
-    if (wakes && aligned_) {
+    if (held_) {
+      // Held back: its input is not what it waits for; its consumer is, in another job.
+      env_.runtime.sleep_until(until);
+    } else if (wakes && aligned_) {
       if (env_.wakeups->wait(env_.runtime, watermark_inputs_, until, seen_watermarks)) {
         next_by_watermark_ = env_.wakeups->commits(wake_inputs_) == seen;
         probe(env_, next_by_watermark_ ? Probe::kEpochWokenByWatermark : Probe::kEpochWokenByInput);
@@ -153,14 +164,14 @@ Job::Outcome Job::run_epoch() {
   etx.record.now = etx.now;
   etx.record.random_seed = function_random_.seed();
   idle_ = false;
+  held_ = false;
   switch (id_.kind) {
     case JobKind::kSource: step_source(etx); break;
     case JobKind::kComputation: step_computation(etx); break;
     case JobKind::kSink: step_sink(etx); break;
   }
   if (etx.failed.is_ok()) {
-    etx.streams_written = etx.stream_out.partitions();
-    etx.stream_out.write(etx.tx, meta_key_, etx.meta.epoch);
+    etx.streams_written = etx.stream_out.write(etx.tx, meta_key_, etx.meta.epoch);
     (void)etx.inputs.settle(
         etx.tx, [&etx](const std::string& table, const std::string& key) { return etx.read(table, key); }, &etx.failed);
   }
@@ -241,7 +252,27 @@ Job::Outcome Job::resolve_ambiguous(EpochTx& etx) {
 }
 
 void Job::after_commit(EpochTx& etx) {
-  if (env_.wakeups != nullptr && !etx.streams_written.empty()) env_.wakeups->committed(env_.runtime, etx.streams_written);
+  if (env_.wakeups != nullptr && !etx.streams_written.empty()) {
+    std::vector<InputWakeups::Input> written;
+    written.reserve(etx.streams_written.size());
+    for (const StreamWrites::Written& row : etx.streams_written) written.push_back(row.where);
+    env_.wakeups->committed(env_.runtime, written);
+  }
+  // Backpressure's ledger (untaken_); nothing to keep without a bound.
+  for (const StreamWrites::Written& row : etx.streams_written) {
+    if (env_.spec.max_in_flight <= 0) break;
+    const auto consumer = std::find_if(consumers_.begin(), consumers_.end(), [&](const auto& c) {
+      return c.second.presses && c.second.table == row.where.first;
+    });
+    if (consumer == consumers_.end()) continue;
+    Untaken& untaken = untaken_[row.where];
+    if (untaken.consumer_meta.empty()) {
+      const StreamConsumer& by = *consumer->second.presses;
+      untaken.consumer_meta = JobId{by.kind, by.name, row.where.second}.str();
+    }
+    untaken.rows.emplace_back(row.newest_ts, row.messages);
+    untaken.messages += row.messages;
+  }
   // Only a watermark that moved, and not by an idle epoch that a watermark began: two jobs of
   // a cycle (or the partitions of a job reading its own outputs), each waiting for a slow
   // third producer, would otherwise wake each other without end (a computation's watermark

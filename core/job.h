@@ -10,9 +10,11 @@
 // kAmbiguous is resolved with Store::resolve before anything else happens.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -24,6 +26,13 @@
 #include "core/user_code.h"
 
 namespace onceflow {
+
+// The job that reads a stream: its kind, name and partitions.
+struct StreamConsumer {
+  JobKind kind = JobKind::kComputation;
+  std::string name;
+  int partitions = 0;
+};
 
 // What a sink job's meta row (tables::kJobMeta) says of its outbox, for tools that hold a
 // target against the store: seqNos below next_seqno were written to the outbox, and every
@@ -93,18 +102,10 @@ class Job {
  private:
   struct Meta;
   friend JobProgress job_progress(std::string_view meta_row);
-// Whether a stored timer of computation `c` is still to fire: a system-time timer is (its
-// time comes); an event-time one when its partition's event watermark (JobProgress) has
-// reached its trigger. One past that waits for newer input: once none is coming, the pipeline
-// is drained with it pending.
-bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark);
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
   friend std::string with_input_swapped(std::string_view meta_row, Micros newest);
   friend std::string with_new_producer(std::string_view meta_row);
-// A sink partition's meta row once the partition was recreated for a resharded target: a new
-// producer, whose outbox rows are numbered from 1 (its outbox is empty).
-std::string with_new_producer(std::string_view meta_row);
   class EpochTx;
   class Context;
   class StateForward;
@@ -116,6 +117,11 @@ std::string with_new_producer(std::string_view meta_row);
   Outcome resolve_ambiguous(EpochTx& etx);
   void after_commit(EpochTx& etx);
   void step_source(EpochTx& etx);
+  // Backpressure: whether a consumer partition holds spec.max_in_flight or more of this
+  // job's messages not yet taken (see untaken_), so that the epoch takes no input.
+  bool holds_back(EpochTx& etx);
+  // A consumer's side of it: what its producers' holds_back reads (Meta::taken_below).
+  void publish_taken(EpochTx& etx, Micros taken_below, Micros takes_below);
   void step_external_source(EpochTx& etx, ExternalSource& external, const std::string& offset_key, uint64_t offset);
   void step_service_log(EpochTx& etx, const std::string& cursor_key);
   ExternalSource* external_source() const;
@@ -171,6 +177,9 @@ std::string with_new_producer(std::string_view meta_row);
   struct Consumer {
     int partitions = 0;  // of the stream's consumer; 0 when nothing reads it
     std::string table;   // the stream's table
+    // Backpressure (spec.max_in_flight) along the stream: its consumer, which holds this job
+    // back (nullopt: none, or along a cycle, or a source that is not a queue or static table).
+    std::optional<StreamConsumer> presses;
   };
   std::map<std::string, Consumer> consumers_;  // by output stream
   std::string prefix_;                         // the partition's key prefix in every table
@@ -191,6 +200,7 @@ std::string with_new_producer(std::string_view meta_row);
   bool stop_requested_ = false;
   bool finished_ = false;
   bool fenced_ = false;
+  bool held_ = false;    // its last epoch took no input, held back (holds_back)
   bool idle_ = false;    // the last epoch had no work
   bool behind_ = false;  // the last epoch committed a whole page of some input: more waits
   bool aligned_ = false;  // the last epoch left an input for a producer's watermark
@@ -198,6 +208,16 @@ std::string with_new_producer(std::string_view meta_row);
   bool epoch_by_watermark_ = false;  // so did the current one
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
+  // Backpressure (spec.max_in_flight): the stream rows this job's committed epochs put for
+  // consumers that press, per (stream table, consumer partition), as (newest alignment time,
+  // messages), oldest first, until the consumer partition says it took them. Kept by this
+  // incarnation only: a new one starts with none, so it may read one bound more.
+  struct Untaken {
+    std::string consumer_meta;  // the consumer partition's row in job_meta
+    std::deque<std::pair<Micros, uint64_t>> rows;
+    uint64_t messages = 0;
+  };
+  std::map<std::pair<std::string, int>, Untaken> untaken_;
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.
   std::set<InputRef> pending_ack_;
   // Sinks: what happens after the epochs (core/delivery.h).

@@ -19,6 +19,12 @@ void Job::step_computation(EpochTx& etx) {
   // that arrives late can never be older than one already processed.
   Micros take_below = INT64_MIN;  // the alignment bound: messages older than it are taken
   const Micros input_watermark = producers_watermark(etx, false, &take_below);
+  // Held back by a consumer (spec.max_in_flight), the epoch takes no input: every input waits
+  // as if for a watermark. Timers still fire.
+  const Micros takes_below = take_below;
+  Micros left_from = std::min(unseen_from, take_below);  // what may be left untaken (Meta::taken_below)
+  held_ = holds_back(etx);
+  if (held_) take_below = INT64_MIN;
   if (dedup) prefetch_dedup(etx, rows, take_below);
   if (!spec.timer_streams.empty()) {
     // All of the partition's timers, usually: then adding and firing them needs no reads.
@@ -36,8 +42,14 @@ void Job::step_computation(EpochTx& etx) {
     Message& m = in.m;
     if (processed(etx, in)) continue;
     first_unacked = std::min(first_unacked, m.system_ts);
+    if (held_) {
+      first_unprocessed = std::min(first_unprocessed, m.system_ts);
+      left_from = std::min(left_from, m.alignment_ts);
+      break;
+    }
     if (m.alignment_ts >= take_below) {
       first_unprocessed = std::min(first_unprocessed, m.system_ts);
+      left_from = std::min(left_from, m.alignment_ts);
       probe(env_, Probe::kAlignmentWait);
       etx.aligned = true;
       break;
@@ -77,6 +89,7 @@ void Job::step_computation(EpochTx& etx) {
     for (uint32_t i = 0; i < out.timers.size(); ++i) add_timer(etx, out.timers[i], message_timer_unique(m, i));
     etx.record.consumed.push_back(std::move(m));
   }
+  publish_taken(etx, left_from, takes_below);
   // Rows the epoch rewrites anyway forget what a cleanup now would.
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, first_unprocessed)) : seen.flush();
   // Batching: one message per (stream, key) group of up to batch_size inputs.

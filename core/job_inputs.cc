@@ -186,4 +186,54 @@ void Job::emit(EpochTx& etx, Message m) {
   etx.record.produced.push_back(std::move(m));
 }
 
+void Job::publish_taken(EpochTx& etx, Micros taken_below, Micros takes_below) {
+  if (env_.spec.max_in_flight <= 0) return;  // the row keeps its old bytes
+  etx.meta.taken_below = taken_below;
+  etx.meta.takes_below = takes_below;
+}
+
+// A consumer partition publishes, in its meta row, the time below which it has taken every
+// input (Meta::taken_below): a row this job put with nothing as new as that was taken whole.
+// The rest may still be there (in part, or whole), and the job is held while what of it the
+// consumer could take reaches the bound. Not counted, as it waits for something else than
+// the consumer:
+// - what is as new as this job's own watermark: no consumer takes it before this job's next
+//   epoch (a swift job's watermark is its oldest input not taken, which holding keeps);
+// - for a job that stamps its outputs with its own clock (a computation, not swift), what the
+//   consumer could not take at its last epoch (Meta::takes_below): it waits for another
+//   partition's watermark, which follows that one's clock, and holding this job would only
+//   slow it to the clocks' skew.
+// A source's or a swift job's stamps are the input's times: what waits for another producer's
+// watermark waits for that one to read on, and counts. So the count is close, not exact: a
+// row taken in part counts whole, and a new incarnation starts with none.
+// One meta row read per consumer partition at the bound (or once its ledger is long), none
+// below it.
+bool Job::holds_back(EpochTx& etx) {
+  constexpr size_t kLongLedger = 4096;  // rows: past this the ledger is pruned below the bound too
+  const int64_t bound = env_.spec.max_in_flight;
+  if (bound <= 0) return false;
+  const bool own_clock = computation_ != nullptr && computation_->type != ComputationType::kSwiftMap;
+  for (auto& [where, untaken] : untaken_) {
+    if (untaken.messages < static_cast<uint64_t>(bound) && untaken.rows.size() < kLongLedger) continue;
+    const auto row = etx.read(tables::kJobMeta, untaken.consumer_meta);
+    if (!etx.failed.is_ok()) return false;  // the epoch is abandoned anyway
+    if (!row) continue;  // the consumer has not committed yet
+    const Meta consumer = Meta::decode(*row);
+    while (!untaken.rows.empty() && untaken.rows.front().first < consumer.taken_below) {
+      untaken.messages -= untaken.rows.front().second;
+      untaken.rows.pop_front();
+    }
+    uint64_t waiting = 0;  // for the consumer
+    for (const auto& [newest, messages] : untaken.rows) {
+      if (newest >= etx.watermark_before || (own_clock && newest >= consumer.takes_below)) continue;
+      waiting += messages;
+    }
+    if (waiting >= static_cast<uint64_t>(bound)) {
+      probe(env_, source_ != nullptr ? Probe::kSourceHeldBack : Probe::kComputationHeldBack);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace onceflow

@@ -19,17 +19,17 @@
 
 namespace onceflow {
 
-// Partitions of the consumer of `stream`, or 0 when nothing consumes it.
-inline int consumer_partitions(const PipelineSpec& spec, const std::string& stream) {
+// The consumer of `stream` (core/job.h); nullopt when nothing reads it.
+inline std::optional<StreamConsumer> consumer_of(const PipelineSpec& spec, const std::string& stream) {
   for (const auto& c : spec.computations) {
-    for (const auto& in : c.input_streams) {
-      if (in == stream) return c.partitions;
+    if (std::find(c.input_streams.begin(), c.input_streams.end(), stream) != c.input_streams.end()) {
+      return StreamConsumer{JobKind::kComputation, c.name, c.partitions};
     }
   }
   for (const auto& s : spec.sinks) {
-    if (s.input_stream == stream) return s.partitions;
+    if (s.input_stream == stream) return StreamConsumer{JobKind::kSink, s.name, s.partitions};
   }
-  return 0;
+  return std::nullopt;
 }
 
 // The jobs that write into `stream`: all partitions of its producer.
@@ -44,6 +44,26 @@ inline std::vector<JobId> producers(const PipelineSpec& spec, const std::string&
     for (int p = 0; p < c.partitions; ++p) out.push_back({JobKind::kComputation, c.name, p});
   }
   return out;
+}
+
+// Whether messages written into `stream` can come back into an input of `c` (a cycle through
+// it, as the headline's StateKeeper and RequestProcessor): backpressure along such a stream
+// could hold both ends of the cycle at once, so it presses only along the others.
+inline bool feeds_back(const PipelineSpec& spec, const std::string& stream, const ComputationSpec& c) {
+  std::vector<std::string> todo{stream};
+  std::set<std::string> seen{stream};
+  while (!todo.empty()) {
+    const std::string s = std::move(todo.back());
+    todo.pop_back();
+    if (std::find(c.input_streams.begin(), c.input_streams.end(), s) != c.input_streams.end()) return true;
+    for (const auto& d : spec.computations) {
+      if (std::find(d.input_streams.begin(), d.input_streams.end(), s) == d.input_streams.end()) continue;
+      for (const auto& out : d.output_streams) {
+        if (seen.insert(out).second) todo.push_back(out);
+      }
+    }
+  }
+  return false;
 }
 
 inline constexpr Micros kNoWatermark = INT64_MAX;
@@ -76,12 +96,20 @@ struct Job::Meta {
   JobProgress progress;      // for draining and completion (core/controller.h)
   // Sources while the pipeline drains: the cut, written by the controller (INT64_MIN: none).
   Micros drain_cut = INT64_MIN;
+  // Computations and sinks under backpressure (spec.max_in_flight), what their producers'
+  // holds_back reads: every input of the partition older than `taken_below` was taken, and
+  // the last epoch could take inputs older than `takes_below` (its producers' watermarks);
+  // newer ones wait for a watermark, not for the job. INT64_MIN: not kept (and not written,
+  // so that rows without backpressure stay as they were).
+  Micros taken_below = INT64_MIN;
+  Micros takes_below = INT64_MIN;
 
   std::string encode() const {
     Encoder out;
     out.u64(epoch).i64(last_output_ts).i64(low_watermark).i64(event_watermark);
     out.u64(next_seqno).u64(acked_seqno).u64(sink_offset).i64(replay_watermark).bytes(dedup_cursor);
     out.u64(progress.amo_pending).u64(progress.finished ? 1 : 0).i64(drain_cut);
+    if (taken_below != INT64_MIN) out.i64(taken_below).i64(takes_below);
     return out.take();
   }
   static Meta decode(std::string_view bytes) {
@@ -100,6 +128,10 @@ struct Job::Meta {
       m.progress.amo_pending = in.u64();
       m.progress.finished = in.u64() != 0;
       m.drain_cut = in.i64();
+    }
+    if (!in.done()) {
+      m.taken_below = in.i64();
+      m.takes_below = in.i64();
     }
     assert(in.done());
     return m;
@@ -243,7 +275,7 @@ class Job::EpochTx final : public StateBackend {
   std::map<uint32_t, uint32_t> buggify_calls;  // ONCEFLOW_BUGGIFY calls so far, per site (core/user_code.h)
   std::set<std::pair<std::string, uint64_t>> state_read;  // (table, key) in record.state_reads
   StreamWrites stream_out;                   // what the epoch emits into streams
-  std::vector<std::pair<std::string, int>> streams_written;  // (stream table, partition)
+  std::vector<StreamWrites::Written> streams_written;  // the stream rows it put
   InputTakes inputs;                         // what it takes from its input rows
   std::vector<InputRef> consumed_rows;       // swift: acknowledged after the next commit
   std::vector<Message> amo_outputs;          // at-most-once: queued after commit

@@ -40,11 +40,13 @@ void Job::step_sink(EpochTx& etx) {
   (void)producers_watermark(etx, false, &take_below);
   if (dedup) prefetch_dedup(etx, rows, take_below);
   Micros backlog_from = unseen_from;  // the oldest input left for later
+  Micros left_from = std::min(unseen_from, take_below);  // what may be left untaken (Meta::taken_below)
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
   for (auto& [read, m] : rows) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
+      left_from = std::min(left_from, m.alignment_ts);
       probe(env_, Probe::kAlignmentWait);
       etx.aligned = true;
       break;
@@ -75,6 +77,7 @@ void Job::step_sink(EpochTx& etx) {
     }
   }
   if (outbox.messages() > 0) close_row(etx.meta.next_seqno - 1);
+  publish_taken(etx, left_from, take_below);
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits

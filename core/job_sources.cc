@@ -33,15 +33,19 @@ void Job::step_source(EpochTx& etx) {
   // so a replayed epoch reads the same range again and a committed one never.
   const std::string table =
       source_->type == "static_table" ? tables::static_table(table_of(*source_)) : tables::queue(table_of(*source_));
-  // Draining, one row more is looked at (not taken): the first row not taken gives the
-  // watermark, so that it reaches the cut once every older row is taken.
+  // Held back by a consumer (never while draining: the drain takes what is in flight), the
+  // source takes nothing. Draining or held, one row more is looked at (not taken): the first
+  // row not taken gives the watermark, so that it reaches the cut once every older row is
+  // taken, and consumers waiting for it to take older inputs go on.
   const auto limit = static_cast<size_t>(env_.spec.epoch_batch_limit);
-  const auto rows = etx.scan(table, prefix_ + tables::hex16(offset), prefix_ + "~", limit + (cut ? 1 : 0));
+  held_ = !cut && holds_back(etx);
+  const size_t may_take = held_ ? 0 : limit;
+  const auto rows = etx.scan(table, prefix_ + tables::hex16(offset), prefix_ + "~", may_take + (cut || held_ ? 1 : 0));
   std::vector<Message> messages;
   messages.reserve(rows.size());
   for (const Row& row : rows) messages.push_back(decode_source_row(row.value));
-  size_t take = std::min(rows.size(), limit);
-  etx.page_full = rows.size() >= limit;
+  size_t take = std::min(rows.size(), may_take);
+  etx.page_full = !held_ && rows.size() >= limit;
   while (cut && take > 0 && messages[take - 1].system_ts >= *cut) --take;  // the rows come in time order
   // A row's time (system and alignment) is its write time, but never below the watermark
   // already published, nor as old as the row before: rows read after a drain (which raised the
@@ -62,6 +66,8 @@ void Job::step_source(EpochTx& etx) {
   // older will be written) holds too.
   if (take < messages.size()) {
     last_write = std::max(last_write, messages[take].system_ts);
+    // Held, the next row is stamped after everything emitted: consumers may take all of it.
+    if (held_) last_write = std::max(last_write, etx.meta.last_output_ts + 1);
   } else if (rows.size() < limit) {
     probe(env_, Probe::kSourceCaughtUp);
     // A static table is written before the pipeline reads it: caught up is the end.

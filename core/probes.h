@@ -33,6 +33,7 @@ namespace onceflow {
   X(kDedupCleanupForgot, "dedup.cleanup_forgot", "a dedup cleanup forgot entries below the watermark")      \
   X(kDedupCleanupWrapped, "dedup.cleanup_wrapped", "a dedup cleanup reached its partition's end and wrapped") \
   X(kAlignmentWait, "alignment.wait", "an input was left for later: not older than every producer's watermark") \
+  X(kComputationHeldBack, "computation.held_back", "a computation took no input: a consumer partition had max_in_flight of its messages untaken") \
   X(kSwiftAcknowledge, "swift.acknowledge", "a swift job acknowledged what its last committed epoch processed") \
   X(kSwiftRecompute, "swift.recompute", "a swift job took again an input an earlier incarnation processed")  \
   X(kTimerFired, "timer.fired", "a timer fired")                                                            \
@@ -41,6 +42,7 @@ namespace onceflow {
   X(kTimerMerged, "timer.merged", "a timer merged into an equal-trigger timer of its key")                  \
   X(kTimerReadAheadFull, "timer.read_ahead_full", "an epoch found more timer rows than it reads ahead")     \
   X(kSourceCaughtUp, "source.caught_up", "a source read everything there was and took the queue's head time") \
+  X(kSourceHeldBack, "source.held_back", "a source read nothing: a consumer partition had max_in_flight of its messages untaken") \
   X(kSourceReadFailed, "source.read_failed", "an external source's read failed; the epoch is retried")      \
   X(kOutboxAcknowledged, "outbox.acknowledged", "an epoch acknowledged delivered outbox rows")              \
   X(kOutboxResend, "outbox.resend", "an incarnation handed over outbox rows an earlier one had delivered")  \

@@ -626,7 +626,7 @@ PipelineSpec parse_spec(const YAML::Node& root) {
   if (!root.IsMap()) fail(root, {}, "expected a mapping at the top level");
   only_keys(root, {},
             {"name", "epoch_period", "lease_ttl", "scheduling_period", "epoch_batch_limit",
-             "sources", "computations", "sinks", "kafka"});
+             "max_in_flight", "sources", "computations", "sinks", "kafka"});
   PipelineSpec spec;
   if (const auto v = root["name"]) spec.name = string_value(v, {"name"});
   if (const auto v = root["kafka"]) {
@@ -647,6 +647,9 @@ PipelineSpec parse_spec(const YAML::Node& root) {
   }
   if (const auto v = root["epoch_batch_limit"]) {
     spec.epoch_batch_limit = static_cast<int>(integer_value(v, {"epoch_batch_limit"}, 1, 100'000));
+  }
+  if (const auto v = root["max_in_flight"]) {
+    spec.max_in_flight = integer_value(v, {"max_in_flight"}, 0, 1'000'000'000);
   }
   spec.sources = named_items<SourceSpec>(root["sources"], {"sources"}, parse_source);
   spec.computations =

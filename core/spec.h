@@ -166,6 +166,11 @@ struct PipelineSpec {
   Micros lease_ttl_us = 2 * kSeconds;
   Micros scheduling_period_us = 200 * kMillis;
   int epoch_batch_limit = 64;  // messages read per input per epoch
+  // Backpressure: a queue or static-table source, or a computation (not along a cycle),
+  // partition takes no input while one partition of its stream's consumer has about this
+  // many of its messages not yet taken (0: no bound), so what a stop "now" drains between
+  // stages stays about this per pair of partitions (docs/scenarios.md).
+  int64_t max_in_flight = 0;
   // Not in the YAML: the version of the layout (core/layout.h) this spec is in force under.
   uint64_t layout_version = 0;
   // `kafka:` librdkafka settings for every Kafka client of `onceflow real` (TLS, SASL, ...).

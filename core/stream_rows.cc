@@ -69,20 +69,21 @@ void StreamWrites::add(const std::string& table, int partition, Message m) {
   rows_[{table, partition}].push_back(std::move(m));
 }
 
-std::vector<std::pair<std::string, int>> StreamWrites::partitions() const {
-  std::vector<std::pair<std::string, int>> out;
-  out.reserve(rows_.size());
-  for (const auto& [where, messages] : rows_) out.push_back(where);
-  return out;
-}
-
-void StreamWrites::write(Transaction& tx, std::string_view producer, uint64_t epoch) {
+std::vector<StreamWrites::Written> StreamWrites::write(Transaction& tx, std::string_view producer, uint64_t epoch) {
+  std::vector<Written> written;
+  written.reserve(rows_.size());
   for (auto& [where, messages] : rows_) {
     Micros least = messages.front().alignment_ts;
-    for (const Message& m : messages) least = std::min(least, m.alignment_ts);
+    Micros newest = least;
+    for (const Message& m : messages) {
+      least = std::min(least, m.alignment_ts);
+      newest = std::max(newest, m.alignment_ts);
+    }
     tx.put(where.first, stream_rows::row_key(where.second, least, producer, epoch), stream_rows::encode(messages));
+    written.push_back({where, newest, messages.size()});
   }
   rows_.clear();
+  return written;
 }
 
 uint32_t InputTakes::read(std::string row, std::string value) {

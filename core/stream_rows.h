@@ -46,11 +46,15 @@ Result<std::vector<Message>> decode_row(std::string_view table, std::string_view
 class StreamWrites {
  public:
   void add(const std::string& table, int partition, Message m);
-  // Puts the rows into `tx`; nothing is left gathered.
-  void write(Transaction& tx, std::string_view producer, uint64_t epoch);
+  // A row put: where, its newest alignment time and its messages.
+  struct Written {
+    std::pair<std::string, int> where;  // (stream table, consumer partition)
+    Micros newest_ts = 0;
+    uint64_t messages = 0;
+  };
+  // Puts the rows into `tx`, in (table, partition) order; nothing is left gathered.
+  std::vector<Written> write(Transaction& tx, std::string_view producer, uint64_t epoch);
   bool empty() const { return rows_.empty(); }
-  // The (stream table, partition) pairs gathered for, in order.
-  std::vector<std::pair<std::string, int>> partitions() const;
 
  private:
   std::map<std::pair<std::string, int>, std::vector<Message>> rows_;

@@ -187,6 +187,7 @@ TEST(SpecTest, AppliesDefaults) {
   EXPECT_EQ(spec->lease_ttl_us, 2 * kSeconds);
   EXPECT_EQ(spec->scheduling_period_us, 200 * kMillis);
   EXPECT_EQ(spec->epoch_batch_limit, 64);
+  EXPECT_EQ(spec->max_in_flight, 0);  // no backpressure
   const ComputationSpec& worker = spec->computations.at(0);
   EXPECT_EQ(worker.name, "Worker");
   EXPECT_EQ(worker.partitions, 1);
@@ -327,6 +328,14 @@ TEST(SpecTest, PartitionsMustBeInRange) {
   expect_error(edited("input_stream: result}", "input_stream: result, partitions: 0}"),
                "spec.yaml:11: sinks.out.partitions: must be in");
   expect_valid(with_worker_line("partitions: 4096"));
+}
+
+TEST(SpecTest, MaxInFlightIsACountOfMessages) {
+  const auto spec = parse(edited("name: p\n", "name: p\nmax_in_flight: 20000\n"));
+  ASSERT_TRUE(spec.has_value()) << spec.error().message();
+  EXPECT_EQ(spec->max_in_flight, 20000);
+  expect_error(edited("name: p\n", "name: p\nmax_in_flight: -1\n"), "spec.yaml:2: max_in_flight: must be in [0, 1000000000], got -1");
+  expect_error(edited("name: p\n", "name: p\nmax_in_flight: lots\n"), "spec.yaml:2: max_in_flight:");
 }
 
 TEST(SpecTest, ComputationNeedsProcessingFunction) {

@@ -76,8 +76,15 @@ TEST_F(StreamRowsTest, AnEpochWritesARowPerPartitionKeyedByItsOldestMessage) {
   out.add("stream/event", 0, message(2, 2, 20));
   out.add("stream/event", 1, message(3, 3, 25));
   auto tx = store_->begin();
-  out.write(*tx, "source/events/0", 4);
+  const auto put = out.write(*tx, "source/events/0", 4);
   EXPECT_TRUE(out.empty());
+  ASSERT_EQ(put.size(), 2u);  // what a source under backpressure counts as in flight
+  EXPECT_EQ(put[0].where, std::make_pair(std::string("stream/event"), 0));
+  EXPECT_EQ(put[0].newest_ts, 30);
+  EXPECT_EQ(put[0].messages, 2u);
+  EXPECT_EQ(put[1].where, std::make_pair(std::string("stream/event"), 1));
+  EXPECT_EQ(put[1].newest_ts, 25);
+  EXPECT_EQ(put[1].messages, 1u);
   commit(*tx);
   const auto written = rows("stream/event");
   ASSERT_EQ(written.size(), 2u);
