@@ -19,6 +19,8 @@
 // Thread-safety: run() on one thread; stop() from any thread or a signal handler.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -129,8 +131,15 @@ class RealDeployment {
   // run stopped or paused is set working again first.
   Ending run();
   // Async-signal-safe: the first call asks for a drain, the second ends the run at once.
-  // A worker's process (--role worker) leaves at the first.
+  // A worker's process (--role worker) leaves at the first. A call within 20 ms of the first
+  // is the same request: `timeout` signals its command and then its process group, so one
+  // request can arrive twice (whether it does depends on when the handler runs).
   void stop() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t now_us = static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1'000;
+    int64_t first = -1;
+    if (!first_stop_us_.compare_exchange_strong(first, now_us) && now_us - first < 20'000) return;
     if (stop_signals_.fetch_add(1) >= 1 || o_.role == RealOptions::Role::kWorker) loop_.request_stop();
   }
   const Status& failure() const { return failure_; }
@@ -250,6 +259,7 @@ class RealDeployment {
   std::string kafka_error_;
   Status failure_;
   std::atomic<int> stop_signals_{0};
+  std::atomic<int64_t> first_stop_us_{-1};  // CLOCK_MONOTONIC of the first stop() (-1: none)
   bool drain_timed_out_ = false;
   bool starting_ = false;  // the start-up requests (resume, repartition) are under way
 };

@@ -425,6 +425,17 @@ rc=$?
 written=$(grep -o 'in [0-9]*/2000000' "$tmp/sigint.log" | tail -1 | sed 's|in \([0-9]*\)/.*|\1|')
 [ "$rc" -eq 0 ] && [ -n "$written" ] && [ "$written" -lt 2000000 ] && grep -q "stopped on signal 2" "$tmp/sigint.log" ||
   fail "SIGINT under load: exit $rc, $written of 2000000 written: $(tail -2 "$tmp/sigint.log")"
+# One signal sent twice at once (`timeout` signals its command and then its process group)
+# is one request: a stop with nothing in flight, not the second signal's interruption.
+"$bin" real "$src/scenarios/pipelines/keyed_aggregation.yaml" --data "$tmp/real-twice" --messages 2000000 \
+  --no-progress >/dev/null 2>"$tmp/twice.log" &
+pid=$!
+sleep 1.5
+kill -TERM "$pid"; kill -TERM "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "stopped on signal 15, nothing in flight" "$tmp/twice.log" ||
+  fail "one SIGTERM sent twice at once: exit $rc: $(tail -2 "$tmp/twice.log")"
 # Its progress lines (a fresh directory, one output per input) never say more was delivered
 # this run than the targets hold, nor more than went in (30 of 31 lines once did).
 python3 - "$tmp/sigint.log" <<'PY' || fail "progress lines disagree: $(grep -m3 'delivered' "$tmp/sigint.log")"
