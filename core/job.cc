@@ -270,8 +270,7 @@ void Job::after_commit(EpochTx& etx) {
       const StreamConsumer& by = *consumer->second.presses;
       untaken.consumer_meta = JobId{by.kind, by.name, row.where.second}.str();
     }
-    untaken.rows.emplace_back(row.newest_ts, row.messages);
-    untaken.messages += row.messages;
+    untaken.rows.put(row);
   }
   // Only a watermark that moved, and not by an idle epoch that a watermark began: two jobs of
   // a cycle (or the partitions of a job reading its own outputs), each waiting for a slow

@@ -209,13 +209,12 @@ class Job {
   uint64_t committed_epochs_ = 0;  // by this incarnation
   int idle_epochs_ = 0;  // consecutive idle epochs
   // Backpressure (spec.max_in_flight): the stream rows this job's committed epochs put for
-  // consumers that press, per (stream table, consumer partition), as (newest alignment time,
-  // messages), oldest first, until the consumer partition says it took them. Kept by this
+  // consumers that press, per (stream table, consumer partition), until the consumer
+  // partition says it took them (core/stream_rows.h). Kept by this
   // incarnation only: a new one starts with none, so it may read one bound more.
   struct Untaken {
     std::string consumer_meta;  // the consumer partition's row in job_meta
-    std::deque<std::pair<Micros, uint64_t>> rows;
-    uint64_t messages = 0;
+    UntakenRows rows;
   };
   std::map<std::pair<std::string, int>, Untaken> untaken_;
   // Swift jobs: rows processed by the last committed epoch, acknowledged by the next one.

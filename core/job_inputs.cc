@@ -214,20 +214,15 @@ bool Job::holds_back(EpochTx& etx) {
   if (bound <= 0) return false;
   const bool own_clock = computation_ != nullptr && computation_->type != ComputationType::kSwiftMap;
   for (auto& [where, untaken] : untaken_) {
-    if (untaken.messages < static_cast<uint64_t>(bound) && untaken.rows.size() < kLongLedger) continue;
+    if (untaken.rows.messages() < static_cast<uint64_t>(bound) && untaken.rows.rows() < kLongLedger) continue;
     const auto row = etx.read(tables::kJobMeta, untaken.consumer_meta);
     if (!etx.failed.is_ok()) return false;  // the epoch is abandoned anyway
     if (!row) continue;  // the consumer has not committed yet
     const Meta consumer = Meta::decode(*row);
-    while (!untaken.rows.empty() && untaken.rows.front().first < consumer.taken_below) {
-      untaken.messages -= untaken.rows.front().second;
-      untaken.rows.pop_front();
-    }
-    uint64_t waiting = 0;  // for the consumer
-    for (const auto& [newest, messages] : untaken.rows) {
-      if (newest >= etx.watermark_before || (own_clock && newest >= consumer.takes_below)) continue;
-      waiting += messages;
-    }
+    untaken.rows.taken_below(consumer.taken_below);
+    // What waits for the consumer.
+    const uint64_t waiting = untaken.rows.older_than(
+        own_clock ? std::min(etx.watermark_before, consumer.takes_below) : etx.watermark_before);
     if (waiting >= static_cast<uint64_t>(bound)) {
       probe(env_, source_ != nullptr ? Probe::kSourceHeldBack : Probe::kComputationHeldBack);
       return true;

@@ -154,4 +154,18 @@ bool InputTakes::settle(Transaction& tx,
   return true;
 }
 
+void UntakenRows::taken_below(Micros taken_below) {
+  std::erase_if(rows_, [&](const std::pair<Micros, uint64_t>& row) {
+    if (row.first >= taken_below) return false;
+    messages_ -= row.second;
+    return true;
+  });
+}
+
+uint64_t UntakenRows::older_than(Micros below) const {
+  uint64_t n = 0;
+  for (const auto& [newest, messages] : rows_) n += newest < below ? messages : 0;
+  return n;
+}
+
 }  // namespace onceflow

@@ -60,6 +60,28 @@ class StreamWrites {
   std::map<std::pair<std::string, int>, std::vector<Message>> rows_;
 };
 
+// Backpressure's ledger (spec.max_in_flight): the rows one producer put for one consumer
+// partition, as (newest alignment time, messages), until that partition says it took them
+// (Job::holds_back). Rows need not come in time order: a swift job that re-processes
+// replayed inputs puts a row older than the ones before it.
+class UntakenRows {
+ public:
+  void put(const StreamWrites::Written& row) {
+    rows_.emplace_back(row.newest_ts, row.messages);
+    messages_ += row.messages;
+  }
+  // Forgets every row the consumer took whole: nothing in it as new as `taken_below`.
+  void taken_below(Micros taken_below);
+  // Messages of the rows whose newest message is older than `below`.
+  uint64_t older_than(Micros below) const;
+  uint64_t messages() const { return messages_; }
+  size_t rows() const { return rows_.size(); }
+
+ private:
+  std::vector<std::pair<Micros, uint64_t>> rows_;
+  uint64_t messages_ = 0;
+};
+
 // Where an input message is kept: its stream row ("<table>\x1f<key>") and its id.
 struct InputRef {
   std::string row;

@@ -70,6 +70,29 @@ TEST(StreamRowKeys, RowsRoundTripAndDamageIsRefused) {
   EXPECT_FALSE(stream_rows::decode("\x7f").has_value());
 }
 
+// Backpressure's ledger: a row the consumer took whole is forgotten wherever it sits, so a
+// row put out of time order (a swift job re-processing replayed inputs) is not counted as
+// waiting behind a newer one the consumer has not taken.
+TEST(UntakenRowsTest, ForgetsEveryRowTakenWholeEvenBehindOneNotTaken) {
+  UntakenRows ledger;
+  const auto put = [&](Micros newest, uint64_t messages) {
+    ledger.put(StreamWrites::Written{{"stream/tagged", 0}, newest, messages});
+  };
+  put(100, 3);  // its newest message is as new as the consumer's bound: not taken whole
+  put(50, 9);   // replayed inputs, re-processed: older than the row before it
+  put(120, 4);
+  EXPECT_EQ(ledger.messages(), 16u);
+  EXPECT_EQ(ledger.older_than(101), 12u);
+  ledger.taken_below(100);
+  EXPECT_EQ(ledger.rows(), 2u);
+  EXPECT_EQ(ledger.messages(), 7u);
+  EXPECT_EQ(ledger.older_than(101), 3u);
+  EXPECT_EQ(ledger.older_than(100), 0u);
+  ledger.taken_below(121);
+  EXPECT_EQ(ledger.rows(), 0u);
+  EXPECT_EQ(ledger.messages(), 0u);
+}
+
 TEST_F(StreamRowsTest, AnEpochWritesARowPerPartitionKeyedByItsOldestMessage) {
   StreamWrites out;
   out.add("stream/event", 0, message(1, 1, 30));
