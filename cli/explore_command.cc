@@ -96,6 +96,9 @@ std::set<std::string> unreachable_probes(const Scenario& s, bool swarm) {
   out_if(!outbox, {Probe::kOutboxAcknowledged, Probe::kOutboxResend, Probe::kOutboxBehindTarget, Probe::kOutboxTargetDuplicate,
                    Probe::kOutboxDeliveryFailed, Probe::kOutboxPermanentError});
   out_if(!sync_writes, {Probe::kSyncWriteFailed});
+  const bool bounded = spec.max_in_flight > 0 || !s.pipeline.respecs.empty();  // a new spec may set it
+  out_if(!bounded, {Probe::kSourceHeldBack, Probe::kComputationHeldBack});
+  out_if(!bounded || (!outbox && !amo), {Probe::kSinkHeldBack});
   out_if(!kafka_sink, {Probe::kKafkaMarkerSkip});
   out_if(!external_source, {Probe::kSourceReadFailed});
   out_if(!pauses, {Probe::kControllerPaused});

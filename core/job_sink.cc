@@ -38,15 +38,29 @@ void Job::step_sink(EpochTx& etx) {
   if (!read_inputs(etx, {spec.input_stream}, &rows, &unseen_from)) return;
   Micros take_below = INT64_MIN;
   (void)producers_watermark(etx, false, &take_below);
+  const Micros takes_below = take_below;
+  Micros left_from = std::min(unseen_from, take_below);  // what may be left untaken (Meta::taken_below)
+  // Held back by its target (spec.max_in_flight): while the bound of what it took waits for
+  // the target (its outbox, or its at-most-once queue), the epoch takes no input, and its
+  // producers are held in turn. Acknowledgements (above) and deliveries go on.
+  const uint64_t unacknowledged = amo ? delivery_->at_most_once_pending()
+                                  : spec.type != SinkType::kSyncQueue && !write_now
+                                      ? etx.meta.next_seqno - 1 - etx.meta.acked_seqno
+                                      : 0;
+  held_ = env_.spec.max_in_flight > 0 && unacknowledged >= static_cast<uint64_t>(env_.spec.max_in_flight);
+  if (held_) {
+    probe(env_, Probe::kSinkHeldBack);
+    take_below = INT64_MIN;
+  }
   if (dedup) prefetch_dedup(etx, rows, take_below);
   Micros backlog_from = unseen_from;  // the oldest input left for later
-  Micros left_from = std::min(unseen_from, take_below);  // what may be left untaken (Meta::taken_below)
   DedupRows dedup_rows(etx, dedup_table_);
   DedupTable::Batch seen(dedup_, dedup_rows);
   for (auto& [read, m] : rows) {
     if (m.alignment_ts >= take_below) {
       backlog_from = std::min(backlog_from, m.system_ts);
       left_from = std::min(left_from, m.alignment_ts);
+      if (held_) break;  // what it waits for is its target, not a watermark
       probe(env_, Probe::kAlignmentWait);
       etx.aligned = true;
       break;
@@ -77,7 +91,7 @@ void Job::step_sink(EpochTx& etx) {
     }
   }
   if (outbox.messages() > 0) close_row(etx.meta.next_seqno - 1);
-  publish_taken(etx, left_from, take_below);
+  publish_taken(etx, left_from, takes_below);
   dedup_recorded_ += dedup ? seen.flush(dedup_forget_below(etx, backlog_from)) : seen.flush();
   if (dedup) clean_dedup(etx, backlog_from);
   if (amo) {  // what a drain waits for: held in memory now, or queued once this epoch commits

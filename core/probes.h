@@ -30,6 +30,7 @@ namespace onceflow {
   X(kEpochWokenByWatermark, "epoch.woken_by_watermark", "a producer in its process committed while a job waited for its watermark: the next epoch began at once") \
   X(kInputDedupHit, "dedup.input_duplicate", "a computation dropped an input it had processed before")      \
   X(kSinkDedupHit, "dedup.sink_duplicate", "a sink dropped an input it had taken before")                   \
+  X(kSinkHeldBack, "sink.held_back", "a sink took no input: max_in_flight of what it took waited for its target") \
   X(kDedupCleanupForgot, "dedup.cleanup_forgot", "a dedup cleanup forgot entries below the watermark")      \
   X(kDedupCleanupWrapped, "dedup.cleanup_wrapped", "a dedup cleanup reached its partition's end and wrapped") \
   X(kAlignmentWait, "alignment.wait", "an input was left for later: not older than every producer's watermark") \

@@ -555,6 +555,46 @@ TEST(EngineTest, BackpressureBoundsWhatIsInFlightBetweenStages) {
   EXPECT_GT(unbounded, 5 * bounded) << "the run had no backlog for backpressure to bound";  // 15,957 against 1,535
 }
 
+// A sink whose target lags is held by the same bound: while max_in_flight of what it took
+// waits in its outbox, it takes nothing, and its producers are held in turn. Here the target
+// fails every append for two seconds: without the bound the outbox takes in whatever the
+// pipeline gives it meanwhile; with it, about the bound per sink partition. Every input is
+// still delivered exactly once once the target answers again.
+TEST(EngineTest, BackpressureHoldsASinkWhoseTargetLags) {
+  const ComputationRegistry reg = registry();
+  const auto peak_outbox = [&](int64_t bound) {
+    PipelineWorldOptions options;
+    options.workload.messages = 30000;
+    options.workload.interval_us = 100;
+    PipelineSpec spec = load("keyed_aggregation");
+    spec.max_in_flight = bound;
+    auto w = std::make_unique<PipelineWorld>(spec, reg, options);
+    w->start();
+    sim::TargetFaults* target = w->target_faults("target-counts_out");
+    EXPECT_NE(target, nullptr);
+    size_t peak = 0;
+    for (Micros t = 50 * kMillis; t <= 3 * kSeconds; t += 50 * kMillis) {
+      if (target != nullptr) target->error_probability = t > 500 * kMillis && t <= 2500 * kMillis ? 1.0 : 0.0;
+      w->world().run_until(t);
+      size_t waiting = 0;
+      for (const Row& row : w->store_data().read_range(tables::outbox("counts_out"), "", "", UINT64_MAX, SIZE_MAX)) {
+        waiting += stream_rows::decode(row.value)->size();
+      }
+      peak = std::max(peak, waiting);
+    }
+    if (target != nullptr) target->error_probability = 0;
+    EXPECT_TRUE(w->run_until_drained(120 * kSeconds)) << "bound " << bound;
+    expect_reference(*w, reg);
+    return peak;
+  };
+  const size_t unbounded = peak_outbox(0);
+  const size_t bounded = peak_outbox(200);
+  // Two sink partitions, each held at the bound plus what one epoch adds (a page of 64 from
+  // each of Counter's three partitions).
+  EXPECT_LE(bounded, 2u * (200 + 3 * 64)) << "unbounded: " << unbounded;
+  EXPECT_GT(unbounded, 5 * bounded) << "the target's outage left no backlog for backpressure to bound";  // 20,181 against 472
+}
+
 // The headline's StateKeeper reads the source and RequestProcessor's responses: while the
 // drain waits for the responses to come back, the sources, done up to the cut, hold nothing
 // back, so the drain ends.
