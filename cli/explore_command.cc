@@ -17,6 +17,7 @@
 #include "cli/explore.h"
 #include "cli/guided.h"
 #include "cli/runner.h"
+#include "core/delivery.h"
 #include "core/env/random.h"
 #include "core/probes.h"
 #include "core/spec.h"
@@ -98,11 +99,7 @@ std::set<std::string> unreachable_probes(const Scenario& s, bool swarm) {
   out_if(!sync_writes, {Probe::kSyncWriteFailed});
   const bool bounded = spec.max_in_flight > 0 || !s.pipeline.respecs.empty();  // a new spec may set it
   out_if(!bounded, {Probe::kSourceHeldBack, Probe::kComputationHeldBack});
-  const bool held_sinks = any_sink([](const SinkSpec& k) {  // Job::step_sink
-    return k.at_most_once_strategy.enabled ||
-           (k.type != SinkType::kSyncQueue && !writes_before_commit(k) && !outbox_row_per_message(k));
-  });
-  out_if(!bounded || !held_sinks, {Probe::kSinkHeldBack});
+  out_if(!bounded || !any_sink([](const SinkSpec& k) { return held_by_target(k); }), {Probe::kSinkHeldBack});
   out_if(!kafka_sink, {Probe::kKafkaMarkerSkip});
   out_if(!external_source, {Probe::kSourceReadFailed});
   out_if(!pauses, {Probe::kControllerPaused});

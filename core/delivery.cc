@@ -15,6 +15,11 @@ bool outbox_row_per_message(const SinkSpec& sink) {
   return sink.type == SinkType::kClickHouse && sink.delivery_guarantee == SinkDelivery::kAtMostOnce;
 }
 
+bool held_by_target(const SinkSpec& sink) {
+  return sink.at_most_once_strategy.enabled ||
+         (sink.type != SinkType::kSyncQueue && !writes_before_commit(sink) && !outbox_row_per_message(sink));
+}
+
 bool resolve_until_answered(const EngineEnv& env, TxId tx, Version* version) {
   while (true) {
     auto outcome = env.store.resolve(tx, version);

@@ -34,6 +34,13 @@ bool batched_outbox(const SinkSpec& sink);
 // send (at most once through the outbox, ClickHouse's default), rather than one per epoch.
 bool outbox_row_per_message(const SinkSpec& sink);
 
+// Whether backpressure (spec.max_in_flight) holds `sink` by what its target has not taken yet
+// (Job::step_sink): its at-most-once queue, or an outbox its epochs acknowledge. Not a sink
+// that writes before its commits, nor one whose outbox rows are acknowledged one by one
+// before their sends, outside the epochs: its acked_seqno moves only with what a delivery
+// round read, and a round that found the outbox empty leaves it behind for good.
+bool held_by_target(const SinkSpec& sink);
+
 // Whether transaction `tx`, whose commit was ambiguous, applied; asks until the store answers
 // (resolve() also fences it when it did not), one epoch period apart.
 bool resolve_until_answered(const EngineEnv& env, TxId tx, Version* version = nullptr);

@@ -258,9 +258,8 @@ void Job::after_commit(EpochTx& etx) {
     for (const StreamWrites::Written& row : etx.streams_written) written.push_back(row.where);
     env_.wakeups->committed(env_.runtime, written);
   }
-  // Backpressure's ledger (untaken_); nothing to keep without a bound.
+  // Backpressure's ledger (untaken_): rows for consumers that press (none without a bound).
   for (const StreamWrites::Written& row : etx.streams_written) {
-    if (env_.spec.max_in_flight <= 0) break;
     const auto consumer = std::find_if(consumers_.begin(), consumers_.end(), [&](const auto& c) {
       return c.second.presses && c.second.table == row.where.first;
     });

@@ -10,7 +10,6 @@
 // kAmbiguous is resolved with Store::resolve before anything else happens.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>

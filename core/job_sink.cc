@@ -40,16 +40,12 @@ void Job::step_sink(EpochTx& etx) {
   (void)producers_watermark(etx, false, &take_below);
   const Micros takes_below = take_below;
   Micros left_from = std::min(unseen_from, take_below);  // what may be left untaken (Meta::taken_below)
-  // Held back by its target (spec.max_in_flight): while the bound of what it took waits for
-  // the target (its outbox, or its at-most-once queue), the epoch takes no input, and its
-  // producers are held in turn. Acknowledgements (above) and deliveries go on. Not a sink
-  // whose outbox rows are acknowledged one by one before their sends, outside the epochs
-  // (at-most-once ClickHouse): its acked_seqno moves only with what a delivery round read, and
-  // a round that found the outbox empty leaves it behind for good.
-  const uint64_t unacknowledged = amo ? delivery_->at_most_once_pending()
-                                  : spec.type != SinkType::kSyncQueue && !write_now && !row_per_message
-                                      ? etx.meta.next_seqno - 1 - etx.meta.acked_seqno
-                                      : 0;
+  // Held back by its target (spec.max_in_flight, held_by_target): while the bound of what it
+  // took waits for the target, the epoch takes no input, and its producers are held in turn.
+  // Acknowledgements (above) and deliveries go on.
+  const uint64_t unacknowledged = !held_by_target(spec) ? 0
+                                  : amo                 ? delivery_->at_most_once_pending()
+                                                        : etx.meta.next_seqno - 1 - etx.meta.acked_seqno;
   held_ = env_.spec.max_in_flight > 0 && unacknowledged >= static_cast<uint64_t>(env_.spec.max_in_flight);
   if (held_) {
     probe(env_, Probe::kSinkHeldBack);
