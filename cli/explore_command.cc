@@ -278,10 +278,11 @@ void explore_guided(const Invocation& inv, const ExploreOptions& eo, Explored& e
 }
 
 // Runs seeds of `e` from where it stopped (its first seed, or past those it ran) until its
-// limit, a failure (with --stop-on-first-failure) or `deadline` (-1: none); the first round
-// always runs.
-void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, const std::string& label) {
-  const uint64_t limit = seed_limit(eo);
+// limit (or `stop_at` seeds in all, if fewer), a failure (with --stop-on-first-failure) or
+// `deadline` (-1: none); the first round always runs. `end_line`: end the progress line.
+void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, Micros deadline, const std::string& label,
+                 uint64_t stop_at = UINT64_MAX, bool end_line = true) {
+  const uint64_t limit = std::min(seed_limit(eo), stop_at);
   const uint64_t done_before = e.ran();
   if (done_before >= limit) return;
   const Micros start = wall_now();
@@ -292,8 +293,8 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
     if (!progress) return;
     const uint64_t done = e.ran();
     if (deadline >= 0) {
-      fmt::print(stderr, "\r{}{} seeds, {:.0f}s of {:.0f}s   ", label, done, wall_ms_since(start) / 1e3,
-                 static_cast<double>(deadline - start) / 1e6);
+      fmt::print(stderr, "\r{}{} seeds, {:.0f}s of the budget left   ", label, done,
+                 static_cast<double>(std::max<Micros>(0, deadline - wall_now())) / 1e6);
       return;
     }
     const uint64_t width = 40;
@@ -324,12 +325,46 @@ void explore_one(const Invocation& inv, const ExploreOptions& eo, Explored& e, M
       explore_seeds(inv, e.s, first, std::min(round, end - first), eo.jobs, e.swarm, seen);
     }
   }
-  if (progress) fmt::print(stderr, "\n");
+  if (progress && end_line) fmt::print(stderr, "\n");
   e.wall_ms += wall_ms_since(start);
 }
 
-// The wall time one more seed of `e` costs, from what its seeds cost so far.
-double ms_per_seed(const Explored& e) { return e.wall_ms / static_cast<double>(std::max<uint64_t>(1, e.ran())); }
+// A time budget over several scenarios is shared by seeds, not by time: each round goes to
+// the scenario that has run the fewest seeds so far, so every scenario gets as many seeds as
+// the others whatever its seeds cost, and a slow spell of the machine cannot starve one.
+// Every scenario runs its first round, even past the budget.
+void explore_sharing_budget(const Invocation& inv, const ExploreOptions& eo, std::vector<Explored>& all, Micros start) {
+  const Micros deadline = start + eo.time_budget_us;
+  const uint64_t round = eo.guided ? kGuidedBatch : static_cast<uint64_t>(eo.jobs) * 4;
+  const bool progress = !eo.as_json && isatty(STDERR_FILENO) != 0;
+  std::vector<bool> exhausted(all.size(), false);  // a guided search with nothing left to run
+  for (;;) {
+    if (eo.stop_on_first_failure &&
+        std::any_of(all.begin(), all.end(), [](const Explored& e) { return e.started && !e.as_expected(); })) {
+      for (Explored& e : all) {
+        if (e.started && !e.as_expected() && e.stopped.empty()) e.stopped = "first failure";
+      }
+      break;
+    }
+    Explored* next = nullptr;
+    size_t index = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!exhausted[i] && all[i].ran() < seed_limit(eo) && (next == nullptr || all[i].ran() < next->ran())) {
+        next = &all[i];
+        index = i;
+      }
+    }
+    if (next == nullptr || (next->started && wall_now() >= deadline)) break;
+    const std::string label = fmt::format("{}/{} {}: ", index + 1, all.size(), next->s.path);
+    const uint64_t before = next->ran();
+    explore_one(inv, eo, *next, deadline, label, before + round, false);
+    exhausted[index] = next->ran() == before;
+  }
+  if (progress) fmt::print(stderr, "\n");
+  for (Explored& e : all) {
+    if (e.stopped.empty() && e.ran() < seed_limit(eo)) e.stopped = "time budget";
+  }
+}
 
 // Whether --require-effects / --require-probes hold for `e`; the reason when not.
 std::string unmet_requirement(const ExploreOptions& eo, const Explored& e) {
@@ -662,37 +697,19 @@ int explore_command(const Invocation& inv, const ExploreOptions& eo) {
   const bool one_file = eo.paths.size() == 1 && !std::filesystem::is_directory(eo.paths[0], ec);
   const Micros start = wall_now();
   if (eo.continuous) return explore_continuous(inv, eo, all, start);
-  // A time budget over several scenarios: first one round of each, to learn what a seed of
-  // each costs; then the budget left is shared so that every scenario gets as many seeds as
-  // the others (a slow scenario's share of the time is larger; none is starved of seeds).
   const bool shared = eo.time_budget_us > 0 && all.size() > 1;
-  if (shared) {
-    for (size_t i = 0; i < all.size(); ++i) {
-      const std::string label = fmt::format("{}/{} {} (first round): ", i + 1, all.size(), all[i].s.path);
-      explore_one(inv, eo, all[i], wall_now(), label);
-      if (eo.stop_on_first_failure && !all[i].as_expected()) break;
-    }
-  }
+  if (shared) explore_sharing_budget(inv, eo, all, start);
   for (size_t i = 0; i < all.size(); ++i) {
-    if (eo.stop_on_first_failure && std::any_of(all.begin(), all.begin() + static_cast<long>(i), [](const Explored& e) {
-          return !e.as_expected();
-        })) {
-      break;
+    if (!shared) {
+      if (eo.stop_on_first_failure && std::any_of(all.begin(), all.begin() + static_cast<long>(i),
+                                                  [](const Explored& e) { return !e.as_expected(); })) {
+        break;
+      }
+      const Micros deadline = eo.time_budget_us > 0 ? start + eo.time_budget_us : -1;
+      const std::string label = all.size() > 1 ? fmt::format("{}/{} {}: ", i + 1, all.size(), all[i].s.path) : "";
+      explore_one(inv, eo, all[i], deadline, label);
     }
-    Micros deadline = -1;
-    if (shared) {
-      // This scenario's part of the budget left, in proportion to what its seeds cost.
-      const Micros left = std::max<Micros>(0, start + eo.time_budget_us - wall_now());
-      double cost_left = 0;
-      for (size_t j = i; j < all.size(); ++j) cost_left += ms_per_seed(all[j]);
-      deadline = wall_now() + static_cast<Micros>(static_cast<double>(left) * ms_per_seed(all[i]) / std::max(cost_left, 1e-9));
-    } else if (eo.time_budget_us > 0) {
-      deadline = start + eo.time_budget_us;
-    }
-    const std::string label = all.size() > 1 ? fmt::format("{}/{} {}: ", i + 1, all.size(), all[i].s.path) : "";
-    if (!shared || wall_now() < deadline) explore_one(inv, eo, all[i], deadline, label);
-    if (shared && all[i].stopped.empty() && all[i].ran() < seed_limit(eo)) all[i].stopped = "time budget";
-    if (!eo.as_json) {
+    if (!eo.as_json && (!shared || all[i].started)) {
       if (i > 0) fmt::print("\n");
       print_explored(inv, eo, all[i]);
       std::fflush(stdout);

@@ -168,14 +168,15 @@ expect_rc 2 "$bin" explore "$bank" --time-budget soon
 "$bin" explore "$bank" --time-budget 2s --jobs 2 --json >"$tmp/budget.json"
 python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["stopped_by"] == "time budget" and j["seeds"] > 8, j["seeds"]' \
   "$tmp/budget.json" || fail "--time-budget 2s: $(head -c 300 "$tmp/budget.json")"
-# A budget over a slow and a fast scenario is shared by what their seeds cost: the slow one
-# gets about as many seeds as the fast one (an even split of the time gave it 16 to 424).
-"$bin" explore "$src/scenarios/retryable_request.yaml" "$bank" --time-budget 12s --jobs 2 --json >"$tmp/shared.json"
-python3 - "$tmp/shared.json" <<'PY' || fail "--time-budget shared by cost: $(head -c 400 "$tmp/shared.json")"
+# A budget over a slow and a fast scenario is shared by seeds: each round goes to the one that
+# ran fewer, so they end within a round (8 seeds with 2 jobs) of each other, however the
+# machine's load varied (a split of the time by measured cost gave 112 and 536 under load).
+"$bin" explore "$src/scenarios/retryable_request.yaml" "$bank" --time-budget 6s --jobs 2 --json >"$tmp/shared.json"
+python3 - "$tmp/shared.json" <<'PY' || fail "--time-budget shared by seeds: $(head -c 400 "$tmp/shared.json")"
 import json, sys
-s = {x["scenario"].rsplit("/", 1)[-1]: x["seeds"] for x in json.load(open(sys.argv[1]))["scenarios"]}
-slow, fast = s["retryable_request.yaml"], s["kernel_bank.yaml"]  # ~50 ms and ~4 ms a seed
-assert slow >= 8 and fast >= 8 and 4 * slow >= fast, s  # an even split of the time gave 16 and 424
+s = {x["scenario"].rsplit("/", 1)[-1]: (x["seeds"], x["stopped_by"]) for x in json.load(open(sys.argv[1]))["scenarios"]}
+(slow, why_slow), (fast, why_fast) = s["retryable_request.yaml"], s["kernel_bank.yaml"]  # ~50 ms and ~4 ms a seed
+assert slow >= 8 and abs(slow - fast) <= 8 and why_slow == why_fast == "time budget", s
 PY
 # CI: the seeds from the environment, named in the first line; a bad value is exit 2.
 ONCEFLOW_SEED=7 ONCEFLOW_SEEDS=2 "$bin" explore "$bank" >"$tmp/envseed.txt"
