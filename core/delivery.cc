@@ -16,8 +16,7 @@ bool outbox_row_per_message(const SinkSpec& sink) {
 }
 
 bool held_by_target(const SinkSpec& sink) {
-  return sink.at_most_once_strategy.enabled ||
-         (sink.type != SinkType::kSyncQueue && !writes_before_commit(sink) && !outbox_row_per_message(sink));
+  return sink.at_most_once_strategy.enabled || (sink.type != SinkType::kSyncQueue && !writes_before_commit(sink));
 }
 
 bool resolve_until_answered(const EngineEnv& env, TxId tx, Version* version) {
@@ -68,6 +67,16 @@ uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_wr
   // The target may hold more than this incarnation has read (an earlier one read further, as
   // after epoch_batch_limit was lowered): the rest is acknowledged once read, so that no row
   // is passed over unerased.
+  if (outbox_row_per_message(sink_)) {
+    // Each row was erased, in seqNo order, just before its send (acknowledge_before_send):
+    // what this epoch's snapshot no longer holds is acknowledged, whichever incarnation sent
+    // it and whatever the last round read; nothing is left to erase.
+    auto first = env_.store.scan(tx, outbox_table_, prefix_, prefix_ + "~", 1);
+    if (!first) return acked;  // known next epoch
+    if (first->empty()) return std::max(acked, last_written);
+    const uint64_t oldest = tables::parse_hex16(std::string_view(first->front().key).substr(prefix_.size()));
+    return std::max(acked, std::min(oldest - 1, last_written));
+  }
   const uint64_t last_read = read_rows_.empty() ? 0 : read_rows_.back().last;
   const uint64_t now_acked = std::max(acked, std::min({sender_.delivered(), last_written, last_read}));
   if (now_acked == acked) return acked;

@@ -35,10 +35,8 @@ bool batched_outbox(const SinkSpec& sink);
 bool outbox_row_per_message(const SinkSpec& sink);
 
 // Whether backpressure (spec.max_in_flight) holds `sink` by what its target has not taken yet
-// (Job::step_sink): its at-most-once queue, or an outbox its epochs acknowledge. Not a sink
-// that writes before its commits, nor one whose outbox rows are acknowledged one by one
-// before their sends, outside the epochs: its acked_seqno moves only with what a delivery
-// round read, and a round that found the outbox empty leaves it behind for good.
+// (Job::step_sink): its at-most-once queue, or its outbox (not yet acknowledged). Not a sink
+// that writes before its commits.
 bool held_by_target(const SinkSpec& sink);
 
 // Whether transaction `tx`, whose commit was ambiguous, applied; asks until the store answers
@@ -80,6 +78,8 @@ class Delivery {
   // target now holds (and names it in `changes`), adds the ids whose confirmations are due
   // to `confirmed`, and returns the new acknowledged seqNo. Rows are erased whole; a row held
   // in part stays, and a resend of it is dropped by the target's (producer_id, seqNo) dedup.
+  // A sink whose rows were erased one by one before their sends (outbox_row_per_message)
+  // acknowledges what `tx`'s snapshot no longer holds, and erases nothing.
   uint64_t acknowledge(Transaction& tx, uint64_t acked, uint64_t last_written, std::vector<MessageId>* confirmed,
                        EpochOutbox* changes) const;
   // An epoch acknowledged every seqNo up to `seqno`: their confirmations went out.
