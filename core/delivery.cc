@@ -75,6 +75,7 @@ uint64_t Delivery::acknowledge(Transaction& tx, uint64_t acked, uint64_t last_wr
     if (!first) return acked;  // known next epoch
     if (first->empty()) return std::max(acked, last_written);
     const uint64_t oldest = tables::parse_hex16(std::string_view(first->front().key).substr(prefix_.size()));
+    if (oldest == 0) return acked;  // not this engine's row: delivery stops at it too
     return std::max(acked, std::min(oldest - 1, last_written));
   }
   const uint64_t last_read = read_rows_.empty() ? 0 : read_rows_.back().last;
