@@ -178,7 +178,15 @@ FiberId Scheduler::spawn(NodeIndex node, std::string name, std::function<void()>
 
 void Scheduler::push(Event event) {
   event.seq = next_seq_++;
-  queue_.push(std::move(event));
+  size_t slot = slots_.size();
+  if (free_slots_.empty()) {
+    slots_.push_back(std::move(event));
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = std::move(event);
+  }
+  queue_.push(Queued{slots_[slot].time, slots_[slot].seq, slot});
 }
 
 Scheduler::WakeToken Scheduler::wake_token() const {
@@ -291,8 +299,11 @@ void Scheduler::run_event(Event& e) {
 
 bool Scheduler::step() {
   while (!queue_.empty()) {
-    Event e = std::move(const_cast<Event&>(queue_.top()));
+    const size_t slot = queue_.top().slot;
     queue_.pop();
+    Event e = std::move(slots_[slot]);
+    slots_[slot].fn = nullptr;
+    free_slots_.push_back(slot);
     assert(e.time >= now_);
     now_ = e.time;
     if (e.node != kWorldNode && node_paused(e.node)) {

@@ -117,8 +117,15 @@ class Scheduler {
     bool woken;
     std::function<void()> fn;
   };
+  // The queue orders small entries; each names the slot its event waits in, so that the
+  // heap's sifts move 24 bytes instead of an event with its std::function.
+  struct Queued {
+    Micros time;
+    uint64_t seq;
+    size_t slot;
+  };
   struct Later {
-    bool operator()(const Event& a, const Event& b) const {
+    bool operator()(const Queued& a, const Queued& b) const {
       return a.time != b.time ? a.time > b.time : a.seq > b.seq;
     }
   };
@@ -142,7 +149,9 @@ class Scheduler {
   uint64_t next_fiber_id_ = 1;
   uint64_t events_run_ = 0;
   uint64_t event_hash_ = 0;
-  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  std::priority_queue<Queued, std::vector<Queued>, Later> queue_;
+  std::vector<Event> slots_;        // the queued events, by Queued::slot
+  std::vector<size_t> free_slots_;  // slots free for reuse
   std::unordered_map<FiberId, std::unique_ptr<Fiber>> fibers_;  // lookup only, never iterated
   std::vector<NodeSlot> nodes_;
   Fiber* current_ = nullptr;
