@@ -13,6 +13,8 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace onceflow::checkers {
@@ -352,8 +354,8 @@ bool is_consumer_job(std::string_view job) {
 // Each message's producer: the source or computation that first emitted it ("kind/name",
 // every partition alike: consumers take inputs in alignment order across all of a producer's
 // partitions, so a lineage goes on across a repartition of either side).
-std::map<uint64_t, std::string_view> producers_by_id(const PipelineHistory& h) {
-  std::map<uint64_t, std::string_view> producers;
+std::unordered_map<uint64_t, std::string_view> producers_by_id(const PipelineHistory& h) {
+  std::unordered_map<uint64_t, std::string_view> producers;
   for (const EpochRecord& e : h.epochs) {
     const std::string_view job = e.job;
     const std::string_view producer = job.substr(0, job.rfind('/'));
@@ -364,17 +366,28 @@ std::map<uint64_t, std::string_view> producers_by_id(const PipelineHistory& h) {
 
 // (consumer computation, key, stream, producer)
 using LineageKey = std::tuple<std::string_view, uint64_t, std::string_view, std::string_view>;
+struct LineageHash {
+  size_t operator()(const LineageKey& k) const {
+    const std::hash<std::string_view> text;
+    size_t h = text(std::get<0>(k));
+    for (const size_t part : {std::hash<uint64_t>{}(std::get<1>(k)), text(std::get<2>(k)), text(std::get<3>(k))}) {
+      h ^= part + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
 
+// Looked up only, never walked: hash containers keep the verdicts and reports deterministic.
 struct OrderingState {
-  std::map<uint64_t, std::string_view> producers;
-  std::set<std::pair<std::string_view, uint64_t>> consumed;  // (computation, id) seen
-  std::map<LineageKey, const MessageRecord*> last;
+  std::unordered_map<uint64_t, std::string_view> producers;
+  std::unordered_map<std::string_view, std::unordered_set<uint64_t>> consumed;  // ids each computation took
+  std::unordered_map<LineageKey, const MessageRecord*, LineageHash> last;
   size_t compared = 0;  // consumptions held against an earlier one of their lineage
 };
 
 // Records the first consumption of `m` by `e`'s computation; a problem if it went backwards.
 std::string consume(OrderingState& s, const EpochRecord& e, const MessageRecord& m) {
-  if (!s.consumed.emplace(e.computation, m.id).second) return "";
+  if (!s.consumed[e.computation].insert(m.id).second) return "";
   auto producer = s.producers.find(m.id);
   if (producer == s.producers.end()) return "";
   const LineageKey lineage{e.computation, m.key, m.stream, producer->second};
@@ -504,11 +517,13 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
                      missing.size() > kNamedMax ? fmt::format("; and {} more", missing.size() - kNamedMax) : "");
 }
 
-// The messages each consumer's committed epochs took, by consumer prefix and id.
-using Takes = std::map<std::string_view, std::map<uint64_t, size_t>>;
+// The messages each consumer's committed epochs took, by consumer prefix and id (looked up
+// only, never walked).
+using Takes = std::unordered_map<std::string_view, std::unordered_map<uint64_t, size_t>>;
+// The versions of each message the committed epochs produced, in commit order (looked up only).
+using Produced = std::unordered_map<uint64_t, std::vector<const MessageRecord*>>;
 
-std::string consumed_problem(const EpochRecord& e, const MessageRecord& m,
-                             const std::map<uint64_t, std::vector<const MessageRecord*>>& produced) {
+std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const Produced& produced) {
   const auto it = produced.find(m.id);
   if (it == produced.end()) {
     return fmt::format("job {} (committed version {}) consumed message {}, which no committed epoch produced and no "
@@ -959,18 +974,23 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
 Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
   if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
   // Every message committed: by the sources' committed epochs and by the computations'.
-  std::map<uint64_t, std::vector<const MessageRecord*>> produced;
-  std::map<uint64_t, size_t> from_sources;
+  Produced produced;
+  std::unordered_map<uint64_t, size_t> from_sources;
+  std::vector<uint64_t> ids;  // in order, for a deterministic first report
   for (const EpochRecord& e : h.epochs) {
     const bool source = e.job.starts_with("source/");
     for (const MessageRecord& m : e.produced) {
-      produced[m.id].push_back(&m);
+      auto& versions = produced[m.id];
+      if (versions.empty()) ids.push_back(m.id);
+      versions.push_back(&m);
       if (source) ++from_sources[m.id];
     }
   }
+  std::sort(ids.begin(), ids.end());
   for (const MessageRecord& in : h.source_inputs) {
     const auto it = produced.find(in.id);
-    const size_t emitted = from_sources.count(in.id) != 0 ? from_sources[in.id] : 0;
+    const auto sourced = from_sources.find(in.id);
+    const size_t emitted = sourced == from_sources.end() ? 0 : sourced->second;
     if (emitted != 1) {
       return failure(name(), h, fmt::format("source input {} on stream {} emitted by {} committed source epochs, not one",
                                             shown(in), in.stream, emitted));
@@ -993,14 +1013,16 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     }
   }
   size_t checked = 0;
-  for (const auto& [id, versions] : produced) {
-    const MessageRecord& m = *versions.front();
+  for (const uint64_t id : ids) {
+    const MessageRecord& m = *produced.at(id).front();
     const auto consumers = h.stream_consumers.find(m.stream);
     if (consumers == h.stream_consumers.end()) continue;
     for (const StreamConsumer& c : consumers->second) {
       ++checked;
-      const auto by = takes.find(c.job_prefix);
-      const size_t n = by == takes.end() || by->second.count(id) == 0 ? 0 : by->second.at(id);
+      size_t n = 0;
+      if (const auto by = takes.find(c.job_prefix); by != takes.end()) {
+        if (const auto taken = by->second.find(id); taken != by->second.end()) n = taken->second;
+      }
       if (n == 1 || (n > 1 && !c.exactly_once)) continue;
       const std::string consumer = c.job_prefix.substr(0, c.job_prefix.size() - 1);
       return failure(name(), h,
