@@ -973,6 +973,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   ctl_status->add_option("--data", ctl_options.data_dir, "The run's data directory (LevelDB; not while a run has it open)");
   ctl_status->add_option("--store", ctl_options.store, "The deployment's PostgreSQL store (libpq connection string)");
   ctl_status->add_flag("--json", ctl_json, "Print one JSON object");
+  ctl_status->add_option("--kafka", ctl_options.kafka,
+                         "The cluster's brokers (host:port,...), asked for Kafka sources' topic ends: their lag");
+  ctl_status->add_option("--kafka-config", ctl_options.kafka_config_file,
+                         "librdkafka properties (name=value lines) for --kafka")
+      ->check(CLI::ExistingFile);
   std::string ctl_rates_over = "1s";
   ctl_status->add_option("--rates-over", ctl_rates_over,
                          "PostgreSQL: read the store twice this far apart for rates (messages, epochs, lag's change "

@@ -142,7 +142,7 @@ void describe_metrics(Metrics& m) {
   m.describe("onceflow_epoch_commit_seconds", T::kHistogram, "Time an epoch's commit took, from its start to the store's answer.");
   m.describe("onceflow_source_messages_total", T::kCounter, "Messages read by the source jobs of this process, in committed epochs.");
   m.describe("onceflow_sink_messages_total", T::kCounter, "Messages the targets of this process's sinks acknowledged.");
-  m.describe("onceflow_source_lag_messages", T::kGauge, "Inputs written to a queue source's partition and not yet read in a committed epoch.");
+  m.describe("onceflow_source_lag_messages", T::kGauge, "Records written to a source's partition and not yet read in a committed epoch (a Kafka topic's end as the cluster last told it; its transaction markers count).");
   m.describe("onceflow_at_most_once_dropped_total", T::kCounter, "At-most-once messages dropped (not sent).");
   m.describe("onceflow_at_most_once_in_doubt_total", T::kCounter, "At-most-once sends that got no answer: the target may hold them.");
   m.describe("onceflow_job_leases_granted_total", T::kCounter, "Job Leases this process's controller granted.");
@@ -704,14 +704,20 @@ void RealDeployment::update_gauges(const Observed& o) {
   metrics_.clear("onceflow_source_lag_messages");
   metrics_.clear("onceflow_sink_outbox_undelivered_messages");
   if (!leading) return;
-  // Queue sources' lag: what the producer wrote to a partition less what committed epochs read.
+  // Sources' lag: what was written to a partition less what committed epochs read. A queue's
+  // producer keeps what it wrote in the store; a Kafka topic's end is the cluster's, as it last
+  // told it (watch_kafka, every second).
   auto tx = store_.begin();
   if (!tx) return;
   for (const auto& source : spec_.sources) {
-    if (source.type != "queue") continue;
+    const auto kafka_ends = source.type == "kafka" ? source_ends_.find(source.name) : source_ends_.end();
+    if (source.type != "queue" && kafka_ends == source_ends_.end()) continue;
     for (int p = 0; p < source.partitions; ++p) {
       const uint64_t read = read_u64(store_, *tx, tables::kSourceOffsets, source_key(source_origin(source), p));
-      const uint64_t written = read_u64(store_, *tx, kProducer, source_key(source.name, p));
+      const auto at = static_cast<size_t>(p);
+      if (kafka_ends != source_ends_.end() && at >= kafka_ends->second.size()) continue;
+      const uint64_t written = kafka_ends != source_ends_.end() ? kafka_ends->second[at]
+                                                                 : read_u64(store_, *tx, kProducer, source_key(source.name, p));
       metrics_.set("onceflow_source_lag_messages", {{"source", source.name}, {"partition", std::to_string(p)}},
                    static_cast<double>(written > read ? written - read : 0));
     }
@@ -926,7 +932,7 @@ void RealDeployment::watch_kafka() {
     loop_.run_blocking([&] { reachable = kafka_reachable(kafka_, kKafkaCheckTimeoutMs); });
     if (reachable.is_ok()) {
       kafka_unreachable_since_ = -1;
-      if (o_.role == RealOptions::Role::kController) {  // for waiting_for()
+      if (o_.role != RealOptions::Role::kWorker) {  // for waiting_for() and the lag gauge
         for (const auto& source : kafka_sources_) {
           const std::string topic = kafka_topic(*spec_.source(source.first));
           Result<std::vector<uint64_t>> ends = std::vector<uint64_t>{};

@@ -106,6 +106,20 @@ int bad(const std::string& line) {
   return 2;
 }
 
+// How to reach the cluster: --kafka's brokers, with the spec's librdkafka settings and then
+// those of --kafka-config.
+Result<KafkaConfig> kafka_config(const PipelineSpec& spec, const RealOptions& o) {
+  KafkaConfig kafka;
+  kafka.brokers = o.kafka;
+  kafka.settings = spec.kafka_settings;
+  if (!o.kafka_config_file.empty()) {
+    auto file = load_kafka_properties(o.kafka_config_file);
+    if (!file) return file.error();
+    kafka.settings.insert(kafka.settings.end(), file->begin(), file->end());
+  }
+  return kafka;
+}
+
 // Who stopped a pipeline this process did not stop: the last operator request, when it was
 // an answered stop, else another process of the deployment.
 std::string stopped_by(RealStore& store) {
@@ -133,14 +147,9 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
              const RealOptions& o) {
   StopOnSignals signals;  // before the store is touched
   if (Status s = check_backends(spec); !s.is_ok()) return bad(spec_path + ": " + s.message());
-  KafkaConfig kafka;
-  kafka.brokers = o.kafka;
-  kafka.settings = spec.kafka_settings;
-  if (!o.kafka_config_file.empty()) {
-    auto file = load_kafka_properties(o.kafka_config_file);
-    if (!file) return bad(file.error().message());
-    kafka.settings.insert(kafka.settings.end(), file->begin(), file->end());
-  }
+  auto configured = kafka_config(spec, o);
+  if (!configured) return bad(configured.error().message());
+  KafkaConfig kafka = std::move(*configured);
   const bool kafka_used = uses_kafka(spec);
   if (kafka_used && o.kafka.empty()) {
     return bad(spec_path + ": the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)");
@@ -342,16 +351,27 @@ double seconds_since(Micros start) { return static_cast<double>(calendar_now() -
 
 int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json, Micros rates_over_us) {
   WallClock clock;
+  // Kafka sources' lag needs the topics' ends, from the cluster (--kafka): the store holds
+  // only what was read.
+  std::optional<KafkaConfig> kafka;
+  if (!o.kafka.empty()) {
+    if (o.kafka == "mock") return bad("ctl status --kafka: give the brokers of the deployment's cluster, not 'mock'");
+    auto configured = kafka_config(spec, o);
+    if (!configured) return bad(configured.error().message());
+    kafka = std::move(*configured);
+  }
   std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
   if (!store) return 2;
   const Micros first = clock.now();
   auto status = read_status(spec, *store);
   if (!status) return bad(status.error().message());
+  add_kafka_lag(*status, spec, kafka ? &*kafka : nullptr);
   if (rates_over_us > 0 && !o.store.empty()) {
     std::this_thread::sleep_for(std::chrono::microseconds(rates_over_us));
     const Micros second_at = clock.now();  // each read's start: the store's snapshot is taken then
     auto second = read_status(spec, *store);
     if (!second) return bad(second.error().message());
+    add_kafka_lag(*second, spec, kafka ? &*kafka : nullptr);
     add_rates(*second, *status, static_cast<double>(second_at - first) / kSeconds);
     status = std::move(second);
   }

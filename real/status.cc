@@ -142,6 +142,31 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
   return out;
 }
 
+void add_kafka_lag(json& status, const PipelineSpec& spec, const KafkaConfig* kafka) {
+  std::map<std::string, Result<std::vector<uint64_t>>> ends;  // by source
+  for (json& row : status["sources"]) {
+    const SourceSpec* source = spec.source(row["source"].get<std::string>());
+    if (source == nullptr || source->type != "kafka") continue;
+    if (kafka == nullptr) {
+      row["lag_unknown"] = "the topic's end is the cluster's: give --kafka BROKERS";
+      continue;
+    }
+    auto it = ends.find(source->name);
+    if (it == ends.end()) it = ends.emplace(source->name, kafka_topic_ends(*kafka, kafka_topic(*source))).first;
+    const auto partition = row["partition"].get<size_t>();
+    if (!it->second) {
+      row["lag_unknown"] = kafka->redact(it->second.error().message());
+    } else if (partition >= it->second->size()) {
+      row["lag_unknown"] = fmt::format("kafka topic {} has {} partitions", kafka_topic(*source), it->second->size());
+    } else {
+      const uint64_t end = (*it->second)[partition];
+      const uint64_t read = row["read"].get<uint64_t>();
+      row["written"] = end;
+      row["lag"] = end > read ? end - read : 0;
+    }
+  }
+}
+
 void add_rates(json& now, const json& before, double seconds) {
   // A counter that went back (a sink partition recreated for a resharded target numbers its
   // outbox from 1 again) counts from 0.
@@ -222,6 +247,8 @@ std::string format_status(const json& s) {
                        src["read"].get<uint64_t>());
     if (src.contains("lag")) {
       out += fmt::format(" of {} written, lag {}", src["written"].get<uint64_t>(), src["lag"].get<uint64_t>());
+    } else if (src.contains("lag_unknown")) {
+      out += fmt::format(" (lag unknown: {})", src["lag_unknown"].get<std::string>());
     }
   }
   if (s.contains("rates")) {

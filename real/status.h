@@ -14,6 +14,7 @@
 
 #include "core/job.h"
 #include "core/spec.h"
+#include "real/kafka.h"
 #include "real/real_store.h"
 
 namespace onceflow::real {
@@ -27,6 +28,10 @@ struct OutboxCounts {
 OutboxCounts outbox_counts(const SinkProgress& progress);
 
 Result<nlohmann::json> read_status(const PipelineSpec& spec, RealStore& store);
+// Adds to a status the Kafka sources' topic ends ("written") and lag, asked of the cluster
+// `kafka` (the store knows only what was read); without a cluster, or when it does not
+// answer, each such partition says why its lag is unknown ("lag_unknown").
+void add_kafka_lag(nlohmann::json& status, const PipelineSpec& spec, const KafkaConfig* kafka);
 // Adds to `now` the rates between two statuses read `seconds` apart: messages read per
 // second by each source, acknowledged by each sink's target, epochs committed by each
 // computation, source and sink, and how fast each source's lag grows (+) or shrinks (-): the

@@ -3,6 +3,8 @@
 # cluster (onceflow kafka-mock, in a process of its own):
 # - a source topic with more partitions than the spec names is refused (exit 2, both counts);
 # - a data directory run against a new, empty cluster is refused (exit 2), never waited on;
+# - a Kafka source's lag: ctl status --kafka asks the cluster for the topic's end, and a
+#   running process's metrics gauge it;
 # - brokers that go away: the progress line says so, the run stops (exit 2) after
 #   --kafka-timeout, and once they are back a rerun resumes and verifies (nothing lost; on the
 #   mock, the records of the transaction the outage aborted may be read twice);
@@ -67,6 +69,44 @@ kill "$mock"
 mock events:2 counts:2
 feed 5000
 expect_exit 0 first timeout 120 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/d" --no-progress --verify
+# ctl status of the stopped run: a Kafka source's lag is the topic's end (the cluster's, with
+# --kafka) less what committed epochs read; without --kafka, or when no broker answers, the
+# status says why it is unknown.
+feed 700
+"$onceflow" ctl status "$spec" --data "$work/d" --kafka "$brokers" --json >"$work/lag.json" 2>"$work/lag.err" ||
+  fail "ctl status --kafka: $(cat "$work/lag.err")"
+python3 - "$work/lag.json" <<'PY' || fail "ctl status --kafka: $(cat "$work/lag.json")"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["sources"] if r["source"] == "events"]
+assert len(rows) == 2 and all(r["lag"] == r["written"] - r["read"] for r in rows), rows
+assert sum(r["read"] for r in rows) == 5000 and sum(r["lag"] for r in rows) == 700, rows
+PY
+"$onceflow" ctl status "$spec" --data "$work/d" >"$work/nolag.out" 2>&1 || fail "ctl status: $(cat "$work/nolag.out")"
+grep -q "source events partition 0: [0-9]* read (lag unknown: the topic's end is the cluster's: give --kafka BROKERS)" \
+  "$work/nolag.out" || fail "ctl status without --kafka: $(cat "$work/nolag.out")"
+"$onceflow" ctl status "$spec" --data "$work/d" --kafka 127.0.0.1:1 --json >"$work/gone.json" 2>"$work/gone.err" ||
+  fail "ctl status with no broker: $(cat "$work/gone.err")"
+python3 -c 'import json,sys; r=[r for r in json.load(open(sys.argv[1]))["sources"] if r["source"] == "events"]; assert all(x["lag_unknown"] and "lag" not in x for x in r), r' \
+  "$work/gone.json" || fail "ctl status with no broker: $(cat "$work/gone.json")"
+echo "ok: ctl status: lag $(python3 -c 'import json,sys; print([r["lag"] for r in json.load(open(sys.argv[1]))["sources"]])' "$work/lag.json") from the cluster; without it: $(grep -o 'lag unknown: [^)]*' "$work/nolag.out" | head -1)"
+# The lag gauge of a running process: both partitions, down to 0 once it read the 700.
+"$onceflow" real "$spec" --kafka "$brokers" --data "$work/d" --no-progress --metrics-port 0 --metrics-address 127.0.0.1 \
+  >"$work/gauge.out" 2>"$work/gauge.err" &
+run=$!
+pids+=("$run")
+for _ in $(seq 200); do grep -q "metrics at" "$work/gauge.err" && break; sleep 0.05; done
+url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$work/gauge.err") || fail "no metrics address: $(cat "$work/gauge.err")"
+lags=""
+for _ in $(seq 150); do
+  lags=$(curl -sf "$url" | grep '^onceflow_source_lag_messages{source="events"' || true)
+  [[ $(wc -l <<<"$lags") -eq 2 && $(awk '{ s += $2 } END { print s }' <<<"$lags") == 0 ]] && break
+  sleep 0.2
+done
+[[ $(wc -l <<<"$lags") -eq 2 && $(awk '{ s += $2 } END { print s }' <<<"$lags") == 0 ]] ||
+  fail "the Kafka source's lag gauge: '$lags' $(tail -3 "$work/gauge.err")"
+kill -TERM "$run"
+wait "$run" || fail "SIGTERM: exit $? $(tail -3 "$work/gauge.err")"
+echo "ok: metrics: $(tr '\n' ' ' <<<"$lags")"
 kill "$mock"
 mock events:2 counts:2
 expect_exit 2 empty timeout 60 "$onceflow" real "$spec" --kafka "$brokers" --data "$work/d" --no-progress --verify
