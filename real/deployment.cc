@@ -932,7 +932,9 @@ void RealDeployment::watch_kafka() {
     loop_.run_blocking([&] { reachable = kafka_reachable(kafka_, kKafkaCheckTimeoutMs); });
     if (reachable.is_ok()) {
       kafka_unreachable_since_ = -1;
-      if (o_.role != RealOptions::Role::kWorker) {  // for waiting_for() and the lag gauge
+      // For a controller's waiting_for(), and for the lag gauge where metrics are served (each
+      // asks the cluster, which may take seconds when brokers go: not for nothing).
+      if (o_.role == RealOptions::Role::kController || (metrics_server_ && o_.role != RealOptions::Role::kWorker)) {
         for (const auto& source : kafka_sources_) {
           const std::string topic = kafka_topic(*spec_.source(source.first));
           Result<std::vector<uint64_t>> ends = std::vector<uint64_t>{};

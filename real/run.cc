@@ -354,6 +354,7 @@ int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json,
   // Kafka sources' lag needs the topics' ends, from the cluster (--kafka): the store holds
   // only what was read.
   std::optional<KafkaConfig> kafka;
+  if (o.kafka.empty() && !o.kafka_config_file.empty()) return bad("ctl status --kafka-config: give --kafka BROKERS too");
   if (!o.kafka.empty()) {
     if (o.kafka == "mock") return bad("ctl status --kafka: give the brokers of the deployment's cluster, not 'mock'");
     auto configured = kafka_config(spec, o);

@@ -105,6 +105,7 @@ done
 [[ $(wc -l <<<"$lags") -eq 2 && $(awk '{ s += $2 } END { print s }' <<<"$lags") == 0 ]] ||
   fail "the Kafka source's lag gauge: '$lags' $(tail -3 "$work/gauge.err")"
 kill -TERM "$run"
+for _ in $(seq 300); do kill -0 "$run" 2>/dev/null || break; sleep 0.1; done
 wait "$run" || fail "SIGTERM: exit $? $(tail -3 "$work/gauge.err")"
 echo "ok: metrics: $(tr '\n' ' ' <<<"$lags")"
 kill "$mock"
