@@ -598,6 +598,11 @@ RealDeployment::Ending RealDeployment::run() {
     looked_at = observed_.looks;
     const std::optional<std::string>& state = observed_.state;
     const bool at_rest = state && (*state == "stopped" || *state == "completed") && !observed_.layout_pending;
+    // Seen working: a state other than stopped or completed. Not a layout change pending on a
+    // stopped pipeline: a run that resumes one with other partition counts repartitions it
+    // first, and once that is applied the pipeline is still stopped until the resume's
+    // "working" is; taking that moment for a stop from elsewhere ended such a run at once.
+    const bool working = state && *state != "stopped" && *state != "completed";
     if (o_.role == Role::kWorker) {
       // A worker's process leaves on a signal (its jobs move on once their Leases end), and
       // ends once the pipeline it worked for is stopped or completed.
@@ -606,7 +611,7 @@ RealDeployment::Ending RealDeployment::run() {
         return true;
       }
       if (!fresh) return false;
-      if (state && !at_rest) seen_working = true;
+      if (working) seen_working = true;
       if (seen_working && at_rest) ending = Ending::kStopped;
       return ending == Ending::kStopped;
     }
@@ -641,8 +646,8 @@ RealDeployment::Ending RealDeployment::run() {
     }
     // Stopped elsewhere (an operator's request, another controller's process on a signal)
     // with work left, after it worked in this life.
-    if (state && !at_rest) seen_working = true;
-    if (seen_working && at_rest && state == "stopped") {
+    if (working) seen_working = true;
+    if (seen_working && at_rest && state == "stopped" && !starting_) {
       ending = Ending::kStoppedElsewhere;
       return true;
     }

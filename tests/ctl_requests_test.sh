@@ -182,6 +182,7 @@ status
 # 5. a run started again resumes it and verifies.
 "$onceflow" real "$spec" --store "$PG_CONNINFO" --messages "$messages" --verify --no-progress >"$work/verify.json" \
   2>"$work/verify.log" || fail "the resumed run: $(tail -3 "$work/verify.log")"
+[[ -s $work/verify.json ]] || fail "the resumed run ended without a verdict: $(tail -3 "$work/verify.log")"
 python3 - "$work/verify.json" "$messages" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
