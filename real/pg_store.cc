@@ -5,9 +5,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "real/loop.h"
 #include "real/wall_clock.h"
@@ -301,34 +303,73 @@ PgStore::PgStore(std::string conninfo, Options options) : conninfo_(std::move(co
 
 PgStore::~PgStore() = default;
 
+// A database that answered and then went away while a process opened the store (a restart)
+// is waited for, as a running process waits for it, up to this long; one that never answered
+// is an error at once (a wrong address should not keep its user waiting).
+constexpr auto kOpenRetryFor = std::chrono::seconds(30);
+
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo, Options options) {
+  const auto give_up = std::chrono::steady_clock::now() + kOpenRetryFor;
+  bool answered = false;  // a connection was made in some attempt
+  for (;;) {
+    bool lost = false;  // this attempt's connection broke
+    auto store = open_once(conninfo, options, &answered, &lost);
+    if (store || !answered || !lost || std::chrono::steady_clock::now() >= give_up) {
+      return store;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+Result<std::unique_ptr<PgStore>> PgStore::open_once(const std::string& conninfo, Options options, bool* answered,
+                                                    bool* lost) {
   std::unique_ptr<PgStore> store(new PgStore(conninfo, options));
   auto c = store->acquire();
-  if (!c) return c.error();
+  if (!c) {
+    *lost = true;  // no connection now (a retry only once one was made before)
+    return c.error();
+  }
+  *answered = true;
+  Status unreadable;  // why the schema could not be read (then nothing is created)
   const auto current = [&] {
     Reply exists = query(nullptr, (*c)->conn, kSchemaExists);
-    if (!exists.ok() || exists.rows() != 1 || std::string_view(exists.text(0, 0)) != "t") return false;
-    Reply have = query(nullptr, (*c)->conn, kSchemaVersionQuery);
-    return have.ok() && have.rows() == 1 && std::stoi(have.text(0, 0)) == kSchemaVersion;
+    Reply have;
+    if (exists.ok() && exists.rows() == 1 && std::string_view(exists.text(0, 0)) == "t") {
+      have = query(nullptr, (*c)->conn, kSchemaVersionQuery);
+      if (have.ok()) return have.rows() == 1 && std::stoi(have.text(0, 0)) == kSchemaVersion;
+    }
+    const Reply& failed = exists.ok() ? have : exists;
+    if (!failed.ok()) {
+      *lost = PQstatus((*c)->conn) != CONNECTION_OK;
+      unreadable = Status::unavailable("postgresql store: reading the schema: " + failed.status.message());
+    }
+    return false;
   };
   // Processes starting together on a new database: the first makes the schema, under a lock,
   // and the others find it made once they have the lock. A process that found it made before
   // takes no lock at all: the DDL's locks would wait for commits under way.
-  if (!current() && options.existing_only) {
+  const bool made = current();
+  if (!unreadable.is_ok()) return unreadable;
+  if (!made && options.existing_only) {
     return Status::not_found(fmt::format("{} holds no onceflow store (onceflow real makes one)", store->where()));
   }
-  if (!current()) {
+  if (!made) {
     std::string schema = kSchema;
     schema.replace(schema.find("$SCHEMA_VERSION"), std::string_view("$SCHEMA_VERSION").size(), std::to_string(kSchemaVersion));
     Reply r = query(nullptr, (*c)->conn, kSchemaLock);
-    if (r.ok() && !current()) {
+    const bool made_meanwhile = r.ok() && current();
+    if (!unreadable.is_ok()) return unreadable;
+    if (r.ok() && !made_meanwhile) {
       r = query(nullptr, (*c)->conn, "BEGIN");
       if (r.ok()) r = query(nullptr, (*c)->conn, schema.c_str());
       if (r.ok()) r = query(nullptr, (*c)->conn, "COMMIT");
     }
     if (r.ok()) r = query(nullptr, (*c)->conn, kSchemaUnlock);
     // On failure the connection closes with the store, and the lock with it.
-    if (!r.ok()) return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+    if (!r.ok()) {
+      *lost = PQstatus((*c)->conn) != CONNECTION_OK;
+      return Status::unavailable("postgresql store: creating the schema: " + r.status.message());
+    }
   }
   store->release(std::move(*c));
   auto fsync = store->setting("fsync");

@@ -113,6 +113,10 @@ class PgStore final : public RealStore {
   using Params = std::vector<std::optional<std::string>>;  // text format; nullopt is NULL
   using TextRows = std::vector<std::vector<std::optional<std::string>>>;
   PgStore(std::string conninfo, Options options);
+  // One attempt of open(): `answered` once a connection was made, `lost` when this attempt
+  // has no connection (it could not make one, or the one it made broke).
+  static Result<std::unique_ptr<PgStore>> open_once(const std::string& conninfo, Options options, bool* answered,
+                                                    bool* lost);
   // One statement on a pooled connection, outside any transaction: its rows as text (NULL
   // is nullopt), or why it (or the connection) failed.
   Result<TextRows> query_once(const char* sql, const Params& params);
