@@ -79,7 +79,7 @@ rows() { ch_query "SELECT count() FROM $1"; }
 # verified GUARANTEE DUPLICATES(none|some|any) [KILLS]: the last --verify against what the sink
 # promises; at most once: nothing lost, what is missing in doubt, and KILLS lives cut short.
 verified() {
-  python3 - "$work/verify.json" "$messages" "$1" "$2" "${3:-0}" <<'PY'
+  python3 - "$work/verify.json" "$messages" "$1" "$2" "${3:-0}" <<'PY' || fail "the last run's stderr: $(tail -5 "$work/verify.err")"
 import json, sys
 v, messages, guarantee, dups = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sink = v["sinks"]["counts_out"]
