@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
@@ -103,6 +104,58 @@ class Lottery final : public ProcessFunction {
   StateClient count_;
 };
 
+
+// Escalation: per key, words gathered into a batch that a processing-time timer at a random
+// delay reports, on the key of the batch's size; the report sometimes arms the next timer
+// itself. Every third word also raises an alert on another key at once.
+class Escalation final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override {
+    init.init_state_client(pending_, "pending");
+    init.init_state_client(seen_, "seen");
+  }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    const int64_t n = number(seen_.get(m.key)) + 1;
+    seen_.set(m.key, std::to_string(n));
+    const std::string before = pending_.get(m.key).value_or("");
+    pending_.set(m.key, before + m.payload.substr(0, 3) + ";");
+    if (before.empty()) out.add_timer(context.current_timestamp() + 5000 + context.random().uniform_range(0, 35000));
+    if (n % 3 == 0) {
+      out.add_message((m.key * 7 + static_cast<uint64_t>(n)) % 5,
+                      fmt::format("alert from={} n={} roll={}", m.key, n, context.random().uniform(100)), "alerts");
+    }
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext& context) override {
+    const std::string batch = pending_.get(t.key).value_or("");
+    pending_.clear(t.key);
+    const auto words = static_cast<uint64_t>(std::count(batch.begin(), batch.end(), ';'));
+    out.add_message(words % 4, fmt::format("batch of {} words={} at={}", t.key, batch, context.current_timestamp()),
+                    "alerts");
+    if (words > 0 && context.random().uniform(3) == 0) out.add_timer(context.current_timestamp() + 20000);
+  }
+
+ private:
+  StateClient pending_;
+  StateClient seen_;
+};
+
+// AlertTotals: per key, the alerts and the characters taken so far, reported with each alert.
+class AlertTotals final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(total_, "total"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    int64_t alerts = 0, chars = 0;
+    if (const auto s = total_.get(m.key)) std::sscanf(s->c_str(), "%ld %ld", &alerts, &chars);
+    ++alerts;
+    chars += static_cast<int64_t>(m.payload.size());
+    total_.set(m.key, fmt::format("{} {}", alerts, chars));
+    out.add_message(m.key, fmt::format("key={} alerts={} chars={} last={}", m.key, alerts, chars, m.payload));
+  }
+
+ private:
+  StateClient total_;
+};
+
 template <typename T>
 ProcessFunctionFactory factory() {
   return [] { return std::make_unique<T>(); };
@@ -117,6 +170,8 @@ void register_all(ComputationRegistry& registry) {
   registry.add("RunningMax", factory<RunningMax>());
   registry.add("SessionWindow", factory<SessionWindow>());
   registry.add("Lottery", factory<Lottery>());
+  registry.add("Escalation", factory<Escalation>());
+  registry.add("AlertTotals", factory<AlertTotals>());
 }
 
 }  // namespace onceflow::user_style

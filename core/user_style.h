@@ -11,6 +11,10 @@
 //   emits the session's start, end and word count.
 // - Lottery: per message, a draw from random() and the epoch's current_timestamp() in the
 //   output, and a per-key count in state (allowed for regular computations, as Flow says).
+// - Escalation and AlertTotals, two stages: Escalation gathers each key's words into a batch a
+//   processing-time timer reports after a random delay (a report sometimes arms the next
+//   timer itself), and every third word raises an alert on another key at once; the report
+//   goes out on the key of its batch's size. AlertTotals keeps per-key totals of the alerts.
 //
 // Planted bugs in them (state in a member, a swift map reading the machine's clock) live in
 // tests/user_style_test.cc: nothing a simulation runs by default may read the clock.
@@ -23,7 +27,7 @@ namespace onceflow::user_style {
 inline constexpr Micros kReportDelay = 50 * kMillis;
 inline constexpr Micros kSessionGap = 30 * kMillis;
 
-// Registers LongestSoFar, RunningMax, SessionWindow and Lottery.
+// Registers LongestSoFar, RunningMax, SessionWindow, Lottery, Escalation and AlertTotals.
 void register_all(ComputationRegistry& registry);
 // RunningMax's value of a message: its payload's hash mod 1000.
 int64_t value_of(const Message& m);
