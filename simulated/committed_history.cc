@@ -1,8 +1,9 @@
 #include "simulated/committed_history.h"
 
 #include <algorithm>
-#include <set>
-#include <tuple>
+#include <map>
+#include <unordered_map>
+#include <vector>
 
 #include "core/reexecute.h"
 
@@ -72,11 +73,27 @@ checkers::MessageRecord record_of(const Message& m) {
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
                        const std::vector<Message>& source_messages, checkers::PipelineHistory& h) {
   Reexecution reexecution(spec, registry);
-  // Stream -> the distinct messages the re-execution puts there.
-  std::map<std::string, std::set<std::tuple<uint64_t, uint64_t, std::string>>> seen;
+  // A sink's stream -> the distinct messages (id, key, payload) the re-execution puts there,
+  // in the order it first does; and by id, where each is in that list.
   std::map<std::string, std::vector<checkers::MessageRecord>> on_stream;
+  std::map<std::string, size_t> readers;  // a sink's stream -> the sinks that read it
+  for (const checkers::SinkExpectation& sink : h.sinks) {
+    if (const SinkSpec* s = spec.sink(sink.sink)) {
+      on_stream[s->input_stream];
+      ++readers[s->input_stream];
+    }
+  }
+  std::map<std::string, std::unordered_map<uint64_t, std::vector<size_t>>> seen;
   const auto put = [&](const checkers::MessageRecord& m) {
-    if (seen[m.stream].emplace(m.id, m.key, m.payload).second) on_stream[m.stream].push_back(m);
+    const auto stream = on_stream.find(m.stream);
+    if (stream == on_stream.end()) return;  // no sink reads it
+    std::vector<checkers::MessageRecord>& list = stream->second;
+    std::vector<size_t>& same_id = seen[m.stream][m.id];
+    for (const size_t i : same_id) {
+      if (list[i].key == m.key && list[i].payload == m.payload) return;
+    }
+    same_id.push_back(list.size());
+    list.push_back(m);
   };
   for (const Message& m : source_messages) {
     h.source_inputs.push_back(record_of(m));
@@ -101,8 +118,8 @@ void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& regi
   for (checkers::SinkExpectation& sink : h.sinks) {
     const SinkSpec* s = spec.sink(sink.sink);
     if (s == nullptr) continue;
-    const auto it = on_stream.find(s->input_stream);
-    if (it != on_stream.end()) sink.expected = it->second;
+    std::vector<checkers::MessageRecord>& expected = on_stream.at(s->input_stream);
+    sink.expected = --readers.at(s->input_stream) == 0 ? std::move(expected) : expected;
   }
   h.reexecuted = true;
 }

@@ -464,7 +464,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     }
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
-  h.confirmations = rec.confirmations;
+  h.confirmations = std::move(rec.confirmations);
   h.tables = actual.tables;
   reexecute_history(w.spec(), registry, w.source_messages(), h);
   for (const auto& [id, lease] : data.leases()) {
