@@ -70,8 +70,13 @@ checkers::MessageRecord record_of(const Message& m) {
   return checkers::MessageRecord{m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
 }
 
+checkers::MessageRecord record_of(Message&& m) {
+  return checkers::MessageRecord{m.id,           m.key,      std::move(m.stream), m.alignment_ts, std::move(m.payload),
+                                 m.event_ts,     m.system_ts};
+}
+
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
-                       const std::vector<Message>& source_messages, checkers::PipelineHistory& h) {
+                       std::vector<Message> source_messages, checkers::PipelineHistory& h) {
   Reexecution reexecution(spec, registry);
   // A sink's stream -> the distinct messages (id, key, payload) the re-execution puts there,
   // in the order it first does; and by id, where each is in that list.
@@ -95,8 +100,9 @@ void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& regi
     same_id.push_back(list.size());
     list.push_back(m);
   };
-  for (const Message& m : source_messages) {
-    h.source_inputs.push_back(record_of(m));
+  h.source_inputs.reserve(source_messages.size());
+  for (Message& m : source_messages) {
+    h.source_inputs.push_back(record_of(std::move(m)));
     put(h.source_inputs.back());
   }
   for (checkers::EpochRecord& e : h.epochs) {

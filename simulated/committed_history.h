@@ -13,6 +13,7 @@
 namespace onceflow::simulated {
 
 checkers::MessageRecord record_of(const Message& m);
+checkers::MessageRecord record_of(Message&& m);  // takes m's stream and payload
 
 // Fills `h` from its committed epochs (h.epochs, in commit order) and `source_messages` (every
 // input the sources hold): each computation epoch's expected_* fields and the re-execution's
@@ -20,6 +21,6 @@ checkers::MessageRecord record_of(const Message& m);
 // must name every sink of `spec`). Sets h.reexecuted.
 // REQUIRES: every computation's function of `spec` is registered in `registry`.
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
-                       const std::vector<Message>& source_messages, checkers::PipelineHistory& h);
+                       std::vector<Message> source_messages, checkers::PipelineHistory& h);
 
 }  // namespace onceflow::simulated

@@ -415,12 +415,14 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     auto it = commit_time.find(e.version);
     e.commit_time = it == commit_time.end() ? -1 : it->second;
   }
-  for (const auto& [sink, log] : w.targets()) {
-    for (const auto& entry : log.appended) {
+  // What the sinks hold at the end, read before their logs' messages move into the history.
+  PipelineResult actual = w.result();
+  for (auto& [sink, log] : w.targets()) {
+    for (auto& entry : log.appended) {
       const bool aborted =
           entry.txn >= 0 &&
           w.kafka().aborted_by_writer.count({entry.txn_producer, static_cast<uint64_t>(entry.txn)}) != 0;
-      h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(entry.message),
+      h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(std::move(entry.message)),
                               entry.written_epoch, entry.committed_epoch, entry.txn, entry.committed_txn, aborted});
     }
   }
@@ -440,8 +442,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
                               known ? it->second.first : -1, record_of(*m)});
     }
   }
-  const PipelineResult actual = w.result();
-  h.sink_outputs = actual.sinks;
+  h.sink_outputs = std::move(actual.sinks);
   for (const auto& sink : w.spec().sinks) {
     auto g = o.sink_guarantees.find(sink.name);
     auto ch = o.clickhouse_targets.find(sink.name);
@@ -465,8 +466,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     dropped.insert(lost_in_crash[sink.name].begin(), lost_in_crash[sink.name].end());
   }
   h.confirmations = std::move(rec.confirmations);
-  h.tables = actual.tables;
-  reexecute_history(w.spec(), registry, w.source_messages(), h);
+  h.tables = std::move(actual.tables);
+  reexecute_history(w.spec(), registry, w.take_source_messages(), h);
   for (const auto& [id, lease] : data.leases()) {
     const bool ended = lease.state != LeaseState::kActive;
     h.leases[id] = {lease.started_at, ended ? lease.ended_at : lease.last_ping + lease.ttl_us};

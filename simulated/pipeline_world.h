@@ -100,10 +100,13 @@ class PipelineWorld {
   // The inputs written so far as their sources emit them (ids, keys, streams, payloads, event
   // times), each cycle of a service log apart.
   const std::vector<Message>& source_messages() const { return source_messages_; }
+  // Hands them over at the end of a run, when nothing is written any more (the world keeps none).
+  std::vector<Message> take_source_messages() { return std::move(source_messages_); }
   std::vector<std::string> worker_names() const;
   std::vector<std::string> controller_names() const;
   std::vector<std::string> spare_worker_names() const;
   const std::map<std::string, TargetLog>& targets() const { return targets_; }
+  std::map<std::string, TargetLog>& targets() { return targets_; }
   // The fault switches of the external system on node `node` ("target-<sink>"), or null.
   TargetFaults* target_faults(const std::string& node);
   // The nodes of the external systems the sinks write to (and Kafka, when used), by name.
