@@ -724,7 +724,7 @@ void RealDeployment::update_gauges(const Observed& o) {
       const uint64_t written = kafka_ends != source_ends_.end() ? kafka_ends->second[at]
                                                                  : read_u64(store_, *tx, kProducer, source_key(source.name, p));
       metrics_.set("onceflow_source_lag_messages", {{"source", source.name}, {"partition", std::to_string(p)}},
-                   static_cast<double>(written > read ? written - read : 0));
+                   static_cast<double>(source_lag(written, read)));
     }
   }
   // Sinks' outboxes: written by committed epochs and not yet acknowledged by the target.

@@ -123,7 +123,7 @@ Result<json> read_status(const PipelineSpec& spec, RealStore& store) {
         auto written = produced_to(store, *tx, source.name, p);
         if (!written) return written.error();
         row["written"] = *written;
-        row["lag"] = *written > offset ? *written - offset : 0;
+        row["lag"] = source_lag(*written, offset);
       }
       sources.push_back(row);
     }
@@ -162,7 +162,7 @@ void add_kafka_lag(json& status, const PipelineSpec& spec, const KafkaConfig* ka
       const uint64_t end = (*it->second)[partition];
       const uint64_t read = row["read"].get<uint64_t>();
       row["written"] = end;
-      row["lag"] = end > read ? end - read : 0;
+      row["lag"] = source_lag(end, read);
     }
   }
 }

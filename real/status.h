@@ -27,6 +27,10 @@ struct OutboxCounts {
 };
 OutboxCounts outbox_counts(const SinkProgress& progress);
 
+// A source partition's lag: what was written to it less what committed epochs read (never
+// below 0: a topic's end as last told may trail the offset read since).
+inline uint64_t source_lag(uint64_t written, uint64_t read) { return written > read ? written - read : 0; }
+
 Result<nlohmann::json> read_status(const PipelineSpec& spec, RealStore& store);
 // Adds to a status the Kafka sources' topic ends ("written") and lag, asked of the cluster
 // `kafka` (the store knows only what was read); without a cluster, or when it does not

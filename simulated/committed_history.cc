@@ -78,27 +78,27 @@ checkers::MessageRecord record_of(Message&& m) {
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
                        std::vector<Message> source_messages, checkers::PipelineHistory& h) {
   Reexecution reexecution(spec, registry);
-  // A sink's stream -> the distinct messages (id, key, payload) the re-execution puts there,
-  // in the order it first does; and by id, where each is in that list.
-  std::map<std::string, std::vector<checkers::MessageRecord>> on_stream;
-  std::map<std::string, size_t> readers;  // a sink's stream -> the sinks that read it
+  // A sink's stream: the distinct messages (id, key, payload) the re-execution puts there, in
+  // the order it first does, where each id's are in that list, and the sinks still to take it.
+  struct SinkStream {
+    std::vector<checkers::MessageRecord> messages;
+    std::unordered_map<uint64_t, std::vector<size_t>> by_id;
+    size_t readers = 0;
+  };
+  std::map<std::string, SinkStream> on_stream;
   for (const checkers::SinkExpectation& sink : h.sinks) {
-    if (const SinkSpec* s = spec.sink(sink.sink)) {
-      on_stream[s->input_stream];
-      ++readers[s->input_stream];
-    }
+    if (const SinkSpec* s = spec.sink(sink.sink)) ++on_stream[s->input_stream].readers;
   }
-  std::map<std::string, std::unordered_map<uint64_t, std::vector<size_t>>> seen;
   const auto put = [&](const checkers::MessageRecord& m) {
     const auto stream = on_stream.find(m.stream);
     if (stream == on_stream.end()) return;  // no sink reads it
-    std::vector<checkers::MessageRecord>& list = stream->second;
-    std::vector<size_t>& same_id = seen[m.stream][m.id];
+    SinkStream& to = stream->second;
+    std::vector<size_t>& same_id = to.by_id[m.id];
     for (const size_t i : same_id) {
-      if (list[i].key == m.key && list[i].payload == m.payload) return;
+      if (to.messages[i].key == m.key && to.messages[i].payload == m.payload) return;
     }
-    same_id.push_back(list.size());
-    list.push_back(m);
+    same_id.push_back(to.messages.size());
+    to.messages.push_back(m);
   };
   h.source_inputs.reserve(source_messages.size());
   for (Message& m : source_messages) {
@@ -124,8 +124,8 @@ void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& regi
   for (checkers::SinkExpectation& sink : h.sinks) {
     const SinkSpec* s = spec.sink(sink.sink);
     if (s == nullptr) continue;
-    std::vector<checkers::MessageRecord>& expected = on_stream.at(s->input_stream);
-    sink.expected = --readers.at(s->input_stream) == 0 ? std::move(expected) : expected;
+    SinkStream& from = on_stream.at(s->input_stream);
+    sink.expected = --from.readers == 0 ? std::move(from.messages) : from.messages;
   }
   h.reexecuted = true;
 }

@@ -100,10 +100,10 @@ class PipelineWorld {
   // The inputs written so far as their sources emit them (ids, keys, streams, payloads, event
   // times), each cycle of a service log apart.
   const std::vector<Message>& source_messages() const { return source_messages_; }
-  // Hands them over at the end of a run, when nothing is written any more (the world keeps none).
+  // Hands them over at the end of a run: collect() (simulated/pipeline_run.cc) takes these and
+  // the target logs' messages into the history, and after it result(), source_messages() and
+  // the logs are hollow.
   std::vector<Message> take_source_messages() { return std::move(source_messages_); }
-  // The end of a run (collect() in simulated/pipeline_run.cc) takes these and the target logs'
-  // messages into the history: after it, result(), source_messages() and the logs are hollow.
   std::vector<std::string> worker_names() const;
   std::vector<std::string> controller_names() const;
   std::vector<std::string> spare_worker_names() const;
