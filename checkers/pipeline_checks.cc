@@ -28,11 +28,12 @@ constexpr size_t kShownBytesMax = 40;
 
 std::string hex_id(uint64_t id) { return fmt::format("{:016x}", id); }
 
-// At most kShownBytesMax bytes of `bytes`, quoted; anything but printable ASCII (and the
-// quote and backslash, to stay unambiguous) is shown as \xNN.
-std::string shown(std::string_view bytes) {
-  std::string out = "\"";
-  const std::string_view head = bytes.substr(0, kShownBytesMax);
+// At most kShownBytesMax bytes of `bytes` from byte `from` on, quoted, with "..." where
+// bytes are left out; anything but printable ASCII (and the quote and backslash, to stay
+// unambiguous) is shown as \xNN.
+std::string shown(std::string_view bytes, size_t from = 0) {
+  std::string out = from > 0 ? "...\"" : "\"";
+  const std::string_view head = bytes.substr(std::min(from, bytes.size()), kShownBytesMax);
   for (const char c : head) {
     const auto byte = static_cast<unsigned char>(c);
     const bool plain = byte >= 0x20 && byte < 0x7f && c != '"' && c != '\\';
@@ -43,8 +44,21 @@ std::string shown(std::string_view bytes) {
     }
   }
   out += "\"";
-  if (head.size() < bytes.size()) out += fmt::format("...({} bytes)", bytes.size());
+  if (from + head.size() < bytes.size()) {
+    out += fmt::format("...({} bytes)", bytes.size());
+  } else if (from > 0) {
+    out += fmt::format("({} bytes)", bytes.size());
+  }
   return out;
+}
+
+// Where to show two byte strings that differ from, so that the difference is in what is shown:
+// their start when it is within the first kShownBytesMax bytes, else a little before it.
+size_t shown_from(std::string_view a, std::string_view b) {
+  constexpr size_t kContext = 12;
+  const size_t n = std::min(a.size(), b.size());
+  const auto d = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin());
+  return d < kShownBytesMax ? 0 : d - kContext;
 }
 
 // A state row's key: the engine stores a computation's key as 16 hex digits (core/engine.h);
@@ -54,8 +68,8 @@ std::string row_key(const std::string& key) {
   return hex16 ? std::to_string(std::stoull(key, nullptr, 16)) : shown(key);
 }
 
-std::string shown(const Item& item) {
-  return fmt::format("(key {}, {})", item.first, shown(item.second));
+std::string shown(const Item& item, size_t from = 0) {
+  return fmt::format("(key {}, {})", item.first, shown(item.second, from));
 }
 
 Verdict failure(std::string_view check, const PipelineHistory& h, std::string detail) {
@@ -201,8 +215,9 @@ std::string at_least_once_problem(const SinkExpectation& e, const PipelineHistor
     const MessageRecord& first = copies.front()->message;
     for (const DeliveryRecord* d : copies) {
       if (d->message.key == first.key && d->message.payload == first.payload) continue;
+      const size_t from = shown_from(first.payload, d->message.payload);
       return fmt::format("message {} delivered as {} and again as {}: not a copy", hex_id(id),
-                         shown(Item{first.key, first.payload}), shown(Item{d->message.key, d->message.payload}));
+                         shown(Item{first.key, first.payload}, from), shown(Item{d->message.key, d->message.payload}, from));
     }
     distinct.emplace_back(first.key, first.payload);
   }
@@ -254,8 +269,9 @@ std::string table_problem(const std::string& table, const Table& got, const Tabl
       return fmt::format("table {} key {}: missing, reference {}", table, row_key(w->first), shown(w->second));
     }
     if (g->second != w->second) {
+      const size_t from = shown_from(g->second, w->second);
       return fmt::format("table {} key {}: value {}, reference {}", table, row_key(g->first),
-                         shown(g->second), shown(w->second));
+                         shown(g->second, from), shown(w->second, from));
     }
     ++g;
     ++w;
@@ -418,8 +434,8 @@ std::map<uint64_t, const EpochRecord*> producing_epochs(const PipelineHistory& h
   return out;
 }
 
-std::string shown(const MessageRecord& m) {
-  return fmt::format("{} (key {}, {})", hex_id(m.id), m.key, shown(m.payload));
+std::string shown(const MessageRecord& m, size_t from = 0) {
+  return fmt::format("{} (key {}, {})", hex_id(m.id), m.key, shown(m.payload, from));
 }
 
 // The first inputs of an epoch by MessageId, and how many timers it fired, for reports.
@@ -468,9 +484,11 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
       const bool known = std::any_of(want->second.begin(), want->second.end(),
                                      [&](const MessageRecord* m) { return same_content(*m, d->message); });
       if (known) continue;
+      const MessageRecord& w = *want->second.front();
+      const size_t from = shown_from(d->message.payload, w.payload);
       return fmt::format("unexpected: message {} delivered as {}, but its re-execution ({}) gives {}", hex_id(id),
-                         shown(Item{d->message.key, d->message.payload}), origin_of(id, producers),
-                         shown(Item{want->second.front()->key, want->second.front()->payload}));
+                         shown(Item{d->message.key, d->message.payload}, from), origin_of(id, producers),
+                         shown(Item{w.key, w.payload}, from));
     }
     if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
       return fmt::format("duplicate: message {} made visible {} times ({}): by {} at {} and by {} at {}",
@@ -534,9 +552,11 @@ std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const
     if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts) return "";
   }
   const MessageRecord& p = *it->second.front();
+  const size_t from = shown_from(m.payload, p.payload);
   return fmt::format("job {} (committed version {}) consumed message {} on stream {} with event time {}, but it was "
                      "committed as {} on stream {} with event time {}",
-                     e.job, e.version, shown(m), m.stream, format_time(m.event_ts), shown(p), p.stream, format_time(p.event_ts));
+                     e.job, e.version, shown(m, from), m.stream, format_time(m.event_ts), shown(p, from), p.stream,
+                     format_time(p.event_ts));
 }
 
 }  // namespace
@@ -571,11 +591,12 @@ Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
       const StateReadRecord& got = e.state_reads[i];
       const StateReadRecord& want = e.expected_state[i];
       if (got == want) continue;
+      const size_t from = got.present && want.present ? shown_from(got.value, want.value) : 0;
       return failure(check, h,
                      fmt::format("computation {} (job {}, committed version {}) started from table {} key {} = {}, "
                                  "but re-executing the committed epochs before it gives {}",
                                  e.computation, e.job, e.version, got.table, got.key,
-                                 got.present ? shown(got.value) : "(absent)", want.present ? shown(want.value) : "(absent)"));
+                                 got.present ? shown(got.value, from) : "(absent)", want.present ? shown(want.value, from) : "(absent)"));
     }
   }
   std::set<std::string> names;
@@ -830,10 +851,11 @@ Verdict SwiftDeterminismCheck::check(const PipelineHistory& h) const {
       auto [it, fresh] = first.try_emplace(m.id, &m, &e);
       if (fresh || it->second.first->payload == m.payload) continue;
       const auto& [before, before_epoch] = it->second;
+      const size_t from = shown_from(before->payload, m.payload);
       return failure(name(), h,
                      fmt::format("message {} produced with payload {} by job {} and {} by job {}",
-                                 hex_id(m.id), shown(before->payload), before_epoch->job,
-                                 shown(m.payload), e.job));
+                                 hex_id(m.id), shown(before->payload, from), before_epoch->job,
+                                 shown(m.payload, from), e.job));
     }
   }
   if (first.empty()) return Verdict::not_applicable(std::string(name()), "no swift computation produced anything");
@@ -997,7 +1019,9 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     }
     const MessageRecord& p = *it->second.front();
     if (p.key != in.key || p.payload != in.payload || p.event_ts != in.event_ts || p.stream != in.stream) {
-      return failure(name(), h, fmt::format("source input {} was emitted as {} on stream {}", shown(in), shown(p), p.stream));
+      const size_t from = shown_from(in.payload, p.payload);
+      return failure(name(), h,
+                     fmt::format("source input {} was emitted as {} on stream {}", shown(in, from), shown(p, from), p.stream));
     }
   }
   Takes takes;
@@ -1070,9 +1094,11 @@ std::string outputs_problem(const EpochRecord& e) {
     }
     const MessageRecord& w = *it->second;
     if (w.key != m->key || w.payload != m->payload || w.stream != m->stream || w.event_ts != m->event_ts) {
+      const size_t from = shown_from(m->payload, w.payload);
       return fmt::format("committed message {} on stream {} (event time {}), which its re-execution gives as {} on "
                          "stream {} (event time {})",
-                         shown(*m), m->stream, format_time(m->event_ts), shown(w), w.stream, format_time(w.event_ts));
+                         shown(*m, from), m->stream, format_time(m->event_ts), shown(w, from), w.stream,
+                         format_time(w.event_ts));
     }
   }
   for (const auto& [id, w] : want) {

@@ -700,6 +700,25 @@ TEST(ReexecutedHistoryTest, ReexecutionFailsOnOutputsTheFunctionDoesNotGive) {
   expect_failure(ReexecutionCheck().check(h), {"did not commit message 0000000000000022"});
 }
 
+TEST(ReexecutedHistoryTest, TwoLongValuesAreShownWhereTheyDiffer) {
+  // Alike for their first 50 bytes: the first 40 of each would show nothing apart.
+  PipelineHistory h = good_history();
+  const std::string common(50, 'v');
+  h.tables["Count/state"][std::string("\x07", 1)] = common + "GOT-this-tail";
+  h.reference_tables["Count/state"][std::string("\x07", 1)] = common + "WANT-that-tail";
+  expect_failure(StateCheck().check(h), {"value ...\"vvvvvvvvvvvvGOT-this-tail\"(63 bytes)",
+                                         "reference ...\"vvvvvvvvvvvvWANT-that-tail\"(64 bytes)"});
+  h = reexecuted_history();
+  h.epochs[1].produced[0].payload = common + "x" + std::string(60, 'z');
+  h.epochs[1].expected_produced[0].payload = common + "y" + std::string(60, 'z');
+  expect_failure(ReexecutionCheck().check(h), {"(key 7, ...\"vvvvvvvvvvvvx" + std::string(27, 'z') + "\"...(111 bytes))",
+                                               "gives as 0000000000000021 (key 7, ...\"vvvvvvvvvvvvy"});
+  // A difference within the first 40 bytes is shown from the start, as before.
+  h.epochs[1].produced[0].payload = "x" + common;
+  h.epochs[1].expected_produced[0].payload = "y" + common;
+  expect_failure(ReexecutionCheck().check(h), {"(key 7, \"xvvv", "(key 7, \"yvvv"});
+}
+
 TEST(ReexecutedHistoryTest, ReexecutionFailsOnTimersTheFunctionDoesNotSetOrHold) {
   PipelineHistory h = reexecuted_history();
   h.epochs[1].expected_timers_created = {"7/200/t"};
