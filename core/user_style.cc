@@ -156,6 +156,78 @@ class AlertTotals final : public ProcessFunction {
   StateClient total_;
 };
 
+// OrderPaymentJoin: orders and payments of a key, from two sources, matched first come first
+// served. An order no payment matched within kJoinWindow of event time expires when the
+// event-time watermark of both inputs passes it; a payment that finds no order waits for one.
+// Whether an order is matched or expires, and with which payment, depends on the order the
+// two streams' messages arrive in and on when the watermark moves: the engine's choices.
+class OrderPaymentJoin final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override {
+    init.init_state_client(orders_, "orders");
+    init.init_state_client(payments_, "payments");
+    init.init_state_client(tally_, "tally");
+  }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    // A pending side is "<event_ts> <word>;" entries, oldest first.
+    const bool order = m.stream == "order";
+    StateClient& mine = order ? orders_ : payments_;
+    StateClient& other = order ? payments_ : orders_;
+    std::string waiting = other.get(m.key).value_or("");
+    if (waiting.empty()) {
+      mine.set(m.key, mine.get(m.key).value_or("") + fmt::format("{} {};", m.event_ts, m.payload));
+      if (order) out.add_timer(m.event_ts + kJoinWindow);
+      return;
+    }
+    const size_t end = waiting.find(';');
+    const std::string first = waiting.substr(0, end);
+    waiting.erase(0, end + 1);
+    if (waiting.empty()) {
+      other.clear(m.key);
+    } else {
+      other.set(m.key, waiting);
+    }
+    const std::string order_entry = order ? fmt::format("{} {}", m.event_ts, m.payload) : first;
+    const std::string payment_entry = order ? first : fmt::format("{} {}", m.event_ts, m.payload);
+    count(m.key, 1, 0);
+    out.add_message(m.key, fmt::format("key={} matched order=[{}] payment=[{}]", m.key, order_entry, payment_entry));
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    // Every pending order at least kJoinWindow older than the timer expires; later ones wait.
+    const std::string pending = orders_.get(t.key).value_or("");
+    std::string kept;
+    int64_t expired = 0;
+    for (size_t at = 0; at < pending.size();) {
+      const size_t end = pending.find(';', at);
+      const std::string entry = pending.substr(at, end - at);
+      at = end + 1;
+      if (std::stoll(entry) + kJoinWindow <= t.trigger_ts) {
+        ++expired;
+        out.add_message(t.key, fmt::format("key={} expired order=[{}] at watermark {}", t.key, entry, t.trigger_ts));
+      } else {
+        kept += entry + ";";
+      }
+    }
+    if (expired == 0) return;
+    if (kept.empty()) {
+      orders_.clear(t.key);
+    } else {
+      orders_.set(t.key, kept);
+    }
+    count(t.key, 0, expired);
+  }
+
+ private:
+  void count(uint64_t key, int64_t matched, int64_t expired) {
+    int64_t m = 0, e = 0;
+    if (const auto s = tally_.get(key)) std::sscanf(s->c_str(), "%ld %ld", &m, &e);
+    tally_.set(key, fmt::format("{} {}", m + matched, e + expired));
+  }
+  StateClient orders_;
+  StateClient payments_;
+  StateClient tally_;
+};
+
 template <typename T>
 ProcessFunctionFactory factory() {
   return [] { return std::make_unique<T>(); };
@@ -172,6 +244,7 @@ void register_all(ComputationRegistry& registry) {
   registry.add("Lottery", factory<Lottery>());
   registry.add("Escalation", factory<Escalation>());
   registry.add("AlertTotals", factory<AlertTotals>());
+  registry.add("OrderPaymentJoin", factory<OrderPaymentJoin>());
 }
 
 }  // namespace onceflow::user_style

@@ -15,6 +15,10 @@
 //   processing-time timer reports after a random delay (a report sometimes arms the next
 //   timer itself), and every third word raises an alert on another key at once; the report
 //   goes out on the key of its batch's size. AlertTotals keeps per-key totals of the alerts.
+// - OrderPaymentJoin: orders and payments of a key from two sources, matched first come first
+//   served; an unmatched order expires by an event-time timer kJoinWindow after it, once the
+//   watermark of both inputs passes. Which order meets which payment, and which expire, is
+//   the arrival order and the watermark's pace: the engine's choices.
 //
 // Planted bugs in them (state in a member, a swift map reading the machine's clock) live in
 // tests/user_style_test.cc: nothing a simulation runs by default may read the clock.
@@ -26,8 +30,10 @@ namespace onceflow::user_style {
 
 inline constexpr Micros kReportDelay = 50 * kMillis;
 inline constexpr Micros kSessionGap = 30 * kMillis;
+inline constexpr Micros kJoinWindow = 20 * kMillis;
 
-// Registers LongestSoFar, RunningMax, SessionWindow, Lottery, Escalation and AlertTotals.
+// Registers LongestSoFar, RunningMax, SessionWindow, Lottery, Escalation, AlertTotals and
+// OrderPaymentJoin.
 void register_all(ComputationRegistry& registry);
 // RunningMax's value of a message: its payload's hash mod 1000.
 int64_t value_of(const Message& m);

@@ -13,7 +13,7 @@ work=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-for pipeline in longest_so_far running_max session_window lottery escalation; do
+for pipeline in longest_so_far running_max session_window lottery escalation order_payment_join; do
   spec="$src/scenarios/pipelines/$pipeline.yaml"
   data="$work/$pipeline"
   # Three lives killed at 0.3, 0.6 and 0.9 s, then one to the end with --verify.
