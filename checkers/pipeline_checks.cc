@@ -434,6 +434,12 @@ std::map<uint64_t, const EpochRecord*> producing_epochs(const PipelineHistory& h
   return out;
 }
 
+// Which committed epoch `e` is, for reports: its store version, or, where the history has
+// none (onceflow real --verify reads the epochs' rows, not their commits), its job's epoch.
+std::string committed_as(const EpochRecord& e) {
+  return e.version > 0 ? fmt::format("committed version {}", e.version) : fmt::format("committed epoch {}", e.epoch);
+}
+
 std::string shown(const MessageRecord& m, size_t from = 0) {
   return fmt::format("{} (key {}, {})", hex_id(m.id), m.key, shown(m.payload, from));
 }
@@ -455,8 +461,8 @@ std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>&
   const auto it = producers.find(id);
   if (it == producers.end()) return "a source input";
   const EpochRecord& e = *it->second;
-  if (e.job.starts_with("source/")) return fmt::format("source {} (job {}, committed version {})", e.computation, e.job, e.version);
-  return fmt::format("computation {} (job {}, committed version {}, inputs {})", e.computation, e.job, e.version,
+  if (e.job.starts_with("source/")) return fmt::format("source {} (job {}, {})", e.computation, e.job, committed_as(e));
+  return fmt::format("computation {} (job {}, {}, inputs {})", e.computation, e.job, committed_as(e),
                      first_inputs(e));
 }
 
@@ -544,18 +550,18 @@ using Produced = std::unordered_map<uint64_t, std::vector<const MessageRecord*>>
 std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const Produced& produced) {
   const auto it = produced.find(m.id);
   if (it == produced.end()) {
-    return fmt::format("job {} (committed version {}) consumed message {}, which no committed epoch produced and no "
+    return fmt::format("job {} ({}) consumed message {}, which no committed epoch produced and no "
                        "source holds",
-                       e.job, e.version, shown(m));
+                       e.job, committed_as(e), shown(m));
   }
   for (const MessageRecord* p : it->second) {
     if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts) return "";
   }
   const MessageRecord& p = *it->second.front();
   const size_t from = shown_from(m.payload, p.payload);
-  return fmt::format("job {} (committed version {}) consumed message {} on stream {} with event time {}, but it was "
+  return fmt::format("job {} ({}) consumed message {} on stream {} with event time {}, but it was "
                      "committed as {} on stream {} with event time {}",
-                     e.job, e.version, shown(m, from), m.stream, format_time(m.event_ts), shown(p, from), p.stream,
+                     e.job, committed_as(e), shown(m, from), m.stream, format_time(m.event_ts), shown(p, from), p.stream,
                      format_time(p.event_ts));
 }
 
@@ -593,9 +599,9 @@ Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
       if (got == want) continue;
       const size_t from = got.present && want.present ? shown_from(got.value, want.value) : 0;
       return failure(check, h,
-                     fmt::format("computation {} (job {}, committed version {}) started from table {} key {} = {}, "
+                     fmt::format("computation {} (job {}, {}) started from table {} key {} = {}, "
                                  "but re-executing the committed epochs before it gives {}",
-                                 e.computation, e.job, e.version, got.table, got.key,
+                                 e.computation, e.job, committed_as(e), got.table, got.key,
                                  got.present ? shown(got.value, from) : "(absent)", want.present ? shown(want.value, from) : "(absent)"));
     }
   }
@@ -1123,9 +1129,10 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
     if (problem.empty()) problem = timers_created_problem(e);
     if (problem.empty()) continue;
     return failure(name(), h,
-                   fmt::format("computation {} (job {}, committed version {}, epoch {} at {}, inputs {}) {}: the "
+                   fmt::format("computation {} (job {}, {}{} at {}, inputs {}) {}: the "
                                "committed epoch is not what its function gives on what it took",
-                               e.computation, e.job, e.version, e.epoch, format_time(e.now), first_inputs(e), problem));
+                               e.computation, e.job, committed_as(e), e.version > 0 ? fmt::format(", epoch {}", e.epoch) : "",
+                               format_time(e.now), first_inputs(e), problem));
   }
   if (epochs == 0) return Verdict::not_applicable(std::string(name()), "no computation epoch committed");
   return Verdict::pass(std::string(name()),

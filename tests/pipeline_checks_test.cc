@@ -719,6 +719,17 @@ TEST(ReexecutedHistoryTest, TwoLongValuesAreShownWhereTheyDiffer) {
   expect_failure(ReexecutionCheck().check(h), {"(key 7, \"xvvv", "(key 7, \"yvvv"});
 }
 
+TEST(ReexecutedHistoryTest, AnEpochWithoutAStoreVersionIsNamedByItsEpoch) {
+  // onceflow real --verify reads the epochs' rows, which carry no commit version.
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].version = 0;
+  h.epochs[1].epoch = 5;
+  h.epochs[1].expected_produced[0].payload = "7:3";
+  const Verdict v = ReexecutionCheck().check(h);
+  expect_failure(v, {"computation Count (job computation/Count/0, committed epoch 5 at"});
+  EXPECT_EQ(v.detail.find("version 0"), std::string::npos) << v.detail;
+}
+
 TEST(ReexecutedHistoryTest, ReexecutionFailsOnTimersTheFunctionDoesNotSetOrHold) {
   PipelineHistory h = reexecuted_history();
   h.epochs[1].expected_timers_created = {"7/200/t"};
