@@ -54,8 +54,10 @@ std::string shown(std::string_view bytes, size_t from = 0) {
 
 // Where to show two byte strings that differ from, so that the difference is in what is shown:
 // their start when it is within the first kShownBytesMax bytes, else a little before it.
+// Equal strings (values that differ elsewhere, in key or stream) are shown from their start.
 size_t shown_from(std::string_view a, std::string_view b) {
   constexpr size_t kContext = 12;
+  if (a == b) return 0;
   const size_t n = std::min(a.size(), b.size());
   const auto d = static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin());
   return d < kShownBytesMax ? 0 : d - kContext;
@@ -461,7 +463,11 @@ std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>&
   const auto it = producers.find(id);
   if (it == producers.end()) return "a source input";
   const EpochRecord& e = *it->second;
-  if (e.job.starts_with("source/")) return fmt::format("source {} (job {}, {})", e.computation, e.job, committed_as(e));
+  if (e.job.starts_with("source/")) {
+    // onceflow real --verify's sources are one record each, of no epoch: their input.
+    if (e.version == 0 && e.epoch == 0) return fmt::format("source {}", e.computation);
+    return fmt::format("source {} (job {}, {})", e.computation, e.job, committed_as(e));
+  }
   return fmt::format("computation {} (job {}, {}, inputs {})", e.computation, e.job, committed_as(e),
                      first_inputs(e));
 }
@@ -497,11 +503,14 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
                          shown(Item{w.key, w.payload}, from));
     }
     if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
-      return fmt::format("duplicate: message {} made visible {} times ({}): by {} at {} and by {} at {}",
-                         shown(got), copies.size(), origin_of(id, producers),
-                         copies[0]->producer_job.empty() ? "the sink" : "job '" + copies[0]->producer_job + "'",
-                         format_time(copies[0]->time), copies[1]->producer_job.empty() ? "the sink" : "job '" + copies[1]->producer_job + "'",
-                         format_time(copies[1]->time));
+      // Who made each copy visible, and when where the history knows (onceflow real's targets
+      // keep no times).
+      const auto by = [](const DeliveryRecord& d) {
+        std::string who = d.producer_job.empty() ? "the sink" : "job '" + d.producer_job + "'";
+        return d.time > 0 ? who + " at " + format_time(d.time) : who;
+      };
+      return fmt::format("duplicate: message {} made visible {} times ({}): by {} and by {}", shown(got), copies.size(),
+                         origin_of(id, producers), by(*copies[0]), by(*copies[1]));
     }
   }
   const auto& drops = ids_of(h.counted_drops, e.sink);

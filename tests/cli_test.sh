@@ -458,14 +458,15 @@ for sig in HUP TERM; do
   pid=$!
   # As early as can be caught: once the process catches SIGTERM (its SigCgt mask in /proc), for
   # a sanitizer build or a loaded machine may take more than 100 ms to reach main(); a signal
-  # before that kills any program. Only once it runs onceflow (its comm): before the exec, the
-  # forked child is this script's bash, whose mask (bash catches SIGTERM) says nothing about
-  # onceflow, and which a SIGTERM ends with 143 (a CI run once failed so).
+  # before that kills any program. Only once it runs onceflow (its comm, the binary's name cut
+  # to 15 characters): before the exec, the forked child is this script's bash, whose mask
+  # (bash catches SIGTERM) says nothing about onceflow, and which a SIGTERM ends with 143 (a
+  # CI run once failed so).
   for _ in $(seq 500); do
     # comm first: a mask read after it comes from onceflow too.
     comm=$(cat "/proc/$pid/comm" 2>/dev/null)
     mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
-    [ "$comm" = onceflow ] && [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && break
+    [ "$comm" = "$(basename "$bin" | cut -c1-15)" ] && [ -n "$mask" ] && (( (16#$mask >> 14) & 1 )) && break
     sleep 0.01
   done
   [ "$sig" = HUP ] && sleep 0.5

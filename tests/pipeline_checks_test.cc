@@ -717,6 +717,10 @@ TEST(ReexecutedHistoryTest, TwoLongValuesAreShownWhereTheyDiffer) {
   h.epochs[1].produced[0].payload = "x" + common;
   h.epochs[1].expected_produced[0].payload = "y" + common;
   expect_failure(ReexecutionCheck().check(h), {"(key 7, \"xvvv", "(key 7, \"yvvv"});
+  // Equal long payloads of messages that differ in key: from the start, too.
+  h.epochs[1].produced[0].payload = h.epochs[1].expected_produced[0].payload = common;
+  h.epochs[1].produced[0].key = 8;
+  expect_failure(ReexecutionCheck().check(h), {"(key 8, \"vvvv", "(key 7, \"vvvv"});
 }
 
 TEST(ReexecutedHistoryTest, AnEpochWithoutAStoreVersionIsNamedByItsEpoch) {
