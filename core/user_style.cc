@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include "core/env/random.h"
 
@@ -156,11 +159,45 @@ class AlertTotals final : public ProcessFunction {
   StateClient total_;
 };
 
+// A join side's waiting entries, oldest first, as state holds them: "<event time> <length>
+// <payload>" one after another (a length, so that a payload may hold any byte).
+struct Waiting {
+  Micros event_ts = 0;
+  std::string payload;
+};
+std::vector<Waiting> waiting_in(const std::optional<std::string>& text) {
+  std::vector<Waiting> out;
+  const std::string stored = text.value_or("");
+  std::string_view rest = stored;
+  while (!rest.empty()) {
+    Waiting w;
+    size_t length = 0;
+    const auto ts = std::from_chars(rest.data(), rest.data() + rest.size(), w.event_ts);
+    if (ts.ec != std::errc() || ts.ptr == rest.data() + rest.size()) break;
+    rest.remove_prefix(static_cast<size_t>(ts.ptr - rest.data()) + 1);
+    const auto len = std::from_chars(rest.data(), rest.data() + rest.size(), length);
+    if (len.ec != std::errc() || len.ptr == rest.data() + rest.size()) break;
+    rest.remove_prefix(static_cast<size_t>(len.ptr - rest.data()) + 1);
+    if (length > rest.size()) break;
+    w.payload = std::string(rest.substr(0, length));
+    rest.remove_prefix(length);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+void keep_waiting(StateClient& side, uint64_t key, const std::vector<Waiting>& entries) {
+  if (entries.empty()) return side.clear(key);
+  std::string text;
+  for (const Waiting& w : entries) fmt::format_to(std::back_inserter(text), "{} {} {}", w.event_ts, w.payload.size(), w.payload);
+  side.set(key, std::move(text));
+}
+
 // OrderPaymentJoin: orders and payments of a key, from two sources, matched first come first
-// served. An order no payment matched within kJoinWindow of event time expires when the
-// event-time watermark of both inputs passes it; a payment that finds no order waits for one.
-// Whether an order is matched or expires, and with which payment, depends on the order the
-// two streams' messages arrive in and on when the watermark moves: the engine's choices.
+// served, whatever their event times. An order still unmatched when its timer fires, once the
+// job's event-time watermark (which follows both inputs) is kJoinWindow past it, expires; a
+// payment that finds no order waits for one, for as long as it takes. Whether an order is
+// matched or expires, and with which payment, depends on the order the two streams' messages
+// arrive in and on when the watermark moves: the engine's choices.
 class OrderPaymentJoin final : public ProcessFunction {
  public:
   void init(const InitContext& init) override {
@@ -169,58 +206,51 @@ class OrderPaymentJoin final : public ProcessFunction {
     init.init_state_client(tally_, "tally");
   }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
-    // A pending side is "<event_ts> <word>;" entries, oldest first.
     const bool order = m.stream == "order";
     StateClient& mine = order ? orders_ : payments_;
     StateClient& other = order ? payments_ : orders_;
-    std::string waiting = other.get(m.key).value_or("");
+    std::vector<Waiting> waiting = waiting_in(other.get(m.key));
+    const Waiting arrived{m.event_ts, m.payload};
     if (waiting.empty()) {
-      mine.set(m.key, mine.get(m.key).value_or("") + fmt::format("{} {};", m.event_ts, m.payload));
+      std::vector<Waiting> own = waiting_in(mine.get(m.key));
+      own.push_back(arrived);
+      keep_waiting(mine, m.key, own);
       if (order) out.add_timer(m.event_ts + kJoinWindow);
       return;
     }
-    const size_t end = waiting.find(';');
-    const std::string first = waiting.substr(0, end);
-    waiting.erase(0, end + 1);
-    if (waiting.empty()) {
-      other.clear(m.key);
-    } else {
-      other.set(m.key, waiting);
-    }
-    const std::string order_entry = order ? fmt::format("{} {}", m.event_ts, m.payload) : first;
-    const std::string payment_entry = order ? first : fmt::format("{} {}", m.event_ts, m.payload);
+    const Waiting first = waiting.front();
+    waiting.erase(waiting.begin());
+    keep_waiting(other, m.key, waiting);
+    const Waiting& o = order ? arrived : first;
+    const Waiting& p = order ? first : arrived;
     count(m.key, 1, 0);
-    out.add_message(m.key, fmt::format("key={} matched order=[{}] payment=[{}]", m.key, order_entry, payment_entry));
+    out.add_message(m.key, fmt::format("key={} matched order=[{} {}] payment=[{} {}]", m.key, o.event_ts, o.payload,
+                                       p.event_ts, p.payload));
   }
   void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
-    // Every pending order at least kJoinWindow older than the timer expires; later ones wait.
-    const std::string pending = orders_.get(t.key).value_or("");
-    std::string kept;
+    // Every waiting order at least kJoinWindow older than the timer expires; later ones wait.
+    std::vector<Waiting> kept;
     int64_t expired = 0;
-    for (size_t at = 0; at < pending.size();) {
-      const size_t end = pending.find(';', at);
-      const std::string entry = pending.substr(at, end - at);
-      at = end + 1;
-      if (std::stoll(entry) + kJoinWindow <= t.trigger_ts) {
-        ++expired;
-        out.add_message(t.key, fmt::format("key={} expired order=[{}] at watermark {}", t.key, entry, t.trigger_ts));
-      } else {
-        kept += entry + ";";
+    for (Waiting& w : waiting_in(orders_.get(t.key))) {
+      if (w.event_ts + kJoinWindow > t.trigger_ts) {
+        kept.push_back(std::move(w));
+        continue;
       }
+      ++expired;
+      out.add_message(t.key, fmt::format("key={} expired order=[{} {}] due at {}", t.key, w.event_ts, w.payload, t.trigger_ts));
     }
     if (expired == 0) return;
-    if (kept.empty()) {
-      orders_.clear(t.key);
-    } else {
-      orders_.set(t.key, kept);
-    }
+    keep_waiting(orders_, t.key, kept);
     count(t.key, 0, expired);
   }
 
  private:
+  // The key's tally, "<matched> <expired>".
   void count(uint64_t key, int64_t matched, int64_t expired) {
+    const std::string text = tally_.get(key).value_or("0 0");
     int64_t m = 0, e = 0;
-    if (const auto s = tally_.get(key)) std::sscanf(s->c_str(), "%ld %ld", &m, &e);
+    const auto first = std::from_chars(text.data(), text.data() + text.size(), m);
+    if (first.ptr != text.data() + text.size()) std::from_chars(first.ptr + 1, text.data() + text.size(), e);
     tally_.set(key, fmt::format("{} {}", m + matched, e + expired));
   }
   StateClient orders_;

@@ -16,9 +16,10 @@
 //   timer itself), and every third word raises an alert on another key at once; the report
 //   goes out on the key of its batch's size. AlertTotals keeps per-key totals of the alerts.
 // - OrderPaymentJoin: orders and payments of a key from two sources, matched first come first
-//   served; an unmatched order expires by an event-time timer kJoinWindow after it, once the
-//   watermark of both inputs passes. Which order meets which payment, and which expire, is
-//   the arrival order and the watermark's pace: the engine's choices.
+//   served; an order still unmatched expires by an event-time timer kJoinWindow after it, once
+//   the job's event-time watermark (which follows both inputs) passes; payments wait. Which
+//   order meets which payment, and which expire, is the arrival order and the watermark's
+//   pace: the engine's choices.
 //
 // Planted bugs in them (state in a member, a swift map reading the machine's clock) live in
 // tests/user_style_test.cc: nothing a simulation runs by default may read the clock.
