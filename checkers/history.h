@@ -218,6 +218,9 @@ struct PipelineHistory {
   std::vector<TargetReshard> target_reshards;
   std::map<std::string, int> sink_partitions_at_end;
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
+  // The timer streams whose watermark is the event time, "<computation>/<timer stream>": such
+  // a timer may fire only once its job has taken a message at least as new as its trigger.
+  std::set<std::string> event_time_timer_streams;
   // The calm: faults lifted, every input written and the operator's last state request made
   // (the latest of them); and when the faults alone were lifted.
   int64_t heal_at = 0;

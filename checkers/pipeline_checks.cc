@@ -799,13 +799,32 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     }
     return "";
   };
+  // An event-time timer's watermark, as the history gives it rather than as the engine said: the
+  // newest event time its job took in its committed epochs so far (this one's included, whose
+  // timers fire after its messages). A job keeps its watermark across lives and layouts, under
+  // its name.
+  std::map<std::string_view, int64_t> event_watermark;
   for (const EpochRecord& e : h.epochs) {
     if (std::string problem = apply_moves(e.version); !problem.empty()) return failure(name(), h, problem);
+    if (!e.consumed.empty() && !h.event_time_timer_streams.empty()) {
+      auto [newest, fresh] = event_watermark.try_emplace(e.job, e.consumed.front().event_ts);
+      for (const MessageRecord& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
+    }
     for (const FiredTimerRecord& f : e.fired) {
-      if (f.trigger_ts <= f.watermark) continue;
-      return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
-                                            "{}, before its trigger {}",
-                                            readable_timer(f.row), e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
+      if (f.trigger_ts > f.watermark) {
+        return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
+                                              "{}, before its trigger {}",
+                                              readable_timer(f.row), e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
+      }
+      if (h.event_time_timer_streams.count(e.computation + "/" + f.stream) == 0) continue;
+      const auto taken = event_watermark.find(e.job);
+      if (taken != event_watermark.end() && f.trigger_ts <= taken->second) continue;
+      return failure(name(), h, fmt::format("event-time timer {} of job {} (key {}) fired at version {}, before its trigger {}: "
+                                            "the newest event time the job had taken was {} (the engine said its "
+                                            "watermark was {})",
+                                            readable_timer(f.row), e.job, f.key, e.version, format_time(f.trigger_ts),
+                                            taken == event_watermark.end() ? std::string("none") : format_time(taken->second),
+                                            format_time(f.watermark)));
     }
     for (const std::string& timer : e.timers_created) ++timers[timer].first;
     for (const std::string& timer : e.timers_fired) {

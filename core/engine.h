@@ -108,6 +108,8 @@ struct BugSwitches {
   bool lease_abort_not_retried = false;  // a Lease abort is sent once, its answer ignored, the job replaced at once
   bool controller_without_lease = false; // the controller commits without its Lease and never checks it
   bool timer_fires_after_watermark = false;  // a timer is due only once the watermark is past its trigger
+  // a job's event-time watermark follows its inputs' system times, not their event times
+  bool event_watermark_from_system_time = false;
   bool timer_output_id_by_event_time = false;  // a timer's outputs are named by its event time, not its trigger
   // a swift job promises its replays are no older than its own unacknowledged inputs,
   // forgetting that a swift stage above it may replay older ones into it

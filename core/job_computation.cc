@@ -71,7 +71,8 @@ void Job::step_computation(EpochTx& etx) {
       function_->process_message(m, out, context);
     }
     if (!etx.failed.is_ok() || misused(etx, out)) return;
-    etx.meta.event_watermark = std::max(etx.meta.event_watermark, m.event_ts);
+    etx.meta.event_watermark =
+        std::max(etx.meta.event_watermark, env_.bugs.event_watermark_from_system_time ? m.system_ts : m.event_ts);
     if (swift) {
       etx.consumed_rows.push_back({etx.inputs.row(in.read), m.id});
     } else {

@@ -491,6 +491,11 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   for (const auto& change : w.layout_changes()) h.layout_changes.push_back({change.layout_version, change.version, change.store_time});
   h.layout_grace = w.spec().lease_ttl_us + 4 * w.spec().scheduling_period_us;
+  for (const ComputationSpec& c : w.spec().computations) {
+    for (const TimerStreamSpec& s : c.timer_streams) {
+      if (s.watermark == Watermark::kEventTime) h.event_time_timer_streams.insert(c.name + "/" + s.name);
+    }
+  }
   for (const auto& [sink, log] : w.targets()) {
     for (const auto& [time, tablets] : log.reshards) h.target_reshards.push_back({sink, tablets, time});
   }

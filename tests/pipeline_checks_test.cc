@@ -809,5 +809,21 @@ TEST(ReexecutedHistoryTest, TimersFailOnAFiringBeforeItsWatermark) {
   expect_failure(TimerCheck().check(h), {"timer 100/t", "watermark at 0.000099s, before its trigger 0.000100s"});
 }
 
+TEST(ReexecutedHistoryTest, AnEventTimeTimerFiresOnlyOnceItsJobTookAMessageAsNewAsItsTrigger) {
+  // The engine's own word for its watermark is not taken: it once came from the system time.
+  PipelineHistory h = reexecuted_history();
+  h.event_time_timer_streams = {"Count/t"};
+  int64_t newest = INT64_MIN;
+  for (const MessageRecord& m : h.epochs[1].consumed) newest = std::max(newest, m.event_ts);
+  h.epochs[1].fired = {{"100/t", 0x11, 7, newest, 0, "t", 2, newest + 50}};
+  EXPECT_TRUE(TimerCheck().check(h).passed) << TimerCheck().check(h).detail;
+  h.epochs[1].fired[0].trigger_ts = newest + 1;
+  expect_failure(TimerCheck().check(h), {"event-time timer", "computation/Count/0", "before its trigger",
+                                         "the newest event time the job had taken was " + format_time(newest)});
+  // A timer of another stream (system time) is held to the watermark the engine gave only.
+  h.event_time_timer_streams = {"Count/other"};
+  EXPECT_TRUE(TimerCheck().check(h).passed);
+}
+
 }  // namespace
 }  // namespace onceflow::checkers
