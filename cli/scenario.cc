@@ -28,7 +28,7 @@ const std::map<std::string, std::set<std::string>>& scenario_keys() {
         "guarantees", "pipeline", "topology", "http_receivers", "clickhouse_targets", "knobs", "regression_seeds",
         "kafka_broker", "catches", "operations"}},
       {"topology", {"workers", "spare_workers", "controllers"}},
-      {"workload", {"messages", "keys", "interval"}},
+      {"workload", {"messages", "keys", "interval", "event_disorder"}},
       {"http_receivers.SINK", {"honours_idempotency_key"}},
       {"kafka_broker", {"epoch_per_transaction"}},
       {"clickhouse_targets.SINK",
@@ -251,6 +251,10 @@ class Loader {
       if (w["messages"]) o.workload.messages = static_cast<int>(integer(w["messages"], "workload.messages", 0, 1'000'000));
       if (w["keys"]) o.workload.keys = static_cast<int>(integer(w["keys"], "workload.keys", 1, 1'000'000'000));
       if (w["interval"]) o.workload.interval_us = duration(w["interval"], "workload.interval");
+      if (w["event_disorder"]) {
+        o.workload.event_disorder_us = duration(w["event_disorder"], "workload.event_disorder");
+        if (o.workload.event_disorder_us < 0) fail(w["event_disorder"], "workload.event_disorder", "must not be negative");
+      }
       if (static_cast<int64_t>(o.workload.messages) * o.workload.interval_us > kMaxScenarioDuration) {
         fail(w, "workload", fmt::format("{} messages one every {} take longer than {}", o.workload.messages,
                                         format_duration(o.workload.interval_us), format_duration(kMaxScenarioDuration)));
@@ -751,7 +755,8 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       << YAML::EndMap;
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
       << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys
-      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::EndMap;
+      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::Key << "event_disorder"
+      << YAML::Value << s.pipeline.workload.event_disorder_us << YAML::EndMap;
     y << YAML::Key << "guarantees" << YAML::Value << YAML::BeginMap;
     for (const auto& [sink, g] : s.pipeline.sink_guarantees) {
       y << YAML::Key << sink << YAML::Value

@@ -43,7 +43,7 @@ void WorkloadStream::generate_next() {
   current_.key = rng_.uniform(static_cast<uint64_t>(w_.keys));
   current_.payload = kWords[rng_.uniform(std::size(kWords))];
   current_.write_ts = static_cast<Micros>(next_ + 1) * w_.interval_us;
-  current_.event_ts = current_.write_ts - rng_.uniform_range(0, kMillis);
+  current_.event_ts = current_.write_ts - rng_.uniform_range(0, w_.event_disorder_us);
   ++next_;
 }
 

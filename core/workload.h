@@ -19,6 +19,9 @@ struct PipelineWorkload {
   int messages = 200;
   int keys = 16;
   Micros interval_us = 5 * kMillis;  // between two writes to the source queues
+  // An input's event time is up to this much before its write: the disorder of event times
+  // (late data, across sources and partitions) that event-time watermarks and timers meet.
+  Micros event_disorder_us = kMillis;
 };
 
 // The input messages of a workload, in write order: source round-robin, partition, key and

@@ -240,6 +240,21 @@ faults:
   EXPECT_EQ(s->scripted.heal_at_us, 4'000'000);
 }
 
+TEST(ScenarioTest, AWrittenScenarioKeepsItsWorkloadWithItsEventTimeDisorder) {
+  auto s = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/user_session_window.yaml");
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  EXPECT_EQ(s->pipeline.workload.event_disorder_us, 40'000);
+  auto again = load_scenario(write_temp(scenario_yaml(*s, "copy", "a copy")));
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_EQ(again->pipeline.workload.event_disorder_us, 40'000);
+  EXPECT_EQ(again->pipeline.workload.interval_us, s->pipeline.workload.interval_us);
+  EXPECT_EQ(again->pipeline.workload.messages, s->pipeline.workload.messages);
+  // Left out, an input is up to 1 ms older than its write, as before the key existed.
+  auto plain = load_scenario(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/keyed_aggregation.yaml");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->pipeline.workload.event_disorder_us, 1'000);
+}
+
 TEST(ScenarioTest, ErrorsNameTheFileLineAndKey) {
   EXPECT_NE(error_of("name: t\nkind: kernel\nworkload:\n  clients: many\n").find(":4: workload.clients"),
             std::string::npos);

@@ -13,6 +13,30 @@ bool same(const SourceInput& a, const SourceInput& b) {
          a.write_ts == b.write_ts && a.event_ts == b.event_ts;
 }
 
+// Event times lie within `event_disorder` before their writes, and a disorder of many intervals
+// brings inputs out of event-time order.
+RC_GTEST_PROP(WorkloadStreamTest, EventTimesAreUpToTheDisorderBeforeTheirWrites, ()) {
+  PipelineSpec spec;
+  SourceSpec source;
+  source.name = "s";
+  source.type = "queue";
+  source.partitions = 2;
+  spec.sources.push_back(source);
+  PipelineWorkload w;
+  w.messages = 400;
+  w.interval_us = *rc::gen::inRange<Micros>(1, 5'000);
+  w.event_disorder_us = *rc::gen::inRange<Micros>(0, 100'000);
+  bool out_of_order = false;
+  Micros newest = INT64_MIN;
+  for (const SourceInput& in : make_workload(spec, w, *rc::gen::arbitrary<uint64_t>())) {
+    RC_ASSERT(in.event_ts <= in.write_ts);
+    RC_ASSERT(in.event_ts >= in.write_ts - w.event_disorder_us);
+    out_of_order = out_of_order || in.event_ts < newest;
+    newest = std::max(newest, in.event_ts);
+  }
+  if (w.event_disorder_us >= 10 * w.interval_us) RC_ASSERT(out_of_order);
+}
+
 // Any mix of source types, any length, any order of reading (forwards, backwards, jumps):
 // the k-th input of the stream is the k-th input of make_workload among the kept sources.
 RC_GTEST_PROP(WorkloadStreamTest, MatchesMakeWorkloadFiltered, ()) {
