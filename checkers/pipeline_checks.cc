@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -719,12 +720,12 @@ std::string zombie_commit(const ControllerCommit& c, const PipelineHistory& h) {
 Verdict ControllerCheck::check(const PipelineHistory& h) const {
   if (h.controller_commits.empty()) return Verdict::not_applicable(std::string(name()), "no controller commits");
   std::map<std::string, uint64_t> last_stored;  // job -> the Lease stored for it last
-  std::set<uint64_t> stored;                    // every job Lease stored
+  std::map<uint64_t, std::set<std::string>> stored;  // every job Lease stored -> the jobs it was stored for
   for (const ControllerCommit& c : h.controller_commits) {
     if (const std::string problem = zombie_commit(c, h); !problem.empty()) return failure(name(), h, problem);
     if (!c.stores_assignments) continue;
     for (const auto& [job, lease] : c.job_leases) {
-      stored.insert(lease);
+      stored[lease].insert(job);
       auto [it, fresh] = last_stored.try_emplace(job, lease);
       if (fresh || it->second == lease) continue;
       const auto old = h.leases.find(it->second);
@@ -742,11 +743,18 @@ Verdict ControllerCheck::check(const PipelineHistory& h) const {
   for (const EpochRecord& e : h.epochs) {
     if (e.lease == 0) continue;
     ++epochs;
-    if (stored.count(e.lease) != 0) continue;
+    const auto owner = stored.find(e.lease);
+    if (owner == stored.end()) {
+      return failure(name(), h,
+                     fmt::format("job {} committed version {} under lease {}, which no controller ever stored (a worker "
+                                 "ran an assignment before it was stored)",
+                                 e.job, e.version, e.lease));
+    }
+    if (owner->second.count(e.job) != 0) continue;
     return failure(name(), h,
-                   fmt::format("job {} committed version {} under lease {}, which no controller ever stored (a worker "
-                               "ran an assignment before it was stored)",
-                               e.job, e.version, e.lease));
+                   fmt::format("job {} committed version {} under lease {}, which the controller stored for job {}, not "
+                               "for it: a commit under another job's Lease is not fenced when its own job is replaced",
+                               e.job, e.version, e.lease, *owner->second.begin()));
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} controller commits inside their Lease; {} epochs under stored assignments",
@@ -780,6 +788,36 @@ Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
                        fmt::format("{} callbacks after the target held the message and its acknowledgement committed",
                                    h.confirmations.size()));
 }
+
+namespace {
+
+// A timer still stored at the end, "timers/<computation>:<partition, hex>/<trigger>/<key>/
+// <stream>[/<unique>]", when its stream's watermark is the event time: its job and trigger.
+struct PendingEventTimer {
+  std::string job;
+  int64_t trigger_ts = 0;
+};
+std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, const std::set<std::string>& event_time) {
+  const size_t colon = timer.find(':');
+  if (colon == std::string_view::npos || !timer.starts_with("timers/")) return std::nullopt;
+  const std::string_view computation = timer.substr(7, colon - 7);
+  const std::string_view row = timer.substr(colon + 1);
+  const size_t slash = row.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::string_view rest = row.substr(slash + 1);
+  if (rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return std::nullopt;
+  std::string_view stream = rest.substr(34);
+  stream = stream.substr(0, stream.find('/'));
+  if (event_time.count(fmt::format("{}/{}", computation, stream)) == 0) return std::nullopt;
+  uint64_t partition = 0, trigger = 0;
+  const auto p = std::from_chars(row.data(), row.data() + slash, partition, 16);
+  const auto t = std::from_chars(rest.data(), rest.data() + 16, trigger, 16);
+  if (p.ptr != row.data() + slash || t.ptr != rest.data() + 16) return std::nullopt;
+  return PendingEventTimer{fmt::format("computation/{}/{}", computation, partition),
+                           static_cast<int64_t>(trigger ^ (uint64_t{1} << 63))};
+}
+
+}  // namespace
 
 Verdict TimerCheck::check(const PipelineHistory& h) const {
   // Per timer row: how often committed epochs created it and fired it; each creation must be
@@ -852,6 +890,21 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   }
   for (const std::string& timer : pending) {
     if (timers.count(timer) == 0) return failure(name(), h, fmt::format("timer {} pending but never created", readable_timer(timer)));
+  }
+  // A due event-time timer still stored at the end never fired, whatever the engine's own
+  // watermark said: its job had taken an event as new as its trigger. Not when the run ended
+  // paused, draining or stopped, when no timer fires.
+  const std::string& end_state = h.state_changes.empty() ? std::string("working") : h.state_changes.back().state;
+  if (end_state == "working" || end_state == "completed") {
+    for (const std::string& timer : pending) {
+      const auto t = pending_event_timer(timer, h.event_time_timer_streams);
+      if (!t) continue;
+      const auto taken = event_watermark.find(t->job);
+      if (taken == event_watermark.end() || t->trigger_ts > taken->second) continue;
+      return failure(name(), h, fmt::format("event-time timer {} of job {} never fired: still stored at the end, though the "
+                                            "job had taken an event of {}, at or past its trigger {}",
+                                            readable_timer(timer), t->job, format_time(taken->second), format_time(t->trigger_ts)));
+    }
   }
   if (timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
   size_t fired = 0;

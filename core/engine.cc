@@ -136,6 +136,8 @@ constexpr BugName kBugNames[] = {
      "a timer is due only once the watermark is past its trigger, not at it"},
     {"event-watermark-from-system-time", &BugSwitches::event_watermark_from_system_time, "timers",
      "a job's event-time watermark follows its inputs' system times, not their event times, so event-time timers fire before their trigger"},
+    {"event-watermark-not-kept", &BugSwitches::event_watermark_not_kept, "timers",
+     "a job's event-time watermark starts from none in each life, so timers its stored watermark had made due wait for newer events, and at the end of the input never fire"},
     {"timer-output-id-by-event-time", &BugSwitches::timer_output_id_by_event_time, "re-execution delivery consumption",
      "a timer's outputs are named by its event time, not its trigger: a re-armed timer repeats its first firing's MessageIds"},
     {"swift-replay-own-watermark", &BugSwitches::swift_replay_own_watermark, "consumption delivery",

@@ -110,6 +110,8 @@ struct BugSwitches {
   bool timer_fires_after_watermark = false;  // a timer is due only once the watermark is past its trigger
   // a job's event-time watermark follows its inputs' system times, not their event times
   bool event_watermark_from_system_time = false;
+  // a job's event-time watermark starts from none in each life instead of from its stored one
+  bool event_watermark_not_kept = false;
   bool timer_output_id_by_event_time = false;  // a timer's outputs are named by its event time, not its trigger
   // a swift job promises its replays are no older than its own unacknowledged inputs,
   // forgetting that a swift stage above it may replay older ones into it

@@ -157,6 +157,7 @@ Job::Outcome Job::run_epoch() {
   etx.prefetch(tables::kJobMeta, epoch_metas_);
   if (auto meta = etx.read(tables::kJobMeta, meta_key_)) etx.meta = Meta::decode(*meta);
   if (!etx.failed.is_ok()) return Outcome::kRetry;
+  if (env_.bugs.event_watermark_not_kept && committed_epochs_ == 0) etx.meta.event_watermark = INT64_MIN;
   ++etx.meta.epoch;
   etx.watermark_before = etx.meta.low_watermark;
   if (computation_ != nullptr) function_random_ = Xoshiro256StarStar(env_.seed).fork(meta_key_ + "#" + std::to_string(etx.meta.epoch));

@@ -1,5 +1,6 @@
 #include "checkers/pipeline_checks.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/computation.h"
@@ -132,6 +133,13 @@ TEST(PipelineChecksTest, ControllerFailsOnAnEpochUnderALeaseNeverStored) {
   h.controller_commits[0].job_leases["sink/alerts/0"] = 1;  // lease 2 is stored nowhere now
   h.controller_commits[0].job_leases.erase("sink/counts_out/0");
   expect_failure(ControllerCheck().check(h), {"under lease 2", "no controller ever stored"});
+}
+
+TEST(PipelineChecksTest, ControllerFailsOnAnEpochUnderAnotherJobsLease) {
+  PipelineHistory h = good_history();
+  h.epochs[2].lease = 1;  // Double's epoch under the Lease stored for numbers and Count
+  expect_failure(ControllerCheck().check(h), {"job computation/Double/0 committed version 3 under lease 1",
+                                              "stored for job computation/Count/0, not for it"});
 }
 
 TEST(PipelineChecksTest, ControllerFailsOnTwoLiveLeasesOfOneJob) {
@@ -631,6 +639,8 @@ PipelineHistory reexecuted_history() {
   h.deliveries.push_back({"log", "sink/log/0", 2, 470, message(0x51, 7, "log", 10, "a")});
   h.deliveries.push_back({"log", "sink/log/0", 2, 480, message(0x51, 7, "log", 10, "a")});
   h.reexecuted_tables = h.tables;
+  // The controller stored the Leases of the jobs added here too.
+  for (const char* job : {"computation/Alerts/0", "computation/Logger/0", "sink/log/0"}) h.controller_commits[0].job_leases[job] = 2;
   return h;
 }
 
@@ -821,6 +831,33 @@ TEST(ReexecutedHistoryTest, AnEventTimeTimerFiresOnlyOnceItsJobTookAMessageAsNew
   expect_failure(TimerCheck().check(h), {"event-time timer", "computation/Count/0", "before its trigger",
                                          "the newest event time the job had taken was " + format_time(newest)});
   // A timer of another stream (system time) is held to the watermark the engine gave only.
+  h.event_time_timer_streams = {"Count/other"};
+  EXPECT_TRUE(TimerCheck().check(h).passed);
+}
+
+TEST(ReexecutedHistoryTest, ADueEventTimeTimerStillStoredAtTheEndFails) {
+  // A job whose watermark was lost (say, a new life starting from none) leaves due timers
+  // unfired; the engine, judging by that watermark, calls the run drained.
+  PipelineHistory h = reexecuted_history();
+  h.event_time_timer_streams = {"Count/t"};
+  int64_t newest = INT64_MIN;
+  for (const MessageRecord& m : h.epochs[1].consumed) newest = std::max(newest, m.event_ts);
+  const auto row = [](int64_t trigger) {
+    return fmt::format("timers/Count:0000/{:016x}/{:016x}/t", static_cast<uint64_t>(trigger) ^ (uint64_t{1} << 63), 7);
+  };
+  h.epochs[1].timers_created.push_back(row(newest));
+  h.pending_timers = {row(newest)};
+  expect_failure(TimerCheck().check(h), {"event-time timer timers/Count:0000/(trigger " + format_time(newest),
+                                         "of job computation/Count/0 never fired", "an event of " + format_time(newest)});
+  // Not due yet, or in a run that ended stopped (no timer fires while draining): it may wait.
+  PipelineHistory later = h;
+  later.epochs[1].timers_created.back() = row(newest + 1);
+  later.pending_timers = {row(newest + 1)};
+  EXPECT_TRUE(TimerCheck().check(later).passed) << TimerCheck().check(later).detail;
+  h.state_changes.push_back({"stopped", 99, 990, {}});
+  EXPECT_TRUE(TimerCheck().check(h).passed) << TimerCheck().check(h).detail;
+  // A system-time timer is not held to event times.
+  h.state_changes.clear();
   h.event_time_timer_streams = {"Count/other"};
   EXPECT_TRUE(TimerCheck().check(h).passed);
 }
