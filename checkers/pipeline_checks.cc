@@ -804,17 +804,11 @@ std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, con
   const std::string_view row = timer.substr(colon + 1);
   const size_t slash = row.find('/');
   if (slash == std::string_view::npos) return std::nullopt;
-  const std::string_view rest = row.substr(slash + 1);
-  if (rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return std::nullopt;
-  std::string_view stream = rest.substr(34);
-  stream = stream.substr(0, stream.find('/'));
-  if (event_time.count(fmt::format("{}/{}", computation, stream)) == 0) return std::nullopt;
-  uint64_t partition = 0, trigger = 0;
-  const auto p = std::from_chars(row.data(), row.data() + slash, partition, 16);
-  const auto t = std::from_chars(rest.data(), rest.data() + 16, trigger, 16);
-  if (p.ptr != row.data() + slash || t.ptr != rest.data() + 16) return std::nullopt;
-  return PendingEventTimer{fmt::format("computation/{}/{}", computation, partition),
-                           static_cast<int64_t>(trigger ^ (uint64_t{1} << 63))};
+  const auto t = parse_timer_row(row.substr(slash + 1));
+  if (!t || event_time.count(fmt::format("{}/{}", computation, t->stream)) == 0) return std::nullopt;
+  uint64_t partition = 0;
+  if (std::from_chars(row.data(), row.data() + slash, partition, 16).ptr != row.data() + slash) return std::nullopt;
+  return PendingEventTimer{fmt::format("computation/{}/{}", computation, partition), t->trigger_ts};
 }
 
 }  // namespace
@@ -854,7 +848,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
                                               "{}, before its trigger {}",
                                               readable_timer(f.row), e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
       }
-      if (h.event_time_timer_streams.count(e.computation + "/" + f.stream) == 0) continue;
+      if (h.event_time_timer_streams.empty() || h.event_time_timer_streams.count(e.computation + "/" + f.stream) == 0) continue;
       const auto taken = event_watermark.find(e.job);
       if (taken != event_watermark.end() && f.trigger_ts <= taken->second) continue;
       return failure(name(), h, fmt::format("event-time timer {} of job {} (key {}) fired at version {}, before its trigger {}: "
@@ -894,7 +888,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // A due event-time timer still stored at the end never fired, whatever the engine's own
   // watermark said: its job had taken an event as new as its trigger. Not when the run ended
   // paused, draining or stopped, when no timer fires.
-  const std::string& end_state = h.state_changes.empty() ? std::string("working") : h.state_changes.back().state;
+  const std::string_view end_state = h.state_changes.empty() ? "working" : std::string_view(h.state_changes.back().state);
   if (end_state == "working" || end_state == "completed") {
     for (const std::string& timer : pending) {
       const auto t = pending_event_timer(timer, h.event_time_timer_streams);

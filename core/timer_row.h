@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,11 +13,17 @@
 
 namespace onceflow {
 
-// `text` with the timer row at its end (after an optional prefix such as a table name and
-// '/') written readably; `text` itself when it does not end in one.
-inline std::string readable_timer(std::string_view text) {
+// A timer row read back: its trigger, key, stream and, when equal triggers are not merged,
+// what made it unique.
+struct TimerRowParts {
+  Micros trigger_ts = 0;
+  uint64_t key = 0;
+  std::string_view stream;
+  std::optional<std::string_view> unique;
+};
+// `row` as "<trigger>/<key>/<stream>[/<unique>]"; nullopt when it is not one.
+inline std::optional<TimerRowParts> parse_timer_row(std::string_view row) {
   const auto hex16 = [](std::string_view s, uint64_t* v) {
-    if (s.size() != 16) return false;
     *v = 0;
     for (const char c : s) {
       const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -25,19 +32,33 @@ inline std::string readable_timer(std::string_view text) {
     }
     return true;
   };
+  uint64_t trigger = 0, key = 0;
+  if (row.size() <= 34 || row[16] != '/' || row[33] != '/' || !hex16(row.substr(0, 16), &trigger) ||
+      !hex16(row.substr(17, 16), &key)) {
+    return std::nullopt;
+  }
+  TimerRowParts out;
+  out.trigger_ts = static_cast<Micros>(trigger ^ (uint64_t{1} << 63));
+  out.key = key;
+  out.stream = row.substr(34);
+  if (const size_t slash = out.stream.find('/'); slash != std::string_view::npos) {
+    out.unique = out.stream.substr(slash + 1);
+    out.stream = out.stream.substr(0, slash);
+  }
+  return out;
+}
+
+// `text` with the timer row at its end (after an optional prefix such as a table name and
+// '/') written readably; `text` itself when it does not end in one.
+inline std::string readable_timer(std::string_view text) {
   // The row starts at the last "<16 hex>/<16 hex>/" of the text.
   for (size_t at = text.size() >= 34 ? text.size() - 34 : std::string_view::npos; at != std::string_view::npos; --at) {
-    uint64_t trigger = 0, key = 0;
-    if ((at == 0 || text[at - 1] == '/') && text.size() > at + 34 && text[at + 16] == '/' && text[at + 33] == '/' &&
-        hex16(text.substr(at, 16), &trigger) && hex16(text.substr(at + 17, 16), &key)) {
-      std::string_view stream = text.substr(at + 34);
-      std::string unique;
-      if (const size_t slash = stream.find('/'); slash != std::string_view::npos) {
-        unique = ", #" + std::string(stream.substr(slash + 1));
-        stream = stream.substr(0, slash);
+    if (at == 0 || text[at - 1] == '/') {
+      if (const auto t = parse_timer_row(text.substr(at))) {
+        return std::string(text.substr(0, at)) + "(trigger " + format_time(t->trigger_ts) + ", key " +
+               std::to_string(t->key) + ", stream " + std::string(t->stream) +
+               (t->unique ? ", #" + std::string(*t->unique) : "") + ")";
       }
-      return std::string(text.substr(0, at)) + "(trigger " + format_time(static_cast<Micros>(trigger ^ (1ULL << 63))) +
-             ", key " + std::to_string(key) + ", stream " + std::string(stream) + unique + ")";
     }
     if (at == 0) break;
   }
