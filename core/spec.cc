@@ -107,10 +107,21 @@ const SourceSpec* PipelineSpec::source(std::string_view name) const {
   return find_named(sources, name);
 }
 bool PipelineSpec::repeats_late(std::string_view stream) const {
-  return std::any_of(computations.begin(), computations.end(), [&](const ComputationSpec& c) {
-    return c.processing_mode == ProcessingMode::kAtLeastOnceConsistent &&
-           std::find(c.output_streams.begin(), c.output_streams.end(), stream) != c.output_streams.end();
-  });
+  // Upstream from `stream` through the computations that produce it (a cycle is walked once).
+  std::vector<std::string_view> todo{stream};
+  std::set<std::string_view> seen{stream};
+  while (!todo.empty()) {
+    const std::string_view s = todo.back();
+    todo.pop_back();
+    for (const ComputationSpec& c : computations) {
+      if (std::find(c.output_streams.begin(), c.output_streams.end(), s) == c.output_streams.end()) continue;
+      if (c.processing_mode == ProcessingMode::kAtLeastOnceConsistent) return true;
+      for (const std::string& in : c.input_streams) {
+        if (seen.insert(in).second) todo.push_back(in);
+      }
+    }
+  }
+  return false;
 }
 
 const SinkSpec* PipelineSpec::sink(std::string_view name) const { return find_named(sinks, name); }

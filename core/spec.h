@@ -180,8 +180,10 @@ struct PipelineSpec {
   const SourceSpec* source(std::string_view name) const;
   const SinkSpec* sink(std::string_view name) const;
   // Whether the producer of `stream` may emit one message (one MessageId) again in a later
-  // committed epoch, stamped anew: an at-least-once-consistent computation does. A consumer's
-  // input dedup forgets what lies below its watermark, so it may take such a repeat again.
+  // committed epoch, stamped anew: an at-least-once-consistent computation does, and so does any
+  // computation downstream of one, which takes a late repeat again and emits its outputs again
+  // under the same MessageIds. A consumer's input dedup forgets what lies below its watermark,
+  // so it may take such a repeat again.
   bool repeats_late(std::string_view stream) const;
   // The number of partitions of a stream's consumer side, where it is read.
   // Every stream has exactly one consumer (a computation or a sink).

@@ -180,6 +180,31 @@ TEST(SpecTest, NamesEnumValuesAsFlowDoes) {
   EXPECT_EQ(sink_type_name(SinkType::kSyncQueue), "sync_queue");
 }
 
+TEST(SpecTest, LateRepeatsFlowDownstreamOfAnAtLeastOnceConsistentComputation) {
+  // An exactly-once stage takes an at-least-once-consistent stage's late repeat again and
+  // emits its outputs again under the same ids: its own stream repeats late too.
+  PipelineSpec spec;
+  const auto stage = [](std::string name, std::string in, std::string out, ProcessingMode mode) {
+    ComputationSpec c;
+    c.name = std::move(name);
+    c.input_streams = {std::move(in)};
+    c.output_streams = {std::move(out)};
+    c.processing_mode = mode;
+    return c;
+  };
+  spec.computations = {stage("A", "s0", "s1", ProcessingMode::kExactlyOnce),
+                       stage("B", "s1", "s2", ProcessingMode::kAtLeastOnceConsistent),
+                       stage("C", "s2", "s3", ProcessingMode::kExactlyOnce),
+                       stage("D", "s3", "s3b", ProcessingMode::kExactlyOnce)};
+  EXPECT_FALSE(spec.repeats_late("s1"));
+  EXPECT_TRUE(spec.repeats_late("s2"));
+  EXPECT_TRUE(spec.repeats_late("s3"));
+  EXPECT_TRUE(spec.repeats_late("s3b"));
+  // A cycle with no such stage ends the walk.
+  spec.computations = {stage("E", "x", "y", ProcessingMode::kExactlyOnce), stage("F", "y", "x", ProcessingMode::kExactlyOnce)};
+  EXPECT_FALSE(spec.repeats_late("x"));
+}
+
 TEST(SpecTest, AppliesDefaults) {
   const auto spec = parse(kBase);
   ASSERT_TRUE(spec.has_value()) << spec.error().message();
