@@ -506,6 +506,33 @@ void LevelDbStore::refuse_forming() {
   for (const auto& token : group->waiting) loop_->scheduler().wake(token);
 }
 
+void LevelDbStore::set_loop(RealLoop* loop) {
+  if (loop != loop_ && forming_ != nullptr && !writing_) abandon_forming();
+  loop_ = loop;
+}
+
+// Nobody waits for the forming group any more. Its commits took versions and told the
+// conflict index of their writes; the versions are given again, and each key they wrote is
+// taken as last written at the last version written, which can only refuse a commit that
+// would not conflict (it is retried), never accept one that does.
+void LevelDbStore::abandon_forming() {
+  const std::shared_ptr<Group> group = std::move(forming_);
+  for (const auto& [tx, writes] : group->members) pending_.erase(tx);
+  group->refused = true;
+  group->outcome = Status::aborted("the loop ended before the commit was written");
+  group->done = true;
+  std::vector<uint64_t> hashes;
+  while (!written_.empty() && written_.back().first > version_) {
+    hashes.push_back(written_.back().second);
+    written_.pop_back();
+  }
+  for (const uint64_t hash : hashes) {  // pruned in turn, as any write at version_
+    last_write_[hash] = version_;
+    written_.emplace_back(version_, hash);
+  }
+  assigned_ = version_;
+}
+
 void LevelDbStore::wait_until_written(Version version) {
   if (loop_ == nullptr || !loop_->scheduler().in_fiber()) return;
   fibers::Scheduler& scheduler = loop_->scheduler();

@@ -116,8 +116,10 @@ class LevelDbStore final : public RealStore {
   Result<TxOutcome> resolve(TxId tx, Version* version = nullptr) override;
 
   // Commits from fibers of `loop` are grouped (see above). `loop` must outlive the store's
-  // use from it; nullptr turns grouping off.
-  void set_loop(RealLoop* loop) override { loop_ = loop; }
+  // use from it; nullptr turns grouping off. A group still forming when its loop is let go
+  // (the loop ended and unwound the fibers that formed it) is never written: its commits did
+  // not happen, as though the process had ended a moment sooner.
+  void set_loop(RealLoop* loop) override;
 
   uint64_t generation() const { return generation_; }
   // Whether this open made a new, empty store.
@@ -173,6 +175,7 @@ class LevelDbStore final : public RealStore {
   Result<Version> commit_in_group(const Transaction& tx, const std::vector<uint64_t>& hashes);
   void write_group();
   void refuse_forming();  // the store failed: the forming group is never written
+  void abandon_forming();  // the loop let go: the forming group is never written
   // Whether the commit point is due for a record after a write that ends now.
   bool commit_point_due() const;
   // Records {version, generation_} as the commit point: the caller's thread does the I/O.

@@ -333,6 +333,44 @@ TEST(LevelDbStoreTest, AGroupBehindAFailedWriteIsNeverWritten) {
   EXPECT_EQ(store.stats().synced_writes, 1u);
 }
 
+// A loop that ends while a group is forming (B committed during A's write) unwinds B's fiber:
+// B's group is never written, and the store, let go by the loop, commits on its own at once
+// (it refused every commit while that group stood: a drained real run could not record its
+// end), B's key included, without a conflict with B's commit that never was.
+TEST(LevelDbStoreTest, AGroupFormingWhenItsLoopEndsIsNeverWrittenAndBlocksNothing) {
+  TempDir dir;
+  WallClock clock;
+  {
+    auto store = open_store(dir, clock);
+    RealLoop loop;
+    store->set_loop(&loop);
+    loop.add_node("n");
+    Runtime& rt = loop.runtime("n");
+    bool b_committing = false;
+    std::optional<Result<Version>> b;
+    rt.spawn("a", [&] { (void)put_and_commit(*store, "a", "1"); });
+    rt.spawn("b", [&] {
+      rt.yield();  // A's write is under way once B runs again
+      b_committing = true;
+      b = put_and_commit(*store, "b", "1");
+    });
+    loop.run([&] { return b_committing; });
+    store->set_loop(nullptr);
+    EXPECT_FALSE(b.has_value()) << "B's commit returned: the loop did not end while its group formed";
+    EXPECT_EQ(store->last_version(), 1u);
+    auto again = put_and_commit(*store, "b", "2");
+    ASSERT_TRUE(again.has_value()) << again.error().message();
+    EXPECT_EQ(*again, 2u);
+    auto tx = store->begin();
+    EXPECT_EQ(get(*store, *tx, "b"), "2");
+  }
+  auto store = open_store(dir, clock);
+  auto tx = store->begin();
+  EXPECT_EQ(get(*store, *tx, "a"), "1");
+  EXPECT_EQ(get(*store, *tx, "b"), "2");
+  EXPECT_EQ(store->last_version(), 2u);
+}
+
 // Random transactions (interleaved, some aborted) and reopenings against a model: what is
 // read equals the model's committed state as of the transaction's snapshot, a commit fails
 // exactly when a key it writes was committed after its snapshot, and all of it survives
