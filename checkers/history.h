@@ -66,6 +66,9 @@ struct EpochRecord {
   // it fired, where; the state it read.
   uint64_t epoch = 0;
   int64_t now = 0;
+  // The furthest its node's clock had read when it committed (INT64_MAX: unknown): `now`, a
+  // reading of that clock, cannot be past it.
+  int64_t clock_bound = INT64_MAX;
   uint64_t random_seed = 0;
   std::vector<FiredTimerRecord> fired;
   std::vector<StateReadRecord> state_reads;
@@ -185,6 +188,9 @@ struct PipelineHistory {
   std::vector<MessageRecord> source_inputs;  // every message the sources hold, by MessageId
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`
+  // computation -> the timer rows its re-execution holds at the end (set, not fired), without
+  // their partition; every computation with timer streams is named
+  std::map<std::string, std::vector<std::string>> reexecuted_timers;
   std::vector<EpochRecord> epochs;  // in commit-version order
   std::vector<DeliveryRecord> deliveries;
   std::vector<ConfirmationRecord> confirmations;

@@ -811,6 +811,52 @@ std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, con
   return PendingEventTimer{fmt::format("computation/{}/{}", computation, partition), t->trigger_ts};
 }
 
+// The timers stored at the end ("timers/<computation>:<partition>/<row>") against those the
+// re-execution of the committed epochs holds then, computation by computation and partitions
+// aside (a repartition moves rows, never changes them); the first difference, or "".
+std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<std::string>& pending) {
+  std::map<std::string, std::vector<std::string>, std::less<>> stored;  // computation -> rows
+  for (const std::string& timer : pending) {
+    const size_t colon = timer.find(':');
+    const size_t slash = colon == std::string::npos ? std::string::npos : timer.find('/', colon + 1);
+    if (!timer.starts_with("timers/") || slash == std::string::npos) continue;
+    stored[timer.substr(7, colon - 7)].push_back(timer.substr(slash + 1));
+  }
+  const std::vector<std::string> none;
+  for (const auto& [computation, rows] : h.reexecuted_timers) {
+    std::vector<std::string> held = rows;
+    const auto found = stored.find(computation);
+    std::vector<std::string> at_end = found == stored.end() ? none : found->second;
+    std::sort(held.begin(), held.end());
+    std::sort(at_end.begin(), at_end.end());
+    std::vector<std::string> lost, extra;
+    std::set_difference(held.begin(), held.end(), at_end.begin(), at_end.end(), std::back_inserter(lost));
+    std::set_difference(at_end.begin(), at_end.end(), held.begin(), held.end(), std::back_inserter(extra));
+    if (!lost.empty()) {
+      // Who deleted it, if an epoch said so: the last to record it as fired.
+      std::string by;
+      const std::string prefix = "timers/" + computation + ":";
+      for (const EpochRecord& e : h.epochs) {
+        for (const std::string& timer : e.timers_fired) {
+          const size_t slash = timer.find('/', prefix.size());
+          if (timer.starts_with(prefix) && slash != std::string::npos && timer.compare(slash + 1, std::string::npos, lost.front()) == 0) {
+            by = fmt::format(" (job {} recorded it fired at version {})", e.job, e.version);
+          }
+        }
+      }
+      return fmt::format("timer {} of computation {} is not stored at the end, though the committed epochs set it and "
+                         "the function never ran for it{}: deleted without firing ({} of {} such)",
+                         readable_timer(lost.front()), computation, by, lost.size(), held.size());
+    }
+    if (!extra.empty()) {
+      return fmt::format("timer {} of computation {} is stored at the end, though no committed epoch left it set "
+                         "({} of {} stored timers such)",
+                         readable_timer(extra.front()), computation, extra.size(), at_end.size());
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Verdict TimerCheck::check(const PipelineHistory& h) const {
@@ -848,7 +894,15 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
                                               "{}, before its trigger {}",
                                               readable_timer(f.row), e.job, f.key, e.version, format_time(f.watermark), format_time(f.trigger_ts)));
       }
-      if (h.event_time_timer_streams.empty() || h.event_time_timer_streams.count(e.computation + "/" + f.stream) == 0) continue;
+      if (h.event_time_timer_streams.empty() || h.event_time_timer_streams.count(e.computation + "/" + f.stream) == 0) {
+        // A system-time timer: due by its node's clock, whatever the engine took for it.
+        if (f.trigger_ts <= e.clock_bound) continue;
+        return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {}, before its trigger {}: the "
+                                              "clock of its node {} had read no further than {} (the engine said its "
+                                              "watermark was {})",
+                                              readable_timer(f.row), e.job, f.key, e.version, format_time(f.trigger_ts), e.node,
+                                              format_time(e.clock_bound), format_time(f.watermark)));
+      }
       const auto taken = event_watermark.find(e.job);
       if (taken != event_watermark.end() && f.trigger_ts <= taken->second) continue;
       return failure(name(), h, fmt::format("event-time timer {} of job {} (key {}) fired at version {}, before its trigger {}: "
@@ -884,6 +938,11 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   }
   for (const std::string& timer : pending) {
     if (timers.count(timer) == 0) return failure(name(), h, fmt::format("timer {} pending but never created", readable_timer(timer)));
+  }
+  // What the engine recorded of its timers aside: a row deleted without its function running
+  // (the re-execution runs the firings the engine recorded), or stored by no committed epoch.
+  if (h.reexecuted) {
+    if (std::string problem = timers_unlike_reexecution(h, pending); !problem.empty()) return failure(name(), h, problem);
   }
   // A due event-time timer still stored at the end never fired, whatever the engine's own
   // watermark said: its job had taken an event as new as its trigger. Not when the run ended
@@ -1200,7 +1259,10 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
     if (!e.reexecuted) continue;
     ++epochs;
     outputs += e.produced.size();
-    std::string problem = e.reexecution_problems.empty() ? outputs_problem(e) : e.reexecution_problems.front();
+    std::string problem =
+        e.now <= e.clock_bound ? "" : fmt::format("was told the time {}, past the furthest the clock of its node {} had read by its commit ({})",
+                                                  format_time(e.now), e.node, format_time(e.clock_bound));
+    if (problem.empty()) problem = e.reexecution_problems.empty() ? outputs_problem(e) : e.reexecution_problems.front();
     if (problem.empty()) problem = timers_created_problem(e);
     if (problem.empty()) continue;
     return failure(name(), h,

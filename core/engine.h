@@ -113,6 +113,11 @@ struct BugSwitches {
   // a job's event-time watermark starts from none in each life instead of from its stored one
   bool event_watermark_not_kept = false;
   bool timer_output_id_by_event_time = false;  // a timer's outputs are named by its event time, not its trigger
+  // an epoch's system time is its deadline, the clock's reading plus an epoch period
+  bool epoch_time_ahead = false;
+  // a due timer of a key the epoch also took a message of is deleted as fired without its
+  // function running (as though the message's call stood for the timer's)
+  bool timer_dropped_with_message = false;
   // a swift job promises its replays are no older than its own unacknowledged inputs,
   // forgetting that a swift stage above it may replay older ones into it
   bool swift_replay_own_watermark = false;

@@ -147,7 +147,8 @@ void Job::run() {
 Job::Outcome Job::run_epoch() {
   auto began = env_.store.begin();
   if (!began) return Outcome::kRetry;
-  EpochTx etx(env_.store, std::move(*began), env_.runtime.clock().now());
+  EpochTx etx(env_.store, std::move(*began),
+              env_.runtime.clock().now() + (env_.bugs.epoch_time_ahead ? env_.spec.epoch_period_us : 0));
   current_ = &etx;
   struct Reset {
     EpochTx** slot;

@@ -1,6 +1,8 @@
 // A computation job's epoch: the function over its inputs, state and timers.
 #include "core/job_parts.h"
 
+#include <algorithm>
+
 namespace onceflow {
 
 void Job::step_computation(EpochTx& etx) {
@@ -206,6 +208,12 @@ void Job::fire_timers(EpochTx& etx) {
     if (!due(t, etx.meta.event_watermark, etx.now)) continue;
     const std::string firing = timer_firing(rest, value.creation);  // this timer, this creation
     etx.has_work = true;
+    if (env_.bugs.timer_dropped_with_message &&
+        std::any_of(etx.record.consumed.begin(), etx.record.consumed.end(), [&](const Message& m) { return m.key == t.key; })) {
+      etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
+      etx.tx.erase(timers_table_, row.key);
+      continue;
+    }
     CollectingOutput out(spec, t.key, t.event_ts);
     {
       const UserCall call = user_call(etx, 0, t.key, true);

@@ -241,4 +241,16 @@ std::map<std::string, std::map<std::string, std::string>> Reexecution::tables() 
   return out;
 }
 
+std::map<std::string, std::vector<std::string>> Reexecution::timers() const {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const ComputationSpec& c : impl_->spec.computations) {
+    if (c.timer_streams.empty()) continue;
+    std::vector<std::string>& rows = out[c.name];
+    const auto held = impl_->timers.find(c.name);
+    if (held == impl_->timers.end()) continue;
+    for (const auto& [row, value] : held->second) rows.push_back(row);
+  }
+  return out;
+}
+
 }  // namespace onceflow

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include "core/env/clock.h"
@@ -48,6 +49,7 @@ struct World::Node {
   bool up = false;
   uint64_t incarnation = 0;
   Micros clock_offset_us = 0;
+  Micros clock_read_before = INT64_MIN;  // the furthest the clock read under earlier offsets
   std::shared_ptr<void> process;
   std::unique_ptr<NodeRuntime> runtime;
   std::unique_ptr<Xoshiro256StarStar> random;
@@ -153,8 +155,15 @@ uint64_t World::incarnation(NodeIndex index) const { return node(index).incarnat
 
 void World::set_clock_offset(NodeIndex index, Micros offset_us, const std::string& cause) {
   record(index, fmt::format("clock offset {}", format_time(offset_us)));
-  if (node(index).clock_offset_us != offset_us) ++clock_changes_[cause];
-  node(index).clock_offset_us = offset_us;
+  Node& n = node(index);
+  if (n.clock_offset_us != offset_us) ++clock_changes_[cause];
+  n.clock_read_before = std::max(n.clock_read_before, now() + n.clock_offset_us);
+  n.clock_offset_us = offset_us;
+}
+
+Micros World::node_clock_furthest(NodeIndex index) const {
+  const Node& n = node(index);
+  return std::max(n.clock_read_before, now() + n.clock_offset_us);
 }
 
 Micros World::clock_offset(NodeIndex index) const { return node(index).clock_offset_us; }

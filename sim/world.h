@@ -94,6 +94,8 @@ class World {
   const std::vector<std::pair<NodeIndex, Micros>>& pauses() const { return pauses_; }
   Micros clock_offset(NodeIndex node) const;
   Micros node_now(NodeIndex node) const;
+  // The furthest the node's clock has read so far (a jump back leaves it behind that).
+  Micros node_clock_furthest(NodeIndex node) const;
 
   Runtime& runtime(NodeIndex node);
   Network& network_endpoint(NodeIndex node);

@@ -120,6 +120,7 @@ void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& regi
     e.reexecution_problems = std::move(again.problems);
   }
   h.reexecuted_tables = reexecution.tables();
+  h.reexecuted_timers = reexecution.timers();
   h.stream_consumers = consumers_of(spec);
   for (checkers::SinkExpectation& sink : h.sinks) {
     const SinkSpec* s = spec.sink(sink.sink);

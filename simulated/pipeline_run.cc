@@ -71,6 +71,7 @@ class Recorder final : public EngineObserver {
     r.timers_created = e.timer_rows_created;
     r.epoch = e.epoch;
     r.now = e.now;
+    r.clock_bound = world_->node_clock_furthest(world_->find(e.node));
     r.random_seed = e.random_seed;
     for (const auto& f : e.timers_fired) {
       r.fired.push_back({f.row, f.creation, f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,

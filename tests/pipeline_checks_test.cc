@@ -405,6 +405,62 @@ TEST(PipelineChecksTest, TimersFailWhenATimerIsDeletedWithoutFiring) {
   EXPECT_TRUE(TimerCheck().check(again).passed);
 }
 
+// What the engine recorded aside, the timers stored at the end are those the re-executed
+// committed epochs hold (partitions aside): one deleted with no firing the re-execution ran,
+// or one stored that no committed epoch left set, fails.
+TEST(PipelineChecksTest, TimersStoredAtTheEndAreThoseTheReexecutionHolds) {
+  PipelineHistory h = good_history();
+  h.reexecuted = true;
+  const std::string row = "8000000000000064/0000000000000007/t";  // trigger 0.0001s, key 7, stream t
+  h.reexecuted_timers = {{"Count", {row}}, {"Other", {}}};
+  expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is not stored at the end",
+                                         "the function never ran for it: deleted without firing (1 of 1 such)"});
+  // Stored in another partition than the one that set it (a repartition moved it): the same.
+  h.epochs[1].timers_created.push_back("timers/Count:0003/" + row);
+  h.pending_timers = {"timers/Count:0003/" + row};
+  Verdict v = TimerCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+  h.reexecuted_timers["Count"].clear();
+  expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is stored at the end",
+                                         "no committed epoch left it set"});
+  h.reexecuted = false;  // without a re-execution there is nothing to hold it to
+  v = TimerCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+}
+
+// A system-time timer is due by its node's clock: a firing past the furthest that clock had
+// read by the commit fails whatever watermark the engine claimed for it, and so does, for the
+// re-execution check, an epoch told a time its node's clock never read.
+TEST(PipelineChecksTest, SystemTimeIsHeldToTheNodesClock) {
+  PipelineHistory h = good_history();
+  FiredTimerRecord f;
+  f.row = "8000000000000064/0000000000000007/t";
+  f.key = 7;
+  f.trigger_ts = 100;
+  f.stream = "t";
+  f.watermark = 100;
+  EpochRecord& e = h.epochs[1];
+  e.fired = {f};
+  e.now = 100;
+  e.clock_bound = 100;
+  Verdict v = TimerCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+  e.clock_bound = 99;
+  expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of job computation/Count/0 (key 7) fired "
+                                         "at version 2, before its trigger 0.000100s",
+                                         "node worker-1 had read no further than 0.000099s",
+                                         "the engine said its watermark was 0.000100s"});
+  h.reexecuted = true;
+  e.reexecuted = true;
+  e.expected_produced = e.produced;
+  e.expected_timers_created = {"7/100/t"};
+  expect_failure(ReexecutionCheck().check(h), {"computation Count (job computation/Count/0", "was told the time 0.000100s, past "
+                                               "the furthest the clock of its node worker-1 had read by its commit (0.000099s)"});
+  e.clock_bound = 100;
+  v = ReexecutionCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+}
+
 TEST(PipelineChecksTest, TimersWithNoTimerAreNotApplicable) {
   PipelineHistory h = good_history();
   h.epochs[1].timers_created.clear();
