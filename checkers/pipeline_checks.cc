@@ -966,6 +966,14 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
                                                         timers.size(), fired, pending.size()));
 }
 
+Verdict TimersAtEndCheck::check(const PipelineHistory& h) const {
+  if (!h.reexecuted || h.reexecuted_timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
+  const std::set<std::string> pending(h.pending_timers.begin(), h.pending_timers.end());
+  if (std::string problem = timers_unlike_reexecution(h, pending); !problem.empty()) return failure(name(), h, problem);
+  return Verdict::pass(std::string(name()), fmt::format("{} timers stored at the end, as the committed epochs re-executed "
+                                                        "hold them", pending.size()));
+}
+
 Verdict OrderingCheck::check(const PipelineHistory& h) const {
   OrderingState state{producers_by_id(h), {}, {}};
   for (const EpochRecord& e : h.epochs) {

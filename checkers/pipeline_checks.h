@@ -98,6 +98,14 @@ class TimerCheck final : public PipelineChecker {
   Verdict check(const PipelineHistory& history) const override;
 };
 
+// What `timers` can ask of a history that records no timer rows per epoch (a real run's):
+// the timers stored at the end are those its re-executed committed epochs hold.
+class TimersAtEndCheck final : public PipelineChecker {
+ public:
+  std::string_view name() const override { return "timers"; }
+  Verdict check(const PipelineHistory& history) const override;
+};
+
 // Per (consumer computation, key, stream, producer), first consumptions arrive in
 // non-decreasing alignment timestamp order. The producer is a source or computation with all
 // of its partitions, so the order is held across a repartition of either side.

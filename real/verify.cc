@@ -375,6 +375,13 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     }
   }
   h.reexecuted_tables = reexecution.tables();
+  h.reexecuted_timers = reexecution.timers();
+  for (const auto& [computation, held] : h.reexecuted_timers) {
+    const std::string table = tables::timers(computation);
+    auto rows = store.dump(table);
+    if (!rows) return rows.error();
+    for (const Row& row : *rows) h.pending_timers.push_back(table + ":" + row.key);
+  }
   // The messages on each stream, for the sinks: every committed version of each id.
   std::map<std::string, std::set<std::tuple<uint64_t, uint64_t, std::string>>> seen;
   for (const auto& e : h.epochs) {
@@ -482,7 +489,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     h.in_doubt[e.sink].insert(taken.begin(), taken.end());
   }
   std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
-                                             checkers::ConsumptionCheck().check(h)};
+                                             checkers::ConsumptionCheck().check(h), checkers::TimersAtEndCheck().check(h)};
   // The program's own checks also see the inputs (the consumption check above reads
   // source_inputs as what source epochs emitted, which a real run does not record).
   for (const Message& m : *sources) h.source_inputs.push_back(record_of(m));

@@ -90,5 +90,20 @@ TEST_F(RealVerifyTest, ACommittedEpochMissingFromTheHistoryIsCaught) {
   EXPECT_EQ(v.rc, 1) << v.json;
 }
 
+// The timers stored at the end are those the re-executed history holds: sessions still open
+// when the input ended pass, and one of their timers gone from the store fails `timers` (an
+// engine that deleted a timer without running it would leave the same trace).
+TEST_F(RealVerifyTest, ATimerGoneFromTheStoreFailsTheTimersCheck) {
+  run_pipeline("session_window", 3000);
+  const Verified clean = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(clean.rc, 0) << clean.json;
+  EXPECT_NE(clean.json.find("timers stored at the end, as the committed epochs re-executed hold them"), std::string::npos)
+      << clean.json;
+  EXPECT_EQ(clean.json.find("\"detail\": \"0 timers stored"), std::string::npos) << "no session left open: " << clean.json;
+  const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "timers/SessionWindow"); });
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("of computation SessionWindow is not stored at the end"), std::string::npos) << v.json;
+}
+
 }  // namespace
 }  // namespace onceflow::real
