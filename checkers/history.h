@@ -185,6 +185,9 @@ struct PipelineHistory {
   // the fields below are filled; else the delivery and state checks fall back to the
   // reference run.
   bool reexecuted = false;
+  // The epochs' produced messages carry the alignment timestamps the engine gave them (the
+  // simulator's history; a real one's are re-executed, and the function gives no times).
+  bool produced_times_recorded = false;
   std::vector<MessageRecord> source_inputs;  // every message the sources hold, by MessageId
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`

@@ -557,7 +557,9 @@ using Takes = std::unordered_map<std::string_view, std::unordered_map<uint64_t, 
 // The versions of each message the committed epochs produced, in commit order (looked up only).
 using Produced = std::unordered_map<uint64_t, std::vector<const MessageRecord*>>;
 
-std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const Produced& produced) {
+// With `times`, the alignment timestamp too: the order consumers keep (and `ordering` judges)
+// is by the times their producers gave, not by whatever a consumer read back.
+std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const Produced& produced, bool times) {
   const auto it = produced.find(m.id);
   if (it == produced.end()) {
     return fmt::format("job {} ({}) consumed message {}, which no committed epoch produced and no "
@@ -565,9 +567,17 @@ std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const
                        e.job, committed_as(e), shown(m));
   }
   for (const MessageRecord* p : it->second) {
-    if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts) return "";
+    if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts &&
+        (!times || p->alignment_ts == m.alignment_ts)) {
+      return "";
+    }
   }
   const MessageRecord& p = *it->second.front();
+  if (times && p.key == m.key && p.stream == m.stream && p.payload == m.payload && p.event_ts == m.event_ts) {
+    return fmt::format("job {} ({}) consumed message {} on stream {} with alignment time {}, but it was committed with "
+                       "alignment time {}",
+                       e.job, committed_as(e), shown(m), m.stream, format_time(m.alignment_ts), format_time(p.alignment_ts));
+  }
   const size_t from = shown_from(m.payload, p.payload);
   return fmt::format("job {} ({}) consumed message {} on stream {} with event time {}, but it was "
                      "committed as {} on stream {} with event time {}",
@@ -1181,7 +1191,9 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     for (const MessageRecord& m : e.consumed) {
       ++consumed;
       ++takes[prefix][m.id];
-      if (std::string problem = consumed_problem(e, m, produced); !problem.empty()) return failure(name(), h, problem);
+      if (std::string problem = consumed_problem(e, m, produced, h.produced_times_recorded); !problem.empty()) {
+        return failure(name(), h, problem);
+      }
     }
   }
   size_t checked = 0;

@@ -360,6 +360,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   checkers::PipelineHistory h;
   h.seed = o.seed;
   h.replay_command = o.replay_command;
+  h.produced_times_recorded = true;
   sim::StoreData& data = w.store_data();
   std::map<Version, Micros> commit_time;
   for (const auto& c : data.commit_log()) commit_time[c.version] = c.store_time;

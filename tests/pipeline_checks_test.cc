@@ -754,6 +754,22 @@ TEST(ReexecutedHistoryTest, ConsumptionFailsOnAConsumedMessageUnlikeWhatWasCommi
   expect_failure(ConsumptionCheck().check(h), {"0000000000000099", "no committed epoch produced"});
 }
 
+// Where the history records the alignment times producers gave (the simulator's), a consumer
+// that read another one back fails: the order it kept, and `ordering` judged, was not the
+// producers'. A real history's produced messages are re-executed, without times.
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnAnAlignmentTimeUnlikeWhatWasCommitted) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].consumed[1].alignment_ts = 15;
+  Verdict v = ConsumptionCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+  h.produced_times_recorded = true;
+  expect_failure(ConsumptionCheck().check(h), {"job computation/Count/0", "consumed message 0000000000000012",
+                                               "with alignment time 0.000015s, but it was committed with alignment time 0.000020s"});
+  h.epochs[1].consumed[1].alignment_ts = 20;
+  v = ConsumptionCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+}
+
 TEST(ReexecutedHistoryTest, ReexecutionFailsOnOutputsTheFunctionDoesNotGive) {
   PipelineHistory h = reexecuted_history();
   h.epochs[1].expected_produced[0].payload = "7:3";
