@@ -801,24 +801,36 @@ Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
 
 namespace {
 
-// A timer still stored at the end, "timers/<computation>:<partition, hex>/<trigger>/<key>/
-// <stream>[/<unique>]", when its stream's watermark is the event time: its job and trigger.
+// A timer's identity, "timers/<computation>:<partition, hex>/<row>" (the row as
+// core/timer_row.h reads it), in its parts; nullopt when it is not one.
+struct TimerIdentity {
+  std::string_view computation;
+  std::string_view partition;
+  std::string_view row;
+};
+std::optional<TimerIdentity> timer_identity(std::string_view timer) {
+  const size_t colon = timer.find(':');
+  if (colon == std::string_view::npos || !timer.starts_with("timers/")) return std::nullopt;
+  const size_t slash = timer.find('/', colon + 1);
+  if (slash == std::string_view::npos) return std::nullopt;
+  return TimerIdentity{timer.substr(7, colon - 7), timer.substr(colon + 1, slash - colon - 1), timer.substr(slash + 1)};
+}
+
+// A timer still stored at the end when its stream's watermark is the event time: its job and
+// trigger.
 struct PendingEventTimer {
   std::string job;
   int64_t trigger_ts = 0;
 };
 std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, const std::set<std::string>& event_time) {
-  const size_t colon = timer.find(':');
-  if (colon == std::string_view::npos || !timer.starts_with("timers/")) return std::nullopt;
-  const std::string_view computation = timer.substr(7, colon - 7);
-  const std::string_view row = timer.substr(colon + 1);
-  const size_t slash = row.find('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  const auto t = parse_timer_row(row.substr(slash + 1));
-  if (!t || event_time.count(fmt::format("{}/{}", computation, t->stream)) == 0) return std::nullopt;
+  const auto id = timer_identity(timer);
+  if (!id) return std::nullopt;
+  const auto t = parse_timer_row(id->row);
+  if (!t || event_time.count(fmt::format("{}/{}", id->computation, t->stream)) == 0) return std::nullopt;
   uint64_t partition = 0;
-  if (std::from_chars(row.data(), row.data() + slash, partition, 16).ptr != row.data() + slash) return std::nullopt;
-  return PendingEventTimer{fmt::format("computation/{}/{}", computation, partition), t->trigger_ts};
+  const char* end = id->partition.data() + id->partition.size();
+  if (std::from_chars(id->partition.data(), end, partition, 16).ptr != end) return std::nullopt;
+  return PendingEventTimer{fmt::format("computation/{}/{}", id->computation, partition), t->trigger_ts};
 }
 
 // The timers stored at the end ("timers/<computation>:<partition>/<row>") against those the
@@ -827,10 +839,7 @@ std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, con
 std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<std::string>& pending) {
   std::map<std::string, std::vector<std::string>, std::less<>> stored;  // computation -> rows
   for (const std::string& timer : pending) {
-    const size_t colon = timer.find(':');
-    const size_t slash = colon == std::string::npos ? std::string::npos : timer.find('/', colon + 1);
-    if (!timer.starts_with("timers/") || slash == std::string::npos) continue;
-    stored[timer.substr(7, colon - 7)].push_back(timer.substr(slash + 1));
+    if (const auto id = timer_identity(timer)) stored[std::string(id->computation)].emplace_back(id->row);
   }
   const std::vector<std::string> none;
   for (const auto& [computation, rows] : h.reexecuted_timers) {
@@ -845,17 +854,16 @@ std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<s
     if (!lost.empty()) {
       // Who deleted it, if an epoch said so: the last to record it as fired.
       std::string by;
-      const std::string prefix = "timers/" + computation + ":";
       for (const EpochRecord& e : h.epochs) {
         for (const std::string& timer : e.timers_fired) {
-          const size_t slash = timer.find('/', prefix.size());
-          if (timer.starts_with(prefix) && slash != std::string::npos && timer.compare(slash + 1, std::string::npos, lost.front()) == 0) {
+          const auto id = timer_identity(timer);
+          if (id && id->computation == computation && id->row == lost.front()) {
             by = fmt::format(" (job {} recorded it fired at version {})", e.job, e.version);
           }
         }
       }
       return fmt::format("timer {} of computation {} is not stored at the end, though the committed epochs set it and "
-                         "the function never ran for it{}: deleted without firing ({} of {} such)",
+                         "none ran its function{}: deleted without firing ({} of {} such)",
                          readable_timer(lost.front()), computation, by, lost.size(), held.size());
     }
     if (!extra.empty()) {
@@ -977,7 +985,8 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
 }
 
 Verdict TimersAtEndCheck::check(const PipelineHistory& h) const {
-  if (!h.reexecuted || h.reexecuted_timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
+  if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
+  if (h.reexecuted_timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
   const std::set<std::string> pending(h.pending_timers.begin(), h.pending_timers.end());
   if (std::string problem = timers_unlike_reexecution(h, pending); !problem.empty()) return failure(name(), h, problem);
   return Verdict::pass(std::string(name()), fmt::format("{} timers stored at the end, as the committed epochs re-executed "

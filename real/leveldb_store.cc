@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cassert>
 #include <filesystem>
 #include <utility>
 
@@ -507,14 +508,20 @@ void LevelDbStore::refuse_forming() {
 }
 
 void LevelDbStore::set_loop(RealLoop* loop) {
-  if (loop != loop_ && forming_ != nullptr && !writing_) abandon_forming();
+  // A loop that ended waited for its write under way (RealLoop::run_blocking) and unwound
+  // every fiber: nothing of it is left but a group still forming.
+  assert(!writing_);
+  if (loop != loop_ && forming_ != nullptr) abandon_forming();
+  if (loop != loop_) written_waiters_.clear();  // the old loop's fibers, unwound
   loop_ = loop;
 }
 
 // Nobody waits for the forming group any more. Its commits took versions and told the
 // conflict index of their writes; the versions are given again, and each key they wrote is
 // taken as last written at the last version written, which can only refuse a commit that
-// would not conflict (it is retried), never accept one that does.
+// would not conflict (it is retried), never accept one that does. The empty ranges keep the
+// puts they were told of (scans that could skip a range walk it instead: slower, never
+// wrong).
 void LevelDbStore::abandon_forming() {
   const std::shared_ptr<Group> group = std::move(forming_);
   for (const auto& [tx, writes] : group->members) pending_.erase(tx);

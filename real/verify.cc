@@ -376,7 +376,8 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
   }
   h.reexecuted_tables = reexecution.tables();
   h.reexecuted_timers = reexecution.timers();
-  for (const auto& [computation, held] : h.reexecuted_timers) {
+  for (const auto& entry : h.reexecuted_timers) {
+    const std::string& computation = entry.first;
     const std::string table = tables::timers(computation);
     auto rows = store.dump(table);
     if (!rows) return rows.error();

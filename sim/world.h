@@ -94,7 +94,8 @@ class World {
   const std::vector<std::pair<NodeIndex, Micros>>& pauses() const { return pauses_; }
   Micros clock_offset(NodeIndex node) const;
   Micros node_now(NodeIndex node) const;
-  // The furthest the node's clock has read so far (a jump back leaves it behind that).
+  // The furthest the node's clock could have read so far, read or not (after a jump back,
+  // more than it reads now): no reading of it so far is later.
   Micros node_clock_furthest(NodeIndex node) const;
 
   Runtime& runtime(NodeIndex node);
