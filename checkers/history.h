@@ -192,8 +192,9 @@ struct PipelineHistory {
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`
   // computation -> the timer rows its re-execution holds at the end (set, not fired), without
-  // their partition; every computation with timer streams is named
-  std::map<std::string, std::vector<std::string>> reexecuted_timers;
+  // their partition, each with its value described (event time, creation); every computation
+  // with timer streams is named
+  std::map<std::string, std::map<std::string, std::string>> reexecuted_timers;
   std::vector<EpochRecord> epochs;  // in commit-version order
   std::vector<DeliveryRecord> deliveries;
   std::vector<ConfirmationRecord> confirmations;
@@ -227,6 +228,7 @@ struct PipelineHistory {
   std::vector<TargetReshard> target_reshards;
   std::map<std::string, int> sink_partitions_at_end;
   std::vector<std::string> pending_timers;  // "<timers table>:<row key>" still stored at the end
+  std::map<std::string, std::string> pending_timer_values;  // as pending_timers -> its value described
   // The timer streams whose watermark is the event time, "<computation>/<timer stream>": such
   // a timer may fire only once its job has taken a message at least as new as its trigger.
   std::set<std::string> event_time_timer_streams;

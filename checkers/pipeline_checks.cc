@@ -837,20 +837,38 @@ std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, con
 // re-execution of the committed epochs holds then, computation by computation and partitions
 // aside (a repartition moves rows, never changes them); the first difference, or "".
 std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<std::string>& pending) {
-  std::map<std::string, std::vector<std::string>, std::less<>> stored;  // computation -> rows
+  // computation -> (row, its stored value or null when the history has none)
+  using Stored = std::vector<std::pair<std::string_view, const std::string*>>;
+  std::map<std::string, Stored, std::less<>> stored;
   for (const std::string& timer : pending) {
-    if (const auto id = timer_identity(timer)) stored[std::string(id->computation)].emplace_back(id->row);
+    const auto id = timer_identity(timer);
+    if (!id) continue;
+    const auto value = h.pending_timer_values.find(timer);
+    stored[std::string(id->computation)].emplace_back(id->row, value == h.pending_timer_values.end() ? nullptr : &value->second);
   }
-  const std::vector<std::string> none;
-  for (const auto& [computation, rows] : h.reexecuted_timers) {
-    std::vector<std::string> held = rows;
-    const auto found = stored.find(computation);
-    std::vector<std::string> at_end = found == stored.end() ? none : found->second;
-    std::sort(held.begin(), held.end());
+  for (const auto& [computation, held] : h.reexecuted_timers) {
+    Stored at_end = stored[computation];
     std::sort(at_end.begin(), at_end.end());
-    std::vector<std::string> lost, extra;
-    std::set_difference(held.begin(), held.end(), at_end.begin(), at_end.end(), std::back_inserter(lost));
-    std::set_difference(at_end.begin(), at_end.end(), held.begin(), held.end(), std::back_inserter(extra));
+    // Both in row order: a row on one side only is lost or extra (a row stored twice, in two
+    // partitions, is extra once), a row on both with other values is stored wrong.
+    std::vector<std::string_view> lost, extra;
+    std::pair<const std::string*, const std::string*> unlike{nullptr, nullptr};  // stored, held
+    std::string_view unlike_row;
+    auto want = held.begin();
+    for (size_t i = 0; want != held.end() || i < at_end.size();) {
+      if (i == at_end.size() || (want != held.end() && want->first < at_end[i].first)) {
+        lost.push_back((want++)->first);
+      } else if (want == held.end() || at_end[i].first < want->first) {
+        extra.push_back(at_end[i++].first);
+      } else {
+        if (unlike.first == nullptr && at_end[i].second != nullptr && *at_end[i].second != want->second) {
+          unlike = {at_end[i].second, &want->second};
+          unlike_row = want->first;
+        }
+        ++i;
+        ++want;
+      }
+    }
     if (!lost.empty()) {
       // Who deleted it, if an epoch said so: the last to record it as fired.
       std::string by;
@@ -870,6 +888,10 @@ std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<s
       return fmt::format("timer {} of computation {} is stored at the end, though no committed epoch left it set "
                          "({} of {} stored timers such)",
                          readable_timer(extra.front()), computation, extra.size(), at_end.size());
+    }
+    if (unlike.first != nullptr) {
+      return fmt::format("timer {} of computation {} is stored with {}, but the committed epochs re-executed set it with {}",
+                         readable_timer(unlike_row), computation, *unlike.first, *unlike.second);
     }
   }
   return "";

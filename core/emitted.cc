@@ -41,6 +41,10 @@ TimerValue decode_timer_value(std::string_view value) {
   return v;
 }
 
+std::string describe_timer_value(const TimerValue& v) {
+  return fmt::format("event time {}, set by {}", format_time(v.event_ts), tables::hex16(v.creation));
+}
+
 Timer decode_timer(std::string_view row, const TimerValue& value) {
   assert(row.size() > 34 && row[16] == '/' && row[33] == '/');
   Timer t;

@@ -41,6 +41,8 @@ struct TimerValue {
 };
 std::string encode_timer_value(const TimerValue& v);
 TimerValue decode_timer_value(std::string_view value);
+// For reports: "event time 0.012000s, set by <creation, 16 hex digits>".
+std::string describe_timer_value(const TimerValue& v);
 // The timer a row holds. REQUIRES: `row` was made by timer_row.
 Timer decode_timer(std::string_view row, const TimerValue& value);
 // Adding a timer (event time `event_ts`, unique `unique`) where `existing` is stored: the

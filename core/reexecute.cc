@@ -241,14 +241,14 @@ std::map<std::string, std::map<std::string, std::string>> Reexecution::tables() 
   return out;
 }
 
-std::map<std::string, std::vector<std::string>> Reexecution::timers() const {
-  std::map<std::string, std::vector<std::string>> out;
+std::map<std::string, std::map<std::string, std::string>> Reexecution::timers() const {
+  std::map<std::string, std::map<std::string, std::string>> out;
   for (const ComputationSpec& c : impl_->spec.computations) {
     if (c.timer_streams.empty()) continue;
-    std::vector<std::string>& rows = out[c.name];
+    std::map<std::string, std::string>& rows = out[c.name];
     const auto held = impl_->timers.find(c.name);
     if (held == impl_->timers.end()) continue;
-    for (const auto& [row, value] : held->second) rows.push_back(row);
+    for (const auto& [row, value] : held->second) rows.emplace(row, describe_timer_value(value));
   }
   return out;
 }

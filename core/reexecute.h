@@ -78,9 +78,10 @@ class Reexecution {
 
   // The state and external tables now: table -> key (16 hex digits) -> value; no empty table.
   std::map<std::string, std::map<std::string, std::string>> tables() const;
-  // The timers held now, set and not yet fired: computation -> timer rows (within a
-  // partition, as timer_row gives them), for every computation of the spec with timer streams.
-  std::map<std::string, std::vector<std::string>> timers() const;
+  // The timers held now, set and not yet fired: computation -> timer row (within a partition,
+  // as timer_row gives it) -> its value (describe_timer_value), for every computation of the
+  // spec with timer streams.
+  std::map<std::string, std::map<std::string, std::string>> timers() const;
 
  private:
   struct Impl;

@@ -15,6 +15,7 @@
 #include "core/engine.h"
 #include "core/env/codec.h"
 #include "core/outbox.h"
+#include "core/emitted.h"
 #include "core/reexecute.h"
 #include "real/clickhouse_sink.h"
 #include "real/deployment.h"
@@ -381,7 +382,10 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     const std::string table = tables::timers(computation);
     auto rows = store.dump(table);
     if (!rows) return rows.error();
-    for (const Row& row : *rows) h.pending_timers.push_back(table + ":" + row.key);
+    for (const Row& row : *rows) {
+      h.pending_timers.push_back(table + ":" + row.key);
+      h.pending_timer_values.emplace(h.pending_timers.back(), describe_timer_value(decode_timer_value(row.value)));
+    }
   }
   // The messages on each stream, for the sinks: every committed version of each id.
   std::map<std::string, std::set<std::tuple<uint64_t, uint64_t, std::string>>> seen;

@@ -14,6 +14,7 @@
 #include "faults/points.h"
 #include "faults/swarm.h"
 #include "simulated/user_code_sim.h"
+#include "core/emitted.h"
 #include "core/env/clock.h"
 
 namespace onceflow::simulated {
@@ -508,6 +509,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     if (table.rfind("timers/", 0) != 0) continue;
     for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
       h.pending_timers.push_back(table + ":" + row.key);
+      h.pending_timer_values.emplace(h.pending_timers.back(), describe_timer_value(decode_timer_value(row.value)));
     }
   }
   h.faults_lifted_at = o.heal_at_us;

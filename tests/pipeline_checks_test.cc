@@ -412,13 +412,21 @@ TEST(PipelineChecksTest, TimersStoredAtTheEndAreThoseTheReexecutionHolds) {
   PipelineHistory h = good_history();
   h.reexecuted = true;
   const std::string row = "8000000000000064/0000000000000007/t";  // trigger 0.0001s, key 7, stream t
-  h.reexecuted_timers = {{"Count", {row}}, {"Other", {}}};
+  h.reexecuted_timers = {{"Count", {{row, "event time 0.000020s, set by 0000000000000012"}}}, {"Other", {}}};
   expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is not stored at the end",
                                          "none ran its function: deleted without firing (1 of 1 such)"});
   // Stored in another partition than the one that set it (a repartition moved it): the same.
   h.epochs[1].timers_created.push_back("timers/Count:0003/" + row);
   h.pending_timers = {"timers/Count:0003/" + row};
   Verdict v = TimerCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+  // Stored with another value than the re-execution gives it (its event time, its creation).
+  h.pending_timer_values["timers/Count:0003/" + row] = "event time 0.000010s, set by 0000000000000011";
+  expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is stored with "
+                                         "event time 0.000010s, set by 0000000000000011, but the committed epochs "
+                                         "re-executed set it with event time 0.000020s, set by 0000000000000012"});
+  h.pending_timer_values["timers/Count:0003/" + row] = "event time 0.000020s, set by 0000000000000012";
+  v = TimerCheck().check(h);
   EXPECT_TRUE(v.passed) << v.detail;
   h.reexecuted_timers["Count"].clear();
   expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is stored at the end",
