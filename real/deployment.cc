@@ -34,6 +34,12 @@ constexpr Micros kPipelineStartWait = 10 * kSeconds;  // then the producer write
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
 constexpr Micros kRequestsPollEvery = 200 * kMillis;  // the leader's process looks for operator requests
+// A call to a controller of this process waits only for that controller's commits (one busy
+// with a cycle, or not leading, answers Unavailable at once). It is given this long: with the
+// engine's RPC timeout (100 ms) a commit slowed by a loaded machine timed the call out while
+// the controller went on to apply the change, and the request sent again was applied twice
+// (a setting's layout version bumped twice) or refused (the layout had moved on).
+constexpr Micros kOwnControllerTimeout = 30 * kSeconds;
 constexpr Micros kKafkaCheckEvery = 1 * kSeconds;
 // How long an http or clickhouse sink waits for its server to connect, take a request or
 // answer (a Replicated table's INSERT waits for ZooKeeper).
@@ -788,7 +794,7 @@ void RealDeployment::request_repartition(const std::string& changes) {
     const uint64_t version = layout ? layout->version : 0;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
     auto reply = loop_.network(kOperator).call(controller, Controller::kRepartitionService,
-                                               fmt::format("{} {}", version, changes), options_.rpc_timeout_us);
+                                               fmt::format("{} {}", version, changes), kOwnControllerTimeout);
     if (reply) return;
     rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
   }
@@ -802,7 +808,7 @@ void RealDeployment::request_state(const std::string& state) {
     if (state.starts_with("stopped") && stored_state() == "stopped") return;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
     auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, state_request(state),
-                                               options_.rpc_timeout_us);
+                                               kOwnControllerTimeout);
     if (reply) return;
     rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
   }
@@ -879,7 +885,7 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
     } else {
       return Status::invalid_argument(fmt::format("no request '{}' (pause, resume, stop, repartition, set)", verb));
     }
-    auto reply = loop_.network(kOperator).call(layout_.controllers.front(), service, payload, options_.rpc_timeout_us);
+    auto reply = loop_.network(kOperator).call(layout_.controllers.front(), service, payload, kOwnControllerTimeout);
     if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
     last = reply.error();
     rt.sleep_for(100 * kMillis);

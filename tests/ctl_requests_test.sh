@@ -82,7 +82,7 @@ done
 [[ $(field 's["state"]') == working ]] || fail "the pipeline did not start working"
 
 # 1. pause, a refused repartition, resume.
-ctl pause >"$work/out" || fail "ctl pause: $(cat "$work/out")"
+ctl pause >"$work/out" 2>"$work/err" || fail "ctl pause: $(cat "$work/out" "$work/err")"
 grep -q "^request [0-9]* 'pause': controller-[12] answered paused" "$work/out" || fail "ctl pause said: $(cat "$work/out")"
 for _ in $(seq 200); do
   status
@@ -97,7 +97,7 @@ status
 [[ $(field 'sum(x["read"] for x in s["sources"])') -eq $read_before ]] || fail "paused, the sources went on reading"
 echo "ok: paused: no job assigned, the sources at $read_before for a second"
 expect_refused 2 "refused 'repartition Counter=3': the pipeline is paused" repartition Counter=3
-ctl resume >"$work/out" || fail "ctl resume: $(cat "$work/out")"
+ctl resume >"$work/out" 2>"$work/err" || fail "ctl resume: $(cat "$work/out" "$work/err")"
 grep -q "answered working" "$work/out" || fail "ctl resume said: $(cat "$work/out")"
 for _ in $(seq 200); do
   status
@@ -109,7 +109,7 @@ echo "ok: resumed: the sources read again"
 
 # 2. repartition and set while it runs; mistakes refused at once.
 version=$(field 's["layout_version"]')
-ctl repartition Counter=3 counts_out=3 >"$work/out" || fail "ctl repartition: $(cat "$work/out")"
+ctl repartition Counter=3 counts_out=3 >"$work/out" 2>"$work/err" || fail "ctl repartition: $(cat "$work/out" "$work/err")"
 grep -q "^repartitioned: layout version [0-9]*, Counter=3 counts_out=3; the pipeline is working, 8 of 8 jobs running" "$work/out" ||
   fail "ctl repartition said: $(cat "$work/out")"
 status
@@ -124,7 +124,7 @@ done
   fail "after the repartition, not 8 jobs at work: $(field 's["jobs"]')"
 echo "ok: $(tail -1 "$work/out"); 8 jobs at work"
 version=$(field 's["layout_version"]')
-ctl set epoch_period=50ms >"$work/out" || fail "ctl set: $(cat "$work/out")"
+ctl set epoch_period=50ms >"$work/out" 2>"$work/err" || fail "ctl set: $(cat "$work/out" "$work/err")"
 grep -q "answered layout version $((version + 1))" "$work/out" || fail "ctl set said: $(cat "$work/out")"
 echo "ok: $(cat "$work/out")"
 status
@@ -137,7 +137,7 @@ expect_refused 2 "Counter" repartition Counter=0
 expect_refused 2 "Counter is named twice" repartition Counter=4 Counter=5
 for same in "repartition Counter=3" "set epoch_period=50ms"; do
   # shellcheck disable=SC2086
-  ctl $same >"$work/out" || fail "ctl $same: $(cat "$work/out")"
+  ctl $same >"$work/out" 2>"$work/err" || fail "ctl $same: $(cat "$work/out" "$work/err")"
   grep -q "^nothing to change: ${same#* } in force already$" "$work/out" || fail "ctl $same said: $(cat "$work/out")"
 done
 echo "ok: a repartition and a setting already in force change nothing"
@@ -155,7 +155,7 @@ other=controller-1
 kill -9 "${pid[$lead]}"
 wait "${pid[$lead]}" 2>/dev/null || true
 unset "pid[$lead]"
-ctl stop >"$work/out" || fail "ctl stop: $(cat "$work/out")"
+ctl stop >"$work/out" 2>"$work/err" || fail "ctl stop: $(cat "$work/out" "$work/err")"
 grep -q "'stop': $other answered draining" "$work/out" && grep -q "^stopped: nothing in flight" "$work/out" ||
   fail "ctl stop said: $(cat "$work/out")"
 echo "ok: $lead killed; $(head -1 "$work/out"); $(tail -1 "$work/out")"
