@@ -557,6 +557,12 @@ using Takes = std::unordered_map<std::string_view, std::unordered_map<uint64_t, 
 // The versions of each message the committed epochs produced, in commit order (looked up only).
 using Produced = std::unordered_map<uint64_t, std::vector<const MessageRecord*>>;
 
+// Whether `a` and `b` carry the same message as consumers take it: key, stream, payload and
+// event time (a delivery compares less: same_content).
+bool same_message(const MessageRecord& a, const MessageRecord& b) {
+  return a.key == b.key && a.stream == b.stream && a.payload == b.payload && a.event_ts == b.event_ts;
+}
+
 // With `times`, the alignment timestamp too: the order consumers keep (and `ordering` judges)
 // is by the times their producers gave, not by whatever a consumer read back.
 std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const Produced& produced, bool times) {
@@ -567,13 +573,10 @@ std::string consumed_problem(const EpochRecord& e, const MessageRecord& m, const
                        e.job, committed_as(e), shown(m));
   }
   for (const MessageRecord* p : it->second) {
-    if (p->key == m.key && p->stream == m.stream && p->payload == m.payload && p->event_ts == m.event_ts &&
-        (!times || p->alignment_ts == m.alignment_ts)) {
-      return "";
-    }
+    if (same_message(*p, m) && (!times || p->alignment_ts == m.alignment_ts)) return "";
   }
   const MessageRecord& p = *it->second.front();
-  if (times && p.key == m.key && p.stream == m.stream && p.payload == m.payload && p.event_ts == m.event_ts) {
+  if (times && same_message(p, m)) {
     return fmt::format("job {} ({}) consumed message {} on stream {} with alignment time {}, but it was committed with "
                        "alignment time {}",
                        e.job, committed_as(e), shown(m), m.stream, format_time(m.alignment_ts), format_time(p.alignment_ts));
@@ -1207,7 +1210,7 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
                                             shown(in), in.stream, emitted));
     }
     const MessageRecord& p = *it->second.front();
-    if (p.key != in.key || p.payload != in.payload || p.event_ts != in.event_ts || p.stream != in.stream) {
+    if (!same_message(p, in)) {
       const size_t from = shown_from(in.payload, p.payload);
       return failure(name(), h,
                      fmt::format("source input {} was emitted as {} on stream {}", shown(in, from), shown(p, from), p.stream));

@@ -511,8 +511,9 @@ void LevelDbStore::set_loop(RealLoop* loop) {
   // A loop that ended waited for its write under way (RealLoop::run_blocking) and unwound
   // every fiber: nothing of it is left but a group still forming.
   assert(!writing_);
-  if (loop != loop_ && forming_ != nullptr) abandon_forming();
-  if (loop != loop_) written_waiters_.clear();  // the old loop's fibers, unwound
+  if (loop == loop_) return;
+  if (forming_ != nullptr) abandon_forming();
+  written_waiters_.clear();  // the old loop's fibers, unwound
   loop_ = loop;
 }
 
