@@ -178,6 +178,8 @@ constexpr BugName kBugNames[] = {
      "the simulated Kafka broker's InitProducerId aborts the open transaction but does not bump the epoch, so a paused producer is not fenced by its successor"},
     {"alo-write-after-commit", &BugSwitches::alo_write_after_commit, "delivery",
      "an at-least-once async queue sink appends an epoch's messages after the epoch commits (its inputs erased), so a crash in between loses them"},
+    {"worker-takes-row-before-lease", &BugSwitches::worker_takes_row_before_lease, "controller",
+     "a worker runs each job under the Lease of the assignment row read just before the job's own, which another job holds: a replaced job's zombie still commits under it"},
 };
 }  // namespace
 

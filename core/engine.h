@@ -161,6 +161,9 @@ struct BugSwitches {
   // an at-least-once queue sink writes an epoch's messages after the epoch commits (its
   // inputs erased), so a crash in between loses them
   bool alo_write_after_commit = false;
+  // a worker runs each of its jobs under the Lease of the assignment row scanned just before
+  // the job's own (an off-by-one), which another job, perhaps on another worker, holds
+  bool worker_takes_row_before_lease = false;
 
   // Switches one on by name ("no-lease-prerequisite"); false for an unknown name.
   bool enable(std::string_view name);

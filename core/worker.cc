@@ -78,6 +78,7 @@ std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
   std::map<std::string, LeaseId> mine;
   uint64_t named = current_->spec.layout_version;
   std::optional<Layout> layout;
+  LeaseId row_before = 0;  // for the bug switch below
   for (const Row& row : *rows) {
     if (row.key == layout_key) {
       layout = decode_layout(row.value).value();
@@ -86,8 +87,11 @@ std::optional<std::map<std::string, LeaseId>> Worker::read_assignments() {
     if (!row.key.starts_with(prefix)) continue;
     const auto a = decode_assignment(row.value);
     assert(a.has_value());
+    // The bug: the Lease of the row read before this one (any worker's), off by one.
+    const LeaseId lease = env_.bugs.worker_takes_row_before_lease && row_before != 0 ? row_before : a->lease;
+    row_before = a->lease;
     if (a->worker != name_) continue;
-    mine[row.key.substr(prefix.size())] = a->lease;
+    mine[row.key.substr(prefix.size())] = lease;
     named = std::max(named, a->layout_version);
   }
   // Jobs route by the layout in force, read on the first look and whenever a new version is
