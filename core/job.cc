@@ -35,11 +35,11 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
                                                : std::vector<std::string>{};
   for (const auto& stream : outputs) {
     std::optional<StreamConsumer> consumer = consumer_of(env_.spec, stream);
-    // Sources that read the store are held; Kafka, service logs and external ones are not.
+    // Every source may be held (a queue's, a Kafka topic's or a service log's rows wait where
+    // they are), and every computation but on a stream that feeds back into itself.
     const int partitions = consumer ? consumer->partitions : 0;
     const bool held = env_.spec.max_in_flight > 0 &&
-                      (source_ != nullptr ? source_->type == "queue" || source_->type == "static_table"
-                                          : computation_ != nullptr && !feeds_back(env_.spec, stream, *computation_));
+                      (source_ != nullptr || (computation_ != nullptr && !feeds_back(env_.spec, stream, *computation_)));
     if (!held) consumer.reset();
     consumers_[stream] = Consumer{partitions, tables::stream(stream), std::move(consumer)};
     watermark_outputs_.push_back(InputWakeups::watermark(tables::stream(stream)));

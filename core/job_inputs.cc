@@ -199,11 +199,11 @@ void Job::publish_taken(EpochTx& etx, Micros taken_below, Micros takes_below) {
 // the consumer:
 // - what is as new as this job's own watermark: no consumer takes it before this job's next
 //   epoch (a swift job's watermark is its oldest input not taken, which holding keeps);
-// - for a job that stamps its outputs with its own clock (a computation, not swift), what the
-//   consumer could not take at its last epoch (Meta::takes_below): it waits for another
-//   partition's watermark, which follows that one's clock, and holding this job would only
-//   slow it to the clocks' skew.
-// A source's or a swift job's stamps are the input's times: what waits for another producer's
+// - for a job that stamps its outputs with its own clock (a computation, not swift; a source
+//   outside the store: Kafka, a service log), what the consumer could not take at its last
+//   epoch (Meta::takes_below): it waits for another partition's watermark, which follows
+//   that one's clock, and holding this job would only slow it to the clocks' skew.
+// A queue source's or a swift job's stamps are the input's times: what waits for another producer's
 // watermark waits for that one to read on, and counts. So the count is close, not exact: a
 // row taken in part counts whole, and a new incarnation starts with none.
 // One meta row read per consumer partition at the bound (or once its ledger is long), none
@@ -212,7 +212,8 @@ bool Job::holds_back(EpochTx& etx) {
   constexpr size_t kLongLedger = 4096;  // rows: past this the ledger is pruned below the bound too
   const int64_t bound = env_.spec.max_in_flight;
   if (bound <= 0) return false;
-  const bool own_clock = computation_ != nullptr && computation_->type != ComputationType::kSwiftMap;
+  const bool own_clock = computation_ != nullptr ? computation_->type != ComputationType::kSwiftMap
+                                                 : source_ != nullptr && source_->type != "queue" && source_->type != "static_table";
   for (auto& [where, untaken] : untaken_) {
     if (untaken.rows.messages() < static_cast<uint64_t>(bound) && untaken.rows.rows() < kLongLedger) continue;
     const auto row = etx.read(tables::kJobMeta, untaken.consumer_meta);

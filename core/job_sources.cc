@@ -21,6 +21,18 @@ void Job::step_source(EpochTx& etx) {
     etx.meta.low_watermark = etx.meta.replay_watermark = std::max({etx.meta.low_watermark, *cut, etx.now});
     return;
   }
+  if (source_->type != "queue" && source_->type != "static_table") {
+    // Held back by a consumer, a source that stamps what it reads with its own clock (Kafka
+    // and other external sources, service logs) reads nothing. Its watermark moves on all
+    // the same, past what it emitted: what it reads later is stamped no earlier than that, and
+    // consumers may take everything it emitted.
+    held_ = holds_back(etx);
+    if (held_) {
+      etx.meta.low_watermark = etx.meta.replay_watermark =
+          std::max({etx.meta.low_watermark, etx.now, etx.meta.last_output_ts + 1});
+      return;
+    }
+  }
   if (ExternalSource* external = external_source()) {
     step_external_source(etx, *external, offset_key, offset);
     return;

@@ -521,78 +521,105 @@ TEST(EngineTest, AStopNowLeavesTheUnreadBacklogForTheRestart) {
 // (what a stop drains) stays about the bound per pair of partitions, while without it the
 // backlog grows with the input (keyed_aggregation's sink takes less per epoch than Counter's
 // three partitions give it). Every input is still delivered exactly once.
-TEST(EngineTest, BackpressureBoundsWhatIsInFlightBetweenStages) {
+// The most messages waiting in stream rows between stages, sampled every 50 ms over the first
+// 3 s of a run of `spec` with `max_in_flight` set to `bound`, which then drains and matches
+// the reference.
+size_t peak_in_flight(PipelineSpec spec, int64_t bound, uint64_t messages) {
   const ComputationRegistry reg = registry();
-  const auto peak_in_flight = [&](int64_t bound) {
-    PipelineWorldOptions options;
-    options.workload.messages = 60000;
-    options.workload.interval_us = 10;  // far faster than the pipeline takes it
-    PipelineSpec spec = load("keyed_aggregation");
-    spec.max_in_flight = bound;
-    auto w = std::make_unique<PipelineWorld>(spec, reg, options);
-    w->start();
-    size_t peak = 0;
-    for (Micros t = 50 * kMillis; t <= 3 * kSeconds; t += 50 * kMillis) {
-      w->world().run_until(t);
-      size_t in_flight = 0;
-      for (const auto& [table, rows] : w->store_data().tables()) {
-        if (!table.starts_with("stream/")) continue;
-        for (const Row& row : w->store_data().read_range(table, "", "", UINT64_MAX, SIZE_MAX)) {
-          in_flight += stream_rows::decode(row.value)->size();
-        }
+  PipelineWorldOptions options;
+  options.workload.messages = messages;
+  options.workload.interval_us = 10;  // far faster than the pipeline takes it
+  spec.max_in_flight = bound;
+  auto w = std::make_unique<PipelineWorld>(spec, reg, options);
+  w->start();
+  size_t peak = 0;
+  for (Micros t = 50 * kMillis; t <= 3 * kSeconds; t += 50 * kMillis) {
+    w->world().run_until(t);
+    size_t in_flight = 0;
+    for (const auto& [table, rows] : w->store_data().tables()) {
+      if (!table.starts_with("stream/")) continue;
+      for (const Row& row : w->store_data().read_range(table, "", "", UINT64_MAX, SIZE_MAX)) {
+        in_flight += stream_rows::decode(row.value)->size();
       }
-      peak = std::max(peak, in_flight);
     }
-    EXPECT_TRUE(w->run_until_drained(120 * kSeconds)) << "bound " << bound;
-    expect_reference(*w, reg);
-    return peak;
-  };
-  const size_t unbounded = peak_in_flight(0);
-  const size_t bounded = peak_in_flight(200);
+    peak = std::max(peak, in_flight);
+  }
+  EXPECT_TRUE(w->run_until_drained(120 * kSeconds)) << "bound " << bound;
+  expect_reference(*w, reg);
+  return peak;
+}
+
+TEST(EngineTest, BackpressureBoundsWhatIsInFlightBetweenStages) {
+  const size_t unbounded = peak_in_flight(load("keyed_aggregation"), 0, 60000);
+  const size_t bounded = peak_in_flight(load("keyed_aggregation"), 200, 60000);
   // 2 sources x 3 Counter partitions and 3 Counter x 2 sink partitions: 12 pairs, each held at
   // the bound plus what one epoch adds (a page of 64).
   EXPECT_LE(bounded, 12u * (200 + 64)) << "unbounded: " << unbounded;
   EXPECT_GT(unbounded, 5 * bounded) << "the run had no backlog for backpressure to bound";  // 15,957 against 1,535
 }
 
+// The most messages waiting in counts_out's outbox (with `streams`, in stream rows between
+// stages too), sampled every 50 ms over a run of `spec` (keyed_aggregation's shape) with
+// `max_in_flight` set to `bound`, while the sink's target fails every append from 0.5 s to
+// `outage_end`. Every input is still delivered exactly once once the target answers again.
+size_t peak_in_target_outage(PipelineSpec spec, int64_t bound, uint64_t messages, Micros interval, Micros outage_end,
+                             bool streams) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = messages;
+  options.workload.interval_us = interval;
+  spec.max_in_flight = bound;
+  auto w = std::make_unique<PipelineWorld>(spec, reg, options);
+  w->start();
+  sim::TargetFaults* target = w->target_faults("target-counts_out");
+  EXPECT_NE(target, nullptr);
+  size_t peak = 0;
+  for (Micros t = 50 * kMillis; t <= outage_end + 500 * kMillis; t += 50 * kMillis) {
+    if (target != nullptr) target->error_probability = t > 500 * kMillis && t <= outage_end ? 1.0 : 0.0;
+    w->world().run_until(t);
+    size_t waiting = 0;
+    for (const auto& [table, rows] : w->store_data().tables()) {
+      if (table != tables::outbox("counts_out") && !(streams && table.starts_with("stream/"))) continue;
+      for (const Row& row : w->store_data().read_range(table, "", "", UINT64_MAX, SIZE_MAX)) {
+        waiting += stream_rows::decode(row.value)->size();
+      }
+    }
+    peak = std::max(peak, waiting);
+  }
+  if (target != nullptr) target->error_probability = 0;
+  EXPECT_TRUE(w->run_until_drained(120 * kSeconds)) << "bound " << bound;
+  expect_reference(*w, reg);
+  return peak;
+}
+
 // A sink whose target lags is held by the same bound: while max_in_flight of what it took
 // waits in its outbox, it takes nothing, and its producers are held in turn. Here the target
 // fails every append for two seconds: without the bound the outbox takes in whatever the
-// pipeline gives it meanwhile; with it, about the bound per sink partition. Every input is
-// still delivered exactly once once the target answers again.
+// pipeline gives it meanwhile; with it, about the bound per sink partition.
 TEST(EngineTest, BackpressureHoldsASinkWhoseTargetLags) {
-  const ComputationRegistry reg = registry();
-  const auto peak_outbox = [&](int64_t bound) {
-    PipelineWorldOptions options;
-    options.workload.messages = 30000;
-    options.workload.interval_us = 100;
-    PipelineSpec spec = load("keyed_aggregation");
-    spec.max_in_flight = bound;
-    auto w = std::make_unique<PipelineWorld>(spec, reg, options);
-    w->start();
-    sim::TargetFaults* target = w->target_faults("target-counts_out");
-    EXPECT_NE(target, nullptr);
-    size_t peak = 0;
-    for (Micros t = 50 * kMillis; t <= 3 * kSeconds; t += 50 * kMillis) {
-      if (target != nullptr) target->error_probability = t > 500 * kMillis && t <= 2500 * kMillis ? 1.0 : 0.0;
-      w->world().run_until(t);
-      size_t waiting = 0;
-      for (const Row& row : w->store_data().read_range(tables::outbox("counts_out"), "", "", UINT64_MAX, SIZE_MAX)) {
-        waiting += stream_rows::decode(row.value)->size();
-      }
-      peak = std::max(peak, waiting);
-    }
-    if (target != nullptr) target->error_probability = 0;
-    EXPECT_TRUE(w->run_until_drained(120 * kSeconds)) << "bound " << bound;
-    expect_reference(*w, reg);
-    return peak;
-  };
-  const size_t unbounded = peak_outbox(0);
-  const size_t bounded = peak_outbox(200);
+  const PipelineSpec spec = load("keyed_aggregation");
+  const size_t unbounded = peak_in_target_outage(spec, 0, 30000, 100, 2500 * kMillis, false);
+  const size_t bounded = peak_in_target_outage(spec, 200, 30000, 100, 2500 * kMillis, false);
   // Two sink partitions, each held at the bound plus what one epoch adds (a page of 64 from
   // each of Counter's three partitions).
   EXPECT_LE(bounded, 2u * (200 + 3 * 64)) << "unbounded: " << unbounded;
   EXPECT_GT(unbounded, 5 * bounded) << "the target's outage left no backlog for backpressure to bound";  // 20,181 against 472
+}
+
+// A source outside the store, which stamps what it reads with its own clock, is held the same
+// way: here keyed_aggregation reads a Kafka topic, which keeps what the source has not read
+// while the sink, then the Counter, then the source are held.
+TEST(EngineTest, BackpressureHoldsAKafkaSource) {
+  PipelineSpec spec = load("keyed_aggregation");
+  spec.sources.at(0).type = "kafka";
+  spec.sources.at(0).topic = "events";
+  const size_t unbounded = peak_in_target_outage(spec, 0, 60000, 10, 8 * kSeconds, true);
+  const size_t bounded = peak_in_target_outage(spec, 100, 60000, 10, 8 * kSeconds, true);
+  // 2 x 3 source-Counter and 3 x 2 Counter-sink pairs, each held at the bound plus a page
+  // (64), and 2 outboxes at the bound plus a page from each Counter partition.
+  EXPECT_LE(bounded, 12u * (100 + 64) + 2u * (100 + 3 * 64)) << "unbounded: " << unbounded;
+  // 19,360 against 1,038 (19,488 while Kafka sources were not held).
+  EXPECT_GT(unbounded, 5 * bounded) << "the target's outage left no backlog for backpressure to bound";
 }
 
 // The at-most-once ClickHouse sink erases each outbox row just before its INSERT, outside the
