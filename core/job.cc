@@ -79,8 +79,10 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
 Job::~Job() = default;
 
 UserCall Job::user_call(EpochTx& etx, uint64_t message, uint64_t key, bool timer) {
-  return UserCall{computation_->name, job_name_, etx.meta.epoch, message, key, timer, etx.now, function_random_.seed(),
-                  &etx.buggify_calls, false};
+  UserCall call{computation_->name, job_name_, etx.meta.epoch, message, key, timer, etx.now, function_random_.seed(),
+                &etx.buggify_calls, false};
+  call.reads = &etx.failed;
+  return call;
 }
 
 Random& Job::function_random() { return env_.bugs.random_per_process ? env_.random : function_random_; }

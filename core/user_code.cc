@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "core/env/random.h"
+#include "core/env/status.h"
 
 namespace onceflow {
 
@@ -62,6 +63,7 @@ const UserSite& site(uint32_t id) {
 
 void assertion(uint32_t site, bool condition, std::string details) {
   if (t_hooks == nullptr || t_call == nullptr || t_call->replay) return;
+  if (t_call->reads != nullptr && !t_call->reads->is_ok()) return;  // told "no such row" by a failed read
   t_hooks->assertion(site, condition, details, *t_call);
 }
 

@@ -50,6 +50,8 @@
 
 namespace onceflow {
 
+class Status;
+
 enum class UserSiteKind : uint8_t { kAlways, kSometimes, kReachable, kUnreachable, kBuggify, kBug };
 std::string_view user_site_kind_name(UserSiteKind kind);
 // What one evaluation of an assertion of `kind` says: it held (always: true; sometimes: true;
@@ -87,6 +89,10 @@ struct UserCall {
   std::map<uint32_t, uint32_t>* buggify_calls = nullptr;
   bool replay = false;  // re-executing a committed epoch: assertions are not counted again
   mutable uint32_t intercepted = 0;  // calls to the machine's clock or randomness answered so far
+  // The epoch's reads of the store (null: none to fail). Once one failed, every later read
+  // answers "no such row" and the epoch is given up, so what the function asserts after
+  // that is not counted: it may hold for the store and fail only for what it was told.
+  const Status* reads = nullptr;
 };
 
 // Who listens: the simulator, or a real run's counters. One per run, set for its duration.

@@ -156,6 +156,33 @@ TEST(UserCodeTest, AFalseAlwaysFailsTheRunNamingTheAssertionComputationJobEpochA
   }
 }
 
+// A store read that failed answers "no such row" to the function, and the engine gives the
+// epoch up: what the function asserts after it is not counted (an assertion that state set
+// earlier is still there would fail on what it was told, not on the store).
+TEST(UserCodeTest, AnAssertionAfterAFailedStoreReadIsNotCounted) {
+  struct Counting final : UserCodeHooks {
+    int assertions = 0;
+    void assertion(uint32_t, bool, std::string_view, const UserCall&) override { ++assertions; }
+    bool buggify(uint32_t, const UserCall&) override { return false; }
+    bool bug(uint32_t) override { return false; }
+    bool simulated() const override { return true; }
+    void nondeterministic(std::string_view, const UserCall&) override {}
+  } hooks;
+  const user_code::HooksScope with_hooks(&hooks);
+  Status reads = Status::ok();
+  UserCall call{"Window", "computation/Window/0", 3, 0, 7, true, 0, 1, nullptr, false};
+  call.reads = &reads;
+  const auto run = [&] {
+    const user_code::CallScope scope(call);
+    ONCEFLOW_ALWAYS(false, "an open window's state is there when its timer fires");
+  };
+  run();
+  EXPECT_EQ(hooks.assertions, 1);
+  reads = Status::unavailable("read timed out");
+  run();
+  EXPECT_EQ(hooks.assertions, 1) << "counted after a failed read";
+}
+
 TEST(UserCodeTest, AReachedUnreachableFailsTheRun) {
   const ComputationRegistry registry = user_registry();
   const simulated::RunOutcome r = simulated::run_pipeline(with_function("NoKeyFive", 1, false), registry).outcome;
