@@ -804,8 +804,8 @@ Verdict DeliveryCallbackCheck::check(const PipelineHistory& h) const {
 
 namespace {
 
-// A timer's identity, "timers/<computation>:<partition, hex>/<row>" (the row as
-// core/timer_row.h reads it), in its parts; nullopt when it is not one.
+// A timer's identity, "timers/<computation>/<timer stream>:<partition, hex>/<row>" (the row
+// as core/timer_row.h reads it), in its parts; nullopt when it is not one.
 struct TimerIdentity {
   std::string_view computation;
   std::string_view partition;
@@ -814,9 +814,10 @@ struct TimerIdentity {
 std::optional<TimerIdentity> timer_identity(std::string_view timer) {
   const size_t colon = timer.find(':');
   if (colon == std::string_view::npos || !timer.starts_with("timers/")) return std::nullopt;
+  const size_t stream = timer.substr(0, colon).find('/', 7);  // the computation ends there
   const size_t slash = timer.find('/', colon + 1);
-  if (slash == std::string_view::npos) return std::nullopt;
-  return TimerIdentity{timer.substr(7, colon - 7), timer.substr(colon + 1, slash - colon - 1), timer.substr(slash + 1)};
+  if (stream == std::string_view::npos || slash == std::string_view::npos) return std::nullopt;
+  return TimerIdentity{timer.substr(7, stream - 7), timer.substr(colon + 1, slash - colon - 1), timer.substr(slash + 1)};
 }
 
 // A timer still stored at the end when its stream's watermark is the event time: its job and
@@ -836,7 +837,7 @@ std::optional<PendingEventTimer> pending_event_timer(std::string_view timer, con
   return PendingEventTimer{fmt::format("computation/{}/{}", id->computation, partition), t->trigger_ts};
 }
 
-// The timers stored at the end ("timers/<computation>:<partition>/<row>") against those the
+// The timers stored at the end ("timers/<computation>/<stream>:<partition>/<row>") against those the
 // re-execution of the committed epochs holds then, computation by computation and partitions
 // aside (a repartition moves rows, never changes them); the first difference, or "".
 std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<std::string>& pending) {

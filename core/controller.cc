@@ -94,7 +94,9 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   std::vector<std::string> tables;
   for (const auto& c : spec_.computations) {
     for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
-    if (with_timers) tables.push_back(tables::timers(c.name));
+    if (with_timers) {
+      for (const TimerStreamSpec& t : c.timer_streams) tables.push_back(tables::timers(c.name, t.name));
+    }
   }
   for (const auto& s : spec_.sinks) {
     tables.push_back(tables::stream(s.input_stream));

@@ -60,7 +60,9 @@ std::string input_messages(std::string_view c) { return "input_messages/" + std:
 std::string compact_input_messages(std::string_view c) {
   return "compact_input_messages/" + std::string(c);
 }
-std::string timers(std::string_view c) { return "timers/" + std::string(c); }
+std::string timers(std::string_view c, std::string_view timer_stream) {
+  return "timers/" + std::string(c) + "/" + std::string(timer_stream);
+}
 std::string history(std::string_view c) { return "history/" + std::string(c); }
 std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
 std::string static_table(std::string_view table) { return "static/" + std::string(table); }

@@ -64,7 +64,10 @@ std::string queue(std::string_view table);  // a queue source's table_of(); rows
 std::string stream(std::string_view stream);  // rows "<p>/<ts>/<producer>/<epoch>" (core/stream_rows.h)
 std::string input_messages(std::string_view computation);  // rows "<p>/<id>"
 std::string compact_input_messages(std::string_view computation);  // rows "<p>/<key>"
-std::string timers(std::string_view computation);  // rows "<p>/<trigger>/<key>/<stream>"
+// A computation's timers of one timer stream: rows "<p>/<trigger>/<key>/<stream>[/<unique>]"
+// in trigger order, so that each stream's due timers are at the head of its own table
+// whatever the others' watermarks are.
+std::string timers(std::string_view computation, std::string_view timer_stream);
 std::string outbox(std::string_view sink);  // rows "<p>/<first seqno>" (core/outbox.h)
 std::string history(std::string_view computation);  // rows "<p>/<epoch>" (core/reexecute.h)
 // A static table (or a service log's sorted table): rows "<p>/<row index>", values as queue rows.

@@ -45,7 +45,9 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     watermark_outputs_.push_back(InputWakeups::watermark(tables::stream(stream)));
   }
   prefix_ = tables::partition_prefix(id_.partition);
-  if (computation_ != nullptr) timers_table_ = tables::timers(computation_->name);
+  if (computation_ != nullptr) {
+    for (const TimerStreamSpec& s : computation_->timer_streams) timers_tables_[s.name] = tables::timers(computation_->name, s.name);
+  }
   if (sink_ != nullptr) outbox_table_ = tables::outbox(sink_->name);
   if (computation_ != nullptr) {
     state_backend_ = std::make_unique<StateForward>(*this);

@@ -20,6 +20,7 @@
 #include "core/dedup.h"
 #include "core/engine.h"
 #include "core/delivery.h"
+#include "core/emitted.h"
 #include "core/input_wakeups.h"
 #include "core/stream_rows.h"
 #include "core/user_code.h"
@@ -150,6 +151,16 @@ class Job {
   // The time up to which timers of `timer_stream` are due (its watermark).
   Micros timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const;
   bool due(const Timer& t, Micros event_watermark, Micros now) const;
+  // A due timer's row: its table (one of timers_tables_), key and value, and the timer.
+  struct DueTimer {
+    const std::string* table;
+    std::string key;
+    TimerValue value;
+    Timer timer;
+  };
+  // The timers due at `event_watermark` and the epoch's time, in trigger order, at most
+  // timers_per_epoch.
+  std::vector<DueTimer> due_timers(EpochTx& etx, Micros event_watermark);
   void fire_timers(EpochTx& etx);
   bool misused(EpochTx& etx, const CollectingOutput& out);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
@@ -182,7 +193,7 @@ class Job {
   };
   std::map<std::string, Consumer> consumers_;  // by output stream
   std::string prefix_;                         // the partition's key prefix in every table
-  std::string timers_table_;                   // computations
+  std::map<std::string, std::string> timers_tables_;  // computations: timer stream -> its table
   std::string outbox_table_;                   // sinks
   std::vector<InputWakeups::Input> wake_inputs_;  // the stream partitions whose rows wake the job
   // Those and the input streams' watermarks (InputWakeups::watermark): what wakes the job

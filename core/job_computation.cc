@@ -31,7 +31,9 @@ void Job::step_computation(EpochTx& etx) {
   if (!spec.timer_streams.empty()) {
     // All of the partition's timers, usually: then adding and firing them needs no reads.
     const std::string& prefix = prefix_;
-    if (!etx.prefetch_range(timers_table_, prefix, prefix + "~", env_.options.timer_rows_known)) probe(env_, Probe::kTimerReadAheadFull);
+    for (const auto& [stream, table] : timers_tables_) {
+      if (!etx.prefetch_range(table, prefix, prefix + "~", env_.options.timer_rows_known)) probe(env_, Probe::kTimerReadAheadFull);
+    }
   }
   prefetch_state(etx, rows, take_below);
   Micros first_unacked = unseen_from;      // oldest input that may still be recomputed
@@ -158,14 +160,7 @@ void Job::prefetch_state(EpochTx& etx, const std::vector<Input>& rows, Micros wa
     keys.push_back(m.key);
     event_watermark = std::max(event_watermark, m.event_ts);
   }
-  if (!computation_->timer_streams.empty()) {
-    const std::string& prefix = prefix_;
-    for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
-      const std::string_view rest = std::string_view(row.key).substr(prefix.size());
-      const Timer t = decode_timer(rest, decode_timer_value(row.value));
-      if (due(t, event_watermark, etx.now)) keys.push_back(t.key);
-    }
-  }
+  for (const DueTimer& timer : due_timers(etx, event_watermark)) keys.push_back(timer.timer.key);
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   std::vector<std::string> hex;
@@ -184,16 +179,39 @@ void Job::add_timer(EpochTx& etx, const Timer& t, uint64_t unique) {
     if (s.name == t.timer_stream) stream = &s;
   }
   assert(stream != nullptr);
+  const std::string& table = timers_tables_.at(t.timer_stream);
   const std::string key = prefix_ + timer_row(t, stream->deduplicate_equal_timestamps, unique);
   std::optional<TimerValue> existing;
-  if (const auto row = etx.read(timers_table_, key)) {
+  if (const auto row = etx.read(table, key)) {
     probe(env_, Probe::kTimerMerged);
     existing = decode_timer_value(*row);
   } else {
-    etx.record.timer_rows_created.push_back(timers_table_ + ":" + key);
+    etx.record.timer_rows_created.push_back(table + ":" + key);
   }
   const std::optional<TimerValue> value = timer_after_add(existing, t.event_ts, unique);
-  if (value) etx.tx.put(timers_table_, key, encode_timer_value(*value));
+  if (value) etx.tx.put(table, key, encode_timer_value(*value));
+}
+
+// Each timer stream's table holds its timers in trigger order, so its due ones come first:
+// up to timers_per_epoch rows are read from each, and the due ones of all of them are taken
+// in trigger order (then key and stream), up to timers_per_epoch in all. A stream whose
+// watermark lags (an event-time one after a repartition, or the other clock's) holds none of
+// the others' due timers back.
+std::vector<Job::DueTimer> Job::due_timers(EpochTx& etx, Micros event_watermark) {
+  std::vector<DueTimer> out;
+  const std::string& prefix = prefix_;
+  const auto limit = static_cast<size_t>(env_.options.timers_per_epoch);
+  for (const auto& [stream, table] : timers_tables_) {
+    for (Row& row : etx.scan(table, prefix, prefix + "~", limit)) {
+      const TimerValue value = decode_timer_value(row.value);
+      Timer t = decode_timer(std::string_view(row.key).substr(prefix.size()), value);
+      if (!due(t, event_watermark, etx.now)) break;  // nor is any later row of the stream
+      out.push_back(DueTimer{&table, std::move(row.key), value, std::move(t)});
+    }
+  }
+  std::sort(out.begin(), out.end(), [&](const DueTimer& a, const DueTimer& b) { return a.key < b.key; });
+  if (out.size() > limit) out.resize(limit);
+  return out;
 }
 
 void Job::fire_timers(EpochTx& etx) {
@@ -201,17 +219,18 @@ void Job::fire_timers(EpochTx& etx) {
   if (spec.timer_streams.empty()) return;
   const std::string& prefix = prefix_;
   Context context(etx.now, function_random());
-  for (const Row& row : etx.scan(timers_table_, prefix, prefix + "~", env_.options.timers_per_epoch)) {
-    const std::string rest = row.key.substr(prefix.size());
-    const TimerValue value = decode_timer_value(row.value);
-    const Timer t = decode_timer(rest, value);
-    if (!due(t, etx.meta.event_watermark, etx.now)) continue;
+  for (const DueTimer& due_timer : due_timers(etx, etx.meta.event_watermark)) {
+    const std::string& table = *due_timer.table;
+    const std::string& key = due_timer.key;
+    const std::string rest = key.substr(prefix.size());
+    const TimerValue& value = due_timer.value;
+    const Timer& t = due_timer.timer;
     const std::string firing = timer_firing(rest, value.creation);  // this timer, this creation
     etx.has_work = true;
     if (env_.bugs.timer_dropped_with_message &&
         std::any_of(etx.record.consumed.begin(), etx.record.consumed.end(), [&](const Message& m) { return m.key == t.key; })) {
-      etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
-      etx.tx.erase(timers_table_, row.key);
+      etx.record.timer_rows_fired.push_back(table + ":" + key);
+      etx.tx.erase(table, key);
       continue;
     }
     CollectingOutput out(spec, t.key, t.event_ts);
@@ -224,11 +243,11 @@ void Job::fire_timers(EpochTx& etx) {
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
     etx.record.timers_fired.push_back({rest, value.creation, t, etx.record.consumed.size(),
                                        timer_watermark(t.timer_stream, etx.meta.event_watermark, etx.now)});
-    etx.record.timer_rows_fired.push_back(timers_table_ + ":" + row.key);
+    etx.record.timer_rows_fired.push_back(table + ":" + key);
     if (env_.bugs.timer_delete_apart) {
-      etx.timer_deletes_apart.emplace_back(timers_table_, row.key);
+      etx.timer_deletes_apart.emplace_back(table, key);
     } else {
-      etx.tx.erase(timers_table_, row.key);
+      etx.tx.erase(table, key);
     }
     // The bug: outputs named by the key, stream and event time, which a repeating timer's
     // firings share.

@@ -356,11 +356,11 @@ Result<size_t> move_partition_rows(Store& store, Transaction& tx, const Pipeline
                                    std::vector<std::pair<std::string, std::string>>* moved_timers) {
   std::vector<std::string> streams;
   std::vector<std::string> dedup;
-  bool timers = false;
+  std::vector<std::string> timers;  // tables
   if (const ComputationSpec* c = spec.computation(owner)) {
     streams = c->input_streams;
     dedup = {tables::input_messages(owner), tables::compact_input_messages(owner)};
-    timers = true;
+    for (const TimerStreamSpec& t : c->timer_streams) timers.push_back(tables::timers(owner, t.name));
   } else if (const SinkSpec* s = spec.sink(owner)) {
     streams = {s->input_stream};
     dedup = {tables::compact_input_messages("sink:" + owner)};
@@ -372,13 +372,13 @@ Result<size_t> move_partition_rows(Store& store, Transaction& tx, const Pipeline
     moved += *n;
     if (moved >= page) return moved;
   }
-  if (timers) {
+  for (const std::string& table : timers) {
     // <p>/<trigger: 16 hex>/<key: 16 hex>/<stream>[/<unique>]
     const auto timer_key = [](const Row& row) -> std::optional<uint64_t> {
       if (row.key.size() < 38) return std::nullopt;
       return tables::parse_hex16(std::string_view(row.key).substr(22, 16));
     };
-    auto n = move_by_key(store, tx, tables::timers(owner), partitions, page - moved, timer_key, moved_timers);
+    auto n = move_by_key(store, tx, table, partitions, page - moved, timer_key, moved_timers);
     if (!n) return n.error();
     moved += *n;
     if (moved >= page) return moved;

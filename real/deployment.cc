@@ -1253,11 +1253,8 @@ std::string RealDeployment::waiting_for(bool stopped_is_done) {
 
 // Whether a stored timer of `c` is still to fire (core/job.h: timer_may_fire).
 Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
-  if (c.timer_streams.empty()) return false;
-  auto rows = store_.dump(tables::timers(c.name));
-  if (!rows) return rows.error();
   Status failed;
-  const bool may = timers_may_fire(c, *rows, [&](const std::string& job) -> std::optional<std::string> {
+  const auto meta_of = [&](const std::string& job) -> std::optional<std::string> {
     auto tx = store_.begin();
     if (!tx) {
       failed = tx.error();
@@ -1267,9 +1264,15 @@ Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
     store_.abort(*tx);
     if (!meta) failed = meta.error();
     return meta && *meta ? std::optional<std::string>(**meta) : std::nullopt;
-  });
-  if (!failed.is_ok()) return failed;
-  return may;
+  };
+  for (const TimerStreamSpec& stream : c.timer_streams) {
+    auto rows = store_.dump(tables::timers(c.name, stream.name));
+    if (!rows) return rows.error();
+    const bool may = timers_may_fire(c, *rows, meta_of);
+    if (!failed.is_ok()) return failed;
+    if (may) return true;
+  }
+  return false;
 }
 
 void RealDeployment::print_progress(Micros elapsed, bool last) {

@@ -378,13 +378,16 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
   h.reexecuted_tables = reexecution.tables();
   h.reexecuted_timers = reexecution.timers();
   for (const auto& entry : h.reexecuted_timers) {
-    const std::string& computation = entry.first;
-    const std::string table = tables::timers(computation);
-    auto rows = store.dump(table);
-    if (!rows) return rows.error();
-    for (const Row& row : *rows) {
-      h.pending_timers.push_back(table + ":" + row.key);
-      h.pending_timer_values.emplace(h.pending_timers.back(), describe_timer_value(decode_timer_value(row.value)));
+    const ComputationSpec* c = spec.computation(entry.first);
+    if (c == nullptr) continue;
+    for (const TimerStreamSpec& stream : c->timer_streams) {
+      const std::string table = tables::timers(c->name, stream.name);
+      auto rows = store.dump(table);
+      if (!rows) return rows.error();
+      for (const Row& row : *rows) {
+        h.pending_timers.push_back(table + ":" + row.key);
+        h.pending_timer_values.emplace(h.pending_timers.back(), describe_timer_value(decode_timer_value(row.value)));
+      }
     }
   }
   // The messages on each stream, for the sinks: every committed version of each id.

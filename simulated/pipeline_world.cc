@@ -522,8 +522,13 @@ bool PipelineWorld::drained() const {
 
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
-  return onceflow::timers_may_fire(c, data_.read_range(tables::timers(c.name), "", "", data_.last_version(), SIZE_MAX),
-                                   [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); });
+  for (const TimerStreamSpec& t : c.timer_streams) {
+    const auto rows = data_.read_range(tables::timers(c.name, t.name), "", "", data_.last_version(), SIZE_MAX);
+    if (onceflow::timers_may_fire(c, rows, [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); })) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void PipelineWorld::run_sampling(Micros until) {

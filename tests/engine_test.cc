@@ -208,7 +208,7 @@ TEST(EngineTest, TimersFireOnceAndCommitWithTheirDeletion) {
   w.start();
   ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
   EXPECT_GT(rec.timers_fired, 0u);
-  EXPECT_EQ(live_rows(w.store_data(), "timers/RequestProcessor"), 0u);
+  EXPECT_EQ(live_rows(w.store_data(), "timers/RequestProcessor/retry"), 0u);
   // Every request was answered once: its state cleared, its length added once.
   EXPECT_EQ(live_rows(w.store_data(), "state/RequestProcessor/request_state"), 0u);
   expect_reference(w, reg);
@@ -1089,8 +1089,44 @@ TEST(EngineTest, MoreTimersThanAnEpochReadsAheadMergeAndFireOnceEach) {
   for (const auto& in : w.inputs()) keys.insert(in.key);
   EXPECT_GT(keys.size() * 3, 1024u);
   EXPECT_EQ(rec.timers_fired, keys.size() * 3);
-  EXPECT_EQ(live_rows(w.store_data(), "timers/Timers"), 0u);
+  EXPECT_EQ(live_rows(w.store_data(), "timers/Timers/t"), 0u);
   expect_reference(w, reg);
+}
+
+// Two timer streams on two watermarks: per message, an event-time "bucket" timer at the end of
+// the 50 ms bucket of its event time, and a system-time "close" timer 100 ms on. After the
+// last input the newest bucket's timers are not due (no newer event comes) and sort before
+// the close timers of the last keys, which are due: they fire all the same, however many of
+// the bucket timers there are against timers_per_epoch (all the timers of a computation once
+// shared one table, and an epoch that found only timers not due there fired none for good).
+class BucketsAndClose final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    out.add_timer((m.event_ts / (50 * kMillis) + 1) * 50 * kMillis, m.event_ts, "bucket");
+    out.add_timer(context.current_timestamp() + 100 * kMillis, m.event_ts, "close");
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(t.key, fmt::format("{} {}", t.timer_stream, t.trigger_ts));
+  }
+};
+
+TEST(EngineTest, ADueTimerIsNotHeldBackByAnotherStreamsTimersThatAreNotDue) {
+  ComputationRegistry reg;
+  reg.add("BucketsAndClose", [] { return std::make_unique<BucketsAndClose>(); });
+  PipelineSpec spec = timer_pipeline("BucketsAndClose");
+  spec.computations[0].timer_streams = {{"bucket", Watermark::kEventTime, true}, {"close", Watermark::kSystemTime, true}};
+  Recorder rec;
+  PipelineWorldOptions options;
+  options.observer = &rec;
+  options.engine.timers_per_epoch = 16;
+  options.workload.messages = 400;
+  options.workload.keys = 200;
+  options.workload.interval_us = 500;
+  PipelineWorld w(spec, reg, options);
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds)) << "close timers held back";
+  EXPECT_EQ(live_rows(w.store_data(), "timers/Timers/close"), 0u);
+  EXPECT_GT(live_rows(w.store_data(), "timers/Timers/bucket"), 16u) << "no bucket timers left to hold the others back";
 }
 
 // Sets, for every message, a timer at one fixed time of its key: the first message's timer

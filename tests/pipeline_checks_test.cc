@@ -416,16 +416,16 @@ TEST(PipelineChecksTest, TimersStoredAtTheEndAreThoseTheReexecutionHolds) {
   expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is not stored at the end",
                                          "none ran its function: deleted without firing (1 of 1 such)"});
   // Stored in another partition than the one that set it (a repartition moved it): the same.
-  h.epochs[1].timers_created.push_back("timers/Count:0003/" + row);
-  h.pending_timers = {"timers/Count:0003/" + row};
+  h.epochs[1].timers_created.push_back("timers/Count/t:0003/" + row);
+  h.pending_timers = {"timers/Count/t:0003/" + row};
   Verdict v = TimerCheck().check(h);
   EXPECT_TRUE(v.passed) << v.detail;
   // Stored with another value than the re-execution gives it (its event time, its creation).
-  h.pending_timer_values["timers/Count:0003/" + row] = "event time 0.000010s, set by 0000000000000011";
+  h.pending_timer_values["timers/Count/t:0003/" + row] = "event time 0.000010s, set by 0000000000000011";
   expect_failure(TimerCheck().check(h), {"timer (trigger 0.000100s, key 7, stream t) of computation Count is stored with "
                                          "event time 0.000010s, set by 0000000000000011, but the committed epochs "
                                          "re-executed set it with event time 0.000020s, set by 0000000000000012"});
-  h.pending_timer_values["timers/Count:0003/" + row] = "event time 0.000020s, set by 0000000000000012";
+  h.pending_timer_values["timers/Count/t:0003/" + row] = "event time 0.000020s, set by 0000000000000012";
   v = TimerCheck().check(h);
   EXPECT_TRUE(v.passed) << v.detail;
   h.reexecuted_timers["Count"].clear();
@@ -923,11 +923,11 @@ TEST(ReexecutedHistoryTest, ADueEventTimeTimerStillStoredAtTheEndFails) {
   int64_t newest = INT64_MIN;
   for (const MessageRecord& m : h.epochs[1].consumed) newest = std::max(newest, m.event_ts);
   const auto row = [](int64_t trigger) {
-    return fmt::format("timers/Count:0000/{:016x}/{:016x}/t", static_cast<uint64_t>(trigger) ^ (uint64_t{1} << 63), 7);
+    return fmt::format("timers/Count/t:0000/{:016x}/{:016x}/t", static_cast<uint64_t>(trigger) ^ (uint64_t{1} << 63), 7);
   };
   h.epochs[1].timers_created.push_back(row(newest));
   h.pending_timers = {row(newest)};
-  expect_failure(TimerCheck().check(h), {"event-time timer timers/Count:0000/(trigger " + format_time(newest),
+  expect_failure(TimerCheck().check(h), {"event-time timer timers/Count/t:0000/(trigger " + format_time(newest),
                                          "of job computation/Count/0 never fired", "an event of " + format_time(newest)});
   // Not due yet, or in a run that ended stopped (no timer fires while draining): it may wait.
   PipelineHistory later = h;

@@ -100,7 +100,7 @@ TEST_F(RealVerifyTest, ATimerGoneFromTheStoreFailsTheTimersCheck) {
   EXPECT_NE(clean.json.find("timers stored at the end, as the committed epochs re-executed hold them"), std::string::npos)
       << clean.json;
   EXPECT_EQ(clean.json.find("\"detail\": \"0 timers stored"), std::string::npos) << "no session left open: " << clean.json;
-  const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "timers/SessionWindow"); });
+  const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "timers/SessionWindow/gap"); });
   EXPECT_EQ(v.rc, 1) << v.json;
   EXPECT_NE(v.json.find("of computation SessionWindow is not stored at the end"), std::string::npos) << v.json;
 }
