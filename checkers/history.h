@@ -238,6 +238,7 @@ struct PipelineHistory {
   int64_t faults_lifted_at = 0;
   int64_t liveness_bound = 0;
   int64_t drained_at = -1;  // -1: never drained
+  std::string undrained;    // never drained: what it still waited for at the bound ("" unknown)
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports
   std::vector<UserAssertionRecord> user_assertions;
   // Calls of the user's code to the machine's clock or randomness, intercepted and answered

@@ -1176,8 +1176,9 @@ Verdict LayoutCheck::check(const PipelineHistory& h) const {
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
   if (h.drained_at < 0 || h.drained_at > deadline) {
-    const std::string when =
+    std::string when =
         h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}", format_time(h.drained_at));
+    if (h.drained_at < 0 && !h.undrained.empty()) when += " (at the bound: " + h.undrained + ")";
     return failure(name(), h,
                    fmt::format("not drained by {} ({} after the calm at {}); {}", format_time(deadline), format_time(h.liveness_bound),
                                format_time(h.heal_at), when));

@@ -696,6 +696,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   Micros drained_at = -1;
   if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
   if (drained_at >= 0) out.drain_us = drained_at - calm_from;
+  const std::string undrained = drained_at < 0 ? world.undrained() : "";
 
   // The store is drained; let replies in flight land and at-most-once queues empty.
   world.world().run_until(world.world().now() + kSettleUs);
@@ -711,6 +712,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     }
   }
   run.history = collect(o, registry, world, recorder, drained_at, out.liveness_bound_us);
+  run.history.undrained = undrained;
   user_code.fill(run.history);
   out.verdicts = checkers::run_pipeline_checks(run.history);
   for (checkers::Verdict& v : checkers::run_user_checks(registry, run.history)) out.verdicts.push_back(std::move(v));

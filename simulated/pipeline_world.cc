@@ -483,15 +483,23 @@ std::vector<std::string> PipelineWorld::in_flight() const {
   return out;
 }
 
-bool PipelineWorld::drained() const {
-  if (world_->now() < last_write_ts()) return false;
-  if (operations_pending_ > 0) return false;
+bool PipelineWorld::drained() const { return undrained().empty(); }
+
+std::string PipelineWorld::undrained() const {
+  if (world_->now() < last_write_ts()) return "the input is still being written";
+  if (operations_pending_ > 0) return "an operator's request is not done";
   // A layout change under way is made first, and a resharded target is followed.
-  if (data_.latest(tables::kController, kLayoutPendingKey)) return false;
+  if (data_.latest(tables::kController, kLayoutPendingKey)) return "a layout change is under way";
   for (const auto& sink : current_spec_.sinks) {
-    if (sink.target_tablets > 0 && targets_.at(sink.name).tablets != sink.partitions) return false;
+    if (sink.target_tablets > 0 && targets_.at(sink.name).tablets != sink.partitions) {
+      return fmt::format("sink {} has {} partitions for a target of {} tablets", sink.name, sink.partitions,
+                         targets_.at(sink.name).tablets);
+    }
   }
-  if (finite_sources() && data_.latest(tables::kController, "state") != "completed") return false;
+  if (finite_sources()) {
+    const auto state = data_.latest(tables::kController, "state");
+    if (state != "completed") return fmt::format("the pipeline is {}, not completed", state.value_or("not started"));
+  }
   for (const auto& source : current_spec_.sources) {
     for (int p = 0; p < source.partitions; ++p) {
       auto it = produced_.find({table_of(source), p});
@@ -504,20 +512,23 @@ bool PipelineWorld::drained() const {
         offset = in.u64();
         if (source.type == "service_log") cycle = in.u64();
       }
-      const bool more = source.type == "service_log"
-                            ? source.max_cycles == 0 || cycle < static_cast<uint64_t>(source.max_cycles)
-                            : offset != want;
-      if (more) return false;
+      if (source.type == "service_log" ? source.max_cycles == 0 || cycle < static_cast<uint64_t>(source.max_cycles)
+                                       : offset != want) {
+        return source.type == "service_log"
+                   ? fmt::format("source {} partition {} is in cycle {}", source.name, p, cycle)
+                   : fmt::format("source {} partition {} read {} of {} inputs", source.name, p, offset, want);
+      }
     }
   }
   for (const auto& [table, rows] : data_.tables()) {
-    const bool work = table.rfind("stream/", 0) == 0 || table.rfind("output_messages/", 0) == 0;
-    if (work && !data_.read_range(table, "", "", data_.last_version(), 1).empty()) return false;
+    if (table.rfind("stream/", 0) != 0 && table.rfind("output_messages/", 0) != 0) continue;
+    const auto left = data_.read_range(table, "", "", data_.last_version(), 1);
+    if (!left.empty()) return fmt::format("row {}:{} is still there", table, left.front().key);
   }
   for (const auto& c : current_spec_.computations) {
-    if (!c.timer_streams.empty() && timers_may_fire(c)) return false;
+    if (!c.timer_streams.empty() && timers_may_fire(c)) return fmt::format("timers of {} are still to fire", c.name);
   }
-  return true;
+  return "";
 }
 
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).

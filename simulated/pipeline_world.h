@@ -92,6 +92,8 @@ class PipelineWorld {
   // run_until_drained runs.
   uint64_t dedup_entries_max() const { return dedup_entries_max_; }
   bool drained() const;
+  // Why the run is not drained ("" when it is): the first of what it still waits for.
+  std::string undrained() const;
 
   World& world() { return *world_; }
   StoreData& store_data() { return data_; }

@@ -559,6 +559,8 @@ TEST(PipelineChecksTest, LivenessFailsWhenNotDrainedInTime) {
   PipelineHistory h = good_history();
   h.drained_at = -1;
   expect_failure(LivenessCheck().check(h), {"not drained by 0.006000s (0.005000s after the calm at 0.001000s)", "never drained"});
+  h.undrained = "timers of Count are still to fire";
+  expect_failure(LivenessCheck().check(h), {"never drained (at the bound: timers of Count are still to fire)"});
   h.drained_at = 6'001;
   expect_failure(LivenessCheck().check(h), {"not drained by 0.006000s (0.005000s after the calm at 0.001000s)", "drained at 0.006001s"});
   h.drained_at = 6'000;
