@@ -52,6 +52,7 @@ struct JobProgress {
   Micros low_watermark = INT64_MIN;   // no new message the job emits will be older
   Micros last_output_ts = INT64_MIN;  // a source: the newest alignment time it emitted
   Micros event_watermark = INT64_MIN;  // a computation: the newest event time it took
+  uint64_t sink_rows = 0;  // a sync queue sink: the rows it wrote into its table (tables::sync_sink)
 };
 JobProgress job_progress(std::string_view meta_row);
 // Whether a stored timer of computation `c` is still to fire: a system-time timer is (its

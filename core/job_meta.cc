@@ -10,6 +10,7 @@ JobProgress job_progress(std::string_view meta_row) {
   out.low_watermark = meta.low_watermark;
   out.last_output_ts = meta.last_output_ts;
   out.event_watermark = meta.event_watermark;
+  out.sink_rows = meta.sink_offset;
   return out;
 }
 

@@ -968,8 +968,16 @@ RealDeployment::Counts RealDeployment::counts() {
   Counts c;
   c.delivered = delivered;
   c.produced = read_u64(store_, *tx, kProducer, "next");
+  std::vector<std::string> sync_sinks;  // their jobs' meta rows, which count the rows written
   for (const auto& sink : spec_.sinks) {
     if (sink.type == SinkType::kAsyncQueue) c.outputs += read_u64(store_, *tx, target_state(sink.name), "count");
+    if (sink.type != SinkType::kSyncQueue) continue;
+    for (int p = 0; p < sink.partitions; ++p) sync_sinks.push_back(JobId{JobKind::kSink, sink.name, p}.str());
+  }
+  if (!sync_sinks.empty()) {
+    if (auto metas = store_.get_many(*tx, tables::kJobMeta, sync_sinks)) {
+      for (const auto& meta : *metas) c.outputs += meta ? job_progress(*meta).sink_rows : 0;
+    }
   }
   store_.abort(*tx);
   return c;
@@ -1294,7 +1302,8 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   }
   const Counts& c = observed_.counts;
   std::string outputs;
-  if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(), [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue; })) {
+  if (std::any_of(spec_.sinks.begin(), spec_.sinks.end(),
+                  [](const SinkSpec& s) { return s.type == SinkType::kAsyncQueue || s.type == SinkType::kSyncQueue; })) {
     outputs = fmt::format(", outputs {} in all", c.outputs);
   }
   std::string latency;

@@ -176,7 +176,7 @@ class RealDeployment {
   std::string instance();
   struct Counts {
     uint64_t produced = 0;  // inputs the producer wrote, in all lives
-    uint64_t outputs = 0;   // what async queue sinks' targets hold, in all lives
+    uint64_t outputs = 0;   // what queue sinks' targets hold (async) or their tables (sync), in all lives
     // This process's deliveries acknowledged by the targets before the figures above were
     // read: never more than the targets hold (a live count beside a stale read could be).
     uint64_t delivered = 0;
