@@ -37,7 +37,9 @@ namespace onceflow::real {
 // 9: a message's id and parents are eight bytes each and its times differences
 //    (encode_message_fields): a stream row's system times from one message to the next; an
 //    outbox row is encoded as a stream row; a queue target's row holds what one append added.
-// 10: a computation's timers are in a table per timer stream (timers/<computation>/<stream>).
+// 10: a computation's timers are in a table per timer stream (timers/<computation>/<stream>);
+//     the times a process stamps and sets timers by are the calendar's (real/wall_clock.h),
+//     not the monotonic clock's count from boot.
 inline constexpr uint32_t kDataFormatVersion = 10;
 
 struct DataIdentity {

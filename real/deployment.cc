@@ -284,7 +284,7 @@ class RealDeployment::Progress final : public EngineObserver {
   }
   const PipelineSpec& spec_;
   Metrics* metrics_ = nullptr;
-  WallClock clock_;  // the loop's clock: the process's monotonic one
+  WallClock clock_;  // the loop's clock (real/wall_clock.h)
   std::map<std::string, Micros> committing_;  // by job: when its epoch's commit began
   std::set<std::string> warned_;
 };

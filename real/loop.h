@@ -1,7 +1,7 @@
 // RealLoop: the nodes of a single-process deployment, on the shared fiber scheduler
 // (fibers/scheduler.h) driven by the wall clock.
 //
-// Every node gets a Runtime (its fibers; its clock is the process's monotonic clock) and a
+// Every node gets a Runtime (its fibers; its clock is the process's WallClock) and a
 // Network endpoint. The network is in-process: a call runs the handler on a fresh fiber of
 // the called node and wakes the caller with the reply, or with kTimeout when the deadline
 // passes first, or kUnreachable when no such node or service exists. The loop runs what is

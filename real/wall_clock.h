@@ -1,4 +1,7 @@
-// WallClock: the Clock of a real deployment, read from the OS's monotonic clock.
+// WallClock: the Clock of a real deployment: the OS's calendar time when the process first
+// read it, moved on by the monotonic clock, so that it never goes back within a process and
+// processes on different machines (to their calendar clocks' agreement) and lives before and
+// after a reboot tell comparable times.
 //
 // Never used inside a simulation (the simulated world has its own clocks); the command line
 // uses it to time runs. Thread-safety: safe from any thread.
@@ -10,7 +13,8 @@ namespace onceflow::real {
 
 class WallClock final : public Clock {
  public:
-  // Microseconds since an arbitrary fixed point; never goes backwards.
+  // Microseconds since the Unix epoch, as the calendar read at the process's first call, then
+  // by the monotonic clock; never goes backwards.
   Micros now() const override;
 };
 
