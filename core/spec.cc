@@ -176,6 +176,18 @@ void check_partitions(int partitions, const Path& owner) {
   check_range(partitions, 1, 4096, at(owner, "partitions"));
 }
 
+// Names of sources, computations, sinks, streams and timer streams become parts of table
+// names ("timers/<computation>/<timer stream>") and of the "<table>:<key>" strings reports
+// parse, so they must not hold '/' or ':' (or control characters).
+void check_name(const std::string& name, const Path& path) {
+  if (name.empty()) violate(path, "a name must not be empty");
+  for (const char c : name) {
+    if (c == '/' || c == ':' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      violate(path, fmt::format("'{}': a name must not contain '/', ':' or control characters", name.substr(0, 40)));
+    }
+  }
+}
+
 void check_top_level(const PipelineSpec& spec) {
   if (spec.name.empty()) violate({"name"}, "must not be empty");
   if (spec.epoch_period_us <= 0) violate({"epoch_period"}, "must be positive");
@@ -199,6 +211,8 @@ void check_source(const SourceSpec& s) {
   check_range(s.max_cycles, 0, 1'000'000, at(owner, "max_cycles"));
   check_partitions(s.partitions, owner);
   if (s.output_stream.empty()) violate(at(owner, "output_stream"), "missing");
+  check_name(s.name, owner);
+  check_name(s.output_stream, at(owner, "output_stream"));
 }
 
 void check_computation(const ComputationSpec& c) {
@@ -221,11 +235,17 @@ void check_computation(const ComputationSpec& c) {
   if (!c.timer_streams.empty() && c.type != ComputationType::kProcessFunction) {
     violate(at(owner, "timer_streams"), "timer_streams need type process_function");
   }
+  check_name(c.name, owner);
+  for (const auto& s : c.input_streams) check_name(s, at(owner, "input_streams"));
+  for (const auto& s : c.output_streams) check_name(s, at(owner, "output_streams"));
+  for (const auto& t : c.timer_streams) check_name(t.name, at(at(owner, "timer_streams"), t.name));
 }
 
 void check_sink(const SinkSpec& s) {
   const Path owner{"sinks", s.name};
   if (s.input_stream.empty()) violate(at(owner, "input_stream"), "missing");
+  check_name(s.name, owner);
+  check_name(s.input_stream, at(owner, "input_stream"));
   check_partitions(s.partitions, owner);
   if (s.target_tablets != 0) {
     if (s.type != SinkType::kAsyncQueue) violate(at(owner, "target_tablets"), "only async_queue sinks write a sharded target");

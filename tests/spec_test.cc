@@ -526,6 +526,18 @@ TEST(SpecTest, NamesAreUniqueAcrossSourcesComputationsAndSinks) {
                "spec.yaml:5: computations.events: name 'events' is already used by sources.events");
 }
 
+// Names become parts of table names ("timers/<computation>/<timer stream>") and of the
+// "<table>:<key>" strings reports read: '/' or ':' in one would make two names one table.
+TEST(SpecTest, NamesHoldNeitherSlashesNorColons) {
+  expect_error(edited("  Worker:", "  Work/er:"),
+               "spec.yaml:5: computations.Work/er: 'Work/er': a name must not contain '/', ':' or control characters");
+  expect_error(edited("output_stream: event}", "output_stream: 'ev:ent'}"),
+               "spec.yaml:3: sources.events.output_stream: 'ev:ent': a name must not contain");
+  expect_error(with_worker_line("timer_streams: {'a/b': {}}", with_worker_type("process_function")),
+               "computations.Worker.timer_streams.a/b: 'a/b': a name must not contain");
+  expect_error(edited("  out: {", "  'o:ut': {"), "sinks.o:ut: 'o:ut': a name must not contain");
+}
+
 TEST(SpecTest, TimingMustBeSensible) {
   expect_error(std::string("epoch_batch_limit: 0\n") + kBase,
                "spec.yaml:1: epoch_batch_limit: must be in [1, 100000]");
