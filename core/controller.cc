@@ -95,7 +95,7 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   for (const auto& c : spec_.computations) {
     for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
     if (with_timers) {
-      for (const TimerStreamSpec& t : c.timer_streams) tables.push_back(tables::timers(c.name, t.name));
+      for (std::string& table : tables::timers(c)) tables.push_back(std::move(table));
     }
   }
   for (const auto& s : spec_.sinks) {

@@ -63,6 +63,11 @@ std::string compact_input_messages(std::string_view c) {
 std::string timers(std::string_view c, std::string_view timer_stream) {
   return "timers/" + std::string(c) + "/" + std::string(timer_stream);
 }
+std::vector<std::string> timers(const ComputationSpec& c) {
+  std::vector<std::string> out;
+  for (const TimerStreamSpec& t : c.timer_streams) out.push_back(timers(c.name, t.name));
+  return out;
+}
 std::string history(std::string_view c) { return "history/" + std::string(c); }
 std::string outbox(std::string_view sink) { return "output_messages/" + std::string(sink); }
 std::string static_table(std::string_view table) { return "static/" + std::string(table); }

@@ -68,6 +68,8 @@ std::string compact_input_messages(std::string_view computation);  // rows "<p>/
 // in trigger order, so that each stream's due timers are at the head of its own table
 // whatever the others' watermarks are.
 std::string timers(std::string_view computation, std::string_view timer_stream);
+// Every timer table of computation `c`, one per timer stream, in the spec's order.
+std::vector<std::string> timers(const ComputationSpec& c);
 std::string outbox(std::string_view sink);  // rows "<p>/<first seqno>" (core/outbox.h)
 std::string history(std::string_view computation);  // rows "<p>/<epoch>" (core/reexecute.h)
 // A static table (or a service log's sorted table): rows "<p>/<row index>", values as queue rows.

@@ -209,7 +209,7 @@ std::vector<Job::DueTimer> Job::due_timers(EpochTx& etx, Micros event_watermark)
       out.push_back(DueTimer{&table, std::move(row.key), value, std::move(t)});
     }
   }
-  std::sort(out.begin(), out.end(), [&](const DueTimer& a, const DueTimer& b) { return a.key < b.key; });
+  std::sort(out.begin(), out.end(), [](const DueTimer& a, const DueTimer& b) { return a.key < b.key; });
   if (out.size() > limit) out.resize(limit);
   return out;
 }

@@ -213,7 +213,7 @@ bool Job::holds_back(EpochTx& etx) {
   const int64_t bound = env_.spec.max_in_flight;
   if (bound <= 0) return false;
   const bool own_clock = computation_ != nullptr ? computation_->type != ComputationType::kSwiftMap
-                                                 : source_ != nullptr && source_->type != "queue" && source_->type != "static_table";
+                                                 : source_ != nullptr && stamps_on_read(*source_);
   for (auto& [where, untaken] : untaken_) {
     if (untaken.rows.messages() < static_cast<uint64_t>(bound) && untaken.rows.rows() < kLongLedger) continue;
     const auto row = etx.read(tables::kJobMeta, untaken.consumer_meta);

@@ -14,14 +14,14 @@ void Job::step_source(EpochTx& etx) {
   }
   std::optional<Micros> cut;
   if (etx.meta.drain_cut != INT64_MIN) cut = etx.meta.drain_cut;
-  if (cut && source_->type != "queue" && source_->type != "static_table") {
+  if (cut && stamps_on_read(*source_)) {
     // Draining: a source that stamps what it reads with the time of reading reads nothing
     // more; what it emits later is stamped no earlier than its watermark, so the cut and the
     // clock are watermarks as good.
     etx.meta.low_watermark = etx.meta.replay_watermark = std::max({etx.meta.low_watermark, *cut, etx.now});
     return;
   }
-  if (source_->type != "queue" && source_->type != "static_table") {
+  if (stamps_on_read(*source_)) {
     // Held back by a consumer, a source that stamps what it reads with its own clock (Kafka
     // and other external sources, service logs) reads nothing. Its watermark moves on all
     // the same, past what it emitted: what it reads later is stamped no earlier than that, and

@@ -360,7 +360,7 @@ Result<size_t> move_partition_rows(Store& store, Transaction& tx, const Pipeline
   if (const ComputationSpec* c = spec.computation(owner)) {
     streams = c->input_streams;
     dedup = {tables::input_messages(owner), tables::compact_input_messages(owner)};
-    for (const TimerStreamSpec& t : c->timer_streams) timers.push_back(tables::timers(owner, t.name));
+    timers = tables::timers(*c);
   } else if (const SinkSpec* s = spec.sink(owner)) {
     streams = {s->input_stream};
     dedup = {tables::compact_input_messages("sink:" + owner)};

@@ -134,6 +134,9 @@ struct SinkSpec {
   std::string durability_sync = "group_commit";
 };
 
+// A source whose messages are stamped with the time its job reads them (Kafka and other
+// external sources, service logs), not with their write time into a queue or table.
+inline bool stamps_on_read(const SourceSpec& s) { return s.type != "queue" && s.type != "static_table"; }
 // A source that ends: a static table, or a service log read a bounded number of cycles.
 inline bool finite(const SourceSpec& s) {
   return s.type == "static_table" || (s.type == "service_log" && s.max_cycles > 0);

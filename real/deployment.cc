@@ -1273,8 +1273,8 @@ Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
     if (!meta) failed = meta.error();
     return meta && *meta ? std::optional<std::string>(**meta) : std::nullopt;
   };
-  for (const TimerStreamSpec& stream : c.timer_streams) {
-    auto rows = store_.dump(tables::timers(c.name, stream.name));
+  for (const std::string& table : tables::timers(c)) {
+    auto rows = store_.dump(table);
     if (!rows) return rows.error();
     const bool may = timers_may_fire(c, *rows, meta_of);
     if (!failed.is_ok()) return failed;

@@ -380,8 +380,7 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
   for (const auto& entry : h.reexecuted_timers) {
     const ComputationSpec* c = spec.computation(entry.first);
     if (c == nullptr) continue;
-    for (const TimerStreamSpec& stream : c->timer_streams) {
-      const std::string table = tables::timers(c->name, stream.name);
+    for (const std::string& table : tables::timers(*c)) {
       auto rows = store.dump(table);
       if (!rows) return rows.error();
       for (const Row& row : *rows) {

@@ -533,8 +533,8 @@ std::string PipelineWorld::undrained() const {
 
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
-  for (const TimerStreamSpec& t : c.timer_streams) {
-    const auto rows = data_.read_range(tables::timers(c.name, t.name), "", "", data_.last_version(), SIZE_MAX);
+  for (const std::string& table : tables::timers(c)) {
+    const auto rows = data_.read_range(table, "", "", data_.last_version(), SIZE_MAX);
     if (onceflow::timers_may_fire(c, rows, [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); })) {
       return true;
     }
