@@ -178,7 +178,9 @@ bool Controller::begin_layout_change(const Layout& next) {
   if (state_ == PipelineState::kWorking) {
     state_ = PipelineState::kDraining;
     resume_after_layout_ = true;
-  } else if (state_ == PipelineState::kStopped) {
+  } else if (state_ == PipelineState::kStopped && !before) {
+    // Stopped by the operator, it stays so. Stopped with a change pending, the pipeline is
+    // between that change's drain and its rows' moves, and resumes as that change would have.
     resume_after_layout_ = false;
   }
   if (!persist_state()) {

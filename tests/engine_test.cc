@@ -785,6 +785,44 @@ TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeR
   expect_reference(w, reg);
 }
 
+// A repartition asked while the last one's rows are being moved (the pipeline drained and
+// stopped for it, its change still pending) is made after it, and the pipeline works again:
+// the operator did not stop it. (It stayed stopped for good, a user's probe found.)
+TEST(EngineTest, ARepartitionAskedWhileTheLastOneMovesItsRowsLeavesThePipelineWorking) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 2000;
+  options.workload.interval_us = kMillis;
+  PipelineWorld w(load("repartition"), reg, options);
+  w.start();
+  w.world().run_until(300 * kMillis);
+  // Asked again while the controller is busy or the store refused its commit, as an operator would.
+  const auto ask = [&](const std::string& request) {
+    std::string answer = "not asked";
+    for (int i = 0; i < 100 && answer.rfind("ok ", 0) != 0; ++i) {
+      answer = ask_controller(w, Controller::kRepartitionService, request);
+    }
+    return answer;
+  };
+  ASSERT_EQ(ask("0 Counter=4"), "ok 1");
+  const auto stored = [&](const char* key) { return w.store_data().latest(tables::kController, key); };
+  while (w.world().now() < 60 * kSeconds && !(stored("state") == "stopped" && stored(kLayoutPendingKey))) {
+    w.world().run_until(w.world().now() + kMillis);
+  }
+  ASSERT_EQ(stored("state"), "stopped");  // drained for version 1
+  // The store out of the controller's reach for a while: the rows are not moved yet.
+  const sim::NodeIndex controller = w.world().find("controller");
+  w.world().network().partition(controller, w.world().find("store"));
+  w.world().run_until(w.world().now() + 300 * kMillis);
+  w.world().network().heal();
+  ASSERT_TRUE(stored(kLayoutPendingKey).has_value());
+  ASSERT_EQ(ask("1 Counter=2"), "ok 2");
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds)) << w.undrained();
+  EXPECT_EQ(stored("state"), "working");
+  EXPECT_EQ(stored_layout(w.store_data())->partitions.at("Counter"), 2);
+  expect_reference(w, reg);
+}
+
 TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewOrigin) {
   const ComputationRegistry reg = registry();
   auto world = started_world(reg, "keyed_aggregation", 200, 300 * kMillis);  // written over one second
