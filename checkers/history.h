@@ -189,6 +189,12 @@ struct PipelineHistory {
   // simulator's history; a real one's are re-executed, and the function gives no times).
   bool produced_times_recorded = false;
   std::vector<MessageRecord> source_inputs;  // every message the sources hold, by MessageId
+  // Simulated runs: beside each source input, the queue or topic partition it is in (from 1),
+  // whose inputs its source reads in the order source_inputs lists them; 0 where not so read.
+  std::vector<uint32_t> source_input_lanes;
+  // Simulated runs that never drained: the ids of the messages still in a stream at the end,
+  // sorted (what a consumer may still take).
+  std::vector<uint64_t> in_streams_at_end;
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`
   // computation -> the timer rows its re-execution holds at the end (set, not fired), without

@@ -15,6 +15,7 @@
 #include "faults/swarm.h"
 #include "simulated/user_code_sim.h"
 #include "core/emitted.h"
+#include "core/stream_rows.h"
 #include "core/env/clock.h"
 
 namespace onceflow::simulated {
@@ -470,7 +471,19 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   h.confirmations = std::move(rec.confirmations);
   h.tables = std::move(actual.tables);
+  h.source_input_lanes = w.source_lanes();  // beside the source inputs, in their order
   reexecute_history(w.spec(), registry, w.take_source_messages(), h);
+  if (drained_at < 0) {  // what a consumer may still take: not lost but late (checkers: consumption)
+    for (const auto& [table, rows] : data.tables()) {
+      if (table.rfind("stream/", 0) != 0) continue;
+      for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
+        auto messages = stream_rows::decode(row.value);
+        if (!messages) continue;
+        for (const Message& m : *messages) h.in_streams_at_end.push_back(m.id);
+      }
+    }
+    std::sort(h.in_streams_at_end.begin(), h.in_streams_at_end.end());
+  }
   for (const auto& [id, lease] : data.leases()) {
     const bool ended = lease.state != LeaseState::kActive;
     h.leases[id] = {lease.started_at, ended ? lease.ended_at : lease.last_ping + lease.ttl_us};

@@ -202,7 +202,7 @@ Result<std::string> PipelineWorld::ask_controllers(NodeIndex op, const char* ser
   // The operator does not know which controller leads: it asks each in turn until one takes it.
   const std::vector<std::string> controllers = controller_names();
   Result<std::string> reply = Status::unavailable("not asked");
-  for (size_t attempt = 0; attempt < attempts; ++attempt) {
+  for (size_t attempt = 0; attempt < attempts && !completed(); ++attempt) {
     reply = world_->network_endpoint(op).call(controllers[attempt % controllers.size()], service, request,
                                               options_.engine.rpc_timeout_us);
     if (reply) return reply;
@@ -322,6 +322,7 @@ void PipelineWorld::load_inputs() {
       for (int cycle = 0; cycle < cycles; ++cycle) {
         const uint64_t position = source.type == "service_log" ? service_log_offset(static_cast<uint64_t>(cycle), offset) : offset;
         source_messages_.push_back(source_message(in, source, source_origin(source), position));
+        source_lanes_.push_back(0);  // a service log's cycles are read one after another
       }
       Encoder row;
       row.u64(in.key).bytes(in.payload).i64(in.event_ts).i64(in.write_ts);
@@ -334,6 +335,7 @@ void PipelineWorld::load_inputs() {
       const std::string& table = in.table.empty() ? table_of(source) : in.table;
       const uint64_t offset = produced_[{table, in.partition}]++;
       source_messages_.push_back(source_message(in, source, in.origin.empty() ? source_origin(source) : in.origin, offset));
+      source_lanes_.push_back(lanes_.try_emplace({table, in.partition}, static_cast<uint32_t>(lanes_.size() + 1)).first->second);
       if (kafka) {
         kafka_.append(kafka_topic(source), in.partition,
                       {std::to_string(in.key), in.payload, in.event_ts, KafkaRecord::State::kPlain, 0, "", 0},
@@ -379,8 +381,10 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, "asks the controller for " + state);
   const std::string request = fmt::format("{} {}", ++state_requests_, state);
+  ++operations_pending_;
   world_->runtime(op).spawn("set-state", [this, op, request] {
     (void)ask_controllers(op, Controller::kSetStateService, request, 100);
+    --operations_pending_;
   });
 }
 
@@ -405,8 +409,9 @@ void PipelineWorld::change_layout(const char* service, const std::string& change
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, fmt::format("asks the controller to {}:{}", service, changes));
   const std::vector<std::string> controllers = controller_names();
+  ++operations_pending_;
   world_->runtime(op).spawn(service, [this, op, service, changes, controllers] {
-    for (int attempt = 0; attempt < 1000; ++attempt) {
+    for (int attempt = 0; attempt < 1000 && !completed(); ++attempt) {
       // The version the operator last saw: what the store says now (a pending change counts).
       const auto named = layout_to_change(data_.latest(tables::kController, kLayoutKey),
                                           data_.latest(tables::kController, kLayoutPendingKey));
@@ -416,10 +421,11 @@ void PipelineWorld::change_layout(const char* service, const std::string& change
                                                      options_.engine.rpc_timeout_us);
       if (reply) {
         world_->record(op, fmt::format("{} stored as layout version {}", service, *reply));
-        return;
+        break;
       }
       world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
     }
+    --operations_pending_;
   });
 }
 
@@ -482,6 +488,9 @@ std::vector<std::string> PipelineWorld::in_flight() const {
   }
   return out;
 }
+
+// A completed pipeline takes no more requests: an operator who sees it stops asking.
+bool PipelineWorld::completed() const { return data_.latest(tables::kController, "state") == "completed"; }
 
 bool PipelineWorld::drained() const { return undrained().empty(); }
 

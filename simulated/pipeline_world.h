@@ -92,6 +92,9 @@ class PipelineWorld {
   // run_until_drained runs.
   uint64_t dedup_entries_max() const { return dedup_entries_max_; }
   bool drained() const;
+  // Whether the store says the pipeline completed (its finite sources read): it takes no
+  // more operator requests.
+  bool completed() const;
   // Why the run is not drained ("" when it is): the first of what it still waits for.
   std::string undrained() const;
 
@@ -106,6 +109,9 @@ class PipelineWorld {
   // the target logs' messages into the history, and after it result(), source_messages() and
   // the logs are hollow.
   std::vector<Message> take_source_messages() { return std::move(source_messages_); }
+  // Beside each of source_messages(), the queue or topic partition it was appended to, which
+  // its source reads in that order (numbered from 1); 0 for static tables and service logs.
+  const std::vector<uint32_t>& source_lanes() const { return source_lanes_; }
   std::vector<std::string> worker_names() const;
   std::vector<std::string> controller_names() const;
   std::vector<std::string> spare_worker_names() const;
@@ -204,9 +210,11 @@ class PipelineWorld {
   bool timers_may_fire(const ComputationSpec& c) const;
   std::vector<SourceInput> inputs_;
   std::vector<Message> source_messages_;
+  std::vector<uint32_t> source_lanes_;                         // beside source_messages_
+  std::map<std::pair<std::string, int>, uint32_t> lanes_;      // (table, partition) -> lane
   std::map<std::pair<std::string, int>, uint64_t> produced_;  // (table, partition) -> count
   std::map<std::string, std::pair<int, bool>> queue_tables_;  // table -> (partitions, static)
-  int operations_pending_ = 0;  // respecs asked and not yet done: the run is not drained
+  int operations_pending_ = 0;  // operator requests (states, layouts, respecs) not yet answered: not drained
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
   uint64_t dedup_entries_max_ = 0;
   std::vector<StateChange> state_changes_;

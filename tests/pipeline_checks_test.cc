@@ -742,6 +742,40 @@ TEST(ReexecutedHistoryTest, ConsumptionFailsOnAMessageNeverConsumed) {
   expect_failure(ConsumptionCheck().check(h), {"0000000000000011", "never consumed by computation/Double"});
 }
 
+// A run that never drained (it stalled, or its bound came first) has inputs its sources had
+// not read and messages its consumers had not taken yet: late, not lost, and liveness says
+// so. Not read yet is past the last input emitted from its queue partition; one skipped below
+// an emitted one is lost. Not taken yet is still in its stream. A drained run has neither.
+TEST(ReexecutedHistoryTest, ConsumptionLeavesWhatAStalledRunHadNotReadOrTakenYetToLiveness) {
+  const PipelineHistory good = reexecuted_history();
+  PipelineHistory h = good;
+  h.source_inputs.push_back(message(0x13, 7, "in", 30, "c"));  // after the two emitted
+  h.source_input_lanes = {1, 1, 1};
+  h.epochs[2].consumed.clear();  // Double took neither of its two
+  h.in_streams_at_end = {0x11, 0x12};
+  h.undrained = "source numbers partition 0 read 2 of 3 inputs";
+  const Verdict v = ConsumptionCheck().check(h);
+  EXPECT_TRUE(v.passed) << v.detail;
+  EXPECT_NE(v.detail.find("never drained: 1 inputs not read and 2 messages not consumed yet, left to liveness"),
+            std::string::npos) << v.detail;
+  // Gone from the stream: lost.
+  PipelineHistory gone = h;
+  gone.in_streams_at_end = {0x12};
+  expect_failure(ConsumptionCheck().check(gone), {"0000000000000011", "never consumed by computation/Double"});
+  // Skipped: an input below one its source emitted.
+  PipelineHistory skipped = h;
+  skipped.source_inputs.insert(skipped.source_inputs.begin(), message(0x10, 7, "in", 1, "z"));
+  skipped.source_input_lanes.insert(skipped.source_input_lanes.begin(), 1);
+  expect_failure(ConsumptionCheck().check(skipped), {"source input 0000000000000010", "by 0 committed source epochs"});
+  // Drained: nothing is late.
+  PipelineHistory drained = h;
+  drained.undrained.clear();
+  expect_failure(ConsumptionCheck().check(drained), {"source input 0000000000000013", "by 0 committed source epochs"});
+  // What was committed is still held to the guarantee.
+  h.epochs.push_back(epoch("source/numbers/0", "numbers", false, 1, 9, 900, {}, {h.source_inputs[0]}, {}, "worker-1", {}));
+  expect_failure(ConsumptionCheck().check(h), {"source input 0000000000000011", "by 2 committed source epochs"});
+}
+
 TEST(ReexecutedHistoryTest, ConsumptionFailsOnAnExactlyOnceConsumerTakingAMessageTwice) {
   PipelineHistory h = reexecuted_history();
   h.epochs.push_back(epoch("computation/Count/1", "Count", false, 1, 9, 900, {h.source_inputs[1]}, {}, {}, "w", {}));
