@@ -243,8 +243,12 @@ struct PipelineHistory {
   int64_t heal_at = 0;
   int64_t faults_lifted_at = 0;
   int64_t liveness_bound = 0;
-  int64_t drained_at = -1;  // -1: never drained
-  std::string undrained;    // never drained: what it still waited for at the bound ("" unknown)
+  int64_t drained_at = -1;  // -1: never drained, or a real run's history (no simulated time)
+  std::string undrained;    // never drained: what it still waited for at the bound
+  // A simulated run that did not drain within its bound: what it had not done yet is late,
+  // not lost (liveness fails it). Never true of the history `real --verify` reads, whose run
+  // ended before.
+  bool never_drained() const { return !undrained.empty(); }
   std::vector<std::string> trace_tail;  // the last trace lines, for violation reports
   std::vector<UserAssertionRecord> user_assertions;
   // Calls of the user's code to the machine's clock or randomness, intercepted and answered

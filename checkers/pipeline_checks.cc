@@ -885,7 +885,8 @@ std::string timers_unlike_reexecution(const PipelineHistory& h, const std::set<s
         }
       }
       return fmt::format("timer {} of computation {} is not stored at the end, though the committed epochs set it and "
-                         "none ran its function{}: deleted without firing ({} of {} such)",
+                         "none ran its function{}: deleted without firing, or the function sets it only when run again "
+                         "on the same history (not deterministic: see re-execution) ({} of {} such)",
                          readable_timer(lost.front()), computation, by, lost.size(), held.size());
     }
     if (!extra.empty()) {
@@ -1207,7 +1208,7 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
   // which liveness reports (with what the run still waited for), not lost. Not read yet: past
   // the last input its source emitted from its queue partition, which it reads in order (one
   // skipped below an emitted one is lost). Not consumed yet: still in its stream.
-  const bool stalled = !h.undrained.empty();
+  const bool stalled = h.never_drained();
   const bool laned = h.source_input_lanes.size() == h.source_inputs.size();
   std::map<uint32_t, size_t> read_to;  // lane -> the index of its last input emitted
   if (stalled && laned) {

@@ -170,7 +170,10 @@ struct FunctionContract {
 // Verdict::pass, Verdict::fail(name, detail) naming what broke, or Verdict::not_applicable
 // when the run gave it nothing to look at. It is listed under its registered name with the
 // built-in checks (run, explore, the testing helpers, JSON), and in `real --verify`, whose
-// history holds the deliveries, the inputs, the expected outputs and the tables but no epochs.
+// history holds the deliveries, the inputs, the expected outputs, the tables and the committed
+// computation epochs as recorded and re-executed (what each took, in order, and produced; a
+// source's inputs as one epoch), without commit versions, nodes, Leases, faults or times of a
+// simulation (drained_at stays -1; never_drained() tells a simulated run that stalled).
 // A check that throws fails, naming what it threw.
 using UserCheck = std::function<checkers::Verdict(const checkers::PipelineHistory&)>;
 

@@ -178,9 +178,10 @@ bool Controller::begin_layout_change(const Layout& next) {
   if (state_ == PipelineState::kWorking) {
     state_ = PipelineState::kDraining;
     resume_after_layout_ = true;
-  } else if (state_ == PipelineState::kStopped && !before) {
-    // Stopped by the operator, it stays so. Stopped with a change pending, the pipeline is
-    // between that change's drain and its rows' moves, and resumes as that change would have.
+  } else if (!before) {
+    // Stopped or draining with no change pending: the operator stopped it, and it stays
+    // stopped. With a change pending, the pipeline drains or stopped for that change (or the
+    // operator's stop since, which on_set_state recorded), and resumes as that one would have.
     resume_after_layout_ = false;
   }
   if (!persist_state()) {

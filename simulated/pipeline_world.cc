@@ -423,6 +423,10 @@ void PipelineWorld::change_layout(const char* service, const std::string& change
         world_->record(op, fmt::format("{} stored as layout version {}", service, *reply));
         break;
       }
+      if (refused_for_good(reply.error())) {
+        world_->record(op, fmt::format("gives up the {}: {}", service, reply.error().message()));
+        break;
+      }
       world_->runtime(op).sleep_for(options_.engine.rpc_timeout_us);
     }
     --operations_pending_;
@@ -487,6 +491,15 @@ std::vector<std::string> PipelineWorld::in_flight() const {
     }
   }
   return out;
+}
+
+// A layout request the controller will refuse whatever comes (a name or count it does not
+// take): asking again stalls the run. A stale version is asked again under the one stored
+// now, and a paused pipeline may be started meanwhile.
+bool PipelineWorld::refused_for_good(const Status& refusal) {
+  if (!refusal.is_invalid_argument()) return false;
+  const std::string_view why = refusal.message();
+  return !why.starts_with("the layout is at version") && !why.starts_with("the pipeline is paused");
 }
 
 // A completed pipeline takes no more requests: an operator who sees it stops asking.

@@ -92,9 +92,6 @@ class PipelineWorld {
   // run_until_drained runs.
   uint64_t dedup_entries_max() const { return dedup_entries_max_; }
   bool drained() const;
-  // Whether the store says the pipeline completed (its finite sources read): it takes no
-  // more operator requests.
-  bool completed() const;
   // Why the run is not drained ("" when it is): the first of what it still waits for.
   std::string undrained() const;
 
@@ -208,6 +205,10 @@ class PipelineWorld {
   std::unique_ptr<SimConnectors> connectors_;
   std::unique_ptr<DeploymentConfig> deployment_;
   bool timers_may_fire(const ComputationSpec& c) const;
+  // Whether the store says the pipeline completed (its finite sources read): it takes no
+  // more operator requests.
+  bool completed() const;
+  static bool refused_for_good(const Status& refusal);
   std::vector<SourceInput> inputs_;
   std::vector<Message> source_messages_;
   std::vector<uint32_t> source_lanes_;                         // beside source_messages_

@@ -823,6 +823,46 @@ TEST(EngineTest, ARepartitionAskedWhileTheLastOneMovesItsRowsLeavesThePipelineWo
   expect_reference(w, reg);
 }
 
+// A repartition asked while the operator's stop drains is made once drained, and the
+// pipeline stays stopped: a flag left from an earlier repartition (resume after it) does
+// not start it again.
+TEST(EngineTest, ARepartitionAskedWhileAStopDrainsLeavesThePipelineStopped) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.workload.messages = 2000;
+  options.workload.interval_us = kMillis;
+  PipelineWorld w(load("repartition"), reg, options);
+  w.start();
+  w.world().run_until(300 * kMillis);
+  const auto ask = [&](const char* service, const std::string& request) {
+    std::string answer = "not asked";
+    for (int i = 0; i < 100 && answer.rfind("ok ", 0) != 0; ++i) answer = ask_controller(w, service, request);
+    return answer;
+  };
+  const auto stored = [&](const char* key) { return w.store_data().latest(tables::kController, key); };
+  ASSERT_EQ(ask(Controller::kRepartitionService, "0 Counter=4"), "ok 1");  // resumes after it
+  while (w.world().now() < 30 * kSeconds && (stored(kLayoutPendingKey) || stored("state") != "working")) {
+    w.world().run_until(w.world().now() + 10 * kMillis);
+  }
+  ASSERT_EQ(stored("state"), "working");
+  // The stop and the repartition in one go, so that the second finds the first draining.
+  auto answers = std::make_shared<std::vector<std::string>>();
+  const sim::NodeIndex node = w.world().find("worker-1");
+  w.world().runtime(node).spawn("operator", [&w, answers, node] {
+    for (const auto& [service, request] : std::vector<std::pair<const char*, std::string>>{
+             {Controller::kSetStateService, "1 stopped"}, {Controller::kRepartitionService, "1 Counter=2"}}) {
+      auto r = w.world().network_endpoint(node).call("controller", service, request, kSeconds);
+      answers->push_back(r ? *r : r.error().message());
+    }
+  });
+  w.world().run_until(w.world().now() + 50 * kMillis);
+  ASSERT_EQ(*answers, (std::vector<std::string>{"draining", "2"}));
+  while (w.world().now() < 60 * kSeconds && stored(kLayoutPendingKey)) w.world().run_until(w.world().now() + 10 * kMillis);
+  w.world().run_until(w.world().now() + 2 * kSeconds);
+  EXPECT_EQ(stored_layout(w.store_data())->partitions.at("Counter"), 2);
+  EXPECT_EQ(stored("state"), "stopped");
+}
+
 TEST(EngineTest, ANewSpecIsTakenOnlyWhileStoppedAndASwappedInputStartsUnderANewOrigin) {
   const ComputationRegistry reg = registry();
   auto world = started_world(reg, "keyed_aggregation", 200, 300 * kMillis);  // written over one second
