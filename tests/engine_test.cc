@@ -785,25 +785,33 @@ TEST(EngineTest, ARepartitionIsAComparedAndSwappedVersionAndRefusesWhatCannotBeR
   expect_reference(w, reg);
 }
 
+// The repartition pipeline with 2000 messages written over two seconds, run to 300 ms.
+std::unique_ptr<PipelineWorld> repartition_world(const ComputationRegistry& reg) {
+  PipelineWorldOptions options;
+  options.workload.messages = 2000;
+  options.workload.interval_us = kMillis;
+  auto w = std::make_unique<PipelineWorld>(load("repartition"), reg, options);
+  w->start();
+  w->world().run_until(300 * kMillis);
+  return w;
+}
+
+// ask_controller, asked again while the controller is busy or the store refused its commit,
+// as an operator would: "ok <answer>" or the last refusal.
+std::string ask_until_taken(PipelineWorld& w, const char* service, const std::string& request) {
+  std::string answer = "not asked";
+  for (int i = 0; i < 100 && answer.rfind("ok ", 0) != 0; ++i) answer = ask_controller(w, service, request);
+  return answer;
+}
+
 // A repartition asked while the last one's rows are being moved (the pipeline drained and
 // stopped for it, its change still pending) is made after it, and the pipeline works again:
 // the operator did not stop it. (It stayed stopped for good, a user's probe found.)
 TEST(EngineTest, ARepartitionAskedWhileTheLastOneMovesItsRowsLeavesThePipelineWorking) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 2000;
-  options.workload.interval_us = kMillis;
-  PipelineWorld w(load("repartition"), reg, options);
-  w.start();
-  w.world().run_until(300 * kMillis);
-  // Asked again while the controller is busy or the store refused its commit, as an operator would.
-  const auto ask = [&](const std::string& request) {
-    std::string answer = "not asked";
-    for (int i = 0; i < 100 && answer.rfind("ok ", 0) != 0; ++i) {
-      answer = ask_controller(w, Controller::kRepartitionService, request);
-    }
-    return answer;
-  };
+  auto world = repartition_world(reg);
+  PipelineWorld& w = *world;
+  const auto ask = [&](const std::string& request) { return ask_until_taken(w, Controller::kRepartitionService, request); };
   ASSERT_EQ(ask("0 Counter=4"), "ok 1");
   const auto stored = [&](const char* key) { return w.store_data().latest(tables::kController, key); };
   while (w.world().now() < 60 * kSeconds && !(stored("state") == "stopped" && stored(kLayoutPendingKey))) {
@@ -828,19 +836,10 @@ TEST(EngineTest, ARepartitionAskedWhileTheLastOneMovesItsRowsLeavesThePipelineWo
 // not start it again.
 TEST(EngineTest, ARepartitionAskedWhileAStopDrainsLeavesThePipelineStopped) {
   const ComputationRegistry reg = registry();
-  PipelineWorldOptions options;
-  options.workload.messages = 2000;
-  options.workload.interval_us = kMillis;
-  PipelineWorld w(load("repartition"), reg, options);
-  w.start();
-  w.world().run_until(300 * kMillis);
-  const auto ask = [&](const char* service, const std::string& request) {
-    std::string answer = "not asked";
-    for (int i = 0; i < 100 && answer.rfind("ok ", 0) != 0; ++i) answer = ask_controller(w, service, request);
-    return answer;
-  };
+  auto world = repartition_world(reg);
+  PipelineWorld& w = *world;
   const auto stored = [&](const char* key) { return w.store_data().latest(tables::kController, key); };
-  ASSERT_EQ(ask(Controller::kRepartitionService, "0 Counter=4"), "ok 1");  // resumes after it
+  ASSERT_EQ(ask_until_taken(w, Controller::kRepartitionService, "0 Counter=4"), "ok 1");  // resumes after it
   while (w.world().now() < 30 * kSeconds && (stored(kLayoutPendingKey) || stored("state") != "working")) {
     w.world().run_until(w.world().now() + 10 * kMillis);
   }
