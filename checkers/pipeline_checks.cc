@@ -1005,10 +1005,14 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     }
   }
   if (timers.empty()) return Verdict::not_applicable(std::string(name()), "no timers");
-  size_t fired = 0;
-  for (const auto& [timer, counts] : timers) fired += counts.second;
-  return Verdict::pass(std::string(name()), fmt::format("{} timers, {} firings, each once; {} pending at the end",
-                                                        timers.size(), fired, pending.size()));
+  size_t set = 0, fired = 0;
+  for (const auto& [timer, counts] : timers) {
+    set += counts.first;
+    fired += counts.second;
+  }
+  return Verdict::pass(std::string(name()), fmt::format("{} timer rows set {} times (moves included), {} firings: each "
+                                                        "setting fired once; {} pending at the end",
+                                                        timers.size(), set, fired, pending.size()));
 }
 
 Verdict TimersAtEndCheck::check(const PipelineHistory& h) const {

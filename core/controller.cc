@@ -94,9 +94,6 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   std::vector<std::string> tables;
   for (const auto& c : spec_.computations) {
     for (const auto& in : c.input_streams) tables.push_back(tables::stream(in));
-    if (with_timers) {
-      for (std::string& table : tables::timers(c)) tables.push_back(std::move(table));
-    }
   }
   for (const auto& s : spec_.sinks) {
     tables.push_back(tables::stream(s.input_stream));
@@ -108,7 +105,28 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   }
   auto pending = at_most_once_pending(env_.store, tx, spec_);
   if (!pending) return std::nullopt;
-  return *pending == 0;
+  if (*pending != 0 || !with_timers) return *pending == 0;
+  // Completion waits for every timer that may still fire (core/job.h: timer_may_fire). An
+  // event-time timer past its partition's event watermark waits for input that will not
+  // come: the pipeline completes with it stored, as a drain ends with it.
+  constexpr size_t kTimerRowsLooked = 65536;  // beyond that, some may fire: not complete yet
+  for (const auto& c : spec_.computations) {
+    for (const std::string& table : tables::timers(c)) {
+      auto rows = env_.store.scan(tx, table, "", "", kTimerRowsLooked);
+      if (!rows) return std::nullopt;
+      if (rows->size() >= kTimerRowsLooked) return false;
+      bool failed = false;
+      const auto meta = [&](const std::string& job) -> std::optional<std::string> {
+        auto row = env_.store.get(tx, tables::kJobMeta, job);
+        failed = failed || !row;
+        return row ? *row : std::nullopt;
+      };
+      const bool may_fire = timers_may_fire(c, *rows, meta);
+      if (failed) return std::nullopt;
+      if (may_fire) return false;
+    }
+  }
+  return true;
 }
 
 bool Controller::sources_finished() {

@@ -22,6 +22,24 @@
 
 namespace onceflow {
 
+SinkDelivery promised_delivery(const SinkSpec& sink, bool target_deduplicates) {
+  if (sink.at_most_once_strategy.enabled) return SinkDelivery::kAtMostOnce;
+  switch (sink.type) {
+    case SinkType::kHttp: return SinkDelivery::kAtLeastOnce;
+    case SinkType::kArkflowKafka: return sink.exactly_once ? SinkDelivery::kExactlyOnce : SinkDelivery::kAtLeastOnce;
+    case SinkType::kKafka:
+    case SinkType::kClickHouse:
+      if (sink.delivery_guarantee != SinkDelivery::kExactlyOnce) return sink.delivery_guarantee;
+      if (sink.type == SinkType::kClickHouse && !target_deduplicates) return SinkDelivery::kAtLeastOnce;
+      return SinkDelivery::kExactlyOnce;
+    case SinkType::kAsyncQueue:
+      return sink.delivery_guarantee == SinkDelivery::kAtLeastOnce ? SinkDelivery::kAtLeastOnce : SinkDelivery::kExactlyOnce;
+    case SinkType::kSyncQueue:
+    case SinkType::kStaticTable: return SinkDelivery::kExactlyOnce;
+  }
+  return SinkDelivery::kExactlyOnce;
+}
+
 std::string_view processing_mode_name(ProcessingMode mode) {
   switch (mode) {
     case ProcessingMode::kExactlyOnce:

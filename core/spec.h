@@ -141,6 +141,13 @@ inline bool stamps_on_read(const SourceSpec& s) { return s.type != "queue" && s.
 inline bool finite(const SourceSpec& s) {
   return s.type == "static_table" || (s.type == "service_log" && s.max_cycles > 0);
 }
+// What a sink promises its target (docs/guarantees.md, "Connectors"): at most once with
+// at_most_once_strategy or delivery_guarantee at_most_once (Kafka, ClickHouse); at least once
+// for http sinks, at_least_once Kafka, ClickHouse and async queue sinks, ArkFlow outputs
+// without exactly_once, and ClickHouse sinks whose target does not deduplicate blocks
+// (`target_deduplicates`); else exactly once. The simulator and real --verify both hold a
+// sink to this.
+SinkDelivery promised_delivery(const SinkSpec& sink, bool target_deduplicates = true);
 // What identifies a source's input (its type and the topic or table it reads), as a hash: a
 // source whose identity changes reads a different input.
 uint64_t source_identity(const SourceSpec& s);

@@ -28,19 +28,15 @@ using json = nlohmann::json;
 
 constexpr Micros kClickHouseTimeout = 60 * kSeconds;  // reading a whole table back
 
-// The guarantee a sink of `onceflow real` promises: at least once for an at-least-once Kafka,
-// queue or ClickHouse sink, and for an exactly-once ClickHouse sink whose table does not
-// deduplicate blocks (`dedups`: its engine, as the server says; its warning said so); at most
-// once for an at-most-once ClickHouse sink; exactly once otherwise.
+// The guarantee a sink of `onceflow real` promises (core/spec.h: promised_delivery), as the
+// simulator holds it to; `dedups`: a ClickHouse sink's tables deduplicate blocks (their
+// engine, as the server says; its warning said so otherwise).
 checkers::Guarantee guarantee_of(const SinkSpec& sink, bool dedups = true) {
-  if (sink.type == SinkType::kClickHouse && sink.delivery_guarantee == SinkDelivery::kAtMostOnce) {
-    return checkers::Guarantee::kAtMostOnce;
+  switch (promised_delivery(sink, dedups)) {
+    case SinkDelivery::kAtMostOnce: return checkers::Guarantee::kAtMostOnce;
+    case SinkDelivery::kAtLeastOnce: return checkers::Guarantee::kAtLeastOnce;
+    case SinkDelivery::kExactlyOnce: break;
   }
-  if ((sink.type == SinkType::kKafka || sink.type == SinkType::kAsyncQueue || sink.type == SinkType::kClickHouse) &&
-      sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) {
-    return checkers::Guarantee::kAtLeastOnce;
-  }
-  if (sink.type == SinkType::kClickHouse && !dedups) return checkers::Guarantee::kAtLeastOnce;
   return checkers::Guarantee::kExactlyOnce;
 }
 

@@ -334,25 +334,12 @@ Micros largest_clock_fault(const faults::FaultPlan& plan) {
 }
 
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
-  using G = checkers::Guarantee;
-  if (sink.at_most_once_strategy.enabled) return G::kAtMostOnce;
-  switch (sink.type) {
-    case SinkType::kHttp: return G::kAtLeastOnce;
-    case SinkType::kArkflowKafka: return sink.exactly_once ? G::kExactlyOnce : G::kAtLeastOnce;
-    case SinkType::kKafka:
-    case SinkType::kClickHouse:
-      if (sink.delivery_guarantee == SinkDelivery::kAtMostOnce) return G::kAtMostOnce;
-      if (sink.delivery_guarantee == SinkDelivery::kAtLeastOnce) return G::kAtLeastOnce;
-      if (sink.type == SinkType::kClickHouse && clickhouse != nullptr && !clickhouse_engine_deduplicates(clickhouse->engine)) {
-        return G::kAtLeastOnce;  // accepted with a warning: no block deduplication
-      }
-      return G::kExactlyOnce;
-    case SinkType::kAsyncQueue:
-      return sink.delivery_guarantee == SinkDelivery::kAtLeastOnce ? G::kAtLeastOnce : G::kExactlyOnce;
-    case SinkType::kSyncQueue:
-    case SinkType::kStaticTable: return G::kExactlyOnce;
+  switch (promised_delivery(sink, clickhouse == nullptr || clickhouse_engine_deduplicates(clickhouse->engine))) {
+    case SinkDelivery::kAtMostOnce: return checkers::Guarantee::kAtMostOnce;
+    case SinkDelivery::kAtLeastOnce: return checkers::Guarantee::kAtLeastOnce;
+    case SinkDelivery::kExactlyOnce: break;
   }
-  return G::kExactlyOnce;
+  return checkers::Guarantee::kExactlyOnce;
 }
 
 namespace {

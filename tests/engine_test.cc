@@ -952,6 +952,35 @@ TEST(EngineTest, APipelineOfFiniteSourcesCompletesAndEndsEveryLease) {
   expect_reference(w, reg);
 }
 
+// An event-time timer past its partition's newest event waits for input that will not come
+// once the finite sources are read: the pipeline completes with it stored, as a drain ends
+// with it (it never completed: a user's probe, SessionWindow on a static table).
+TEST(EngineTest, APipelineOfFiniteSourcesCompletesWithEventTimeTimersNoInputWillReach) {
+  const ComputationRegistry reg = registry();
+  PipelineWorld w(parse(R"(
+name: static-session
+sources:
+  documents: {type: static_table, table: documents, partitions: 2, output_stream: word}
+computations:
+  SessionWindow:
+    type: process_function
+    processing_function: SessionWindow
+    input_streams: [word]
+    output_streams: [sessions]
+    partitions: 2
+    timer_streams:
+      gap: {watermark: event_time}
+sinks:
+  sessions_out: {type: async_queue, input_stream: sessions, partitions: 2}
+)"),
+                  reg, PipelineWorldOptions{});
+  w.start();
+  ASSERT_TRUE(w.run_until_drained(60 * kSeconds)) << w.undrained();
+  EXPECT_EQ(stored_state(w.store_data()), "completed");
+  EXPECT_GT(live_rows(w.store_data(), "timers/SessionWindow/gap"), 0u);  // past every event
+  EXPECT_FALSE(w.targets().at("sessions_out").appended.empty());
+}
+
 }  // namespace
 }  // namespace onceflow::simulated
 
