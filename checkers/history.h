@@ -11,9 +11,15 @@
 #include <string>
 #include <vector>
 
+namespace onceflow {
+enum class SinkDelivery : uint8_t;  // core/spec.h
+}
+
 namespace onceflow::checkers {
 
 enum class Guarantee { kExactlyOnce, kAtLeastOnce, kAtMostOnce };
+// The guarantee a sink is held to for what it promises (core/spec.h: promised_delivery).
+Guarantee guarantee_of(SinkDelivery promised);
 
 struct MessageRecord {
   uint64_t id = 0;

@@ -1,5 +1,6 @@
 #include "checkers/pipeline_checks.h"
 #include "core/env/clock.h"
+#include "core/spec.h"
 #include "core/timer_row.h"
 
 #include <fmt/format.h>
@@ -19,6 +20,15 @@
 #include <utility>
 
 namespace onceflow::checkers {
+
+Guarantee guarantee_of(SinkDelivery promised) {
+  switch (promised) {
+    case SinkDelivery::kAtMostOnce: return Guarantee::kAtMostOnce;
+    case SinkDelivery::kAtLeastOnce: return Guarantee::kAtLeastOnce;
+    case SinkDelivery::kExactlyOnce: break;
+  }
+  return Guarantee::kExactlyOnce;
+}
 namespace {
 
 using Item = std::pair<uint64_t, std::string>;  // (key, payload) as a sink exposes it

@@ -105,7 +105,8 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   }
   auto pending = at_most_once_pending(env_.store, tx, spec_);
   if (!pending) return std::nullopt;
-  if (*pending != 0 || !with_timers) return *pending == 0;
+  if (*pending != 0) return false;
+  if (!with_timers) return true;
   // Completion waits for every timer that may still fire (core/job.h: timer_may_fire). An
   // event-time timer past its partition's event watermark waits for input that will not
   // come: the pipeline completes with it stored, as a drain ends with it.

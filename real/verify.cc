@@ -32,12 +32,7 @@ constexpr Micros kClickHouseTimeout = 60 * kSeconds;  // reading a whole table b
 // simulator holds it to; `dedups`: a ClickHouse sink's tables deduplicate blocks (their
 // engine, as the server says; its warning said so otherwise).
 checkers::Guarantee guarantee_of(const SinkSpec& sink, bool dedups = true) {
-  switch (promised_delivery(sink, dedups)) {
-    case SinkDelivery::kAtMostOnce: return checkers::Guarantee::kAtMostOnce;
-    case SinkDelivery::kAtLeastOnce: return checkers::Guarantee::kAtLeastOnce;
-    case SinkDelivery::kExactlyOnce: break;
-  }
-  return checkers::Guarantee::kExactlyOnce;
+  return checkers::guarantee_of(promised_delivery(sink, dedups));
 }
 
 // What a ClickHouse sink's table holds (every shard's), as messages; `dedups` is whether every

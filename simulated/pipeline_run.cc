@@ -334,12 +334,8 @@ Micros largest_clock_fault(const faults::FaultPlan& plan) {
 }
 
 checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
-  switch (promised_delivery(sink, clickhouse == nullptr || clickhouse_engine_deduplicates(clickhouse->engine))) {
-    case SinkDelivery::kAtMostOnce: return checkers::Guarantee::kAtMostOnce;
-    case SinkDelivery::kAtLeastOnce: return checkers::Guarantee::kAtLeastOnce;
-    case SinkDelivery::kExactlyOnce: break;
-  }
-  return checkers::Guarantee::kExactlyOnce;
+  return checkers::guarantee_of(
+      promised_delivery(sink, clickhouse == nullptr || clickhouse_engine_deduplicates(clickhouse->engine)));
 }
 
 namespace {
