@@ -34,6 +34,7 @@ constexpr Micros kPipelineStartWait = 10 * kSeconds;  // then the producer write
 constexpr Micros kDrainCheckEvery = 100 * kMillis;
 constexpr const char* kOperator = "operator";  // the node that asks the controller to stop or resume
 constexpr Micros kRequestsPollEvery = 200 * kMillis;  // the leader's process looks for operator requests
+constexpr Micros kHoldForAnswer = 10 * kSeconds;     // how long an ending waits for a request's answer
 // A call to a controller of this process waits only for that controller's commits (one busy
 // with a cycle, or not leading, answers Unavailable at once). It is given this long: with the
 // engine's RPC timeout (100 ms) a commit slowed by a loaded machine timed the call out while
@@ -574,6 +575,18 @@ RealDeployment::Ending RealDeployment::run() {
   bool stopping_drained = false;  // a controller's process found the pipeline drained and stops it
   bool seen_working = false;      // a worker's process saw the pipeline not stopped
   uint64_t looked_at = 0;         // the observation the checks last acted on
+  // A controller's process that took an operator's request ends once it stored the answer
+  // (ctl waits for it; a stop it applied ends the run before that, else), or kHoldForAnswer
+  // after it would have ended.
+  Micros held_since = -1;
+  const auto end_as = [&](Ending e, Micros now) {
+    if (request_in_hand_ && (held_since < 0 || now - held_since < kHoldForAnswer)) {
+      if (held_since < 0) held_since = now;
+      return false;
+    }
+    ending = e;
+    return true;
+  };
   // A signal stops "now": what the sources have not read stays for the next run, so that a
   // loaded run stops in the time of what is in flight. A run that drained (to verify) has
   // read everything: its stop is the ordinary one.
@@ -635,10 +648,7 @@ RealDeployment::Ending RealDeployment::run() {
     const auto drain_over = [&] { return drain_deadline >= 0 && now >= drain_deadline && (drain_timed_out_ = true); };
     if (!fresh) return drain_over();
     if (drain_deadline >= 0 || stopping_drained) {
-      if (state == "stopped") {
-        ending = drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained;
-        return true;
-      }
+      if (state == "stopped") return end_as(drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained, now);
       return drain_over();
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
@@ -653,10 +663,7 @@ RealDeployment::Ending RealDeployment::run() {
     // Stopped elsewhere (an operator's request, another controller's process on a signal)
     // with work left, after it worked in this life.
     if (working) seen_working = true;
-    if (seen_working && at_rest && state == "stopped" && !starting_) {
-      ending = Ending::kStoppedElsewhere;
-      return true;
-    }
+    if (seen_working && at_rest && state == "stopped" && !starting_) return end_as(Ending::kStoppedElsewhere, now);
     return false;
   });
   // stop() ends a worker's loop at once.
@@ -836,19 +843,37 @@ void RealDeployment::serve_requests() {
     auto taken = take_next_request(store_, controller);
     if (!taken || !*taken) continue;
     const OperatorRequest& request = **taken;
+    request_in_hand_ = request.id;
     auto answer = apply_request(request.command);
     if (!answer && answer.error().is_unavailable()) {
       // Its controller lost the lead (or stayed busy): the request goes back for the next leader.
       fmt::print(stderr, "onceflow real: {} gives back '{}' (request {}): {}\n", controller, request.command, request.id,
                  answer.error().message());
-      (void)release_request(store_, request.id);
+    store_answer(request.id, [&] { return release_request(store_, request.id); });
       continue;
     }
     fmt::print(stderr, "onceflow real: {} asked for '{}' (request {}): {}\n", controller, request.command, request.id,
                answer ? *answer : "refused: " + answer.error().message());
-    // Unanswered (the store failed), it stays taken: ctl says its outcome is unknown.
-    (void)answer_request(store_, request.id, answer.has_value(), answer ? *answer : answer.error().message());
+    store_answer(request.id, [&] {
+      return answer_request(store_, request.id, answer.has_value(), answer ? *answer : answer.error().message());
+    });
   }
+}
+
+void RealDeployment::store_answer(uint64_t id, const std::function<Status()>& write) {
+  Runtime& rt = loop_.runtime(kOperator);
+  Status written = Status::ok();
+  // A store that fails for a moment (a busy database) is asked again; one that keeps failing
+  // leaves the request taken: ctl says its outcome is unknown.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    written = write();
+    if (written.is_ok()) break;
+    rt.sleep_for(100 * kMillis);
+  }
+  if (!written.is_ok()) {
+    fmt::print(stderr, "onceflow real: the answer to request {} could not be stored: {}\n", id, written.message());
+  }
+  request_in_hand_.reset();
 }
 
 Result<std::string> RealDeployment::apply_request(const std::string& command) {

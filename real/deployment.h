@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -192,6 +193,8 @@ class RealDeployment {
   // The leader's process: takes operator requests from the store (real/operator_requests.h),
   // asks its controller, and stores the answers.
   void serve_requests();
+  // Runs `write` (an answer to request `id`, or its release) until the store takes it.
+  void store_answer(uint64_t id, const std::function<Status()>& write);
   // Asks this process's controller for `command` (an operator request's); its answer, or why
   // it refused.
   Result<std::string> apply_request(const std::string& command);
@@ -262,6 +265,9 @@ class RealDeployment {
   std::atomic<int64_t> first_stop_us_{-1};  // CLOCK_MONOTONIC of the first stop() (-1: none)
   bool drain_timed_out_ = false;
   bool starting_ = false;  // the start-up requests (resume, repartition) are under way
+  // An operator's request this process took and has not answered yet: the process does not
+  // end before it is answered (a stop it applied ends the run; its answer must be stored).
+  std::optional<uint64_t> request_in_hand_;
 };
 
 }  // namespace onceflow::real

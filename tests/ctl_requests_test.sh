@@ -33,7 +33,11 @@ cleanup() {
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*"
-  for f in "$work"/*.log; do echo "--- ${f##*/}"; tail -n 3 "$f"; done
+  for f in "$work"/*.log; do
+    echo "--- ${f##*/}"
+    grep -E "request [0-9]+|gives back" "$f" | tail -n 5  # what became of the operator's requests
+    tail -n 3 "$f"
+  done
   exit 1
 }
 pg_start "$work"
