@@ -919,6 +919,12 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // fired exactly once, or still be pending at the end.
   std::map<std::string, std::pair<size_t, size_t>> timers;  // identity -> (created, fired)
   std::map<std::string, const EpochRecord*> last_fired;
+  // An event-time timer's watermark, as the history gives it rather than as the engine said: the
+  // newest event time its job took in its committed epochs so far (this one's included, whose
+  // timers fire after its messages). A job keeps its watermark across lives and layouts, under
+  // its name; a timer due where it was stays due where a repartition moves it (its trigger is
+  // a floor of the new job's watermark from then on).
+  std::map<std::string, int64_t, std::less<>> event_watermark;
   // A move counts as a creation of its new row and a firing of its old one, where it applied.
   size_t next_move = 0;
   const auto apply_moves = [&](uint64_t before_version) -> std::string {
@@ -929,14 +935,16 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
         return fmt::format("timer {} moved to {} (version {}) but it was not there", readable_timer(m.from), readable_timer(m.to), m.version);
       }
       ++timers[m.to].first;
+      const auto from = pending_event_timer(m.from, h.event_time_timer_streams);
+      const auto to = pending_event_timer(m.to, h.event_time_timer_streams);
+      const auto was = from ? event_watermark.find(from->job) : event_watermark.end();
+      if (to && was != event_watermark.end() && from->trigger_ts <= was->second) {
+        auto [floor, fresh] = event_watermark.try_emplace(to->job, from->trigger_ts);
+        floor->second = std::max(floor->second, from->trigger_ts);
+      }
     }
     return "";
   };
-  // An event-time timer's watermark, as the history gives it rather than as the engine said: the
-  // newest event time its job took in its committed epochs so far (this one's included, whose
-  // timers fire after its messages). A job keeps its watermark across lives and layouts, under
-  // its name.
-  std::map<std::string_view, int64_t> event_watermark;
   for (const EpochRecord& e : h.epochs) {
     if (std::string problem = apply_moves(e.version); !problem.empty()) return failure(name(), h, problem);
     if (!e.consumed.empty() && !h.event_time_timer_streams.empty()) {
@@ -961,8 +969,8 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       const auto taken = event_watermark.find(e.job);
       if (taken != event_watermark.end() && f.trigger_ts <= taken->second) continue;
       return failure(name(), h, fmt::format("event-time timer {} of job {} (key {}) fired at version {}, before its trigger {}: "
-                                            "the newest event time the job had taken was {} (the engine said its "
-                                            "watermark was {})",
+                                            "the job's event watermark (the newest event it took, or the trigger of a "
+                                            "due timer a repartition moved to it) was {} (the engine said {})",
                                             readable_timer(f.row), e.job, f.key, e.version, format_time(f.trigger_ts),
                                             taken == event_watermark.end() ? std::string("none") : format_time(taken->second),
                                             format_time(f.watermark)));
@@ -1010,7 +1018,8 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       const auto taken = event_watermark.find(t->job);
       if (taken == event_watermark.end() || t->trigger_ts > taken->second) continue;
       return failure(name(), h, fmt::format("event-time timer {} of job {} never fired: still stored at the end, though the "
-                                            "job had taken an event of {}, at or past its trigger {}",
+                                            "job's event watermark (the newest event it took, or the trigger of a due timer "
+                                            "a repartition moved to it) was {}, at or past its trigger {}",
                                             readable_timer(timer), t->job, format_time(taken->second), format_time(t->trigger_ts)));
     }
   }

@@ -45,6 +45,7 @@
 
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,11 @@ class Controller {
   // Every job Lease has ended and nothing is in flight: moves the rows of the pending change
   // (some pages per call) and, once all are in place, stores the new layout.
   void apply_pending_layout();
+  // Gives each partition of computation `c` that takes a moved timer which was due where it
+  // was that timer's trigger as a floor of its event watermark, in `tx` (false: the store
+  // failed). `moved`: "<table>:<key>" from, to, in the order moved.
+  bool keep_moved_timers_due(Transaction& tx, const ComputationSpec& c, int partitions,
+                             std::span<const std::pair<std::string, std::string>> moved);
   // Marks a state request or a repartition as under way (busy_) for its lifetime.
   struct Busy;
 

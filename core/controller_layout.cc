@@ -75,8 +75,10 @@ void Controller::apply_pending_layout() {
     size_t moved = 0;
     std::vector<std::pair<std::string, std::string>> timers;
     for (const auto& [owner, count] : pending_->partitions) {
+      const size_t moved_before = timers.size();
       auto n = move_partition_rows(env_.store, *tx, spec_, owner, count, kPage - moved, &timers);
-      if (!n) {
+      const ComputationSpec* c = spec_.computation(owner);
+      if (!n || (c != nullptr && !keep_moved_timers_due(*tx, *c, count, std::span(timers).subspan(moved_before)))) {
         env_.store.abort(*tx);
         return;
       }
@@ -157,6 +159,59 @@ void Controller::apply_pending_layout() {
   spec_ = with_layout(env_.spec, layout_);
   state_dirty_ = true;
   probe(env_, Probe::kControllerRepartitioned);
+}
+
+// No timer fires while a pipeline drains, so a repartition moves due timers too; the
+// partition a key moves to may have taken only older events than the one it leaves (or none,
+// a partition new to the layout), and a finite pipeline brings no newer one: the timer would
+// never fire. A partition that takes a timer due where it was gets that timer's trigger as a
+// floor of its event watermark, move by move in the order moved (as the checkers follow them).
+bool Controller::keep_moved_timers_due(Transaction& tx, const ComputationSpec& c, int partitions,
+                                       std::span<const std::pair<std::string, std::string>> moved) {
+  const auto event_time = [&](const std::string& stream) {
+    return std::any_of(c.timer_streams.begin(), c.timer_streams.end(), [&](const TimerStreamSpec& s) {
+      return s.name == stream && s.watermark == Watermark::kEventTime;
+    });
+  };
+  const int span = std::max(partitions, c.partitions);
+  // "<table>:<partition>/<row>": the partition and the timer its row names.
+  const auto parse = [&](const std::string& where) -> std::optional<std::pair<int, Timer>> {
+    const size_t colon = where.find(':');
+    const size_t slash = colon == std::string::npos ? colon : where.find('/', colon + 1);
+    if (slash == std::string::npos || slash - colon - 1 > 16) return std::nullopt;
+    const std::string_view row = std::string_view(where).substr(slash + 1);
+    if (row.size() <= 34 || row[16] != '/' || row[33] != '/') return std::nullopt;
+    const uint64_t partition =
+        tables::parse_hex16(std::string(16 - (slash - colon - 1), '0') + where.substr(colon + 1, slash - colon - 1));
+    if (partition >= static_cast<uint64_t>(span)) return std::nullopt;
+    return std::pair{static_cast<int>(partition), decode_timer(row, TimerValue{})};
+  };
+  std::vector<std::string> keys;
+  std::vector<std::optional<std::string>> rows;  // read once an event-time timer moved
+  std::vector<Micros> watermark;
+  std::set<int> raised;
+  for (const auto& [from, to] : moved) {
+    const auto a = parse(from);
+    const auto b = parse(to);
+    if (!a || !b || !event_time(a->second.timer_stream)) continue;
+    if (keys.empty()) {
+      for (int p = 0; p < span; ++p) keys.push_back(JobId{JobKind::kComputation, c.name, p}.str());
+      auto got = env_.store.get_many(tx, tables::kJobMeta, keys);
+      if (!got) return false;
+      rows = std::move(*got);
+      for (const auto& row : rows) watermark.push_back(row ? job_progress(*row).event_watermark : INT64_MIN);
+    }
+    const Micros trigger = a->second.trigger_ts;
+    Micros& to_watermark = watermark[static_cast<size_t>(b->first)];
+    if (trigger > watermark[static_cast<size_t>(a->first)] || trigger <= to_watermark) continue;
+    to_watermark = trigger;
+    raised.insert(b->first);
+  }
+  for (int p : raised) {
+    const auto i = static_cast<size_t>(p);
+    tx.put(tables::kJobMeta, keys[i], with_event_watermark_floor(rows[i], watermark[i]));
+  }
+  return true;
 }
 
 bool Controller::store_layout(const Layout& next) {

@@ -75,6 +75,10 @@ std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut)
 // `floor`: a repartition gives each new owner of a key a floor above every old owner's stamps,
 // so that a key's outputs stay in order across the change whatever the clocks say.
 std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
+// A computation partition's meta row (nullopt: none yet) whose event watermark (the newest
+// event time it took, which event-time timers wait for) is at least `floor`: a repartition
+// gives the partition a timer that was due where it came from, and it stays due.
+std::string with_event_watermark_floor(std::optional<std::string_view> meta_row, Micros floor);
 // A source partition's meta row once its input was swapped for another: not finished, and its
 // watermark and newest stamp at `newest`, the newest time any partition of the source emitted
 // (the old input's end, a head past every time, says nothing of the new input), so that what
@@ -105,6 +109,7 @@ class Job {
   friend JobProgress job_progress(std::string_view meta_row);
   friend std::string with_drain_cut(std::string_view meta_row, std::optional<Micros> cut);
   friend std::string with_output_floor(std::optional<std::string_view> meta_row, Micros floor);
+  friend std::string with_event_watermark_floor(std::optional<std::string_view> meta_row, Micros floor);
   friend std::string with_input_swapped(std::string_view meta_row, Micros newest);
   friend std::string with_new_producer(std::string_view meta_row);
   class EpochTx;

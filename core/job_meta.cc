@@ -63,6 +63,12 @@ std::string with_output_floor(std::optional<std::string_view> meta_row, Micros f
   return meta.encode();
 }
 
+std::string with_event_watermark_floor(std::optional<std::string_view> meta_row, Micros floor) {
+  Job::Meta meta = meta_row ? Job::Meta::decode(*meta_row) : Job::Meta{};
+  meta.event_watermark = std::max(meta.event_watermark, floor);
+  return meta.encode();
+}
+
 std::string with_input_swapped(std::string_view meta_row, Micros newest) {
   Job::Meta meta = Job::Meta::decode(meta_row);
   meta.progress.finished = false;

@@ -945,7 +945,8 @@ TEST(ReexecutedHistoryTest, AnEventTimeTimerFiresOnlyOnceItsJobTookAMessageAsNew
   EXPECT_TRUE(TimerCheck().check(h).passed) << TimerCheck().check(h).detail;
   h.epochs[1].fired[0].trigger_ts = newest + 1;
   expect_failure(TimerCheck().check(h), {"event-time timer", "computation/Count/0", "before its trigger",
-                                         "the newest event time the job had taken was " + format_time(newest)});
+                                         "the job's event watermark (the newest event it took, or the trigger of a due "
+                                         "timer a repartition moved to it) was " + format_time(newest)});
   // A timer of another stream (system time) is held to the watermark the engine gave only.
   h.event_time_timer_streams = {"Count/other"};
   EXPECT_TRUE(TimerCheck().check(h).passed);
@@ -964,7 +965,7 @@ TEST(ReexecutedHistoryTest, ADueEventTimeTimerStillStoredAtTheEndFails) {
   h.epochs[1].timers_created.push_back(row(newest));
   h.pending_timers = {row(newest)};
   expect_failure(TimerCheck().check(h), {"event-time timer timers/Count/t:0000/(trigger " + format_time(newest),
-                                         "of job computation/Count/0 never fired", "an event of " + format_time(newest)});
+                                         "of job computation/Count/0 never fired", "was " + format_time(newest)});
   // Not due yet, or in a run that ended stopped (no timer fires while draining): it may wait.
   PipelineHistory later = h;
   later.epochs[1].timers_created.back() = row(newest + 1);
@@ -976,6 +977,48 @@ TEST(ReexecutedHistoryTest, ADueEventTimeTimerStillStoredAtTheEndFails) {
   h.state_changes.clear();
   h.event_time_timer_streams = {"Count/other"};
   EXPECT_TRUE(TimerCheck().check(h).passed);
+}
+
+// No timer fires while a pipeline drains, so a repartition moves due timers too. One due where
+// it was stays due where it goes (the engine gives the partition it goes to its trigger as a
+// floor of the event watermark), whether or not that partition ever takes an event as new:
+// left stored at the end it fails, fired there it passes. One not due where it was is not.
+TEST(ReexecutedHistoryTest, AnEventTimeTimerDueWhereARepartitionMovedItFromStaysDue) {
+  PipelineHistory h = reexecuted_history();
+  h.event_time_timer_streams = {"Count/t"};
+  int64_t newest = INT64_MIN;
+  for (const MessageRecord& m : h.epochs[1].consumed) newest = std::max(newest, m.event_ts);
+  const auto row = [](int partition, int64_t trigger) {
+    return fmt::format("timers/Count/t:{:04x}/{:016x}/{:016x}/t", partition,
+                       static_cast<uint64_t>(trigger) ^ (uint64_t{1} << 63), 7);
+  };
+  uint64_t last = 0;
+  for (const EpochRecord& e : h.epochs) last = std::max(last, e.version);
+  const auto moved = [&](int64_t trigger) {
+    PipelineHistory out = h;
+    out.epochs[1].timers_created.push_back(row(0, trigger));
+    out.timer_moves.push_back({row(0, trigger), row(1, trigger), last + 1});
+    return out;
+  };
+  // An epoch of the partition it went to, which took no event, fires it.
+  const auto fired = [&](PipelineHistory out, int64_t trigger) {
+    out.epochs.push_back(epoch("computation/Count/1", "Count", false, 2, last + 2, 990, {}, {}, {row(1, trigger)},
+                               "worker-1", {}));
+    out.epochs.back().fired = {{row(1, trigger), 0x11, 7, trigger, 0, "t", 0, trigger}};
+    return out;
+  };
+  PipelineHistory stored = moved(newest);
+  stored.pending_timers = {row(1, newest)};
+  expect_failure(TimerCheck().check(stored), {"timers/Count/t:0001/(trigger " + format_time(newest),
+                                              "of job computation/Count/1 never fired", "was " + format_time(newest)});
+  const PipelineHistory fired_there = fired(moved(newest), newest);
+  EXPECT_TRUE(TimerCheck().check(fired_there).passed) << TimerCheck().check(fired_there).detail;
+  // Not due where it was: it waits for its new partition's events, and may not fire before.
+  PipelineHistory waits = moved(newest + 1);
+  waits.pending_timers = {row(1, newest + 1)};
+  EXPECT_TRUE(TimerCheck().check(waits).passed) << TimerCheck().check(waits).detail;
+  expect_failure(TimerCheck().check(fired(moved(newest + 1), newest + 1)),
+                 {"event-time timer timers/Count/t:0001/", "of job computation/Count/1", "before its trigger"});
 }
 
 }  // namespace
