@@ -111,6 +111,27 @@ Result<Lives> read_lives(RealStore& store) {
   return lives;
 }
 
+// The most partitions sink `sink` ever ran with: a life cut under an earlier layout (a
+// repartition since, by a later life) may have held a queue in each of them. Every partition
+// that ever ran keeps its meta row.
+Result<uint64_t> partitions_ever(RealStore& store, const std::string& sink, int now) {
+  const std::string prefix = JobId{JobKind::kSink, sink, 0}.str();
+  const std::string from = prefix.substr(0, prefix.size() - 1);  // "sink/<name>/"
+  auto tx = store.begin();
+  if (!tx) return tx.error();
+  auto rows = store.scan(*tx, tables::kJobMeta, from, from + "~", kMaxPartitions);
+  store.abort(*tx);
+  if (!rows) return rows.error();
+  uint64_t most = static_cast<uint64_t>(std::max(1, now));
+  for (const Row& row : *rows) {
+    uint64_t p = 0;
+    const char* begin = row.key.data() + from.size();
+    const char* end = row.key.data() + row.key.size();
+    if (std::from_chars(begin, end, p).ptr == end) most = std::max(most, p + 1);
+  }
+  return most;
+}
+
 // The MessageIds `sink`'s outbox still holds: written by committed epochs, not yet
 // acknowledged (an acknowledged row is erased).
 Result<std::set<uint64_t>> outbox_ids(RealStore& store, const std::string& sink) {
@@ -481,9 +502,10 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
       if (held[e.sink].count(m.id) == 0 && pending->count(m.id) == 0) taken.push_back(m.id);
     }
     const bool in_memory = s != nullptr && s->at_most_once_strategy.enabled;
-    const uint64_t partitions = s == nullptr ? 1 : static_cast<uint64_t>(std::max(1, s->partitions));
+    auto partitions = partitions_ever(store, e.sink, s == nullptr ? 1 : s->partitions);
+    if (!partitions) return partitions.error();
     const uint64_t per_cut = in_memory ? s->at_most_once_strategy.total_queue_bytes_limit / 64 + 1 : 1;
-    if (taken.size() > lives->given_up + lives->cut * partitions * per_cut) continue;  // losses, all of them
+    if (taken.size() > lives->given_up + lives->cut * *partitions * per_cut) continue;  // losses, all of them
     h.in_doubt[e.sink].insert(taken.begin(), taken.end());
   }
   std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),

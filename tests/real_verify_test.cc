@@ -77,6 +77,44 @@ TEST_F(RealVerifyTest, AnAtMostOnceQueueSinkIsHeldToAtMostOnce) {
   EXPECT_NE(v.json.find("\"lost\": 0"), std::string::npos) << v.json;
 }
 
+// What a life cut short may have held is bounded by the most partitions the sink ever ran with:
+// a life under an earlier layout, repartitioned since, held a queue in each of its partitions.
+// Here the lives are rewritten to account for all but 300 of the messages given up and to have
+// been cut once: the sink's 2 queues of 65 messages cannot hold 300, 8 of them (a partition
+// 7 that once ran) can.
+TEST_F(RealVerifyTest, AnAtMostOnceSinksInDoubtBoundCountsThePartitionsItEverHad) {
+  run_pipeline("telemetry", 20000);  // unpaced: its queue fills and gives messages up
+  const Verified clean = verify_after([](LevelDbStore&) {});
+  ASSERT_EQ(clean.rc, 0) << clean.json;
+  const std::string marker = "\"in_doubt\": ";
+  const size_t at = clean.json.find(marker);
+  ASSERT_NE(at, std::string::npos) << clean.json;
+  const uint64_t in_doubt = std::stoull(clean.json.substr(at + marker.size()));
+  ASSERT_GT(in_doubt, 300u);
+  const auto relive = [&](bool partition_seven) {
+    return [=](LevelDbStore& store) {
+      auto rows = store.dump(kProcessLives);
+      ASSERT_TRUE(rows.has_value());
+      auto tx = store.begin();
+      for (const Row& row : *rows) tx->erase(kProcessLives, row.key);
+      tx->put(kProcessLives, "a", "ended " + std::to_string(in_doubt - 300) + " 0");
+      tx->put(kProcessLives, "b", "cut 0 0");
+      if (partition_seven) {
+        auto metas = store.dump(tables::kJobMeta);
+        ASSERT_TRUE(metas.has_value());
+        const auto zero = std::find_if(metas->begin(), metas->end(), [](const Row& r) { return r.key == "sink/telemetry/0"; });
+        ASSERT_NE(zero, metas->end());
+        tx->put(tables::kJobMeta, "sink/telemetry/7", zero->value);  // as if it had run
+      }
+      ASSERT_TRUE(store.commit(*tx, {}).has_value());
+    };
+  };
+  const Verified two = verify_after(relive(false));
+  EXPECT_EQ(two.rc, 1) << two.json;
+  const Verified eight = verify_after(relive(true));
+  EXPECT_EQ(eight.rc, 0) << eight.json;
+}
+
 TEST_F(RealVerifyTest, AnOutputMissingFromTheTargetIsALostWrite) {
   run_pipeline("longest_so_far", 3000);
   const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "target/longest_out"); });
