@@ -110,19 +110,20 @@ std::optional<bool> Controller::in_flight_answer(const Transaction& tx, bool wit
   // Completion waits for every timer that may still fire (core/job.h: timer_may_fire). An
   // event-time timer past its partition's event watermark waits for input that will not
   // come: the pipeline completes with it stored, as a drain ends with it.
-  constexpr size_t kTimerRowsLooked = 65536;  // beyond that, some may fire: not complete yet
   for (const auto& c : spec_.computations) {
     for (const std::string& table : tables::timers(c)) {
-      auto rows = env_.store.scan(tx, table, "", "", kTimerRowsLooked);
-      if (!rows) return std::nullopt;
-      if (rows->size() >= kTimerRowsLooked) return false;
       bool failed = false;
+      const auto first_from = [&](const std::string& key) -> std::optional<Row> {
+        auto rows = env_.store.scan(tx, table, key, "", 1);
+        failed = failed || !rows;
+        return rows && !rows->empty() ? std::optional<Row>(std::move(rows->front())) : std::nullopt;
+      };
       const auto meta = [&](const std::string& job) -> std::optional<std::string> {
         auto row = env_.store.get(tx, tables::kJobMeta, job);
         failed = failed || !row;
         return row ? *row : std::nullopt;
       };
-      const bool may_fire = timers_may_fire(c, *rows, meta);
+      const bool may_fire = timers_may_fire(c, first_from, meta);
       if (failed) return std::nullopt;
       if (may_fire) return false;
     }

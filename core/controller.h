@@ -209,7 +209,7 @@ class Controller {
   // Gives each partition of computation `c` that takes a moved timer which was due where it
   // was that timer's trigger as a floor of its event watermark, in `tx` (false: the store
   // failed). `moved`: "<table>:<key>" from, to, in the order moved.
-  bool keep_moved_timers_due(Transaction& tx, const ComputationSpec& c, int partitions,
+  bool keep_moved_timers_due(Transaction& tx, const ComputationSpec& c,
                              std::span<const std::pair<std::string, std::string>> moved);
   // Marks a state request or a repartition as under way (busy_) for its lifetime.
   struct Busy;

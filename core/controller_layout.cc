@@ -78,7 +78,7 @@ void Controller::apply_pending_layout() {
       const size_t moved_before = timers.size();
       auto n = move_partition_rows(env_.store, *tx, spec_, owner, count, kPage - moved, &timers);
       const ComputationSpec* c = spec_.computation(owner);
-      if (!n || (c != nullptr && !keep_moved_timers_due(*tx, *c, count, std::span(timers).subspan(moved_before)))) {
+      if (!n || (c != nullptr && !keep_moved_timers_due(*tx, *c, std::span(timers).subspan(moved_before)))) {
         env_.store.abort(*tx);
         return;
       }
@@ -166,16 +166,15 @@ void Controller::apply_pending_layout() {
 // a partition new to the layout), and a finite pipeline brings no newer one: the timer would
 // never fire. A partition that takes a timer due where it was gets that timer's trigger as a
 // floor of its event watermark, move by move in the order moved (as the checkers follow them).
-bool Controller::keep_moved_timers_due(Transaction& tx, const ComputationSpec& c, int partitions,
+bool Controller::keep_moved_timers_due(Transaction& tx, const ComputationSpec& c,
                                        std::span<const std::pair<std::string, std::string>> moved) {
   const auto event_time = [&](const std::string& stream) {
     return std::any_of(c.timer_streams.begin(), c.timer_streams.end(), [&](const TimerStreamSpec& s) {
       return s.name == stream && s.watermark == Watermark::kEventTime;
     });
   };
-  const int span = std::max(partitions, c.partitions);
   // "<table>:<partition>/<row>": the partition and the timer its row names.
-  const auto parse = [&](const std::string& where) -> std::optional<std::pair<int, Timer>> {
+  const auto parse = [&](const std::string& where) -> std::optional<std::pair<size_t, Timer>> {
     const size_t colon = where.find(':');
     const size_t slash = colon == std::string::npos ? colon : where.find('/', colon + 1);
     if (slash == std::string::npos || slash - colon - 1 > 16) return std::nullopt;
@@ -183,34 +182,39 @@ bool Controller::keep_moved_timers_due(Transaction& tx, const ComputationSpec& c
     if (row.size() <= 34 || row[16] != '/' || row[33] != '/') return std::nullopt;
     const uint64_t partition =
         tables::parse_hex16(std::string(16 - (slash - colon - 1), '0') + where.substr(colon + 1, slash - colon - 1));
-    if (partition >= static_cast<uint64_t>(span)) return std::nullopt;
-    return std::pair{static_cast<int>(partition), decode_timer(row, TimerValue{})};
+    if (partition >= static_cast<uint64_t>(kMaxPartitions)) return std::nullopt;
+    return std::pair{static_cast<size_t>(partition), decode_timer(row, TimerValue{})};
   };
-  std::vector<std::string> keys;
-  std::vector<std::optional<std::string>> rows;  // read once an event-time timer moved
-  std::vector<Micros> watermark;
-  std::set<int> raised;
+  // The event-time timers moved (from, to partition; trigger), and the partitions they name:
+  // any, not only the old and new layouts' (a change replaced while half applied moves rows
+  // out of partitions of the one it replaced).
+  struct Move {
+    size_t from = 0, to = 0;
+    Micros trigger = 0;
+  };
+  std::vector<Move> moves;
+  size_t span = 0;
   for (const auto& [from, to] : moved) {
     const auto a = parse(from);
     const auto b = parse(to);
     if (!a || !b || !event_time(a->second.timer_stream)) continue;
-    if (keys.empty()) {
-      for (int p = 0; p < span; ++p) keys.push_back(JobId{JobKind::kComputation, c.name, p}.str());
-      auto got = env_.store.get_many(tx, tables::kJobMeta, keys);
-      if (!got) return false;
-      rows = std::move(*got);
-      for (const auto& row : rows) watermark.push_back(row ? job_progress(*row).event_watermark : INT64_MIN);
-    }
-    const Micros trigger = a->second.trigger_ts;
-    Micros& to_watermark = watermark[static_cast<size_t>(b->first)];
-    if (trigger > watermark[static_cast<size_t>(a->first)] || trigger <= to_watermark) continue;
-    to_watermark = trigger;
-    raised.insert(b->first);
+    moves.push_back({a->first, b->first, a->second.trigger_ts});
+    span = std::max({span, a->first + 1, b->first + 1});
   }
-  for (int p : raised) {
-    const auto i = static_cast<size_t>(p);
-    tx.put(tables::kJobMeta, keys[i], with_event_watermark_floor(rows[i], watermark[i]));
+  if (moves.empty()) return true;
+  std::vector<std::string> keys;
+  for (size_t p = 0; p < span; ++p) keys.push_back(JobId{JobKind::kComputation, c.name, static_cast<int>(p)}.str());
+  auto rows = env_.store.get_many(tx, tables::kJobMeta, keys);
+  if (!rows) return false;
+  std::vector<Micros> watermark;
+  for (const auto& row : *rows) watermark.push_back(row ? job_progress(*row).event_watermark : INT64_MIN);
+  std::set<size_t> raised;
+  for (const Move& m : moves) {
+    if (m.trigger > watermark[m.from] || m.trigger <= watermark[m.to]) continue;
+    watermark[m.to] = m.trigger;
+    raised.insert(m.to);
   }
+  for (size_t p : raised) tx.put(tables::kJobMeta, keys[p], with_event_watermark_floor((*rows)[p], watermark[p]));
   return true;
 }
 

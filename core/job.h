@@ -60,10 +60,12 @@ JobProgress job_progress(std::string_view meta_row);
 // reached its trigger. One past that waits for newer input: once none is coming, the pipeline
 // is drained with it pending.
 bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_event_watermark);
-// Whether any of `rows` (computation `c`'s timer rows, keys "<partition>/<row>") may still
-// fire; `meta` reads a job's meta row (tables::kJobMeta) by JobId::str(). A row this code
-// did not write counts as one that may fire.
-bool timers_may_fire(const ComputationSpec& c, const std::vector<Row>& rows,
+// Whether any row of one of computation `c`'s timer tables (keys "<partition>/<row>", each
+// partition's rows in trigger order, so only its first one needs a look) may still fire.
+// `first_from(key)` reads the table's first row at or after `key` (nullopt: none); `meta`
+// reads a job's meta row (tables::kJobMeta) by JobId::str(). A row this code did not write
+// counts as one that may fire. One read per partition holding timers, however many it holds.
+bool timers_may_fire(const ComputationSpec& c, const std::function<std::optional<Row>(const std::string& key)>& first_from,
                      const std::function<std::optional<std::string>(const std::string& job)>& meta);
 // The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),
 // as their jobs' last committed epochs say: a drain waits for none.

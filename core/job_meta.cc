@@ -21,22 +21,19 @@ bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_e
   return t.trigger_ts <= partition_event_watermark;
 }
 
-bool timers_may_fire(const ComputationSpec& c, const std::vector<Row>& rows,
+bool timers_may_fire(const ComputationSpec& c, const std::function<std::optional<Row>(const std::string& key)>& first_from,
                      const std::function<std::optional<std::string>(const std::string& job)>& meta) {
-  std::map<std::string, Micros, std::less<>> watermarks;  // partition prefix -> the job's event watermark
-  for (const Row& row : rows) {
-    const size_t slash = row.key.find('/');
-    const std::string_view rest = slash == std::string::npos ? std::string_view() : std::string_view(row.key).substr(slash + 1);
+  std::string from;
+  while (const std::optional<Row> row = first_from(from)) {
+    const size_t slash = row->key.find('/');
+    const std::string_view rest = slash == std::string::npos ? std::string_view() : std::string_view(row->key).substr(slash + 1);
     if (slash == 0 || slash > 16 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return true;
-    const Timer t = decode_timer(rest, decode_timer_value(row.value));
-    const std::string_view prefix = std::string_view(row.key).substr(0, slash);
-    auto it = watermarks.find(prefix);
-    if (it == watermarks.end()) {
-      const auto partition = static_cast<int>(tables::parse_hex16(std::string(16 - slash, '0') + std::string(prefix)));
-      const auto row_of_job = meta(JobId{JobKind::kComputation, c.name, partition}.str());
-      it = watermarks.emplace(std::string(prefix), row_of_job ? job_progress(*row_of_job).event_watermark : INT64_MIN).first;
-    }
-    if (timer_may_fire(c, t, it->second)) return true;
+    const Timer t = decode_timer(rest, decode_timer_value(row->value));
+    const auto partition = tables::parse_hex16(std::string(16 - slash, '0') + row->key.substr(0, slash));
+    if (partition >= 0xffff) return true;  // past every partition this code names
+    const auto row_of_job = meta(JobId{JobKind::kComputation, c.name, static_cast<int>(partition)}.str());
+    if (timer_may_fire(c, t, row_of_job ? job_progress(*row_of_job).event_watermark : INT64_MIN)) return true;
+    from = tables::partition_prefix(static_cast<int>(partition) + 1);  // the partition's later rows are later still
   }
   return false;
 }

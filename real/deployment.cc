@@ -578,7 +578,7 @@ RealDeployment::Ending RealDeployment::run() {
   // A controller's process that took an operator's request ends once it stored the answer
   // (ctl waits for it; a stop it applied ends the run before that, else), or kHoldForAnswer
   // after it would have ended.
-  Micros held_since = -1;
+  Micros held_since = -1;  // since when an ending waits for an answer (-1: none waits)
   const auto end_as = [&](Ending e, Micros now) {
     if (request_in_hand_ && (held_since < 0 || now - held_since < kHoldForAnswer)) {
       if (held_since < 0) held_since = now;
@@ -604,6 +604,7 @@ RealDeployment::Ending RealDeployment::run() {
   } ungroup{store_};
   loop_.run([&] {
     const Micros now = loop_.clock().now();
+    if (!request_in_hand_) held_since = -1;  // a later request gets a hold of its own
     if (Status failing_now = failing(); !failing_now.is_ok()) {
       failure_ = failing_now;
       ending = Ending::kFailed;
@@ -653,7 +654,7 @@ RealDeployment::Ending RealDeployment::run() {
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
     if (ends_by_draining && observed_.waiting_for == "") {
-      if (o_.role == Role::kAll) return (ending = Ending::kDrained), true;
+      if (o_.role == Role::kAll) return end_as(Ending::kDrained, now);
       // The workers' processes end once the pipeline is stopped; a run started again
       // resumes it.
       stopping_drained = true;
@@ -849,13 +850,13 @@ void RealDeployment::serve_requests() {
       // Its controller lost the lead (or stayed busy): the request goes back for the next leader.
       fmt::print(stderr, "onceflow real: {} gives back '{}' (request {}): {}\n", controller, request.command, request.id,
                  answer.error().message());
-    store_answer(request.id, [&] { return release_request(store_, request.id); });
+    store_answer(request.id, [&] { return release_request(store_, request); });
       continue;
     }
     fmt::print(stderr, "onceflow real: {} asked for '{}' (request {}): {}\n", controller, request.command, request.id,
                answer ? *answer : "refused: " + answer.error().message());
     store_answer(request.id, [&] {
-      return answer_request(store_, request.id, answer.has_value(), answer ? *answer : answer.error().message());
+      return answer_request(store_, request, answer.has_value(), answer ? *answer : answer.error().message());
     });
   }
 }
@@ -1299,9 +1300,18 @@ Result<bool> RealDeployment::timers_to_fire(const ComputationSpec& c) {
     return meta && *meta ? std::optional<std::string>(**meta) : std::nullopt;
   };
   for (const std::string& table : tables::timers(c)) {
-    auto rows = store_.dump(table);
-    if (!rows) return rows.error();
-    const bool may = timers_may_fire(c, *rows, meta_of);
+    const auto first_from = [&](const std::string& key) -> std::optional<Row> {
+      auto tx = store_.begin();
+      if (!tx) {
+        failed = tx.error();
+        return std::nullopt;
+      }
+      auto rows = store_.scan(*tx, table, key, "", 1);
+      store_.abort(*tx);
+      if (!rows) failed = rows.error();
+      return rows && !rows->empty() ? std::optional<Row>(std::move(rows->front())) : std::nullopt;
+    };
+    const bool may = timers_may_fire(c, first_from, meta_of);
     if (!failed.is_ok()) return failed;
     if (may) return true;
   }

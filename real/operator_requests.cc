@@ -205,9 +205,14 @@ Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const
   });
 }
 
-Status release_request(RealStore& store, uint64_t id) {
-  return update_request(store, id, [](OperatorRequest& r) {
-    if (r.state != State::kTaken) return false;
+// Whether stored request `r` is still as `taken` left it: taken by the same process, then.
+bool still_taken(const OperatorRequest& r, const OperatorRequest& taken) {
+  return r.state == State::kTaken && r.by == taken.by && r.taken_at == taken.taken_at;
+}
+
+Status release_request(RealStore& store, const OperatorRequest& taken) {
+  return update_request(store, taken.id, [&](OperatorRequest& r) {
+    if (!still_taken(r, taken)) return false;
     r.state = State::kPending;
     r.by.clear();
     r.taken_at = 0;
@@ -215,8 +220,9 @@ Status release_request(RealStore& store, uint64_t id) {
   });
 }
 
-Status answer_request(RealStore& store, uint64_t id, bool done, const std::string& answer) {
-  return update_request(store, id, [&](OperatorRequest& r) {
+Status answer_request(RealStore& store, const OperatorRequest& taken, bool done, const std::string& answer) {
+  return update_request(store, taken.id, [&](OperatorRequest& r) {
+    if (!still_taken(r, taken)) return false;
     r.state = done ? State::kDone : State::kRefused;
     r.answer = answer;
     return true;

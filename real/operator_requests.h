@@ -54,10 +54,11 @@ const char* request_state_name(OperatorRequest::State state);
 // A leading controller's process: takes the oldest pending request for `by` (or one taken over
 // 30 s ago and never answered: its taker ended); nullopt when none is.
 Result<std::optional<OperatorRequest>> take_next_request(RealStore& store, const std::string& by);
-// Gives back a request this process took and could not have applied (its controller lost the
-// lead meanwhile): pending again, for the next leader.
-Status release_request(RealStore& store, uint64_t id);
+// Gives back a request this process took (`taken`, as take_next_request returned it) and could
+// not have applied (its controller lost the lead meanwhile): pending again, for the next leader.
+// Both leave a request another process took since (it was abandoned) as that one has it.
+Status release_request(RealStore& store, const OperatorRequest& taken);
 // Records what became of a request this process took.
-Status answer_request(RealStore& store, uint64_t id, bool done, const std::string& answer);
+Status answer_request(RealStore& store, const OperatorRequest& taken, bool done, const std::string& answer);
 
 }  // namespace onceflow::real

@@ -556,8 +556,11 @@ std::string PipelineWorld::undrained() const {
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
   for (const std::string& table : tables::timers(c)) {
-    const auto rows = data_.read_range(table, "", "", data_.last_version(), SIZE_MAX);
-    if (onceflow::timers_may_fire(c, rows, [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); })) {
+    const auto first_from = [&](const std::string& key) -> std::optional<Row> {
+      auto rows = data_.read_range(table, key, "", data_.last_version(), 1);
+      return rows.empty() ? std::nullopt : std::optional<Row>(std::move(rows.front()));
+    };
+    if (onceflow::timers_may_fire(c, first_from, [this](const std::string& job) { return data_.latest(tables::kJobMeta, job); })) {
       return true;
     }
   }

@@ -1,7 +1,10 @@
 // The layout row (core/layout.h): its encoding, and what a spec given to a stopped pipeline
 // may change (respecified_layout): sources whose input changes get a new origin, names that
 // come back never reuse an old one, partition counts are a repartition's business.
+// And whether stored timers may still fire (core/job.h), which completion waits for.
+#include "core/emitted.h"
 #include "core/engine.h"
+#include "core/job.h"
 #include "core/layout.h"
 
 #include <gtest/gtest.h>
@@ -175,6 +178,52 @@ TEST(LayoutTest, APartitionIsAHashRangeAndANewCountSplitsAndMergesRanges) {
       EXPECT_LT(static_cast<int64_t>(to) * n, static_cast<int64_t>(from + 1) * m) << key << " " << n << "->" << m;
     }
   }
+}
+
+}  // namespace
+}  // namespace onceflow
+
+namespace onceflow {
+namespace {
+
+// Whether a stored timer may still fire (completion and the drains wait for those): each
+// partition's rows are in trigger order, so its first one decides, however many it holds (the
+// controller looked at 65,536 rows at most, and beyond took some for due: a pipeline with
+// more never completed).
+TEST(TimersMayFireTest, EachPartitionsFirstRowDecidesWhateverItHolds) {
+  ComputationSpec c;
+  c.name = "Window";
+  c.timer_streams = {{"gap", Watermark::kEventTime, true}, {"tick", Watermark::kSystemTime, true}};
+  std::map<std::string, std::string> rows;
+  const auto put = [&](int partition, Micros trigger, const char* stream) {
+    rows[tables::partition_prefix(partition) + timer_row(Timer{7, trigger, trigger, stream}, true, 0)] =
+        encode_timer_value(TimerValue{trigger, 1});
+  };
+  for (Micros t = 1000; t < 101000; ++t) put(0, t, "gap");  // none due: past partition 0's newest event
+  put(2, 50, "gap");
+  std::map<std::string, Micros> watermarks{{"computation/Window/0", 999}, {"computation/Window/2", 49}};
+  size_t reads = 0;
+  const auto first_from = [&](const std::string& key) -> std::optional<Row> {
+    ++reads;
+    const auto it = rows.lower_bound(key);
+    return it == rows.end() ? std::nullopt : std::optional<Row>(Row{it->first, it->second});
+  };
+  const auto meta = [&](const std::string& job) -> std::optional<std::string> {
+    const auto it = watermarks.find(job);
+    return it == watermarks.end() ? std::nullopt : std::optional<std::string>(with_event_watermark_floor(std::nullopt, it->second));
+  };
+  EXPECT_FALSE(timers_may_fire(c, first_from, meta));
+  EXPECT_EQ(reads, 3u);  // partition 0's first row, partition 2's, and nothing after
+  watermarks["computation/Window/2"] = 50;
+  EXPECT_TRUE(timers_may_fire(c, first_from, meta));
+  watermarks.erase("computation/Window/2");  // a partition that never took an event
+  EXPECT_FALSE(timers_may_fire(c, first_from, meta));
+  // A system-time timer's time comes; a row this code did not write is taken for one that may fire.
+  put(5, 1'000'000'000, "tick");
+  EXPECT_TRUE(timers_may_fire(c, first_from, meta));
+  rows.erase(std::prev(rows.end()));
+  rows["zz"] = "";
+  EXPECT_TRUE(timers_may_fire(c, first_from, meta));
 }
 
 }  // namespace
