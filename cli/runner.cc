@@ -63,6 +63,15 @@ void check_functions(const ComputationRegistry& registry, const std::string& spe
 }
 void check_functions(const ComputationRegistry& registry, const Scenario& s) {
   if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
+  const auto engine = BugSwitches::names();
+  for (const std::string& bug : s.catches) {
+    if (std::find(engine.begin(), engine.end(), bug) != engine.end() || registry.bug(bug) != nullptr) continue;
+    std::string own;
+    for (const UserBug& b : registry.bugs()) own += (own.empty() ? "" : ", ") + b.name;
+    throw UsageError{fmt::format("{}: catches: unknown bug switch '{}': not one of onceflow (onceflow list --bugs) nor "
+                                 "of this program ({})",
+                                 s.path, bug, own.empty() ? "it registers none" : "it registers " + own)};
+  }
 }
 
 // The scenario files in `dir`, sorted by path; a file that does not load is an error.

@@ -406,3 +406,30 @@ TEST(BugSwitchCatchersTest, EverySwitchNamesChecksThatExist) {
 
 }  // namespace
 }  // namespace onceflow::cli
+
+namespace onceflow::cli {
+namespace {
+
+// `catches:` names onceflow's bug switches or the program's own (ONCEFLOW_BUG): the reader
+// takes any well-formed name, and the program, which knows its own, refuses one it lacks.
+// (A program's own switch was refused as unknown: the reader has no registry.)
+TEST(ScenarioTest, CatchesNamesOnceflowsBugSwitchesOrTheProgramsOwn) {
+  const std::string head = "name: c\nkind: pipeline\npipeline: " + std::string(ONCEFLOW_SOURCE_DIR) +
+                           "/scenarios/pipelines/keyed_aggregation.yaml\n";
+  EXPECT_NE(error_of(head + "catches: [Not_A_Name]\n").find("'Not_A_Name' is no bug switch name"), std::string::npos);
+  auto s = load_scenario(write_temp(head + "catches: [stop-without-drain, my-own-bug]\n"));
+  ASSERT_TRUE(s.has_value()) << s.error().message();
+  ComputationRegistry registry;
+  builtin::register_all(registry);
+  try {
+    check_functions(registry, *s);
+    ADD_FAILURE() << "a switch the program lacks was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(e.message.find("catches: unknown bug switch 'my-own-bug'"), std::string::npos) << e.message;
+  }
+  registry.add_bug("my-own-bug", "a mistake of the program's own");
+  EXPECT_NO_THROW(check_functions(registry, *s));
+}
+
+}  // namespace
+}  // namespace onceflow::cli
