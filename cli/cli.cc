@@ -638,6 +638,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   // workload talks to the store alone, then on pipelines.
   std::vector<cli::Scenario> pipelines, kernels;
   for (auto& s : load_library(dir)) {
+    check_catches(registry, s);
     if (s.demonstrates_failure) continue;
     if (s.kind == "pipeline") check_functions(registry, s);
     (s.kind == "pipeline" ? pipelines : kernels).push_back(std::move(s));

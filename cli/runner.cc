@@ -63,6 +63,10 @@ void check_functions(const ComputationRegistry& registry, const std::string& spe
 }
 void check_functions(const ComputationRegistry& registry, const Scenario& s) {
   if (s.kind == "pipeline") check_functions(registry, s.pipeline_path, s.pipeline.spec);
+  check_catches(registry, s);
+}
+
+void check_catches(const ComputationRegistry& registry, const Scenario& s) {
   const auto engine = BugSwitches::names();
   for (const std::string& bug : s.catches) {
     if (std::find(engine.begin(), engine.end(), bug) != engine.end() || registry.bug(bug) != nullptr) continue;

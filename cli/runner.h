@@ -50,7 +50,11 @@ Scenario load_or_fail(const std::string& path);
 // A pipeline's functions must be registered in this program: a UsageError naming the first
 // that is not.
 void check_functions(const ComputationRegistry& registry, const std::string& spec_path, const PipelineSpec& spec);
+// A scenario's: its pipeline's functions and check_catches.
 void check_functions(const ComputationRegistry& registry, const Scenario& s);
+// The bug switches a scenario catches (`catches:`) must be onceflow's or this program's own: a
+// UsageError naming the first that is neither.
+void check_catches(const ComputationRegistry& registry, const Scenario& s);
 // The scenario files in `dir` (not its subdirectories), sorted by path; pipeline specs kept
 // beside them (a YAML file with sources or computations and no kind) are passed over; a file
 // that does not load is a UsageError.

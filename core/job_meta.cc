@@ -30,7 +30,11 @@ bool timers_may_fire(const ComputationSpec& c, const std::function<std::optional
     if (slash == 0 || slash > 16 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return true;
     const Timer t = decode_timer(rest, decode_timer_value(row->value));
     const auto partition = tables::parse_hex16(std::string(16 - slash, '0') + row->key.substr(0, slash));
-    if (partition >= 0xffff) return true;  // past every partition this code names
+    // Past every partition this code names, or a prefix it did not write (which would not
+    // move the reading on).
+    if (partition >= 0xffff || row->key.compare(0, slash + 1, tables::partition_prefix(static_cast<int>(partition))) != 0) {
+      return true;
+    }
     const auto row_of_job = meta(JobId{JobKind::kComputation, c.name, static_cast<int>(partition)}.str());
     if (timer_may_fire(c, t, row_of_job ? job_progress(*row_of_job).event_watermark : INT64_MIN)) return true;
     from = tables::partition_prefix(static_cast<int>(partition) + 1);  // the partition's later rows are later still

@@ -224,6 +224,14 @@ TEST(TimersMayFireTest, EachPartitionsFirstRowDecidesWhateverItHolds) {
   rows.erase(std::prev(rows.end()));
   rows["zz"] = "";
   EXPECT_TRUE(timers_may_fire(c, first_from, meta));
+  // Nor is a partition prefix it did not write (the reading would stay on the row for ever).
+  rows.erase("zz");
+  for (const char* prefix : {"3/", "00g3/"}) {
+    const std::string odd = prefix + timer_row(Timer{7, 1'000'000'000, 0, "gap"}, true, 0);
+    rows[odd] = encode_timer_value(TimerValue{0, 1});
+    EXPECT_TRUE(timers_may_fire(c, first_from, meta)) << prefix;
+    rows.erase(odd);
+  }
 }
 
 }  // namespace
