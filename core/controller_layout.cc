@@ -174,16 +174,12 @@ bool Controller::keep_moved_timers_due(Transaction& tx, const ComputationSpec& c
     });
   };
   // "<table>:<partition>/<row>": the partition and the timer its row names.
-  const auto parse = [&](const std::string& where) -> std::optional<std::pair<size_t, Timer>> {
+  const auto parse = [](const std::string& where) -> std::optional<std::pair<size_t, Timer>> {
     const size_t colon = where.find(':');
-    const size_t slash = colon == std::string::npos ? colon : where.find('/', colon + 1);
-    if (slash == std::string::npos || slash - colon - 1 > 16) return std::nullopt;
-    const std::string_view row = std::string_view(where).substr(slash + 1);
-    if (row.size() <= 34 || row[16] != '/' || row[33] != '/') return std::nullopt;
-    const uint64_t partition =
-        tables::parse_hex16(std::string(16 - (slash - colon - 1), '0') + where.substr(colon + 1, slash - colon - 1));
-    if (partition >= static_cast<uint64_t>(kMaxPartitions)) return std::nullopt;
-    return std::pair{static_cast<size_t>(partition), decode_timer(row, TimerValue{})};
+    const auto stored = colon == std::string::npos ? std::nullopt
+                                                   : stored_timer(std::string_view(where).substr(colon + 1), TimerValue{});
+    if (!stored || stored->first >= kMaxPartitions) return std::nullopt;
+    return std::pair{static_cast<size_t>(stored->first), stored->second};
   };
   // The event-time timers moved (from, to partition; trigger), and the partitions they name:
   // any, not only the old and new layouts' (a change replaced while half applied moves rows

@@ -65,6 +65,9 @@ bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_e
 // `first_from(key)` reads the table's first row at or after `key` (nullopt: none); `meta`
 // reads a job's meta row (tables::kJobMeta) by JobId::str(). A row this code did not write
 // counts as one that may fire. One read per partition holding timers, however many it holds.
+// A timer row's key ("<partition>/<trigger>/<key>/<stream>[/<unique>]") read back: its
+// partition and timer (with `value`'s event time); nullopt for a key this code does not write.
+std::optional<std::pair<int, Timer>> stored_timer(std::string_view key, const TimerValue& value);
 bool timers_may_fire(const ComputationSpec& c, const std::function<std::optional<Row>(const std::string& key)>& first_from,
                      const std::function<std::optional<std::string>(const std::string& job)>& meta);
 // The at-most-once messages the sinks of `spec` still hold in memory (queued or being sent),

@@ -21,23 +21,29 @@ bool timer_may_fire(const ComputationSpec& c, const Timer& t, Micros partition_e
   return t.trigger_ts <= partition_event_watermark;
 }
 
+std::optional<std::pair<int, Timer>> stored_timer(std::string_view key, const TimerValue& value) {
+  const size_t slash = key.find('/');
+  const std::string_view rest = slash == std::string_view::npos ? std::string_view() : key.substr(slash + 1);
+  if (slash == 0 || slash > 16 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return std::nullopt;
+  const auto partition = tables::parse_hex16(std::string(16 - slash, '0') + std::string(key.substr(0, slash)));
+  // Past every partition this code names, or a prefix it did not write.
+  if (partition >= 0xffff || key.substr(0, slash + 1) != tables::partition_prefix(static_cast<int>(partition))) {
+    return std::nullopt;
+  }
+  return std::pair{static_cast<int>(partition), decode_timer(rest, value)};
+}
+
 bool timers_may_fire(const ComputationSpec& c, const std::function<std::optional<Row>(const std::string& key)>& first_from,
                      const std::function<std::optional<std::string>(const std::string& job)>& meta) {
   std::string from;
   while (const std::optional<Row> row = first_from(from)) {
-    const size_t slash = row->key.find('/');
-    const std::string_view rest = slash == std::string::npos ? std::string_view() : std::string_view(row->key).substr(slash + 1);
-    if (slash == 0 || slash > 16 || rest.size() <= 34 || rest[16] != '/' || rest[33] != '/') return true;
-    const Timer t = decode_timer(rest, decode_timer_value(row->value));
-    const auto partition = tables::parse_hex16(std::string(16 - slash, '0') + row->key.substr(0, slash));
-    // Past every partition this code names, or a prefix it did not write (which would not
-    // move the reading on).
-    if (partition >= 0xffff || row->key.compare(0, slash + 1, tables::partition_prefix(static_cast<int>(partition))) != 0) {
-      return true;
-    }
-    const auto row_of_job = meta(JobId{JobKind::kComputation, c.name, static_cast<int>(partition)}.str());
+    // A row this code did not write may fire (and would not move the reading on).
+    const auto stored = stored_timer(row->key, decode_timer_value(row->value));
+    if (!stored) return true;
+    const auto& [partition, t] = *stored;
+    const auto row_of_job = meta(JobId{JobKind::kComputation, c.name, partition}.str());
     if (timer_may_fire(c, t, row_of_job ? job_progress(*row_of_job).event_watermark : INT64_MIN)) return true;
-    from = tables::partition_prefix(static_cast<int>(partition) + 1);  // the partition's later rows are later still
+    from = tables::partition_prefix(partition + 1);  // the partition's later rows are later still
   }
   return false;
 }

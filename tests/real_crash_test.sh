@@ -139,6 +139,14 @@ grep -q "stopped on signal 15, nothing in flight; run again with $resume" "$work
 # While finishing. The drain above takes in every input written before it, and when an earlier
 # life had written them all, every output: then nothing is left to finish, and this life only
 # sets the pipeline working again and completes it (exit 0), before any kill could land.
+# The life must end by itself with exit 0: $1 names the moment in the failure, $2 is said if so.
+ends_clean() {
+  local rc=0
+  wait "$pid" 2>/dev/null || rc=$?
+  pid=
+  [[ $rc -eq 0 ]] || fail "life $life, $1, exited $rc: $(tail -3 "$work/life-$life.log")"
+  echo "life $life: $2"
+}
 start
 if [[ $last_outputs -lt $messages ]]; then
   wait_for_outputs $((messages * 8 / 10))
@@ -148,18 +156,10 @@ if [[ $last_outputs -lt $messages ]]; then
   else
     # The last fifth can take less than the pause before the kill (here 10,000 outputs in
     # 30 ms): then the life completed first, which must be a clean exit with every output.
-    rc=0
-    wait "$pid" 2>/dev/null || rc=$?
-    pid=
-    [[ $rc -eq 0 ]] || fail "life $life, finishing, exited $rc before the kill: $(tail -3 "$work/life-$life.log")"
-    echo "life $life: completed (exit 0) before the kill landed"
+    ends_clean "finishing, before the kill" "completed (exit 0) before the kill landed"
   fi
 else
-  rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  pid=
-  [[ $rc -eq 0 ]] || fail "life $life, with every output in, exited $rc: $(tail -3 "$work/life-$life.log")"
-  echo "life $life: nothing left to finish, completed (exit 0)"
+  ends_clean "with every output in" "nothing left to finish, completed (exit 0)"
 fi
 
 "$onceflow" real "$spec" "${store[@]}" --messages "$messages" --no-progress --verify >"$work/verify.json" \
