@@ -20,7 +20,7 @@ void Controller::loop() {
     if (!busy_) {  // else a state request is being stored: this cycle is skipped
       busy_ = true;
       cycle();
-      busy_ = false;
+      end_busy();
     }
     env_.runtime.sleep_for(env_.spec.scheduling_period_us);
   }
@@ -279,12 +279,25 @@ bool Controller::persist_state() {
   return true;
 }
 
-Status Controller::serving() const {
-  // Until boot has read the persisted state, a change here would be overwritten by it.
+Status Controller::take_turn() {
+  // One thing at a time: a cycle in progress would interleave with this request's commit. A
+  // request waits for it rather than being refused, so that a controller whose cycles take
+  // most of the time (a loaded store) still takes requests.
+  const Micros deadline = env_.runtime.clock().now() + env_.options.request_wait_us;
+  while (busy_ && env_.runtime.clock().now() < deadline) {
+    turn_waiters_.push_back(env_.runtime.waiter());
+    (void)env_.runtime.sleep_until_woken(deadline);
+  }
+  // Until boot has read the persisted state, a change here would be overwritten by it; and
+  // the lead may have been lost while waiting.
   if (lease_ == 0 || !booted_) return Status::unavailable("this controller does not lead");
-  // One thing at a time: a cycle in progress would interleave with this request's commit.
   if (busy_) return Status::unavailable("the controller is busy; ask again");
   return Status::ok();
+}
+
+void Controller::end_busy() {
+  busy_ = false;
+  for (const Runtime::Waiter& waiter : std::exchange(turn_waiters_, {})) env_.runtime.wake(waiter);
 }
 
 }  // namespace onceflow

@@ -180,8 +180,12 @@ class Controller {
   Result<std::string> on_repartition(std::string_view request);
   Result<std::string> on_respec(std::string_view request);
   Result<std::string> on_reconfigure(std::string_view request);
-  // Why a request cannot be taken now (this controller does not lead, or is busy), or ok.
-  Status serving() const;
+  // Waits for a cycle or another request under way to end (options.request_wait_us at most),
+  // so that a request is queued behind them rather than refused; then why it cannot be taken
+  // (this controller does not lead, or is still busy), or ok.
+  Status take_turn();
+  // Ends busy_ and wakes the requests waiting for their turn.
+  void end_busy();
   // Stores `next` as the layout, with the state, and runs with it; false (nothing changed)
   // when it could not be stored.
   bool store_layout(const Layout& next);
@@ -220,6 +224,7 @@ class Controller {
   // A cycle or a state request is under way. Their steps suspend on the store, so without
   // this one could step down or change assignments under the other.
   bool busy_ = false;
+  std::vector<Runtime::Waiter> turn_waiters_;  // requests waiting for busy_ to end
   bool booted_ = false;
   PipelineState state_ = PipelineState::kWorking;
   // Set while every job Lease is being ended on the way to "stopped" or "completed".

@@ -22,9 +22,9 @@ Result<std::pair<uint64_t, std::string_view>> numbered_request(std::string_view 
 }  // namespace
 
 struct Controller::Busy {
-  bool& busy;
-  explicit Busy(bool& b) : busy(b) { busy = true; }
-  ~Busy() { busy = false; }
+  Controller& controller;
+  explicit Busy(Controller& c) : controller(c) { controller.busy_ = true; }
+  ~Busy() { controller.end_busy(); }
 };
 
 // Request: "<layout version> NAME=COUNT ...".
@@ -34,8 +34,8 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
   const uint64_t expected = parts->first;
   auto changes = parse_repartition(spec_, parts->second);
   if (!changes) return changes.error();
-  if (Status refused = serving(); !refused.is_ok()) return refused;
-  Busy busy(busy_);
+  if (Status refused = take_turn(); !refused.is_ok()) return refused;
+  Busy busy(*this);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (state_ == PipelineState::kPaused) {
     return Status::invalid_argument("the pipeline is paused with work in flight: start or stop it first");
@@ -75,8 +75,8 @@ Result<std::string> Controller::on_reconfigure(std::string_view request) {
   const uint64_t expected = parts->first;
   auto next = reconfigured_layout(layout_, parts->second);
   if (!next) return next.error();
-  if (Status refused = serving(); !refused.is_ok()) return refused;
-  Busy busy(busy_);
+  if (Status refused = take_turn(); !refused.is_ok()) return refused;
+  Busy busy(*this);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (pending_) return Status::unavailable("a repartition is being made; ask again");
   if (expected != layout_.version) {
@@ -92,8 +92,8 @@ Result<std::string> Controller::on_respec(std::string_view request) {
   auto parts = numbered_request(request, '\n', "'<layout version>' and a pipeline spec on the lines after it");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
-  if (Status refused = serving(); !refused.is_ok()) return refused;
-  Busy busy(busy_);
+  if (Status refused = take_turn(); !refused.is_ok()) return refused;
+  Busy busy(*this);
   if (state_ != PipelineState::kStopped || quiescing_) {
     return Status::invalid_argument(fmt::format("the pipeline is {}: its spec changes only while it is stopped",
                                                    pipeline_state_name(state_)));
@@ -143,8 +143,8 @@ Result<std::string> Controller::on_set_state(std::string_view request) {
   }
   const uint64_t seq = parts->first;
   const PipelineState requested = *parsed;
-  if (Status refused = serving(); !refused.is_ok()) return refused;
-  Busy busy(busy_);
+  if (Status refused = take_turn(); !refused.is_ok()) return refused;
+  Busy busy(*this);
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (requested == PipelineState::kCompleted) {
     return Status::invalid_argument("a pipeline completes by itself, when its finite sources are read");

@@ -301,6 +301,9 @@ struct EngineOptions {
   Micros worker_timeout_us = 1 * kSeconds;  // a worker not heard from for this long is lost
   Micros start_grace_us = 600 * kMillis;    // an assigned job must be reported running by then
   Micros rpc_timeout_us = 100 * kMillis;
+  // An operator's request that finds the controller busy (a cycle under way) waits this long
+  // for its turn before it is answered "busy; ask again": less than the asker's timeout.
+  Micros request_wait_us = 50 * kMillis;
   Micros dedup_cleanup_every_epochs = 8;
   // A job whose epochs find no work waits longer and longer between them (1, 2, 4... epoch
   // periods), up to this many; it still commits each, to move its watermarks and to learn

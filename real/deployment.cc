@@ -309,6 +309,9 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
       layout_(process_layout(options_, o)) {
   options_.record_history = o.record_history;  // what --verify re-executes
+  // A request waits for a cycle on a loaded store (well within kOwnControllerTimeout) rather
+  // than being refused until the asker gives up.
+  options_.request_wait_us = kOwnControllerTimeout / 3;
   config_ = std::make_unique<DeploymentConfig>(
       DeploymentConfig{spec_, registry, options_, bugs_, o.seed, progress_.get(), shared_connectors_.get()});
   PipelineWorkload w;
