@@ -270,11 +270,20 @@ void Controller::finish_quiescing() {
 bool Controller::persist_state() {
   assert(busy_);
   assert(lease_ != 0);
-  auto tx = env_.store.begin();
-  if (!tx) return false;
-  if (!put_state(*tx)) return false;
-  if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
-  if (!commit_as_leader(*tx)) return false;
+  // A drain's cut goes into every job's meta row, so that any epoch committed while it is
+  // built conflicts with it: on a store busy with epochs it is tried again at once, a few
+  // times, rather than a cycle (or an operator's retry) later, which lost to the epochs again
+  // and again (a repartition under load took seconds to start).
+  constexpr int kConflictRetries = 3;
+  for (int attempt = 0;; ++attempt) {
+    auto tx = env_.store.begin();
+    if (!tx) return false;
+    if (!put_state(*tx)) return false;
+    if (env_.observer != nullptr) env_.observer->controller_committing(node_, lease_, tx->id(), std::nullopt);
+    bool conflicted = false;
+    if (commit_as_leader(*tx, &conflicted)) break;
+    if (!conflicted || attempt == kConflictRetries) return false;
+  }
   drain_cut_ = cut_written_;
   return true;
 }

@@ -173,7 +173,9 @@ class Controller {
   // Every Lease has ended while quiescing: a last look decides between `quiescing_` and
   // going back to work.
   void finish_quiescing();
-  bool commit_as_leader(const Transaction& tx);
+  // Commits `tx` under this controller's Lease (an ambiguous outcome resolved); `conflicted`,
+  // when given, says whether it failed on a conflict with another commit.
+  bool commit_as_leader(const Transaction& tx, bool* conflicted = nullptr);
   void push_unstored(const std::map<std::string, Assignment>& added);  // the bug switch
   void tell_assigned(const std::map<std::string, Assignment>& added);
   Result<std::string> on_set_state(std::string_view request);

@@ -107,11 +107,12 @@ bool Controller::boot() {
 }
 
 // Commits `tx` with this controller's Lease as prerequisite; steps down when it has ended.
-bool Controller::commit_as_leader(const Transaction& tx) {
+bool Controller::commit_as_leader(const Transaction& tx, bool* conflicted) {
   std::vector<LeaseId> prerequisites;
   if (!env_.bugs.controller_without_lease) prerequisites.push_back(lease_);
   auto result = env_.store.commit(tx, prerequisites);
   if (result) return true;
+  if (conflicted != nullptr) *conflicted = result.error().is_conflict();
   if (result.error().is_prerequisite_failed()) {
     step_down("its Lease ended");
     return false;

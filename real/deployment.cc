@@ -542,7 +542,7 @@ RealDeployment::Ending RealDeployment::run() {
     // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
     // this run's spec: a repartition when they differ from those in force.
     const auto state = stored_state();
-    const std::string changes = partition_changes();
+    const std::string changes = partition_changes(state == "completed");
     const bool resume = state && *state != "working" && *state != "completed";
     // A stop signal ends these requests (a "working" sent after the stop would undo it): the
     // stop is asked only once they are over.
@@ -678,12 +678,9 @@ RealDeployment::Ending RealDeployment::run() {
 }
 
 std::optional<std::string> RealDeployment::stored_state() {
-  auto tx = store_.begin();
-  if (!tx) return std::nullopt;
-  auto state = store_.get(*tx, tables::kController, "state");
-  store_.abort(*tx);
-  if (!state) return std::nullopt;
-  return *state;
+  auto rows = stored_rows({"state"});
+  if (!rows) return std::nullopt;
+  return (*rows)[0];
 }
 
 void RealDeployment::observe(bool ends_by_draining) {
@@ -768,13 +765,18 @@ Result<int> RealDeployment::serve_metrics(const std::string& address, int port) 
   return metrics_server_->port();
 }
 
-std::string RealDeployment::partition_changes() {
+std::string RealDeployment::partition_changes(bool completed) {
   const auto layout = stored_layout();
-  if (!layout) return {};  // a new pipeline: its spec's counts
-  const PipelineSpec in_force = with_layout(spec_, *layout);
+  if (!layout || !*layout) return {};  // a new pipeline: its spec's counts
+  const PipelineSpec in_force = with_layout(spec_, **layout);
   std::string changes;
   const auto compare = [&](const std::string& name, int now, int wanted) {
     if (now == wanted) return;
+    if (completed) {  // it takes no more work: there is nothing to repartition
+      fmt::print(stderr, "onceflow real: {} stays at {} partitions, not {}: the pipeline has completed\n", name, now,
+                 wanted);
+      return;
+    }
     changes += fmt::format("{}{}={}", changes.empty() ? "" : " ", name, wanted);
     fmt::print(stderr, "onceflow real: repartitioning {} from {} to {} partitions (a drain first)\n", name, now, wanted);
   };
@@ -787,14 +789,18 @@ std::string RealDeployment::partition_changes() {
   return changes;
 }
 
-std::optional<Layout> RealDeployment::stored_layout() {
+Result<std::vector<std::optional<std::string>>> RealDeployment::stored_rows(const std::vector<std::string>& keys) {
   auto tx = store_.begin();
-  if (!tx) return std::nullopt;
-  auto layout = store_.get(*tx, tables::kController, kLayoutKey);
-  auto pending = store_.get(*tx, tables::kController, kLayoutPendingKey);
+  if (!tx) return tx.error();
+  auto rows = store_.get_many(*tx, tables::kController, keys);
   store_.abort(*tx);
-  if (!layout || !pending) return std::nullopt;
-  return layout_to_change(*layout, *pending);
+  return rows;
+}
+
+Result<std::optional<Layout>> RealDeployment::stored_layout() {
+  auto rows = stored_rows({kLayoutKey, kLayoutPendingKey});
+  if (!rows) return rows.error();
+  return layout_to_change((*rows)[0], (*rows)[1]);
 }
 
 void RealDeployment::request_repartition(const std::string& changes) {
@@ -802,7 +808,11 @@ void RealDeployment::request_repartition(const std::string& changes) {
   for (int attempt = 0; attempt < 600; ++attempt) {
     if (stop_signals_.load() > 0) return;  // stopping: the next run asks again
     const auto layout = stored_layout();
-    const uint64_t version = layout ? layout->version : 0;
+    if (!layout) {  // the store did not answer: ask it again
+      rt.sleep_for(100 * kMillis);
+      continue;
+    }
+    const uint64_t version = *layout ? (*layout)->version : 0;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
     auto reply = loop_.network(kOperator).call(controller, Controller::kRepartitionService,
                                                fmt::format("{} {}", version, changes), kOwnControllerTimeout);
@@ -894,11 +904,12 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
       // A stop under way is not undone by a pause or a resume (the stop was answered; its
       // drain goes on). A repartition's drain, with its change pending, may be paused.
       if (verb != "stop") {
-        auto tx = store_.begin();
-        if (!tx) return tx.error();
-        auto rows = store_.get_many(*tx, tables::kController, {"state", kLayoutPendingKey});
-        store_.abort(*tx);
-        if (!rows) return rows.error();
+        auto rows = stored_rows({"state", kLayoutPendingKey});
+        if (!rows) {  // the store did not answer for a moment: ask it again
+          last = rows.error();
+          rt.sleep_for(100 * kMillis);
+          continue;
+        }
         if ((*rows)[0] == "draining" && !(*rows)[1]) {
           return Status::invalid_argument(
               "the pipeline is stopping (a stop drains what is in flight): once it is stopped, onceflow real starts it again");
@@ -907,10 +918,16 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
       service = Controller::kSetStateService;
       payload = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
     } else if (verb == "repartition" || verb == "set") {
+      // A store that does not answer for a moment (every connection busy) is asked again; no
+      // layout stored means version 0, the deployment's spec (this process's controller leads).
       const auto layout = stored_layout();
-      if (!layout) return Status::invalid_argument("the pipeline has no layout yet (it never started)");
+      if (!layout) {
+        last = layout.error();
+        rt.sleep_for(100 * kMillis);
+        continue;
+      }
       service = verb == "repartition" ? Controller::kRepartitionService : Controller::kReconfigureService;
-      payload = fmt::format("{} {}", layout->version, rest);
+      payload = fmt::format("{} {}", *layout ? (*layout)->version : 0, rest);
     } else {
       return Status::invalid_argument(fmt::format("no request '{}' (pause, resume, stop, repartition, set)", verb));
     }

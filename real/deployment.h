@@ -199,13 +199,16 @@ class RealDeployment {
   // it refused.
   Result<std::string> apply_request(const std::string& command);
   // "NAME=COUNT ..." for each computation and queue sink whose count in this run's spec differs
-  // from the stored layout's (empty for a new pipeline), printed as it is found.
-  std::string partition_changes();
+  // from the stored layout's (empty for a new pipeline), printed as it is found; for a
+  // `completed` pipeline, which takes no more work, none (each difference is printed as kept).
+  std::string partition_changes(bool completed);
   // Asks the controller to repartition until one takes it.
   void request_repartition(const std::string& changes);
   // The layout the pipeline has, or will have once the change under way is made; nullopt for
-  // a new pipeline (or when the store did not answer).
-  std::optional<Layout> stored_layout();
+  // a new pipeline (version 0: the deployment's spec); an error when the store did not answer.
+  Result<std::optional<Layout>> stored_layout();
+  // The controller's rows `keys`, read in one transaction of their own.
+  Result<std::vector<std::optional<std::string>>> stored_rows(const std::vector<std::string>& keys);
   std::optional<std::string> stored_state();
   void watch_kafka();
   // What the run still waits for before it is drained: "" once everything produced was

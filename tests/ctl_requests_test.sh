@@ -16,6 +16,11 @@
 #    lists it nowhere as open;
 # 5. a run started again resumes it (back to the spec's counts) and --verify finds every
 #    input's output exactly once, state equal to the reference.
+# 6. under load, a pipeline of its own in a database of its own: 16 jobs at 4,000 inputs a
+#    second hold every connection its process may open (an eighth of the server's 40); a
+#    repartition asked while it runs is taken and answered (a user's probe found it refused
+#    as "the pipeline has no layout yet (it never started)": the operator's read of the
+#    layout found every connection busy), and the run verifies.
 # Usage: ctl_requests_test.sh ONCEFLOW SOURCE_DIR [MESSAGES]
 set -euo pipefail
 onceflow=$1
@@ -192,4 +197,38 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 assert v["verdict"] == "pass" and v["inputs"] == int(sys.argv[2]) and v["lost"] == 0 and v["duplicates"] == 0, v
 print(f"ok: resumed and verified: {v['inputs']} inputs, {v['outputs']} outputs, no loss, no duplicate")
+PY
+
+# 6. a repartition under load.
+loaded_spec="$work/loaded.yaml"
+sed -e 's/^name: .*/name: loaded-aggregation/' -e 's/partitions: 2}$/partitions: 4}/' -e 's/^    partitions: 2$/    partitions: 8/' \
+  "$spec" >"$loaded_spec"
+grep -q "partitions: 8" "$loaded_spec" || fail "the loaded spec: $(cat "$loaded_spec")"
+pg_as "$(pg_bin)/psql" "$PG_CONNINFO" -q -c "CREATE DATABASE loaded" || fail "CREATE DATABASE loaded"
+# A server of 40 connections: the process may open 5, fewer than its jobs.
+pg_as "$(pg_bin)/psql" "$PG_CONNINFO" -q -c "ALTER SYSTEM SET max_connections = 40" || fail "ALTER SYSTEM"
+pg_restart "$work"
+loaded="${PG_CONNINFO/dbname=postgres/dbname=loaded}"
+"$onceflow" real "$loaded_spec" --store "$loaded" --messages 60000 --rate 4000 --verify --no-progress \
+  >"$work/loaded.json" 2>"$work/loaded.log" &
+pid[loaded]=$!
+for _ in $(seq 100); do
+  "$onceflow" ctl status "$loaded_spec" --store "$loaded" --json >"$work/loaded_status.json" 2>/dev/null &&
+    [[ $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['state'])" "$work/loaded_status.json") == working ]] &&
+    break
+  sleep 0.1
+done
+sleep 2  # its jobs at full speed
+"$onceflow" ctl repartition "$loaded_spec" Counter=5 --store "$loaded" --no-wait >"$work/out" 2>"$work/err" ||
+  fail "ctl repartition under load: $(cat "$work/out" "$work/err")"
+grep -q "answered layout version 1" "$work/out" || fail "ctl repartition under load said: $(cat "$work/out")"
+rc=0
+wait "${pid[loaded]}" || rc=$?
+unset "pid[loaded]"
+[[ $rc -eq 0 ]] || fail "the loaded run exited $rc: $(tail -3 "$work/loaded.log")"
+python3 - "$work/loaded.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["verdict"] == "pass" and v["lost"] == 0 and v["duplicates"] == 0, v
+print(f"ok: repartitioned under load and verified: {v['inputs']} inputs, {v['outputs']} outputs")
 PY
