@@ -310,8 +310,8 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
       layout_(process_layout(options_, o)) {
   options_.record_history = o.record_history;  // what --verify re-executes
   // A request waits for a cycle on a loaded store (well within kOwnControllerTimeout) rather
-  // than being refused until the asker gives up.
-  options_.request_wait_us = kOwnControllerTimeout / 3;
+  // than being refused until the asker gives up; asked again after a longer cycle.
+  options_.request_wait_us = 2 * kSeconds;
   config_ = std::make_unique<DeploymentConfig>(
       DeploymentConfig{spec_, registry, options_, bugs_, o.seed, progress_.get(), shared_connectors_.get()});
   PipelineWorkload w;
@@ -934,6 +934,11 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
     auto reply = loop_.network(kOperator).call(layout_.controllers.front(), service, payload, kOwnControllerTimeout);
     if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
     last = reply.error();
+    // A request its controller keeps answering Unavailable says so now and then in the log.
+    if (attempt % 20 == 19) {
+      fmt::print(stderr, "onceflow real: {} still asks its controller for '{}' ({} tries): {}\n",
+                 layout_.controllers.front(), command, attempt + 1, last.message());
+    }
     rt.sleep_for(100 * kMillis);
   }
   return Status::unavailable("the controller did not take it: " + last.message());
