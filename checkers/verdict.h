@@ -32,6 +32,10 @@ struct Verdict {
 // The MessageIds (runs of exactly 16 lowercase hex digits) that failing verdicts name in their
 // details: what a report of the run should point at.
 std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts);
+// When a computation's committed epochs are not what its own function gives (`re-execution`)
+// and delivery, state, timers or ordering fail too, those failures may follow from the
+// function: the line that says to read re-execution first, naming them; else "".
+std::string read_first(const std::vector<Verdict>& verdicts);
 // The keys failing verdicts name, as they write them: "(key 13, ...".
 std::set<uint64_t> keys_named_by_failures(const std::vector<Verdict>& verdicts);
 

@@ -342,10 +342,14 @@ void print_run(const Invocation& inv, const cli::Scenario& s, const simulated::R
   for (const auto& c : r.user_sites) {
     fmt::print("  assertion: {} \"{}\" evaluated {}, held {}\n", c.kind, c.name, c.evaluated, c.held);
   }
+  size_t width = 22;  // a program's own checks may have longer names
+  for (const auto& v : r.verdicts) width = std::max(width, std::min<size_t>(v.check.size(), 64));
   for (const auto& v : r.verdicts) {
-    fmt::print("  {:<22} {:<4}  {}\n", v.check, !v.passed ? "FAIL" : v.applicable ? "pass" : "n/a", v.detail);
+    fmt::print("  {:<{}} {:<4}  {}\n", v.check.substr(0, 64), width, !v.passed ? "FAIL" : v.applicable ? "pass" : "n/a",
+               v.detail);
   }
   if (r.passed) return;
+  if (const std::string first = checkers::read_first(r.verdicts); !first.empty()) fmt::print("  read first: {}\n", first);
   fmt::print("  replay: {}\n", replay_command(inv, s, r.seed, swarm));
   if (!with_excerpt) return;
   const auto excerpt = trace_excerpt(r);
@@ -736,6 +740,13 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       std::string checker;
       for (const auto& [name, verdict] : caught->checks) {
         if (verdict == "fail" && catches(name) && checker.empty()) checker = name;
+      }
+      // The program's own switch breaks its own function: a run that differs from itself
+      // (determinism) or epochs the function does not give again (re-execution) say so first,
+      // and delivery or state fail only as a consequence.
+      for (const char* cause : {"re-execution", "determinism"}) {
+        const auto failed = [&](const auto& check) { return check.first == cause && check.second == "fail"; };
+        if (sw.own && std::any_of(caught->checks.begin(), caught->checks.end(), failed)) checker = cause;
       }
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
                  {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};

@@ -102,8 +102,9 @@ class RuntimeContext {
   virtual ~RuntimeContext() = default;
   // The system time of the current epoch on this job's clock.
   virtual Micros current_timestamp() const = 0;
-  // A generator for computations that want randomness; seeded per job attempt, so a regular
-  // computation that uses it is non-deterministic across attempts (as Flow allows).
+  // A generator for computations that want randomness, seeded per job and epoch; each
+  // committed epoch's seed is recorded, so the re-execution that checks it draws the same
+  // numbers (docs/extending.md).
   virtual Random& random() = 0;
 };
 

@@ -35,7 +35,7 @@
 // These act inside process_message and process_timer (and for bug switches, wherever the run
 // calls your function; not in init()). Elsewhere they count nothing and return false. In a simulated run,
 // your code's calls to the machine's clock or randomness (clock_gettime, gettimeofday, time,
-// std::chrono's clocks, rand, random, getrandom, getentropy, std::random_device) are answered
+// std::chrono's clocks, rand, random, getrandom, getentropy, arc4random, std::random_device) are answered
 // from the simulation and fail the run's `determinism` check naming the call and the
 // computation (docs/testing.md).
 #pragma once

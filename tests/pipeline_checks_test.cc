@@ -535,6 +535,22 @@ TEST(PipelineChecksTest, OrderingIgnoresJobsThatAreNotConsumers) {
   EXPECT_TRUE(OrderingCheck().check(h).passed);
 }
 
+// A user's function that is not deterministic fails re-execution and, through its outputs and
+// state, delivery and state: the run's report says to read re-execution first. Not when
+// re-execution holds (an engine's lost write), nor when it fails alone.
+TEST(PipelineChecksTest, ReadFirstPointsAtReexecutionWhenItFailsBesideDeliveryOrState) {
+  using checkers::Verdict;
+  const std::vector<Verdict> user_bug = {Verdict::fail("delivery", "unexpected"), Verdict::fail("state", "started from"),
+                                        Verdict::pass("consumption"), Verdict::fail("re-execution", "committed")};
+  const std::string line = checkers::read_first(user_bug);
+  EXPECT_TRUE(line.starts_with("re-execution: ")) << line;
+  EXPECT_NE(line.find("the delivery, state failures may follow from it"), std::string::npos) << line;
+  const std::vector<Verdict> engine_bug = {Verdict::fail("delivery", "lost-write"), Verdict::pass("re-execution")};
+  EXPECT_EQ(checkers::read_first(engine_bug), "");
+  const std::vector<Verdict> alone = {Verdict::pass("delivery"), Verdict::fail("re-execution", "committed")};
+  EXPECT_EQ(checkers::read_first(alone), "");
+}
+
 TEST(PipelineChecksTest, SwiftDeterminismFailsOnADifferentPayload) {
   PipelineHistory h = good_history();
   EpochRecord rerun = h.epochs[2];

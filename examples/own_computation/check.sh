@@ -13,6 +13,8 @@ grep -Eq "^  each key keeps its longest word +20 +0 +0$" <<<"$out" || { echo "$o
 # Your bug switch, caught by your check on a seed that passes without it.
 out=$("$mine" mutants --max-seeds 20 --jobs 2) || { echo "$out"; echo "FAIL: mutants"; exit 1; }
 grep -Eq "^shorter-wins +caught +each key keeps its longest word" <<<"$out" || { echo "$out"; echo "FAIL: shorter-wins not caught"; exit 1; }
+# A function that depends on more than its input and state: re-execution names it.
+grep -Eq "^cache-outlives-epoch +caught +re-execution" <<<"$out" || { echo "$out"; echo "FAIL: cache-outlives-epoch not caught by re-execution"; exit 1; }
 grep -q "no-lease-prerequisite" <<<"$out" && { echo "FAIL: mutants ran the engine's switches unasked"; exit 1; }
 # Your scenarios and switches, not the library's unless asked.
 list=$("$mine" list)

@@ -22,6 +22,11 @@ class LongestWord final : public onceflow::ProcessFunction {
   void process_message(const onceflow::Message& m, onceflow::OutputCollector& out,
                        onceflow::RuntimeContext&) override {
     std::string best = longest_.get(m.key).value_or("");
+    // The mistake a cache invites (bug switch cache-outlives-epoch): a member variable keeps
+    // what an epoch that never committed wrote, while the state forgot it.
+    if (ONCEFLOW_BUG("cache-outlives-epoch")) {
+      if (auto cached = cache_.find(m.key); cached != cache_.end()) best = cached->second;
+    }
     // A rare path of your own, made to happen under test: here, a cache of the state that
     // missed, so the state is read again (the answer must not change).
     if (ONCEFLOW_BUGGIFY("the longest-word cache misses")) best = longest_.get(m.key).value_or("");
@@ -36,11 +41,13 @@ class LongestWord final : public onceflow::ProcessFunction {
     ONCEFLOW_SOMETIMES(!best.empty(), "a longer word replaces a shorter one");
     if (m.payload.empty()) ONCEFLOW_UNREACHABLE("an empty word is stored", fmt::format("key {}", m.key));
     longest_.set(m.key, m.payload);
+    cache_[m.key] = m.payload;
     out.add_message(m.key, "longest so far: " + m.payload);
   }
 
  private:
   onceflow::StateClient longest_;
+  std::map<uint64_t, std::string> cache_;
 };
 
 // The invariant: at the end, each key's state holds a word as long as its longest input.
@@ -70,6 +77,7 @@ void register_my_computations(onceflow::ComputationRegistry& registry) {
   registry.add("LongestWord", [] { return std::make_unique<LongestWord>(); });
   registry.add_check("each key keeps its longest word", each_key_keeps_its_longest_word);
   registry.add_bug("shorter-wins", "LongestWord keeps the shorter word");
+  registry.add_bug("cache-outlives-epoch", "LongestWord trusts a member-variable cache over its state");
 }
 
 }  // namespace my

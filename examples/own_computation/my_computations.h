@@ -13,6 +13,7 @@ namespace my {
 //                          my_computations.cc
 //   check "each key keeps its longest word"   an invariant over the run's history
 //   bug switch "shorter-wins"                 a deliberate mistake that check must catch
+//   bug switch "cache-outlives-epoch"         a member-variable cache the re-execution catches
 void register_my_computations(onceflow::ComputationRegistry& registry);
 
 }  // namespace my
