@@ -742,8 +742,9 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         if (verdict == "fail" && catches(name) && checker.empty()) checker = name;
       }
       // The program's own switch breaks its own function: a run that differs from itself
-      // (determinism) or epochs the function does not give again (re-execution) say so first,
-      // and delivery or state fail only as a consequence.
+      // (determinism: the function read the machine's clock or randomness, named first) or
+      // epochs the function does not give again (re-execution) say so; delivery or state fail
+      // only as a consequence.
       for (const char* cause : {"re-execution", "determinism"}) {
         const auto failed = [&](const auto& check) { return check.first == cause && check.second == "fail"; };
         if (sw.own && std::any_of(caught->checks.begin(), caught->checks.end(), failed)) checker = cause;

@@ -274,7 +274,9 @@ bool Controller::persist_state() {
   // built conflicts with it: on a store busy with epochs it is tried again at once, a few
   // times, rather than a cycle (or an operator's retry) later, which lost to the epochs again
   // and again (a repartition under load took seconds to start).
+  // Bounded in time too: the cycle that pings the Leases waits for this.
   constexpr int kConflictRetries = 3;
+  const Micros started = env_.runtime.clock().now();
   for (int attempt = 0;; ++attempt) {
     auto tx = env_.store.begin();
     if (!tx) return false;
@@ -283,6 +285,7 @@ bool Controller::persist_state() {
     bool conflicted = false;
     if (commit_as_leader(*tx, &conflicted)) break;
     if (!conflicted || attempt == kConflictRetries) return false;
+    if (env_.runtime.clock().now() - started > env_.spec.lease_ttl_us / 4) return false;
   }
   drain_cut_ = cut_written_;
   return true;

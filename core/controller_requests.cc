@@ -32,10 +32,12 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
   auto parts = numbered_request(request, ' ', "'<layout version> NAME=COUNT ...'");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
-  auto changes = parse_repartition(spec_, parts->second);
-  if (!changes) return changes.error();
   if (Status refused = take_turn(); !refused.is_ok()) return refused;
   Busy busy(*this);
+  // Read against the spec in force once this request's turn came: the wait may have seen a
+  // boot or a takeover replace it.
+  auto changes = parse_repartition(spec_, parts->second);
+  if (!changes) return changes.error();
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (state_ == PipelineState::kPaused) {
     return Status::invalid_argument("the pipeline is paused with work in flight: start or stop it first");
@@ -73,10 +75,11 @@ Result<std::string> Controller::on_reconfigure(std::string_view request) {
   auto parts = numbered_request(request, ' ', "'<layout version> SETTING=VALUE ...'");
   if (!parts) return parts.error();
   const uint64_t expected = parts->first;
-  auto next = reconfigured_layout(layout_, parts->second);
-  if (!next) return next.error();
   if (Status refused = take_turn(); !refused.is_ok()) return refused;
   Busy busy(*this);
+  // From the layout in force once this request's turn came (a boot during the wait loads it).
+  auto next = reconfigured_layout(layout_, parts->second);
+  if (!next) return next.error();
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (pending_) return Status::unavailable("a repartition is being made; ask again");
   if (expected != layout_.version) {

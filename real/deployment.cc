@@ -828,20 +828,21 @@ void RealDeployment::request_state(const std::string& state) {
     // Another controller's process stopped it (under several, the leader's takes the request).
     if (state.starts_with("stopped") && stored_state() == "stopped") return;
     const std::string& controller = layout_.controllers[static_cast<size_t>(attempt) % layout_.controllers.size()];
-    auto reply = loop_.network(kOperator).call(controller, Controller::kSetStateService, state_request(state),
-                                               kOwnControllerTimeout);
+    const auto request = state_request(state);
+    auto reply = request ? loop_.network(kOperator).call(controller, Controller::kSetStateService, *request,
+                                                         kOwnControllerTimeout)
+                         : Result<std::string>(request.error());
     if (reply) return;
     rt.sleep_for(100 * kMillis);  // no leader yet, or it was busy
   }
 }
 
-std::string RealDeployment::state_request(const std::string& state) {
-  uint64_t seq = 0;
-  if (auto tx = store_.begin()) {
-    auto stored = store_.get(*tx, tables::kController, "state_seq");
-    store_.abort(*tx);
-    if (stored && stored->has_value()) seq = std::stoull(**stored);
-  }
+Result<std::string> RealDeployment::state_request(const std::string& state) {
+  // A failed read must not become sequence 0: the controller answers a request older than
+  // the last it applied with its state, without applying it.
+  auto rows = stored_rows({"state_seq"});
+  if (!rows) return rows.error();
+  const uint64_t seq = (*rows)[0] ? std::stoull(*(*rows)[0]) : 0;
   return fmt::format("{} {}", seq + 1, state);
 }
 
@@ -916,7 +917,13 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
         }
       }
       service = Controller::kSetStateService;
-      payload = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
+      auto request = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
+      if (!request) {  // the store did not answer for a moment: ask it again
+        last = request.error();
+        rt.sleep_for(100 * kMillis);
+        continue;
+      }
+      payload = std::move(*request);
     } else if (verb == "repartition" || verb == "set") {
       // A store that does not answer for a moment (every connection busy) is asked again; no
       // layout stored means version 0, the deployment's spec (this process's controller leads).

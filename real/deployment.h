@@ -188,8 +188,9 @@ class RealDeployment {
   void serve_target(const std::string& sink);
   // The operator's side: asks the controller for `state`, with the next sequence number.
   void request_state(const std::string& state);
-  // The set_state request for `state`, with the next sequence number.
-  std::string state_request(const std::string& state);
+  // The set_state request for `state`, with the next sequence number; an error when the store
+  // did not answer.
+  Result<std::string> state_request(const std::string& state);
   // The leader's process: takes operator requests from the store (real/operator_requests.h),
   // asks its controller, and stores the answers.
   void serve_requests();

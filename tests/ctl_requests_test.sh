@@ -213,16 +213,20 @@ loaded="${PG_CONNINFO/dbname=postgres/dbname=loaded}"
 "$onceflow" real "$loaded_spec" --store "$loaded" --messages 60000 --rate 4000 --verify --no-progress \
   >"$work/loaded.json" 2>"$work/loaded.log" &
 pid[loaded]=$!
-for _ in $(seq 100); do
+loaded_working=no
+for _ in $(seq 300); do
   "$onceflow" ctl status "$loaded_spec" --store "$loaded" --json >"$work/loaded_status.json" 2>/dev/null &&
     [[ $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['state'])" "$work/loaded_status.json") == working ]] &&
-    break
+    loaded_working=yes && break
   sleep 0.1
 done
+[[ $loaded_working == yes ]] || fail "the loaded pipeline never worked: $(tail -3 "$work/loaded.log")"
 sleep 2  # its jobs at full speed
 "$onceflow" ctl repartition "$loaded_spec" Counter=5 --store "$loaded" --no-wait >"$work/out" 2>"$work/err" ||
   fail "ctl repartition under load: $(cat "$work/out" "$work/err")"
 grep -q "answered layout version 1" "$work/out" || fail "ctl repartition under load said: $(cat "$work/out")"
+for _ in $(seq 1800); do kill -0 "${pid[loaded]}" 2>/dev/null || break; sleep 0.1; done
+kill -0 "${pid[loaded]}" 2>/dev/null && fail "the loaded run did not end in 3 minutes: $(tail -3 "$work/loaded.log")"
 rc=0
 wait "${pid[loaded]}" || rc=$?
 unset "pid[loaded]"

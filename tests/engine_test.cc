@@ -846,6 +846,50 @@ TEST(EngineTest, ARequestThatFindsACycleUnderWayIsTakenAfterIt) {
   EXPECT_GT(busy_answers(0), 0);
 }
 
+// A request that waits for its turn while a restarted controller takes over and boots is
+// read against the layout that boot loaded, not the empty one the controller started with:
+// else the layout stored went back to version 1 with the spec's settings.
+TEST(EngineTest, ARequestThatWaitedThroughABootIsReadAgainstTheLayoutItLoaded) {
+  const ComputationRegistry reg = registry();
+  PipelineWorldOptions options;
+  options.engine.request_wait_us = 5 * kSeconds;
+  PipelineWorld w(load("repartition"), reg, options);
+  w.start();
+  w.world().run_until(300 * kMillis);
+  ASSERT_EQ(ask_until_taken(w, Controller::kReconfigureService, "0 epoch_period=30ms"), "ok 1");
+  ASSERT_EQ(ask_until_taken(w, Controller::kReconfigureService, "1 epoch_period=40ms"), "ok 2");
+  const sim::NodeIndex controller = w.world().find("controller");
+  const sim::NodeIndex store = w.world().find("store");
+  sim::LinkOptions slow;  // a boot of several store calls, each 20 ms there and back
+  slow.latency_us_min = 10 * kMillis;
+  slow.latency_us_mean = 10 * kMillis;
+  w.world().network().set_link(controller, store, slow);
+  w.world().network().set_link(store, controller, slow);
+  w.world().crash(controller);
+  w.world().run_until(w.world().now() + 100 * kMillis);
+  w.world().start(controller);
+  // Asked every 20 ms, each waiting up to 5 s for its turn, until the new life answers one.
+  auto answers = std::make_shared<std::vector<std::string>>();
+  const sim::NodeIndex op = w.world().find("worker-1");
+  const Micros until = w.world().now() + w.spec().lease_ttl_us + 2 * kSeconds;
+  while (w.world().now() < until) {
+    w.world().runtime(op).spawn("operator", [&w, answers, op] {
+      auto r = w.world().network_endpoint(op).call("controller", Controller::kReconfigureService,
+                                                   "2 epoch_period=50ms", 10 * kSeconds);
+      answers->push_back(r ? "ok " + *r : r.error().message());
+    });
+    w.world().run_until(w.world().now() + 20 * kMillis);
+  }
+  w.world().run_until(w.world().now() + 6 * kSeconds);
+  std::string all;
+  for (const auto& a : *answers) all += a + " | ";
+  ASSERT_EQ(std::count(answers->begin(), answers->end(), "ok 3"), 1) << all;
+  const auto stored = stored_layout(w.store_data());
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->version, 3u);
+  EXPECT_EQ(stored->epoch_period_us, 50 * kMillis);
+}
+
 // A repartition asked while the last one's rows are being moved (the pipeline drained and
 // stopped for it, its change still pending) is made after it, and the pipeline works again:
 // the operator did not stop it. (It stayed stopped for good, a user's probe found.)
