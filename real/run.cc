@@ -31,13 +31,27 @@ namespace {
 
 using json = nlohmann::json;
 
-// One row, committed alone (outside any pipeline's transaction).
+// One row, committed alone (outside any pipeline's transaction, before the deployment's loop
+// runs or after it). A database that restarts meanwhile (connections cut, a commit whose
+// outcome is unknown) is asked again for up to a minute, as the engine's own commits are: the
+// write is the same each time. (A worker started as the server restarted ended here.)
 Status put_row(RealStore& store, const std::string& table, const std::string& key, const std::string& value) {
-  auto tx = store.begin();
-  if (!tx) return tx.error();
-  tx->put(table, key, value);
-  auto committed = store.commit(*tx, {});
-  return committed ? Status::ok() : committed.error();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (true) {
+    Status failed = Status::ok();
+    if (auto tx = store.begin()) {
+      tx->put(table, key, value);
+      auto committed = store.commit(*tx, {});
+      if (committed) return Status::ok();
+      failed = committed.error();
+    } else {
+      failed = tx.error();
+    }
+    const bool passing = failed.is_unavailable() || failed.is_ambiguous() || failed.is_timeout() ||
+                         failed.is_unreachable() || failed.is_conflict();
+    if (!passing || std::chrono::steady_clock::now() >= deadline) return failed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 std::atomic<RealDeployment*> g_deployment{nullptr};
