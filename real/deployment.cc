@@ -652,7 +652,12 @@ RealDeployment::Ending RealDeployment::run() {
     const auto drain_over = [&] { return drain_deadline >= 0 && now >= drain_deadline && (drain_timed_out_ = true); };
     if (!fresh) return drain_over();
     if (drain_deadline >= 0 || stopping_drained) {
-      if (state == "stopped") return end_as(drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained, now);
+      // A pipeline that completed as the signal came refuses the stop, and has nothing in
+      // flight either: the drain is over (it waited out --drain-timeout before, a CI run
+      // found).
+      if (state == "stopped" || state == "completed") {
+        return end_as(drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained, now);
+      }
       return drain_over();
     }
     // Kafka sources never end: such a run goes on until stopped, unless it is to verify.
