@@ -295,7 +295,8 @@ Status Controller::take_turn() {
   // One thing at a time: a cycle in progress would interleave with this request's commit. A
   // request waits for it rather than being refused, so that a controller whose cycles take
   // most of the time (a loaded store) still takes requests.
-  const Micros deadline = env_.runtime.clock().now() + env_.options.request_wait_us;
+  const Micros deadline =
+      env_.runtime.clock().now() + env_.options.request_wait_us.value_or(env_.options.rpc_timeout_us / 2);
   while (busy_ && env_.runtime.clock().now() < deadline) {
     turn_waiters_.push_back(env_.runtime.waiter());
     (void)env_.runtime.sleep_until_woken(deadline);

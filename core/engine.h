@@ -302,8 +302,9 @@ struct EngineOptions {
   Micros start_grace_us = 600 * kMillis;    // an assigned job must be reported running by then
   Micros rpc_timeout_us = 100 * kMillis;
   // An operator's request that finds the controller busy (a cycle under way) waits this long
-  // for its turn before it is answered "busy; ask again": less than the asker's timeout.
-  Micros request_wait_us = 50 * kMillis;
+  // for its turn before it is answered "busy; ask again": less than the asker's timeout
+  // (unset: half of rpc_timeout_us, the timeout of the simulated operator's calls).
+  std::optional<Micros> request_wait_us;
   Micros dedup_cleanup_every_epochs = 8;
   // A job whose epochs find no work waits longer and longer between them (1, 2, 4... epoch
   // periods), up to this many; it still commits each, to move its watermarks and to learn

@@ -900,56 +900,52 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
   const size_t space = command.find(' ');
   const std::string verb = command.substr(0, space);
   const std::string rest = space == std::string::npos ? "" : command.substr(space + 1);
-  Runtime& rt = loop_.runtime(kOperator);
-  Status last = Status::unavailable("the controller was not asked");
-  // A controller busy with a cycle, or one taking over, answers Unavailable for a moment.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string service;
-    std::string payload;
+  // The controller's service and the request for it, from what the store says now: an invalid
+  // argument is the answer; a store that does not answer for a moment (every connection busy)
+  // is asked again.
+  const auto prepare = [&]() -> Result<std::pair<const char*, std::string>> {
     if (verb == "pause" || verb == "resume" || verb == "stop") {
       // A stop under way is not undone by a pause or a resume (the stop was answered; its
       // drain goes on). A repartition's drain, with its change pending, may be paused.
       if (verb != "stop") {
         auto rows = stored_rows({"state", kLayoutPendingKey});
-        if (!rows) {  // the store did not answer for a moment: ask it again
-          last = rows.error();
-          rt.sleep_for(100 * kMillis);
-          continue;
-        }
+        if (!rows) return rows.error();
         if ((*rows)[0] == "draining" && !(*rows)[1]) {
           return Status::invalid_argument(
               "the pipeline is stopping (a stop drains what is in flight): once it is stopped, onceflow real starts it again");
         }
       }
-      service = Controller::kSetStateService;
       auto request = state_request(verb == "pause" ? "paused" : verb == "resume" ? "working" : "stopped");
-      if (!request) {  // the store did not answer for a moment: ask it again
-        last = request.error();
-        rt.sleep_for(100 * kMillis);
-        continue;
-      }
-      payload = std::move(*request);
-    } else if (verb == "repartition" || verb == "set") {
-      // A store that does not answer for a moment (every connection busy) is asked again; no
-      // layout stored means version 0, the deployment's spec (this process's controller leads).
-      const auto layout = stored_layout();
-      if (!layout) {
-        last = layout.error();
-        rt.sleep_for(100 * kMillis);
-        continue;
-      }
-      service = verb == "repartition" ? Controller::kRepartitionService : Controller::kReconfigureService;
-      payload = fmt::format("{} {}", *layout ? (*layout)->version : 0, rest);
-    } else {
-      return Status::invalid_argument(fmt::format("no request '{}' (pause, resume, stop, repartition, set)", verb));
+      if (!request) return request.error();
+      return std::pair{Controller::kSetStateService, std::move(*request)};
     }
-    auto reply = loop_.network(kOperator).call(layout_.controllers.front(), service, payload, kOwnControllerTimeout);
-    if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
-    last = reply.error();
-    // A request its controller keeps answering Unavailable says so now and then in the log.
-    if (attempt % 20 == 19) {
-      fmt::print(stderr, "onceflow real: {} still asks its controller for '{}' ({} tries): {}\n",
-                 layout_.controllers.front(), command, attempt + 1, last.message());
+    if (verb == "repartition" || verb == "set") {
+      // No layout stored means version 0, the deployment's spec (this process's controller leads).
+      const auto layout = stored_layout();
+      if (!layout) return layout.error();
+      return std::pair{verb == "repartition" ? Controller::kRepartitionService : Controller::kReconfigureService,
+                       fmt::format("{} {}", *layout ? (*layout)->version : 0, rest)};
+    }
+    return Status::invalid_argument(fmt::format("no request '{}' (pause, resume, stop, repartition, set)", verb));
+  };
+  Runtime& rt = loop_.runtime(kOperator);
+  Status last = Status::unavailable("the controller was not asked");
+  // A controller busy with a cycle, or one taking over, answers Unavailable for a moment.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto prepared = prepare();
+    if (!prepared && prepared.error().is_invalid_argument()) return prepared.error();
+    if (prepared) {
+      auto reply = loop_.network(kOperator).call(layout_.controllers.front(), prepared->first, prepared->second,
+                                                 kOwnControllerTimeout);
+      if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
+      last = reply.error();
+      // A request its controller keeps answering Unavailable says so now and then in the log.
+      if (attempt % 20 == 19) {
+        fmt::print(stderr, "onceflow real: {} still asks its controller for '{}' ({} tries): {}\n",
+                   layout_.controllers.front(), command, attempt + 1, last.message());
+      }
+    } else {
+      last = prepared.error();
     }
     rt.sleep_for(100 * kMillis);
   }

@@ -100,10 +100,7 @@ Status apply_knobs(const KnobValues& values, PipelineSpec& spec, EngineOptions& 
     if (name == "heartbeat_interval") engine.heartbeat_interval_us = value;
     if (name == "worker_timeout") engine.worker_timeout_us = value;
     if (name == "start_grace") engine.start_grace_us = value;
-    if (name == "rpc_timeout") {
-      engine.rpc_timeout_us = value;
-      engine.request_wait_us = value / 2;  // an operator's request is answered within its timeout
-    }
+    if (name == "rpc_timeout") engine.rpc_timeout_us = value;
     if (name == "dedup_cleanup_every_epochs") engine.dedup_cleanup_every_epochs = value;
     if (name == "dedup_cleanup_rows") engine.dedup_cleanup_rows = static_cast<size_t>(value);
     if (name == "timers_per_epoch") engine.timers_per_epoch = static_cast<size_t>(value);
