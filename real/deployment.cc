@@ -541,23 +541,33 @@ RealDeployment::Ending RealDeployment::run() {
   if (controls()) {
     // A pipeline an earlier run stopped (or paused) works again, with the partition counts of
     // this run's spec: a repartition when they differ from those in force.
-    const auto state = stored_state();
-    const std::string changes = partition_changes(state == "completed");
-    const bool resume = state && *state != "working" && *state != "completed";
     // A stop signal ends these requests (a "working" sent after the stop would undo it): the
     // stop is asked only once they are over.
-    if (resume || !changes.empty()) {
-      starting_ = true;
-      loop_.runtime(kOperator).spawn("resume", [this, resume, changes, paused = state == "paused"] {
-        struct Started {
-          bool& starting;
-          ~Started() { starting = false; }
-        } started{starting_};
-        if (paused && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
-        if (!changes.empty() && stop_signals_.load() == 0) request_repartition(changes);
-        if (resume) request_state("working");
-      });
-    }
+    starting_ = true;
+    loop_.runtime(kOperator).spawn("resume", [this] {
+      struct Started {
+        bool& starting;
+        ~Started() { starting = false; }
+      } started{starting_};
+      // What the store holds, asked again while it does not answer: a failed read taken for
+      // "a new pipeline" would skip the resume or the repartition.
+      auto rows = stored_rows({"state", kLayoutKey, kLayoutPendingKey});
+      for (int attempt = 0; !rows && attempt < 600 && stop_signals_.load() == 0; ++attempt) {
+        if (attempt % 50 == 0) {
+          fmt::print(stderr, "onceflow real: the store did not say the pipeline's state: asking again ({})\n",
+                     rows.error().message());
+        }
+        loop_.runtime(kOperator).sleep_for(100 * kMillis);
+        rows = stored_rows({"state", kLayoutKey, kLayoutPendingKey});
+      }
+      if (!rows) return;  // stopping, or a store that never answered (the run's checks say so)
+      const std::optional<std::string>& state = (*rows)[0];
+      const std::string changes = partition_changes(layout_to_change((*rows)[1], (*rows)[2]), state == "completed");
+      const bool resume = state && *state != "working" && *state != "completed";
+      if (state == "paused" && !changes.empty()) request_state("working");  // a paused pipeline is not repartitioned
+      if (!changes.empty() && stop_signals_.load() == 0) request_repartition(changes);
+      if (resume) request_state("working");
+    });
     loop_.runtime(kOperator).spawn("requests", [this] { serve_requests(); });
   }
   if (!kafka_sources_.empty() || !kafka_sinks_.empty()) {
@@ -582,10 +592,15 @@ RealDeployment::Ending RealDeployment::run() {
   // (ctl waits for it; a stop it applied ends the run before that, else), or kHoldForAnswer
   // after it would have ended.
   Micros held_since = -1;  // since when an ending waits for an answer (-1: none waits)
+  bool said_unanswered = false;
   const auto end_as = [&](Ending e, Micros now) {
     if (request_in_hand_ && (held_since < 0 || now - held_since < kHoldForAnswer)) {
       if (held_since < 0) held_since = now;
       return false;
+    }
+    if (request_in_hand_ && !std::exchange(said_unanswered, true)) {
+      fmt::print(stderr, "onceflow real: request {} is not answered after {:.0f} s more: the run ends without its answer\n",
+                 *request_in_hand_, static_cast<double>(kHoldForAnswer) / 1e6);
     }
     ending = e;
     return true;
@@ -770,10 +785,9 @@ Result<int> RealDeployment::serve_metrics(const std::string& address, int port) 
   return metrics_server_->port();
 }
 
-std::string RealDeployment::partition_changes(bool completed) {
-  const auto layout = stored_layout();
-  if (!layout || !*layout) return {};  // a new pipeline: its spec's counts
-  const PipelineSpec in_force = with_layout(spec_, **layout);
+std::string RealDeployment::partition_changes(const std::optional<Layout>& stored, bool completed) {
+  if (!stored) return {};  // a new pipeline: its spec's counts
+  const PipelineSpec in_force = with_layout(spec_, *stored);
   std::string changes;
   const auto compare = [&](const std::string& name, int now, int wanted) {
     if (now == wanted) return;
@@ -932,6 +946,7 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
   Status last = Status::unavailable("the controller was not asked");
   // A controller busy with a cycle, or one taking over, answers Unavailable for a moment.
   for (int attempt = 0; attempt < 100; ++attempt) {
+    const Micros began = loop_.clock().now();
     auto prepared = prepare();
     if (!prepared && prepared.error().is_invalid_argument()) return prepared.error();
     if (prepared) {
@@ -939,13 +954,15 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
                                                  kOwnControllerTimeout);
       if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
       last = reply.error();
-      // A request its controller keeps answering Unavailable says so now and then in the log.
-      if (attempt % 20 == 19) {
-        fmt::print(stderr, "onceflow real: {} still asks its controller for '{}' ({} tries): {}\n",
-                   layout_.controllers.front(), command, attempt + 1, last.message());
-      }
     } else {
       last = prepared.error();
+    }
+    // A request that is not taken at once says why in the log: the first try, then now and
+    // then (whether the store or the controller did not answer, and for how long it waited).
+    if (attempt == 0 || attempt % 20 == 19) {
+      fmt::print(stderr, "onceflow real: {} still asks {} for '{}' (try {}, {:.1f} s): {}\n",
+                 layout_.controllers.front(), prepared ? "its controller" : "the store", command, attempt + 1,
+                 static_cast<double>(loop_.clock().now() - began) / 1e6, last.message());
     }
     rt.sleep_for(100 * kMillis);
   }

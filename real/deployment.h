@@ -200,9 +200,10 @@ class RealDeployment {
   // it refused.
   Result<std::string> apply_request(const std::string& command);
   // "NAME=COUNT ..." for each computation and queue sink whose count in this run's spec differs
-  // from the stored layout's (empty for a new pipeline), printed as it is found; for a
-  // `completed` pipeline, which takes no more work, none (each difference is printed as kept).
-  std::string partition_changes(bool completed);
+  // from the `stored` layout's (empty for a new pipeline, with none stored), printed as it is
+  // found; for a `completed` pipeline, which takes no more work, none (each difference is
+  // printed as kept).
+  std::string partition_changes(const std::optional<Layout>& stored, bool completed);
   // Asks the controller to repartition until one takes it.
   void request_repartition(const std::string& changes);
   // The layout the pipeline has, or will have once the change under way is made; nullopt for

@@ -65,18 +65,24 @@ Result<std::string> RealLoop::NodeNetwork::call(const std::string& to, const std
   struct Call {
     bool done = false;
     Result<std::string> reply = Status::timeout("no reply");
+    fibers::Scheduler::WakeToken caller{};  // the caller's current wait
   };
   fibers::Scheduler& scheduler = loop_.scheduler_;
   auto call = std::make_shared<Call>();
-  const fibers::Scheduler::WakeToken caller = scheduler.wake_token();
   scheduler.spawn(target->second->index, "rpc " + service,
-                  [call, fn = handler->second, from = self_, request = std::move(request), caller, &scheduler] {
+                  [call, fn = handler->second, from = self_, request = std::move(request), &scheduler] {
                     call->reply = fn(from, request);
                     call->done = true;
-                    scheduler.wake(caller);
+                    scheduler.wake(call->caller);
                   });
+  // Each wait has its own token: a caller woken for another reason waits again under a new
+  // one, which the reply's wake must name (the first one's wake would be ignored, and the
+  // call would end in a timeout with its answer there).
   const Micros deadline = std::max(loop_.clock_.now(), scheduler.now()) + timeout_us;
-  while (!call->done && scheduler.park(deadline)) {
+  bool woken = true;
+  while (!call->done && woken) {
+    call->caller = scheduler.wake_token();
+    woken = scheduler.park(deadline);
   }
   if (!call->done) return Status::timeout(to + " did not answer " + service + " in time");
   return std::move(call->reply);
@@ -167,8 +173,9 @@ void RealLoop::run_blocking(const std::function<void()>& fn) {
     bool done = false;
     fibers::Scheduler::WakeToken waiting{};  // the fiber's current wait
   };
+  // No wait yet: a helper that ends before the fiber waits wakes nobody. (The token of the
+  // fiber's current turn would be woken later, cutting short whatever it waits for next.)
   auto call = std::make_shared<Call>();
-  call->waiting = scheduler_.wake_token();
   helpers_->post([this, &fn, call] {
     fn();
     fibers::Scheduler::WakeToken token;
@@ -178,7 +185,7 @@ void RealLoop::run_blocking(const std::function<void()>& fn) {
       token = call->waiting;
     }
     call->finished.notify_all();
-    wake_from_thread(token);
+    if (token.fiber != 0) wake_from_thread(token);
   });
   // If the fiber is unwound meanwhile, fn (and what it refers to on this fiber's stack) must
   // outlive the call: wait for it before the stack goes.

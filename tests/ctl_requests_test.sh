@@ -41,7 +41,7 @@ fail() {
   for f in "$work"/*.log; do
     echo "--- ${f##*/}"
     # what became of the operator's requests (a log with none must not end the dump: pipefail)
-    { grep -E "request [0-9]+|gives back|still asks" "$f" || true; } | tail -n 5
+    { grep -E "request [0-9]+|gives back|still asks" "$f" || true; } | tail -n 12
     tail -n 3 "$f"
   done
   exit 1

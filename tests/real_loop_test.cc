@@ -75,6 +75,56 @@ TEST(RealLoopTest, CallsGetRepliesTimeoutsAndUnreachable) {
   EXPECT_EQ(results[4], "Unreachable");
 }
 
+// A fiber woken for no reason while it waits for a reply (a wake left over from an earlier
+// wait of the same fiber) waits on for that reply. Before, it parked again under a new wait
+// that the reply's wake did not match, and the call ended in a timeout though the answer came
+// at once: an operator's request, applied by the controller, was not answered for 30 s.
+TEST(RealLoopTest, ACallerWokenForNoReasonStillGetsItsReply) {
+  RealLoop loop;
+  loop.add_node("client");
+  loop.add_node("server");
+  loop.add_node("other");
+  fibers::Scheduler::WakeToken caller{};
+  loop.network("server").serve("slow", [&](const std::string&, std::string_view) -> Result<std::string> {
+    loop.scheduler().wake(caller);  // the stray wake, for the wait the caller is in
+    loop.runtime("server").sleep_for(20 * kMillis);
+    return std::string("answer");
+  });
+  Result<std::string> reply = Status::aborted("not called");
+  Micros took = 0;
+  bool finished = false;
+  loop.runtime("client").spawn("caller", [&] {
+    caller = loop.scheduler().wake_token();
+    const Micros start = loop.clock().now();
+    reply = loop.network("client").call("server", "slow", "", 2 * kSeconds);
+    took = loop.clock().now() - start;
+    finished = true;
+  });
+  loop.run([&] { return finished; });
+  ASSERT_TRUE(reply.has_value()) << reply.error().message();
+  EXPECT_EQ(*reply, "answer");
+  EXPECT_LT(took, kSeconds);
+}
+
+// A blocking call that ends before its fiber waits leaves no wake behind: the fiber's next
+// wait (here a sleep) is not cut short by it.
+TEST(RealLoopTest, ABlockingCallLeavesNoWakeForTheFibersNextWait) {
+  RealLoop loop;
+  loop.add_node("a");
+  int cut_short = 0;
+  bool finished = false;
+  loop.runtime("a").spawn("blocker", [&] {
+    for (int i = 0; i < 300; ++i) {
+      // The helper thread may well finish before this fiber looks: the call's fast path.
+      loop.run_blocking([] {});
+      if (loop.scheduler().park(loop.scheduler().now() + 200)) ++cut_short;
+    }
+    finished = true;
+  });
+  loop.run([&] { return finished; });
+  EXPECT_EQ(cut_short, 0);
+}
+
 TEST(RealLoopTest, StoppingFromAnotherThreadUnwindsEveryFiber) {
   RealLoop loop;
   loop.add_node("a");
