@@ -105,6 +105,10 @@ class Controller {
   // (core/layout.h) if the stored layout is at that version (a compare-and-swap); the answer
   // is the new version. A working pipeline drains, the change is made, and it works again; a
   // stopped one stays stopped; a paused or completed one refuses.
+  // Refusals of the layout services, by code: InvalidArgument for good (a name, count or
+  // setting it does not take, a completed pipeline); Conflict when another layout version is
+  // stored, or the pipeline is paused (asked again later, it may be taken); Unavailable when
+  // this controller does not lead or could not store the change.
   static constexpr const char* kRepartitionService = "repartition";
   // Request "<layout version>\n<pipeline spec YAML>": a static change (computations, streams,
   // sources), taken only while the pipeline is stopped and the stored layout is at that

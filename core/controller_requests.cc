@@ -40,11 +40,11 @@ Result<std::string> Controller::on_repartition(std::string_view request) {
   if (!changes) return changes.error();
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (state_ == PipelineState::kPaused) {
-    return Status::invalid_argument("the pipeline is paused with work in flight: start or stop it first");
+    return Status::conflict("the pipeline is paused with work in flight: start or stop it first");
   }
   const uint64_t current = pending_ ? pending_->version : layout_.version;
   if (expected != current) {
-    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", current, expected));
+    return Status::conflict(fmt::format("the layout is at version {}, not {}", current, expected));
   }
   Layout next = pending_ ? *pending_ : layout_;
   next.version = current + 1;
@@ -83,7 +83,7 @@ Result<std::string> Controller::on_reconfigure(std::string_view request) {
   if (state_ == PipelineState::kCompleted) return Status::invalid_argument("the pipeline has completed");
   if (pending_) return Status::unavailable("a repartition is being made; ask again");
   if (expected != layout_.version) {
-    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
+    return Status::conflict(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
   }
   if (!store_layout(*next)) return Status::unavailable("the settings could not be stored");
   probe(env_, Probe::kControllerReconfigured);
@@ -103,7 +103,7 @@ Result<std::string> Controller::on_respec(std::string_view request) {
   }
   if (pending_) return Status::unavailable("a repartition is being made; ask again");
   if (expected != layout_.version) {
-    return Status::invalid_argument(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
+    return Status::conflict(fmt::format("the layout is at version {}, not {}", layout_.version, expected));
   }
   auto next = respecified_layout(spec_, layout_, std::string(parts->second));
   if (!next) return next.error();

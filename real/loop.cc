@@ -15,7 +15,9 @@ class RealLoop::NodeRuntime final : public Runtime {
   void spawn(std::string name, std::function<void()> fn) override {
     loop_.scheduler_.spawn(index_, std::move(name), std::move(fn));
   }
-  void sleep_until(Micros t) override { loop_.scheduler_.sleep_until(std::max(t, loop_.scheduler_.now())); }
+  // Until `t` whatever wakes the fiber meanwhile: a sleep is woken by nobody (a wake meant for
+  // an earlier wait of the fiber must not cut it short).
+  void sleep_until(Micros t) override { loop_.sleep_through(t); }
   void yield() override { loop_.scheduler_.yield(); }
   Waiter waiter() const override {
     const auto token = loop_.scheduler_.wake_token();
@@ -88,7 +90,11 @@ Result<std::string> RealLoop::NodeNetwork::call(const std::string& to, const std
   return std::move(call->reply);
 }
 
-void RealLoop::pause_fiber(Micros us) { scheduler_.sleep_until(std::max(clock_.now(), scheduler_.now()) + us); }
+void RealLoop::pause_fiber(Micros us) { sleep_through(std::max(clock_.now(), scheduler_.now()) + us); }
+
+void RealLoop::sleep_through(Micros t) {
+  while (scheduler_.now() < t) (void)scheduler_.park(t);
+}
 
 RealLoop::RealLoop() : helpers_(std::make_unique<Helpers>()) { scheduler_.run_until(clock_.now()); }
 

@@ -71,6 +71,8 @@ class RealLoop {
   // wait ends early when one does.
   void wake_from_thread(fibers::Scheduler::WakeToken token);
   void idle(Micros wait_us);
+  // From a fiber: parks it until `t` (scheduler time), whatever wakes it before.
+  void sleep_through(Micros t);
 
   WallClock clock_;
   fibers::Scheduler scheduler_;

@@ -494,13 +494,10 @@ std::vector<std::string> PipelineWorld::in_flight() const {
 }
 
 // A layout request the controller will refuse whatever comes (a name or count it does not
-// take): asking again stalls the run. A stale version is asked again under the one stored
-// now, and a paused pipeline may be started meanwhile.
-bool PipelineWorld::refused_for_good(const Status& refusal) {
-  if (!refusal.is_invalid_argument()) return false;
-  const std::string_view why = refusal.message();
-  return !why.starts_with("the layout is at version") && !why.starts_with("the pipeline is paused");
-}
+// take, InvalidArgument): asking again stalls the run. A stale version, or a paused pipeline,
+// is a Conflict with what is stored now: asked again under the version stored then (a paused
+// pipeline may be started meanwhile).
+bool PipelineWorld::refused_for_good(const Status& refusal) { return refusal.is_invalid_argument(); }
 
 // A completed pipeline takes no more requests: an operator who sees it stops asking.
 bool PipelineWorld::completed() const { return data_.latest(tables::kController, "state") == "completed"; }

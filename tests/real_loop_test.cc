@@ -83,7 +83,6 @@ TEST(RealLoopTest, ACallerWokenForNoReasonStillGetsItsReply) {
   RealLoop loop;
   loop.add_node("client");
   loop.add_node("server");
-  loop.add_node("other");
   fibers::Scheduler::WakeToken caller{};
   loop.network("server").serve("slow", [&](const std::string&, std::string_view) -> Result<std::string> {
     loop.scheduler().wake(caller);  // the stray wake, for the wait the caller is in
@@ -123,6 +122,29 @@ TEST(RealLoopTest, ABlockingCallLeavesNoWakeForTheFibersNextWait) {
   });
   loop.run([&] { return finished; });
   EXPECT_EQ(cut_short, 0);
+}
+
+// A sleep lasts its time though the fiber is woken meanwhile (a wake meant for an earlier wait).
+TEST(RealLoopTest, ASleepIsNotCutShortByAWake) {
+  RealLoop loop;
+  loop.add_node("a");
+  loop.add_node("b");
+  fibers::Scheduler::WakeToken sleeper{};
+  Micros slept = 0;
+  bool finished = false;
+  loop.runtime("a").spawn("sleeper", [&] {
+    sleeper = loop.scheduler().wake_token();
+    const Micros start = loop.clock().now();
+    loop.runtime("a").sleep_for(60 * kMillis);
+    slept = loop.clock().now() - start;
+    finished = true;
+  });
+  loop.runtime("b").spawn("waker", [&] {
+    loop.runtime("b").sleep_for(5 * kMillis);
+    loop.scheduler().wake(sleeper);
+  });
+  loop.run([&] { return finished; });
+  EXPECT_GE(slept, 60 * kMillis);
 }
 
 TEST(RealLoopTest, StoppingFromAnotherThreadUnwindsEveryFiber) {
