@@ -136,6 +136,16 @@ real::RealOptions::Role real_role_of(const std::string& role, const real::RealOp
   return r;
 }
 
+// Ok when `bug` names a bug switch, the program's own or the engine's; else why not, with the
+// names known.
+Status known_bug(const ComputationRegistry& registry, const std::string& bug) {
+  if (registry.bug(bug) != nullptr || BugSwitches().enable(bug)) return Status::ok();
+  std::string known;
+  for (const auto& b : registry.bugs()) known += (known.empty() ? "" : ", ") + b.name;
+  for (const auto& name : BugSwitches::names()) known += (known.empty() ? "" : ", ") + name;
+  return Status::invalid_argument(fmt::format("unknown bug switch '{}' (known: {})", bug.substr(0, 64), known));
+}
+
 // onceflow real: the pipeline on the real backends (real/run.h).
 int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, real::RealOptions options,
              const std::string& kafka_timeout, const std::string& progress_every, const std::string& drain_timeout,
@@ -147,6 +157,12 @@ int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, 
     throw UsageError{"onceflow real needs one of --data DIR (LevelDB) or --store CONNINFO (PostgreSQL)"};
   }
   if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
+  if (!options.bug.empty()) {
+    if (Status known = known_bug(registry, options.bug); !known.is_ok()) throw UsageError{known.message()};
+    if (registry.bug(options.bug) == nullptr && BugSwitches::store_bug(options.bug)) {
+      throw UsageError{fmt::format("--bug {}: a bug of the simulated store, which onceflow real does not use", options.bug)};
+    }
+  }
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};
   if (!kafka_timeout.empty()) options.kafka_timeout_us = duration_option("--kafka-timeout", kafka_timeout, kSeconds, 86'400 * kSeconds);
   if (!drain_timeout.empty()) options.drain_timeout_us = duration_option("--drain-timeout", drain_timeout, 0, 3'600 * kSeconds);
@@ -957,6 +973,8 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   real->add_option("--keys", real_options.keys, "Distinct keys in the input")->check(whole(1, kMaxMessages));
   real->add_option("--seed", real_options.seed, "Seed of the input workload")->check(whole(0, kMaxSeed));
   real->add_flag("--verify", real_options.verify, "When done, hold outputs and state to the run's committed history, re-executed (JSON)");
+  real->add_option("--bug", real_options.bug,
+                   "Switch on one bug, the program's own or the engine's (list --bugs), to see --verify catch it");
   bool no_history = false;
   real->add_flag("--no-history", no_history,
                  "Do not record each committed epoch's inputs for --verify (saves a few bytes a message)");
@@ -1103,12 +1121,12 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   Invocation inv{registry, {}, bug, {}};
   if (registry.bug(bug) != nullptr) {
     inv.user_bugs.insert(bug);
-  } else if (!bug.empty() && !inv.bugs.enable(bug)) {
-    std::string known;
-    for (const auto& b : registry.bugs()) known += (known.empty() ? "" : ", ") + b.name;
-    for (const auto& name : BugSwitches::names()) known += (known.empty() ? "" : ", ") + name;
-    fmt::print(stderr, "onceflow: unknown bug switch '{}' (known: {})\n", bug.substr(0, 64), known);
-    return kExitUsage;
+  } else if (!bug.empty()) {
+    if (Status known = known_bug(registry, bug); !known.is_ok()) {
+      fmt::print(stderr, "onceflow: {}\n", known.message());
+      return kExitUsage;
+    }
+    (void)inv.bugs.enable(bug);
   }
   for (const std::string& kind : inert) {
     const auto parsed = faults::parse_fault_kind(kind);

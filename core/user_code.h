@@ -30,7 +30,8 @@
 //
 // ONCEFLOW_BUG(name) is true while a run has the bug switch `name` on (`--bug name`,
 // `mutants`): register each with ComputationRegistry::add_bug so that `list --bugs` and
-// `mutants` know it. Never true in `onceflow real`.
+// `mutants` know it. In `onceflow real`, only for the switch `--bug name` names (to see
+// `--verify` catch it).
 //
 // These act inside process_message and process_timer (and for bug switches, wherever the run
 // calls your function; not in init()). Elsewhere they count nothing and return false. In a simulated run,

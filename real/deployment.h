@@ -66,6 +66,9 @@ struct RealOptions {
   int keys = 16;
   uint64_t seed = 1;  // of the workload and of the processes' generators
   bool verify = false;
+  // A bug switch on for this run (--bug): the program's own (ONCEFLOW_BUG) or the engine's
+  // (BugSwitches), so that --verify can be seen to catch it. Empty: none.
+  std::string bug;
   // Each committed computation epoch records what re-executing it needs (core/reexecute.h),
   // which --verify holds the run to; off, --verify of this store cannot run.
   bool record_history = true;

@@ -198,7 +198,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   Micros first_epoch_at = -1;
   RealDeployment::AtMostOnceCounts amo;
   bool drain_timed_out = false;
-  UserCodeCounts user_code;
+  UserCodeCounts user_code(registry.bug(o.bug) != nullptr ? o.bug : std::string());
+  if (!o.bug.empty()) {
+    fmt::print(stderr, "onceflow real: bug switch '{}' is on: this run is broken on purpose\n", o.bug);
+  }
   const user_code::HooksScope user_code_scope(&user_code);
   std::string life;
   {
@@ -307,6 +310,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   VerifyOptions verify;
   verify.progress = o.progress ? stderr : nullptr;
   verify.stats = stats ? &*stats : nullptr;
+  verify.bug = o.bug;
   auto verdict = verify_run(spec, registry, *store, kafka, verify);
   if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
   return *verdict;

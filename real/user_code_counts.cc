@@ -6,7 +6,10 @@ namespace onceflow::real {
 
 using json = nlohmann::json;
 
-UserCodeCounts::UserCodeCounts() : sites_(user_code::sites()), counts_(sites_.size()) {}
+UserCodeCounts::UserCodeCounts(std::string bug)
+    : bug_(std::move(bug)), sites_(user_code::sites()), counts_(sites_.size()) {}
+
+bool UserCodeCounts::bug(uint32_t site) { return !bug_.empty() && user_code::site(site).name == bug_; }
 
 void UserCodeCounts::assertion(uint32_t site, bool condition, std::string_view details, const UserCall& call) {
   if (site >= counts_.size()) return;  // registered after the run began (a library loaded late)

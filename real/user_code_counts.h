@@ -1,6 +1,6 @@
 // The assertions of the user's code in a real run (core/user_code.h): counted, the first
-// failure of each told on stderr, never stopping the process. ONCEFLOW_BUGGIFY and
-// ONCEFLOW_BUG are never true here.
+// failure of each told on stderr, never stopping the process. ONCEFLOW_BUGGIFY is never true
+// here; ONCEFLOW_BUG(name) only for the switch the run names (`onceflow real --bug name`).
 #pragma once
 
 #include <atomic>
@@ -13,10 +13,11 @@ namespace onceflow::real {
 
 class UserCodeCounts final : public UserCodeHooks {
  public:
-  UserCodeCounts();
+  // `bug`: the program's own bug switch on for the run (empty: none).
+  explicit UserCodeCounts(std::string bug = {});
   void assertion(uint32_t site, bool condition, std::string_view details, const UserCall& call) override;
   bool buggify(uint32_t, const UserCall&) override { return false; }
-  bool bug(uint32_t) override { return false; }
+  bool bug(uint32_t site) override;
   bool simulated() const override { return false; }
   void nondeterministic(std::string_view, const UserCall&) override {}
 
@@ -29,6 +30,7 @@ class UserCodeCounts final : public UserCodeHooks {
     std::atomic<uint64_t> held{0};
     std::atomic<bool> told{false};
   };
+  std::string bug_;
   std::vector<UserSite> sites_;
   std::vector<Count> counts_;
 };

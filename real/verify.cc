@@ -551,6 +551,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
                      {"oracle", "the committed history, re-executed"},
                      {"kafka_inputs_not_yet_read", unread}, {"checks", checks}};
   if (options.stats != nullptr) verdict["stats"] = *options.stats;
+  if (!options.bug.empty()) verdict["bug"] = options.bug;
   fmt::print("{}\n", verdict.dump(2));
   return passed ? 0 : 1;
 }

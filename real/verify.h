@@ -32,6 +32,7 @@ std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt);
 struct VerifyOptions {
   std::FILE* progress = nullptr;
   const nlohmann::json* stats = nullptr;
+  std::string bug;  // the bug switch this life ran with (--bug), named in the JSON; empty: none
 };
 
 // Returns the exit code: 0 every check passed, 1 one failed; an error when something could

@@ -23,6 +23,20 @@ grep -q "retryable_request" <<<"$("$mine" list --library)" || { echo "FAIL: list
 grep -q "^shorter-wins" <<<"$("$mine" list --bugs)" || { echo "FAIL: list --bugs"; exit 1; }
 "$mine" run "$dir/scenario.yaml" --seed 3 --bug shorter-wins >/dev/null && { echo "FAIL: --bug shorter-wins passed"; exit 1; }
 "$mine" run "$dir/scenario.yaml" --seed 3 --json | grep -q '"verdict": "pass"' || { echo "FAIL: run"; exit 1; }
+# A real run too (LevelDB, wall clock): --verify holds it to the engine's checks and to yours,
+# which fails with the switch on while the engine's pass.
+real=$(mktemp -d)
+trap 'rm -rf "$real"' EXIT
+"$mine" real "$dir/pipeline.yaml" --data "$real/good" --messages 2000 --verify --no-progress >"$real/good.json" 2>/dev/null ||
+  { cat "$real/good.json"; echo "FAIL: real --verify"; exit 1; }
+"$mine" real "$dir/pipeline.yaml" --data "$real/bad" --messages 2000 --verify --no-progress --bug shorter-wins \
+  >"$real/bad.json" 2>/dev/null && { echo "FAIL: real --verify --bug shorter-wins passed"; exit 1; }
+python3 - "$real/bad.json" <<'PY' || { cat "$real/bad.json"; echo "FAIL: real --bug shorter-wins"; exit 1; }
+import json, sys
+v = json.load(open(sys.argv[1]))
+failed = [c["name"] for c in v["checks"] if c["verdict"] == "fail"]
+assert v["verdict"] == "fail" and v["bug"] == "shorter-wins" and failed == ["each key keeps its longest word"], failed
+PY
 # The stock onceflow does not know this project's computations: a one-line error, exit code 2.
 err=$("$stock" run "$dir/scenario.yaml" 2>&1 >/dev/null)
 rc=$?
