@@ -159,8 +159,9 @@ int cmd_real(const ComputationRegistry& registry, const std::string& spec_path, 
   if (options.workers < 1) throw UsageError{"--workers must be at least 1"};
   if (!options.bug.empty()) {
     if (Status known = known_bug(registry, options.bug); !known.is_ok()) throw UsageError{known.message()};
-    if (registry.bug(options.bug) == nullptr && BugSwitches::store_bug(options.bug)) {
-      throw UsageError{fmt::format("--bug {}: a bug of the simulated store, which onceflow real does not use", options.bug)};
+    if (registry.bug(options.bug) == nullptr && BugSwitches::simulated_only(options.bug)) {
+      throw UsageError{fmt::format("--bug {}: a bug of a simulated component (the store, the Kafka broker), which "
+                                   "onceflow real does not use", options.bug)};
     }
   }
   if (options.keys < 1) throw UsageError{"--keys must be at least 1"};

@@ -179,6 +179,9 @@ struct BugSwitches {
   static std::string_view mistake(std::string_view name);
   // Whether `name` is a bug of the simulated store rather than of the engine.
   static bool store_bug(std::string_view name) { return name.rfind("store-", 0) == 0; }
+  // Whether `name` is a bug of a simulated component (the store, the Kafka broker), which a
+  // real run does not use.
+  static bool simulated_only(std::string_view name) { return store_bug(name) || name == "kafka-init-keeps-epoch"; }
   bool any() const;
 };
 

@@ -947,7 +947,10 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
   };
   Runtime& rt = loop_.runtime(kOperator);
   Status last = Status::unavailable("the controller was not asked");
-  // A controller busy with a cycle, or one taking over, answers Unavailable for a moment.
+  // A controller busy with a cycle, or one taking over, answers Unavailable for a moment. A
+  // Conflict (another layout version stored since the read, or a paused pipeline) is asked
+  // again a few times under what the store says then before it is the answer.
+  int conflicts = 0;
   for (int attempt = 0; attempt < 100; ++attempt) {
     const Micros began = loop_.clock().now();
     auto prepared = prepare();
@@ -955,7 +958,9 @@ Result<std::string> RealDeployment::apply_request(const std::string& command) {
     if (prepared) {
       auto reply = loop_.network(kOperator).call(layout_.controllers.front(), prepared->first, prepared->second,
                                                  kOwnControllerTimeout);
-      if (reply || (!reply.error().is_unavailable() && !reply.error().is_timeout())) return reply;
+      const bool again = !reply && (reply.error().is_unavailable() || reply.error().is_timeout() ||
+                                    (reply.error().is_conflict() && ++conflicts <= 3));
+      if (!again) return reply;
       last = reply.error();
     } else {
       last = prepared.error();

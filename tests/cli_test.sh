@@ -295,11 +295,12 @@ expect_rc 2 "$bin" run "$real_spec"
 err=$("$bin" real "$src/scenarios/user_lottery.yaml" --data "$tmp/z" 2>&1)
 grep -q "a scenario file, not a pipeline spec.*its pipeline is [^ ]*scenarios/pipelines/[a-z_]*\.yaml$" <<<"$err" || fail "real given a scenario: $err"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --rate -5
-# --bug: a switch it knows (the simulated store's are refused: a real run has none), else one line.
+# --bug: a switch it knows (a simulated component's are refused: a real run has none), else one line.
 grep -q "unknown bug switch 'no-such-bug' (known: .*no-input-dedup" <<<"$("$bin" real "$real_spec" --data "$tmp/y" --bug no-such-bug 2>&1)" ||
   fail "real --bug no-such-bug"
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --bug no-such-bug
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --bug store-delete-not-a-write
+expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --bug kafka-init-keeps-epoch
 [[ ! -e $tmp/y ]] || fail "a refused real run made its data directory"
 expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both

@@ -33,7 +33,9 @@ class Runtime {
   // called from outside any fiber, when the runtime next schedules). `name` appears in traces.
   virtual void spawn(std::string name, std::function<void()> fn) = 0;
 
-  // Suspends the calling fiber until this node's clock reads at least `t`.
+  // Suspends the calling fiber until this node's clock reads at least `t`. Only sleep_until_woken
+  // is ended by a wake: code must not count on a wake to end this one (a real run's does not
+  // end before `t`).
   // REQUIRES: called on a fiber of this runtime.
   virtual void sleep_until(Micros t) = 0;
 
