@@ -1122,12 +1122,9 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   Invocation inv{registry, {}, bug, {}};
   if (registry.bug(bug) != nullptr) {
     inv.user_bugs.insert(bug);
-  } else if (!bug.empty()) {
-    if (Status known = known_bug(registry, bug); !known.is_ok()) {
-      fmt::print(stderr, "onceflow: {}\n", known.message());
-      return kExitUsage;
-    }
-    (void)inv.bugs.enable(bug);
+  } else if (!bug.empty() && !inv.bugs.enable(bug)) {
+    fmt::print(stderr, "onceflow: {}\n", known_bug(registry, bug).message());
+    return kExitUsage;
   }
   for (const std::string& kind : inert) {
     const auto parsed = faults::parse_fault_kind(kind);

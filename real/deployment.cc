@@ -309,9 +309,9 @@ RealDeployment::RealDeployment(const PipelineSpec& spec, const ComputationRegist
       shared_connectors_(std::make_unique<SharedConnectors>(connectors_)),
       layout_(process_layout(options_, o)) {
   options_.record_history = o.record_history;  // what --verify re-executes
-  // --bug naming an engine switch (the program's own are the user code's, run_real); the
-  // command line refused any other name.
-  if (!o.bug.empty() && registry.bug(o.bug) == nullptr) (void)bugs_.enable(o.bug);
+  // --bug naming an engine switch; the program's own (never an engine switch's name) are the
+  // user code's (run_real), and the command line refused any other name.
+  if (!o.bug.empty()) (void)bugs_.enable(o.bug);
   // A request waits for a cycle on a loaded store (well within kOwnControllerTimeout) rather
   // than being refused until the asker gives up; asked again after a longer cycle.
   options_.request_wait_us = 2 * kSeconds;
