@@ -194,6 +194,11 @@ struct PipelineHistory {
   // The epochs' produced messages carry the alignment timestamps the engine gave them (the
   // simulator's history; a real one's are re-executed, and the function gives no times).
   bool produced_times_recorded = false;
+  // The epochs' produced messages and created timers are what the run committed (the
+  // simulator's history). A real run records neither: its epochs' outputs are what their
+  // re-execution gives, so of an epoch only the time it was told and what its re-execution
+  // cannot redo are checked.
+  bool outputs_recorded = true;
   std::vector<MessageRecord> source_inputs;  // every message the sources hold, by MessageId
   // Simulated runs: beside each source input, the queue or topic partition it is in (from 1),
   // whose inputs its source reads in the order source_inputs lists them; 0 where not so read.

@@ -205,6 +205,11 @@ class EngineObserver {
     // seed of its random generator.
     Micros now = 0;
     uint64_t random_seed = 0;
+    // A reading of the node's clock as the epoch's commit was built (kNoClockReading: not read;
+    // only a job that records its history reads it): `now`, an earlier reading of that clock,
+    // cannot be past it.
+    static constexpr Micros kNoClockReading = INT64_MAX;
+    Micros clock_at_commit = kNoClockReading;
     // A timer that fired: its row within the partition (core/emitted.h), creation, the timer,
     // how many of `consumed` were processed before it, and the watermark it was due by.
     struct FiredTimer {

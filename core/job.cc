@@ -220,6 +220,7 @@ Job::Outcome Job::commit(EpochTx& etx) {
   etx.record.epoch = etx.meta.epoch;
   if (env_.options.record_history && computation_ != nullptr &&
       (!etx.record.consumed.empty() || !etx.record.timers_fired.empty())) {
+    etx.record.clock_at_commit = env_.runtime.clock().now();
     etx.tx.put(tables::history(computation_->name), prefix_ + tables::hex16(etx.meta.epoch), encode_history_row(etx.record));
   }
   if (env_.observer != nullptr) env_.observer->epoch_committing(etx.record);

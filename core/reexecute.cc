@@ -202,6 +202,8 @@ std::string encode_history_row(const EngineObserver::Epoch& e) {
   for (const auto& f : e.timers_fired) {
     out.bytes(f.row).u64(f.creation).i64(f.timer.event_ts).u64(f.after_consumed);
   }
+  // Last, and only when read, so that rows written before it was kept still decode.
+  if (e.clock_at_commit != EngineObserver::Epoch::kNoClockReading) out.i64(e.clock_at_commit - e.now);
   return out.take();
 }
 
@@ -231,6 +233,7 @@ std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes) {
     f.timer = decode_timer(f.row, TimerValue{event_ts, f.creation});
     row.timers_fired.push_back(std::move(f));
   }
+  if (in.ok() && !in.done()) row.clock_at_commit = row.now + in.i64();
   if (!in.done()) return std::nullopt;
   return row;
 }

@@ -53,7 +53,8 @@ struct ReexecutedEpoch {
 
 // What a real run records of a committed computation epoch (tables::history, one row per
 // epoch that took a message or fired a timer): its layout, system time and seed, the messages it took
-// by id with their system times, and the timers it fired. The messages themselves are found
+// by id with their system times, the timers it fired, and a reading of its node's clock as it
+// committed (rows written before that reading was kept have none). The messages themselves are found
 // again by re-executing what produced them.
 struct EpochHistoryRow {
   // The layout the job ran with: a key moves to another partition only with a new layout,
@@ -63,6 +64,7 @@ struct EpochHistoryRow {
   uint64_t random_seed = 0;
   std::vector<std::pair<MessageId, Micros>> consumed;  // (id, system time), in order
   std::vector<EngineObserver::Epoch::FiredTimer> timers_fired;  // watermark not kept (0)
+  Micros clock_at_commit = EngineObserver::Epoch::kNoClockReading;  // not past `now` if not kept
 };
 std::string encode_history_row(const EngineObserver::Epoch& e);
 std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes);

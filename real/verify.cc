@@ -348,6 +348,8 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     e.epoch = r.epoch;
     e.layout_version = r.layout;
     e.now = r.row.now;
+    e.clock_bound = r.row.clock_at_commit;
+    e.reexecuted = true;
     for (const auto& [id, system_ts] : r.row.consumed) {
       const auto it = known.find(id);
       Message m;
@@ -359,10 +361,12 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       // names it); the epoch is re-executed without it.
       if (it != known.end()) epoch.consumed.push_back(std::move(m));
     }
-    for (Message& m : reexecution.next(epoch).produced) {
+    ReexecutedEpoch again = reexecution.next(epoch);
+    for (Message& m : again.produced) {
       e.produced.push_back(record_of(m));
       known.emplace(m.id, std::move(m));
     }
+    e.reexecution_problems = std::move(again.problems);
     h.epochs.push_back(std::move(e));
   };
   for (bool left = true; left;) {
@@ -420,6 +424,7 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     }
   }
   h.reexecuted = true;
+  h.outputs_recorded = false;
   return Status::ok();
 }
 
@@ -509,7 +514,8 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     h.in_doubt[e.sink].insert(taken.begin(), taken.end());
   }
   std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
-                                             checkers::ConsumptionCheck().check(h), checkers::TimersAtEndCheck().check(h)};
+                                             checkers::ConsumptionCheck().check(h), checkers::ReexecutionCheck().check(h),
+                                             checkers::TimersAtEndCheck().check(h)};
   // The program's own checks also see the inputs (the consumption check above reads
   // source_inputs as what source epochs emitted, which a real run does not record).
   for (const Message& m : *sources) h.source_inputs.push_back(record_of(m));

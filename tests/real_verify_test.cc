@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/builtin.h"
+#include "core/reexecute.h"
 #include "real/data_dir.h"
 #include "real/run.h"
 #include "real/wall_clock.h"
@@ -21,7 +22,7 @@ struct Verified {
 
 class RealVerifyTest : public ::testing::Test {
  protected:
-  void run_pipeline(const std::string& name, uint64_t messages) {
+  void run_pipeline(const std::string& name, uint64_t messages, const std::string& bug = "") {
     path_ = std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/" + name + ".yaml";
     auto parsed = load_pipeline_spec(path_);
     ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
@@ -31,6 +32,7 @@ class RealVerifyTest : public ::testing::Test {
     o.data_dir = dir_.str();
     o.messages = messages;
     o.progress = false;
+    o.bug = bug;
     ASSERT_EQ(run_real(path_, spec_, registry_, o), 0);
   }
   // Runs `damage` on the stopped run's store, then verifies it.
@@ -152,6 +154,49 @@ TEST_F(RealVerifyTest, ATimerGoneFromTheStoreFailsTheTimersCheck) {
   const Verified v = verify_after([](LevelDbStore& store) { erase_first(store, "timers/SessionWindow/gap"); });
   EXPECT_EQ(v.rc, 1) << v.json;
   EXPECT_NE(v.json.find("of computation SessionWindow is not stored at the end"), std::string::npos) << v.json;
+}
+
+// Each history row keeps a reading of its process's clock as the epoch committed: an engine that
+// tells an epoch a time its clock has not reached (system-time timers then fire early) fails
+// the re-execution, and the same pipeline without the bug passes it.
+TEST_F(RealVerifyTest, AnEpochToldATimeAheadOfItsClockFailsReexecution) {
+  run_pipeline("session_window", 3000, "epoch-time-ahead");
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("past the furthest the clock of its process had read by its commit"), std::string::npos) << v.json;
+}
+
+TEST_F(RealVerifyTest, AnEpochsTimeWithinItsClockPassesReexecution) {
+  run_pipeline("session_window", 3000);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 0) << v.json;
+  EXPECT_NE(v.json.find("committed epochs re-executed: each told a time its clock had reached"), std::string::npos) << v.json;
+}
+
+// A history row that fires a timer again (as an engine that fired a timer and lost its deletion
+// would record it) fails the re-execution: its re-execution holds that timer no more.
+TEST_F(RealVerifyTest, ATimerFiredTwiceFailsReexecution) {
+  run_pipeline("deadlines", 3000);
+  const Verified v = verify_after([](LevelDbStore& store) {
+    auto rows = store.dump("history/Deadline");
+    ASSERT_TRUE(rows.has_value());
+    const Row* firing = nullptr;  // a row that fired timers and took nothing
+    std::map<std::string, std::string> last;  // partition prefix -> its last row key
+    for (const Row& row : *rows) {
+      const auto decoded = decode_history_row(row.value);
+      ASSERT_TRUE(decoded.has_value()) << row.key;
+      if (firing == nullptr && decoded->consumed.empty() && !decoded->timers_fired.empty()) firing = &row;
+      last[row.key.substr(0, row.key.find('/') + 1)] = row.key;
+    }
+    ASSERT_NE(firing, nullptr) << "no epoch fired timers alone";
+    const std::string prefix = firing->key.substr(0, firing->key.find('/') + 1);
+    const uint64_t next = tables::parse_hex16(last[prefix].substr(prefix.size())) + 1;
+    auto tx = store.begin();
+    tx->put("history/Deadline", prefix + tables::hex16(next), firing->value);
+    ASSERT_TRUE(store.commit(*tx, {}).has_value());
+  });
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("which its re-execution does not hold"), std::string::npos) << v.json;
 }
 
 }  // namespace
