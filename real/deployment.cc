@@ -1091,6 +1091,25 @@ void RealDeployment::await_pipeline(Runtime& rt) {
   }
 }
 
+Status RealDeployment::refuse_inputs_after_the_end() {
+  const auto queue = std::find_if(spec_.sources.begin(), spec_.sources.end(), [](const SourceSpec& s) { return s.type == "queue"; });
+  if (!controls() || queue == spec_.sources.end()) return Status::ok();
+  auto tx = store_.begin();
+  if (!tx) return tx.error();
+  auto head = store_.get(*tx, tables::kQueueHeads, source_key(table_of(*queue), 0));
+  const uint64_t next = read_u64(store_, *tx, kProducer, "next");
+  store_.abort(*tx);
+  if (!head) return head.error();
+  if (!head->has_value() || next >= inputs_->size()) return Status::ok();
+  Decoder in(**head);
+  if (in.i64() != kHeadsDone) return Status::ok();
+  return Status::invalid_argument(fmt::format(
+      "the pipeline in {} had all its inputs at {} (an earlier life wrote all its --messages and told the sources "
+      "nothing more would come): --messages {} would add {} that could not be ordered after them; give "
+      "--messages {} to run or verify it again, or start on a fresh store",
+      store_.where(), next, inputs_->size(), inputs_->size() - next, next));
+}
+
 // Writes the workload into the source queues, a batch per transaction, the batch recorded as
 // one row of the input log in the same transaction; resumes where the last life stopped.
 void RealDeployment::produce() {

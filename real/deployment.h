@@ -120,6 +120,12 @@ class RealDeployment {
   // Makes the sinks that write to servers over HTTP (http and clickhouse sinks;
   // kInvalidArgument for a bad url). They connect at their first write.
   Status connect_http_sinks();
+  // Refuses (InvalidArgument) to write more inputs than an earlier life wrote in all: once
+  // the producer wrote all of its --messages it told the queue sources that nothing more will
+  // come (their heads past every time), so later inputs could never be ordered after what the
+  // sources published, and would stay in the streams (a drain waiting for them for ever).
+  // Call before run().
+  Status refuse_inputs_after_the_end();
   // Serves this process's metrics at http://ADDRESS:PORT/metrics until the deployment ends
   // (port 0: a free one); returns the port.
   Result<int> serve_metrics(const std::string& address, int port);

@@ -206,6 +206,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   std::string life;
   {
     RealDeployment deployment(spec, registry, o, *store);
+    if (Status refused = deployment.refuse_inputs_after_the_end(); !refused.is_ok()) return bad(refused.message());
     if (Status connected = deployment.connect_http_sinks(); !connected.is_ok()) {
       return bad(spec_path + ": " + connected.message());
     }
@@ -221,7 +222,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     }
     // This process's life, for --verify (kProcessLives): "running" until it ends by itself.
     life = process_life_key(clock.now(), fmt::format("{}-{}", host_name(), getpid()));
-    if (Status s = put_row(*store, kProcessLives, life, "running"); !s.is_ok()) return bad(s.message());
+    if (Status s = put_row(*store, kProcessLives, life, process_life_start(o.bug)); !s.is_ok()) return bad(s.message());
     signals.attach(deployment);
     struct Detach {
       StopOnSignals& signals;
@@ -240,7 +241,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   // A failed run returned above: its row stays "running", as a killed one's.
   const bool clean = ending == RealDeployment::Ending::kDrained || ending == RealDeployment::Ending::kStopped ||
                      ending == RealDeployment::Ending::kStoppedElsewhere;
-  if (Status s = put_row(*store, kProcessLives, life, process_life_end(clean, amo.dropped, amo.in_doubt)); !s.is_ok()) {
+  if (Status s = put_row(*store, kProcessLives, life, process_life_end(clean, amo.dropped, amo.in_doubt, o.bug)); !s.is_ok()) {
     fmt::print(stderr, "onceflow real: warning: this process's end was not recorded ({})\n", s.message());
   }
   std::optional<json> stats;  // printed alone, or inside --verify's object (one document)

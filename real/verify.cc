@@ -75,8 +75,15 @@ std::string process_life_key(Micros started_at, const std::string& process) {
   return tables::hex16(static_cast<uint64_t>(started_at)) + "/" + process;
 }
 
-std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt) {
-  return fmt::format("{} {} {}", clean ? "ended" : "cut", dropped, in_doubt);
+namespace {
+constexpr std::string_view kBugMark = " bug=";
+std::string bug_mark(const std::string& bug) { return bug.empty() ? std::string() : std::string(kBugMark) + bug; }
+}  // namespace
+
+std::string process_life_start(const std::string& bug) { return "running" + bug_mark(bug); }
+
+std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt, const std::string& bug) {
+  return fmt::format("{} {} {}{}", clean ? "ended" : "cut", dropped, in_doubt, bug_mark(bug));
 }
 
 namespace {
@@ -87,14 +94,18 @@ namespace {
 struct Lives {
   uint64_t cut = 0;
   uint64_t given_up = 0;
+  std::map<std::string, std::vector<std::string>> bugs;  // bug switch ("": none) -> the lives that ran with it
 };
 Result<Lives> read_lives(RealStore& store) {
   auto rows = store.dump(kProcessLives);
   if (!rows) return rows.error();
   Lives lives;
   for (const Row& row : *rows) {
-    // "ended|cut DROPPED IN_DOUBT", or "running"
+    // "ended|cut DROPPED IN_DOUBT", or "running"; then " bug=NAME" if it ran with one
     std::string_view text = row.value;
+    const size_t mark = text.find(kBugMark);
+    lives.bugs[mark == std::string_view::npos ? std::string() : std::string(text.substr(mark + kBugMark.size()))].push_back(row.key);
+    if (mark != std::string_view::npos) text = text.substr(0, mark);
     const bool ended = text.starts_with("ended "), cut = text.starts_with("cut ");
     uint64_t counts[2] = {0, 0};
     bool read = ended || cut;
@@ -439,6 +450,23 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     fmt::print(options.progress, "onceflow real --verify: {} ({:.1f}s)\n", what, static_cast<double>(clock.now() - start) / 1e6);
     std::fflush(options.progress);
   };
+  // The history is re-executed under this process's bug switch: every life must have run with it.
+  auto lives = read_lives(store);
+  if (!lives) return lives.error();
+  if (lives->bugs.size() > 1 || (lives->bugs.size() == 1 && lives->bugs.begin()->first != options.bug)) {
+    std::string ran;
+    for (const auto& [bug, keys] : lives->bugs) {
+      const std::string& key = keys.front();
+      const size_t slash = key.find('/');
+      ran += fmt::format("{}{} in {} {} ({}{})", ran.empty() ? "" : ", ", bug.empty() ? "no bug switch" : "--bug " + bug,
+                         keys.size(), keys.size() == 1 ? "life" : "lives", slash == std::string::npos ? key : key.substr(slash + 1),
+                         keys.size() > 1 ? " and others" : "");
+    }
+    return Status::invalid_argument(fmt::format(
+        "{}: its lives ran with {}, and --verify re-executes the whole history under its own ({}): run every life "
+        "with the same --bug, on a fresh store",
+        store.where(), ran, options.bug.empty() ? "no bug switch" : "--bug " + options.bug));
+  }
   say("reading the inputs back");
   uint64_t unread = 0;  // Kafka input records past what the sources' committed epochs read
   auto sources = source_messages(spec, store, kafka, &unread);
@@ -492,8 +520,6 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   // sinks), plus for each life cut short and each sink partition one message (the outbox
   // strategy) or what its queue can hold, each message costing 64 bytes and its payload
   // (the in-memory strategy). Beyond that, every missing message is a loss.
-  auto lives = read_lives(store);
-  if (!lives) return lives.error();
   // What each sink's target holds: how many times, by MessageId.
   std::map<std::string, std::map<uint64_t, size_t>> held;
   for (const auto& d : h.deliveries) ++held[d.sink][d.message.id];

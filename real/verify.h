@@ -21,11 +21,15 @@ namespace onceflow::real {
 // timed out, a process that left): the at-most-once messages it gave up (not sent, or sent
 // without an answer), and for a cut life also what it held when it went. A row left
 // "running" is a life that was killed or failed (or a process still running). --verify
-// allows an at-most-once sink to lack only what these lives account for.
+// allows an at-most-once sink to lack only what these lives account for. A life that ran with
+// a bug switch (--bug) says so after that: " bug=NAME"; --verify refuses a store whose lives
+// ran with different switches, or with another than its own (it re-executes the whole
+// history under one).
 inline constexpr const char* kProcessLives = "process_lives";
 std::string process_life_key(Micros started_at, const std::string& process);
+std::string process_life_start(const std::string& bug);
 // `clean`: the process stopped with nothing in flight.
-std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt);
+std::string process_life_end(bool clean, uint64_t dropped, uint64_t in_doubt, const std::string& bug);
 
 // What --verify needs besides the store: where to say how far it got (stderr; null: nowhere)
 // and figures to carry in its JSON object (--stats with --verify: one document; null: none).

@@ -28,22 +28,29 @@ class RealVerifyTest : public ::testing::Test {
     ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
     spec_ = *parsed;
     builtin::register_all(registry_);
+    ASSERT_EQ(life(messages, bug), 0);
+  }
+  // Another life of the run on the same store; its exit code.
+  int life(uint64_t messages, const std::string& bug = "", bool verify = false) {
     RealOptions o;
     o.data_dir = dir_.str();
     o.messages = messages;
     o.progress = false;
     o.bug = bug;
-    ASSERT_EQ(run_real(path_, spec_, registry_, o), 0);
+    o.verify = verify;
+    return run_real(path_, spec_, registry_, o);
   }
   // Runs `damage` on the stopped run's store, then verifies it.
   template <typename Damage>
-  Verified verify_after(Damage damage) {
+  Verified verify_after(Damage damage, const std::string& bug = "") {
     WallClock clock;
     auto store = open_data_dir(dir_.str(), spec_, clock);
     EXPECT_TRUE(store.has_value()) << store.error().message();
     damage(**store);
     ::testing::internal::CaptureStdout();
-    auto rc = verify_run(spec_, registry_, **store, KafkaConfig{});
+    VerifyOptions options;
+    options.bug = bug;
+    auto rc = verify_run(spec_, registry_, **store, KafkaConfig{}, options);
     Verified out{rc.has_value() ? *rc : 2, ::testing::internal::GetCapturedStdout()};
     return out;
   }
@@ -161,7 +168,7 @@ TEST_F(RealVerifyTest, ATimerGoneFromTheStoreFailsTheTimersCheck) {
 // the re-execution, and the same pipeline without the bug passes it.
 TEST_F(RealVerifyTest, AnEpochToldATimeAheadOfItsClockFailsReexecution) {
   run_pipeline("session_window", 3000, "epoch-time-ahead");
-  const Verified v = verify_after([](LevelDbStore&) {});
+  const Verified v = verify_after([](LevelDbStore&) {}, "epoch-time-ahead");
   EXPECT_EQ(v.rc, 1) << v.json;
   EXPECT_NE(v.json.find("past the furthest the clock of its process had read by its commit"), std::string::npos) << v.json;
 }
@@ -197,6 +204,34 @@ TEST_F(RealVerifyTest, ATimerFiredTwiceFailsReexecution) {
   });
   EXPECT_EQ(v.rc, 1) << v.json;
   EXPECT_NE(v.json.find("which its re-execution does not hold"), std::string::npos) << v.json;
+}
+
+// --verify re-executes the whole history under its own bug switch: a store whose lives ran with
+// different switches is refused (exit 2), and one whose lives all ran with this one is verified.
+TEST_F(RealVerifyTest, LivesWithAnotherBugSwitchAreRefused) {
+  run_pipeline("longest_so_far", 2000);
+  EXPECT_EQ(life(2000, "epoch-time-ahead", true), 2);
+  EXPECT_EQ(life(2000, "", true), 2);  // the life before ran with the switch: still mixed
+}
+
+TEST_F(RealVerifyTest, LivesWithTheSameBugSwitchAreVerified) {
+  run_pipeline("longest_so_far", 2000, "epoch-time-ahead");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(life(2000, "epoch-time-ahead", true), 1);  // verified, and the bug caught
+  const std::string json = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(json.find("past the furthest the clock"), std::string::npos) << json;
+}
+
+// Once a life wrote all its inputs, the queue sources were told nothing more comes: a later life
+// asking for more is refused before it writes any (they would stay in the streams, and its drain
+// would wait for ever), and the store still verifies with the inputs it has.
+TEST_F(RealVerifyTest, MoreInputsAfterTheEndAreRefused) {
+  run_pipeline("longest_so_far", 2000);
+  EXPECT_EQ(life(3000), 2);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(life(2000, "", true), 0);
+  const std::string json = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(json.find("\"inputs\": 2000"), std::string::npos) << json;
 }
 
 }  // namespace
