@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "core/input_checks.h"
+#include "checkers/kernel_checks.h"
+#include "checkers/pipeline_checks.h"
 #include "checkers/verdict.h"
 #include "cli/explain.h"
 #include "cli/explore.h"
@@ -678,6 +680,19 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   if (switches.empty() || engine_bugs) {
     for (const std::string& name : BugSwitches::names()) switches.push_back({name, false});
   }
+  // The table's columns are as wide as their longest entry (a program's switch or check may
+  // have a long name), known before the first row is printed.
+  size_t bug_width = 30, checker_width = 20, scenario_width = 44;
+  for (const Switch& sw : switches) bug_width = std::max(bug_width, sw.name.size());
+  for (const auto& c : checkers::all_pipeline_checkers()) checker_width = std::max(checker_width, c->name().size());
+  for (const auto& c : checkers::all_kernel_checkers()) checker_width = std::max(checker_width, c->name().size());
+  for (const auto& entry : registry.checks()) checker_width = std::max(checker_width, entry.first.size());
+  for (const cli::Scenario* s : store_order) scenario_width = std::max(scenario_width, s->path.size());
+  const auto print_row = [&](const std::string& bug, const std::string& result, const std::string& checker,
+                             const std::string& scenario, const std::string& seed, const std::string& tried) {
+    fmt::print("{:<{}} {:<7} {:<{}} {:<{}} {:>6} {:>6}\n", bug, bug_width, result, checker, checker_width, scenario,
+               scenario_width, seed, tried);
+  };
   const Micros start = wall_now();
   json results = json::array();
   bool all_caught = true;
@@ -688,8 +703,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   if (!as_json) {
     fmt::print("mutants: {} bug switches against the {} scenarios in {}, up to {} seeds each, {} worker process{}\n\n",
                switches.size(), store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
-    fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", "bug switch", "result", "caught by", "scenario", "seed",
-               "tried");
+    print_row("bug switch", "result", "caught by", "scenario", "seed", "tried");
     std::fflush(stdout);
   }
   for (const Switch& sw : switches) {
@@ -782,10 +796,10 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         fmt::print(stderr, "onceflow mutants: {} must be caught by {}; {}\n", bug, named,
                    other_failure.empty() ? "no seed failed" : "only other checks failed, first: " + other_failure);
       }
-      fmt::print("{:<30} {:<7} {:<20} {:<44} {:>6} {:>6}\n", bug, row["caught"].get<bool>() ? "caught" : "MISSED",
-                 row["checker"].is_null() ? "-" : row["checker"].get<std::string>(),
-                 row["scenario"].is_null() ? "-" : row["scenario"].get<std::string>(),
-                 row["seed"].is_null() ? std::string("-") : std::to_string(row["seed"].get<uint64_t>()), tried);
+      print_row(bug, row["caught"].get<bool>() ? "caught" : "MISSED",
+                row["checker"].is_null() ? "-" : row["checker"].get<std::string>(),
+                row["scenario"].is_null() ? "-" : row["scenario"].get<std::string>(),
+                row["seed"].is_null() ? std::string("-") : std::to_string(row["seed"].get<uint64_t>()), std::to_string(tried));
       std::fflush(stdout);
     }
     results.push_back(row);
