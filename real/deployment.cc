@@ -1091,23 +1091,30 @@ void RealDeployment::await_pipeline(Runtime& rt) {
   }
 }
 
-Status RealDeployment::refuse_inputs_after_the_end() {
+bool RealDeployment::heads_done(const Transaction& tx) {
   const auto queue = std::find_if(spec_.sources.begin(), spec_.sources.end(), [](const SourceSpec& s) { return s.type == "queue"; });
-  if (!controls() || queue == spec_.sources.end()) return Status::ok();
+  if (queue == spec_.sources.end()) return false;
+  auto head = store_.get(tx, tables::kQueueHeads, source_key(table_of(*queue), 0));
+  if (!head || !head->has_value()) return false;
+  Decoder in(**head);
+  return in.i64() == kHeadsDone;
+}
+
+Status RealDeployment::refuse_inputs_after_the_end() {
+  if (!controls() || inputs_->size() == 0) return Status::ok();
   auto tx = store_.begin();
   if (!tx) return tx.error();
-  auto head = store_.get(*tx, tables::kQueueHeads, source_key(table_of(*queue), 0));
-  const uint64_t next = read_u64(store_, *tx, kProducer, "next");
+  auto next = store_.get(*tx, kProducer, "next");
+  const bool done = next && heads_done(*tx);
   store_.abort(*tx);
-  if (!head) return head.error();
-  if (!head->has_value() || next >= inputs_->size()) return Status::ok();
-  Decoder in(**head);
-  if (in.i64() != kHeadsDone) return Status::ok();
+  if (!next) return next.error();
+  const uint64_t written = u64_of(*next);
+  if (!done || written >= inputs_->size()) return Status::ok();
   return Status::invalid_argument(fmt::format(
       "the pipeline in {} had all its inputs at {} (an earlier life wrote all its --messages and told the sources "
       "nothing more would come): --messages {} would add {} that could not be ordered after them; give "
       "--messages {} to run or verify it again, or start on a fresh store",
-      store_.where(), next, inputs_->size(), inputs_->size() - next, next));
+      store_.where(), written, inputs_->size(), inputs_->size() - written, written));
 }
 
 // Writes the workload into the source queues, a batch per transaction, the batch recorded as
@@ -1143,11 +1150,20 @@ void RealDeployment::produce() {
     }
     const uint64_t next = read_u64(store_, *tx, kProducer, "next");
     if (!first) first = next;
+    if (next < inputs_->size() && heads_done(*tx)) {
+      // Another controller's process wrote all of a smaller --messages since this one started
+      // (each refuses this at its start): the sources were told nothing more comes.
+      store_.abort(*tx);
+      fmt::print(stderr, "onceflow real: the producer stops at {} inputs, not {}: another process wrote all of its "
+                 "--messages and told the sources nothing more comes\n", next, inputs_->size());
+      return;
+    }
     const bool all = next >= inputs_->size();
     const Micros now = rt.clock().now();
     // Event times are calendar times, as a Kafka record's are (the latency is taken from them).
     const Micros calendar = calendar_now();
-    uint64_t end = std::min<uint64_t>(inputs_->size(), next + kProducerBatch);
+    // Never below what earlier lives wrote (a smaller --messages writes nothing more).
+    uint64_t end = std::max(next, std::min<uint64_t>(inputs_->size(), next + kProducerBatch));
     if (o_.rate > 0) {  // no more than `rate` a second since this life began
       const auto allowed = *first + static_cast<uint64_t>(static_cast<double>(o_.rate) * static_cast<double>(now - started) / 1e6);
       end = std::min(end, std::max(next, allowed));

@@ -238,6 +238,8 @@ class RealDeployment {
   const PipelineSpec& spec_;
   const RealOptions& o_;
   RealStore& store_;
+  // Whether the queue heads say no more input comes (the producer wrote all of a --messages).
+  bool heads_done(const Transaction& tx);
   KafkaConfig kafka_;
   KafkaMockCluster* mock_ = nullptr;
   Connectors connectors_;

@@ -207,6 +207,10 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   {
     RealDeployment deployment(spec, registry, o, *store);
     if (Status refused = deployment.refuse_inputs_after_the_end(); !refused.is_ok()) return bad(refused.message());
+    // A life that would verify a store it cannot: refused before its row makes it worse.
+    if (o.verify) {
+      if (Status agree = lives_agree_on_bug(*store, registry, o.bug); !agree.is_ok()) return bad("--verify: " + agree.message());
+    }
     if (Status connected = deployment.connect_http_sinks(); !connected.is_ok()) {
       return bad(spec_path + ": " + connected.message());
     }

@@ -441,6 +441,33 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
 
 }  // namespace
 
+Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry, const std::string& bug) {
+  auto lives = read_lives(store);
+  if (!lives) return lives.error();
+  // Only the program's own switches change what its functions give; the engine's change what
+  // the run committed, which is what --verify holds to account.
+  const auto own = [&](const std::string& name) { return registry.bug(name) != nullptr ? name : std::string(); };
+  std::map<std::string, std::vector<std::string>> by_switch;
+  for (const auto& [name, keys] : lives->bugs) {
+    auto& all = by_switch[own(name)];
+    all.insert(all.end(), keys.begin(), keys.end());
+  }
+  const std::string mine = own(bug);
+  if (by_switch.empty() || (by_switch.size() == 1 && by_switch.begin()->first == mine)) return Status::ok();
+  std::string ran;
+  for (const auto& [name, keys] : by_switch) {
+    const std::string& key = keys.front();
+    const size_t slash = key.find('/');
+    ran += fmt::format("{}{} in {} {} ({}{})", ran.empty() ? "" : ", ", name.empty() ? "none of its own bug switches" : "--bug " + name,
+                       keys.size(), keys.size() == 1 ? "life" : "lives", slash == std::string::npos ? key : key.substr(slash + 1),
+                       keys.size() > 1 ? " and others" : "");
+  }
+  return Status::invalid_argument(fmt::format(
+      "{}: its lives ran with {}, and --verify re-executes the whole history with the program's functions under "
+      "one switch, its own ({}): run every life with the same --bug of the program's, on a fresh store",
+      store.where(), ran, mine.empty() ? "none" : "--bug " + mine));
+}
+
 Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
                        const KafkaConfig& kafka, const VerifyOptions& options) {
   const WallClock clock;
@@ -450,23 +477,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     fmt::print(options.progress, "onceflow real --verify: {} ({:.1f}s)\n", what, static_cast<double>(clock.now() - start) / 1e6);
     std::fflush(options.progress);
   };
-  // The history is re-executed under this process's bug switch: every life must have run with it.
-  auto lives = read_lives(store);
-  if (!lives) return lives.error();
-  if (lives->bugs.size() > 1 || (lives->bugs.size() == 1 && lives->bugs.begin()->first != options.bug)) {
-    std::string ran;
-    for (const auto& [bug, keys] : lives->bugs) {
-      const std::string& key = keys.front();
-      const size_t slash = key.find('/');
-      ran += fmt::format("{}{} in {} {} ({}{})", ran.empty() ? "" : ", ", bug.empty() ? "no bug switch" : "--bug " + bug,
-                         keys.size(), keys.size() == 1 ? "life" : "lives", slash == std::string::npos ? key : key.substr(slash + 1),
-                         keys.size() > 1 ? " and others" : "");
-    }
-    return Status::invalid_argument(fmt::format(
-        "{}: its lives ran with {}, and --verify re-executes the whole history under its own ({}): run every life "
-        "with the same --bug, on a fresh store",
-        store.where(), ran, options.bug.empty() ? "no bug switch" : "--bug " + options.bug));
-  }
+  if (Status agree = lives_agree_on_bug(store, registry, options.bug); !agree.is_ok()) return agree;
   say("reading the inputs back");
   uint64_t unread = 0;  // Kafka input records past what the sources' committed epochs read
   auto sources = source_messages(spec, store, kafka, &unread);
@@ -521,6 +532,8 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   // strategy) or what its queue can hold, each message costing 64 bytes and its payload
   // (the in-memory strategy). Beyond that, every missing message is a loss.
   // What each sink's target holds: how many times, by MessageId.
+  auto lives = read_lives(store);
+  if (!lives) return lives.error();
   std::map<std::string, std::map<uint64_t, size_t>> held;
   for (const auto& d : h.deliveries) ++held[d.sink][d.message.id];
   for (const auto& e : h.sinks) {

@@ -22,9 +22,7 @@ namespace onceflow::real {
 // without an answer), and for a cut life also what it held when it went. A row left
 // "running" is a life that was killed or failed (or a process still running). --verify
 // allows an at-most-once sink to lack only what these lives account for. A life that ran with
-// a bug switch (--bug) says so after that: " bug=NAME"; --verify refuses a store whose lives
-// ran with different switches, or with another than its own (it re-executes the whole
-// history under one).
+// a bug switch (--bug) says so after that: " bug=NAME" (lives_agree_on_bug, below).
 inline constexpr const char* kProcessLives = "process_lives";
 std::string process_life_key(Micros started_at, const std::string& process);
 std::string process_life_start(const std::string& bug);
@@ -38,6 +36,11 @@ struct VerifyOptions {
   const nlohmann::json* stats = nullptr;
   std::string bug;  // the bug switch this life ran with (--bug), named in the JSON; empty: none
 };
+
+// OK when every life of the store ran with the program's own bug switch `bug` (ONCEFLOW_BUG;
+// "" none; the engine's switches do not count), else InvalidArgument naming the lives:
+// --verify re-executes the whole history with the program's functions under one switch.
+Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry, const std::string& bug);
 
 // Returns the exit code: 0 every check passed, 1 one failed; an error when something could
 // not be read (the caller reports it, exit 2).

@@ -177,7 +177,8 @@ TEST_F(RealVerifyTest, AnEpochsTimeWithinItsClockPassesReexecution) {
   run_pipeline("session_window", 3000);
   const Verified v = verify_after([](LevelDbStore&) {});
   EXPECT_EQ(v.rc, 0) << v.json;
-  EXPECT_NE(v.json.find("committed epochs re-executed: each told a time its clock had reached"), std::string::npos) << v.json;
+  EXPECT_NE(v.json.find("committed epochs re-executed: each timer they fired held;"), std::string::npos) << v.json;
+  EXPECT_EQ(v.json.find("kept no clock reading"), std::string::npos) << v.json;
 }
 
 // A history row that fires a timer again (as an engine that fired a timer and lost its deletion
@@ -206,28 +207,47 @@ TEST_F(RealVerifyTest, ATimerFiredTwiceFailsReexecution) {
   EXPECT_NE(v.json.find("which its re-execution does not hold"), std::string::npos) << v.json;
 }
 
-// --verify re-executes the whole history under its own bug switch: a store whose lives ran with
-// different switches is refused (exit 2), and one whose lives all ran with this one is verified.
-TEST_F(RealVerifyTest, LivesWithAnotherBugSwitchAreRefused) {
-  run_pipeline("longest_so_far", 2000);
-  EXPECT_EQ(life(2000, "epoch-time-ahead", true), 2);
-  EXPECT_EQ(life(2000, "", true), 2);  // the life before ran with the switch: still mixed
+// --verify re-executes the whole history with the program's functions under one of its own bug
+// switches: a store whose lives ran with another is refused (exit 2, one line naming them),
+// before the verifying life adds its row.
+TEST_F(RealVerifyTest, LivesWithAnotherOwnBugSwitchAreRefused) {
+  registry_.add_bug("my-bug", "a switch of the program's own that changes nothing");
+  run_pipeline("longest_so_far", 2000, "my-bug");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(life(2000, "", true), 2);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("its lives ran with --bug my-bug in 1 life"), std::string::npos) << err;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(life(2000, "", true), 2);  // the refused life left no row: still the same one life
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("in 1 life"), std::string::npos) << err;
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(life(2000, "my-bug", true), 0);  // the same switch: verified
+  ::testing::internal::GetCapturedStdout();
 }
 
-TEST_F(RealVerifyTest, LivesWithTheSameBugSwitchAreVerified) {
+// The engine's switches change what the run committed, which --verify holds to account whatever
+// each life ran with: lives that differ in them are verified, and the bug caught.
+TEST_F(RealVerifyTest, LivesWithDifferentEngineSwitchesAreVerified) {
   run_pipeline("longest_so_far", 2000, "epoch-time-ahead");
   ::testing::internal::CaptureStdout();
-  EXPECT_EQ(life(2000, "epoch-time-ahead", true), 1);  // verified, and the bug caught
+  EXPECT_EQ(life(2000, "", true), 1);
   const std::string json = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(json.find("past the furthest the clock"), std::string::npos) << json;
 }
 
 // Once a life wrote all its inputs, the queue sources were told nothing more comes: a later life
 // asking for more is refused before it writes any (they would stay in the streams, and its drain
-// would wait for ever), and the store still verifies with the inputs it has.
+// would wait for ever); one asking for fewer writes none and does not lower the count; the
+// store still verifies with the inputs it has.
 TEST_F(RealVerifyTest, MoreInputsAfterTheEndAreRefused) {
   run_pipeline("longest_so_far", 2000);
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(life(3000), 2);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("had all its inputs at 2000"), std::string::npos) << err;
+  EXPECT_NE(err.find("--messages 3000 would add 1000"), std::string::npos) << err;
+  EXPECT_EQ(life(1000), 0);
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(life(2000, "", true), 0);
   const std::string json = ::testing::internal::GetCapturedStdout();
