@@ -1391,8 +1391,8 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
   if (epochs == 0) return Verdict::not_applicable(std::string(name()), "no computation epoch committed");
   if (!h.outputs_recorded) {
     return Verdict::pass(std::string(name()),
-                         fmt::format("{} committed epochs re-executed: each timer they fired held; {} of them told a "
-                                     "time their clock had reached{}",
+                         fmt::format("{} committed epochs re-executed: each timer they fired held, and due by the events "
+                                     "taken or the clock read; {} of them told a time their clock had reached{}",
                                      epochs, clocked, clocked < epochs ? " (the others kept no clock reading)" : ""));
   }
   return Verdict::pass(std::string(name()),

@@ -17,6 +17,7 @@
 #include "core/outbox.h"
 #include "core/emitted.h"
 #include "core/reexecute.h"
+#include "core/timer_row.h"
 #include "real/clickhouse_sink.h"
 #include "real/deployment.h"
 #include "real/wall_clock.h"
@@ -345,6 +346,8 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     return std::all_of(head.row.consumed.begin(), head.row.consumed.end(),
                        [&](const auto& taken) { return known.count(taken.first) != 0; });
   };
+  // The newest event time any job of each computation took so far, for fired_before_due.
+  std::map<std::string, Micros> newest_event;
   const auto run_head = [&](const std::string& job, JobEpochs& queue) {
     const RecordedEpoch& r = queue.epochs[queue.next++];
     CommittedEpoch epoch;
@@ -378,6 +381,13 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       known.emplace(m.id, std::move(m));
     }
     e.reexecution_problems = std::move(again.problems);
+    auto [newest, fresh] = newest_event.try_emplace(queue.computation, INT64_MIN);
+    for (const auto& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
+    if (const ComputationSpec* c = spec.computation(queue.computation)) {
+      if (std::string early = fired_before_due(*c, newest->second, r.row); !early.empty()) {
+        e.reexecution_problems.push_back(std::move(early));
+      }
+    }
     h.epochs.push_back(std::move(e));
   };
   for (bool left = true; left;) {
@@ -440,6 +450,24 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
 }
 
 }  // namespace
+
+std::string fired_before_due(const ComputationSpec& c, Micros newest_event, const EpochHistoryRow& row) {
+  for (const auto& f : row.timers_fired) {
+    const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
+                                     [&](const TimerStreamSpec& t) { return t.name == f.timer.timer_stream; });
+    if (stream == c.timer_streams.end()) continue;  // not a timer of this computation: the re-execution says so
+    if (stream->watermark == Watermark::kEventTime) {
+      if (f.timer.trigger_ts <= newest_event) continue;
+      return fmt::format("fired event-time timer {} before its trigger: the computation had taken no event as new (the "
+                         "newest: {})",
+                         readable_timer(f.row), newest_event == INT64_MIN ? std::string("none") : format_time(newest_event));
+    }
+    if (f.timer.trigger_ts <= row.clock_at_commit) continue;  // no reading kept: INT64_MAX
+    return fmt::format("fired timer {} before its trigger: its process's clock read {} as the epoch committed",
+                       readable_timer(f.row), format_time(row.clock_at_commit));
+  }
+  return "";
+}
 
 Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry, const std::string& bug) {
   auto lives = read_lives(store);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/computation.h"
+#include "core/reexecute.h"
 #include "core/spec.h"
 #include "real/kafka.h"
 #include "real/real_store.h"
@@ -36,6 +37,16 @@ struct VerifyOptions {
   const nlohmann::json* stats = nullptr;
   std::string bug;  // the bug switch this life ran with (--bug), named in the JSON; empty: none
 };
+
+// Whether an epoch of computation `c`, as a real run recorded it, fired a timer before it was
+// due by what the run recorded rather than by what the engine took for its watermark: a
+// system-time (or real-time) timer before its process's clock reached its trigger by the commit;
+// an event-time one before the computation took an event as new (`newest_event`, the newest
+// event time any of its jobs took up to and with this epoch: a job's event watermark, the newest
+// it took and the triggers of due timers a repartition moved to it, is never past that when
+// each job's epochs are taken in order and every epoch of an older layout before any of a
+// newer one). "" when none; else what it fired, for the re-execution check.
+std::string fired_before_due(const ComputationSpec& c, Micros newest_event, const EpochHistoryRow& row);
 
 // OK when every life of the store ran with the program's own bug switch `bug` (ONCEFLOW_BUG;
 // "" none; the engine's switches do not count), else InvalidArgument naming the lives:

@@ -177,7 +177,7 @@ TEST_F(RealVerifyTest, AnEpochsTimeWithinItsClockPassesReexecution) {
   run_pipeline("session_window", 3000);
   const Verified v = verify_after([](LevelDbStore&) {});
   EXPECT_EQ(v.rc, 0) << v.json;
-  EXPECT_NE(v.json.find("committed epochs re-executed: each timer they fired held;"), std::string::npos) << v.json;
+  EXPECT_NE(v.json.find("committed epochs re-executed: each timer they fired held, and due"), std::string::npos) << v.json;
   EXPECT_EQ(v.json.find("kept no clock reading"), std::string::npos) << v.json;
 }
 
@@ -252,6 +252,33 @@ TEST_F(RealVerifyTest, MoreInputsAfterTheEndAreRefused) {
   EXPECT_EQ(life(2000, "", true), 0);
   const std::string json = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(json.find("\"inputs\": 2000"), std::string::npos) << json;
+}
+
+// A timer fired before it was due, by what the run recorded: an event-time one before its
+// computation took an event as new as its trigger, a system-time one before its process's clock
+// reached its trigger by the commit. At its trigger, each is due; with no clock reading kept,
+// a system-time one is not judged.
+TEST(FiredBeforeDueTest, ATimerIsDueByTheEventsTakenOrTheClockRead) {
+  ComputationSpec c;
+  c.name = "C";
+  c.timer_streams = {{"due", Watermark::kEventTime}, {"tick", Watermark::kSystemTime}};
+  const auto fired = [](const std::string& stream, Micros trigger) {
+    EngineObserver::Epoch::FiredTimer f;
+    f.timer = Timer{7, trigger, trigger, stream};
+    f.row = timer_row(f.timer, true, 0);
+    return f;
+  };
+  EpochHistoryRow row;
+  row.timers_fired = {fired("due", 100)};
+  EXPECT_EQ(fired_before_due(c, 100, row), "");
+  EXPECT_NE(fired_before_due(c, 99, row).find("fired event-time timer"), std::string::npos);
+  EXPECT_NE(fired_before_due(c, INT64_MIN, row).find("(the newest: none)"), std::string::npos);
+  row.timers_fired = {fired("tick", 100)};
+  EXPECT_EQ(fired_before_due(c, INT64_MIN, row), "");  // no clock reading kept
+  row.clock_at_commit = 100;
+  EXPECT_EQ(fired_before_due(c, INT64_MIN, row), "");
+  row.clock_at_commit = 99;
+  EXPECT_NE(fired_before_due(c, INT64_MIN, row).find("its process's clock read 0.000099s"), std::string::npos);
 }
 
 }  // namespace
