@@ -1312,7 +1312,9 @@ std::string RealDeployment::waiting_for(bool stopped_is_done) {
   auto tx = store_.begin();
   if (!tx) return "the store (" + tx.error().message() + ")";
   std::string missing;
-  if (const uint64_t next = read_u64(store_, *tx, kProducer, "next"); next < inputs_->size()) {
+  // Fewer inputs than asked are all there will be once the heads say so (another controller's
+  // process wrote all of a smaller --messages: the producer stopped).
+  if (const uint64_t next = read_u64(store_, *tx, kProducer, "next"); next < inputs_->size() && !heads_done(*tx)) {
     missing = fmt::format("the producer: {} of {} inputs written", next, inputs_->size());
   }
   for (const auto& source : spec_.sources) {
