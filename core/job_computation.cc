@@ -133,8 +133,8 @@ bool Job::misused(EpochTx& etx, const CollectingOutput& out) {
 // How far the timers of `timer_stream` are due: its watermark, the event time seen so far or
 // the system time.
 Micros Job::timer_watermark(const std::string& timer_stream, Micros event_watermark, Micros now) const {
-  for (const auto& s : computation_->timer_streams) {
-    if (s.name == timer_stream) return s.watermark == Watermark::kEventTime ? event_watermark : now;
+  if (const TimerStreamSpec* s = computation_->timer_stream(timer_stream)) {
+    return s->watermark == Watermark::kEventTime ? event_watermark : now;
   }
   assert(false && "a timer of an undeclared timer stream");
   return now;

@@ -118,6 +118,10 @@ const T* find_named(const std::vector<T>& items, std::string_view name) {
 
 }  // namespace
 
+const TimerStreamSpec* ComputationSpec::timer_stream(std::string_view name) const {
+  return find_named(timer_streams, name);
+}
+
 const ComputationSpec* PipelineSpec::computation(std::string_view name) const {
   return find_named(computations, name);
 }

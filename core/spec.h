@@ -66,6 +66,8 @@ struct ComputationSpec {
   bool compact_input_messages() const {
     return use_compact_input_messages.value_or(!experimental_enable_non_uint_key);
   }
+  // Its timer stream of that name; null when it has none.
+  const TimerStreamSpec* timer_stream(std::string_view name) const;
 };
 
 struct SourceSpec {

@@ -453,9 +453,8 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
 
 std::string fired_before_due(const ComputationSpec& c, Micros newest_event, const EpochHistoryRow& row) {
   for (const auto& f : row.timers_fired) {
-    const auto stream = std::find_if(c.timer_streams.begin(), c.timer_streams.end(),
-                                     [&](const TimerStreamSpec& t) { return t.name == f.timer.timer_stream; });
-    if (stream == c.timer_streams.end()) continue;  // not a timer of this computation: the re-execution says so
+    const TimerStreamSpec* stream = c.timer_stream(f.timer.timer_stream);
+    if (stream == nullptr) continue;  // not a timer of this computation: the re-execution says so
     if (stream->watermark == Watermark::kEventTime) {
       if (f.timer.trigger_ts <= newest_event) continue;
       return fmt::format("fired event-time timer {} before its trigger: the computation had taken no event as new (the "
@@ -469,14 +468,15 @@ std::string fired_before_due(const ComputationSpec& c, Micros newest_event, cons
   return "";
 }
 
-Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry, const std::string& bug) {
-  auto lives = read_lives(store);
-  if (!lives) return lives.error();
+namespace {
+
+Status lives_agree_on_bug(const std::string& where, const Lives& lives, const ComputationRegistry& registry,
+                          const std::string& bug) {
   // Only the program's own switches change what its functions give; the engine's change what
   // the run committed, which is what --verify holds to account.
   const auto own = [&](const std::string& name) { return registry.bug(name) != nullptr ? name : std::string(); };
   std::map<std::string, std::vector<std::string>> by_switch;
-  for (const auto& [name, keys] : lives->bugs) {
+  for (const auto& [name, keys] : lives.bugs) {
     auto& all = by_switch[own(name)];
     all.insert(all.end(), keys.begin(), keys.end());
   }
@@ -493,7 +493,15 @@ Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry,
   return Status::invalid_argument(fmt::format(
       "{}: its lives ran with {}, and --verify re-executes the whole history with the program's functions under "
       "one switch, its own ({}): run every life with the same --bug of the program's, on a fresh store",
-      store.where(), ran, mine.empty() ? "none" : "--bug " + mine));
+      where, ran, mine.empty() ? "none" : "--bug " + mine));
+}
+
+}  // namespace
+
+Status lives_agree_on_bug(RealStore& store, const ComputationRegistry& registry, const std::string& bug) {
+  auto lives = read_lives(store);
+  if (!lives) return lives.error();
+  return lives_agree_on_bug(store.where(), *lives, registry, bug);
 }
 
 Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
@@ -505,7 +513,9 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     fmt::print(options.progress, "onceflow real --verify: {} ({:.1f}s)\n", what, static_cast<double>(clock.now() - start) / 1e6);
     std::fflush(options.progress);
   };
-  if (Status agree = lives_agree_on_bug(store, registry, options.bug); !agree.is_ok()) return agree;
+  auto lives = read_lives(store);
+  if (!lives) return lives.error();
+  if (Status agree = lives_agree_on_bug(store.where(), *lives, registry, options.bug); !agree.is_ok()) return agree;
   say("reading the inputs back");
   uint64_t unread = 0;  // Kafka input records past what the sources' committed epochs read
   auto sources = source_messages(spec, store, kafka, &unread);
@@ -560,8 +570,6 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   // strategy) or what its queue can hold, each message costing 64 bytes and its payload
   // (the in-memory strategy). Beyond that, every missing message is a loss.
   // What each sink's target holds: how many times, by MessageId.
-  auto lives = read_lives(store);
-  if (!lives) return lives.error();
   std::map<std::string, std::map<uint64_t, size_t>> held;
   for (const auto& d : h.deliveries) ++held[d.sink][d.message.id];
   for (const auto& e : h.sinks) {
