@@ -472,7 +472,9 @@ std::string first_inputs(const EpochRecord& e) {
 // Where a message came from, for a report: the computation and committed epoch, or the source.
 std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>& producers) {
   const auto it = producers.find(id);
-  if (it == producers.end()) return "a source input";
+  // Not among what the committed epochs produced as the history records it (a real run's
+  // record is its re-execution's): only a re-execution, or nothing, gives this id.
+  if (it == producers.end()) return "a re-execution alone (no committed epoch has it as recorded)";
   const EpochRecord& e = *it->second;
   if (e.job.starts_with("source/")) {
     // onceflow real --verify's sources are one record each, of no epoch: their input.
@@ -498,10 +500,17 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
     const auto want = expected.find(id);
     const MessageRecord& got = copies.front()->message;
     if (want == expected.end()) {
+      const std::string origin =
+          producers.count(id) != 0 ? fmt::format("committed by {}", origin_of(id, producers))
+          : h.outputs_recorded     ? std::string("nor did any committed epoch as recorded")
+                                   : std::string("a real run records no outputs, only what its epochs took: a function "
+                                                 "that gave this id when it ran and others when re-executed, as one reading "
+                                                 "the machine's clock or randomness or keeping a member variable does, or a "
+                                                 "message no epoch made");
       return fmt::format("unexpected: message {} delivered by {}, but no committed epoch's re-execution produced it "
-                         "for this sink (committed by {})",
+                         "for this sink ({})",
                          shown(got), copies.front()->producer_job.empty() ? "the sink" : "job " + copies.front()->producer_job,
-                         origin_of(id, producers));
+                         origin);
     }
     for (const DeliveryRecord* d : copies) {
       const bool known = std::any_of(want->second.begin(), want->second.end(),

@@ -63,6 +63,10 @@ Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t sec
                                           replay.empty() ? "" : " — replay: " + replay));
 }
 
+bool may_follow_reexecution(std::string_view check) {
+  return check == "delivery" || check == "state" || check == "timers" || check == "ordering";
+}
+
 std::string read_first(const std::vector<Verdict>& verdicts) {
   bool reexecution = false;
   std::string others;
@@ -70,7 +74,7 @@ std::string read_first(const std::vector<Verdict>& verdicts) {
     if (v.passed) continue;
     if (v.check == "re-execution") {
       reexecution = true;
-    } else if (v.check == "delivery" || v.check == "state" || v.check == "timers" || v.check == "ordering") {
+    } else if (may_follow_reexecution(v.check)) {
       others += fmt::format("{}{}", others.empty() ? "" : ", ", v.check);
     }
   }

@@ -1106,11 +1106,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
         std::cout << sub->help();
         return kExitPass;
       }
-      fmt::print(stderr, "onceflow: help: unknown command '{}' (commands: {})\n", bounded_message(argv[2]), known);
+      fmt::print(stderr, "{}: help: unknown command '{}' (commands: {})\n", cli::error_prefix(), bounded_message(argv[2]), known);
       return kExitUsage;
     }
     if (command(first) == nullptr) {
-      fmt::print(stderr, "onceflow: unknown command '{}' (commands: {})\n", bounded_message(first), known);
+      fmt::print(stderr, "{}: unknown command '{}' (commands: {})\n", cli::error_prefix(), bounded_message(first), known);
       return kExitUsage;
     }
   }
@@ -1129,7 +1129,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     // CLI11 puts the subcommand's help behind --help; one line is enough here.
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
-    fmt::print(stderr, "onceflow: {} (see {} --help)\n", bounded_message(what), program_name());
+    fmt::print(stderr, "{}: {} (see {} --help)\n", cli::error_prefix(), bounded_message(what), program_name());
     return kExitUsage;
   }
 
@@ -1137,13 +1137,13 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
   if (registry.bug(bug) != nullptr) {
     inv.user_bugs.insert(bug);
   } else if (!bug.empty() && !inv.bugs.enable(bug)) {
-    fmt::print(stderr, "onceflow: {}\n", known_bug(registry, bug).message());
+    fmt::print(stderr, "{}: {}\n", cli::error_prefix(), known_bug(registry, bug).message());
     return kExitUsage;
   }
   for (const std::string& kind : inert) {
     const auto parsed = faults::parse_fault_kind(kind);
     if (!parsed) {
-      fmt::print(stderr, "onceflow: --inert-fault: unknown fault kind '{}'\n", kind.substr(0, 64));
+      fmt::print(stderr, "{}: --inert-fault: unknown fault kind '{}'\n", cli::error_prefix(), kind.substr(0, 64));
       return kExitUsage;
     }
     inv.inert_faults.insert(*parsed);
@@ -1279,11 +1279,11 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     if (shrink->parsed()) return cmd_shrink(inv, path, seed, swarm, out_path);
     if (mutants->parsed()) return cmd_mutants(registry, library_dir, max_seeds, jobs, as_json, engine_bugs);
   } catch (const UsageError& e) {
-    fmt::print(stderr, "onceflow: {}\n", bounded_message(e.message));
+    fmt::print(stderr, "{}: {}\n", cli::error_prefix(), bounded_message(e.message));
     return kExitUsage;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the system refuses (too long, not permitted...): bad input, not a crash.
-    fmt::print(stderr, "onceflow: {}\n", bounded_message(e.what()));
+    fmt::print(stderr, "{}: {}\n", cli::error_prefix(), bounded_message(e.what()));
     return kExitUsage;
   }
   return kExitUsage;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "checkers/verdict.h"
 #include "cli/guided.h"
 #include "core/probes.h"
 #include "core/spec.h"
@@ -18,6 +19,21 @@ json summary_json(const simulated::RunOutcome& r) {
   for (const auto& v : r.verdicts) {
     checks.push_back({v.check, v.verdict_name()});
     if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
+  }
+  // A function that is not what it committed fails delivery and state too, through what it
+  // made: its re-execution is the failure to read, as `run` says ("read first").
+  if (!checkers::read_first(r.verdicts).empty()) {
+    std::string others;
+    for (const auto& v : r.verdicts) {
+      if (!v.passed && checkers::may_follow_reexecution(v.check)) others += (others.empty() ? "" : ", ") + v.check;
+    }
+    for (const auto& v : r.verdicts) {
+      if (v.check != "re-execution") continue;
+      const size_t replay = v.detail.find(" — replay: ");  // stays last, where explore looks for it
+      first_failure = fmt::format("{}: {} (read this first: {} failed too, and may follow from it){}", v.check,
+                                  v.detail.substr(0, replay), others,
+                                  replay == std::string::npos ? "" : v.detail.substr(replay));
+    }
   }
   json effects = json::object();
   for (const auto& [kind, e] : r.effects) effects[kind] = {e.measure, e.count};

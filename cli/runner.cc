@@ -28,6 +28,12 @@ std::string& program_name() {
   return name;
 }
 
+std::string error_prefix() {
+  const std::string& name = program_name();
+  const size_t slash = name.rfind('/');
+  return slash == std::string::npos || slash + 1 == name.size() ? name : name.substr(slash + 1);
+}
+
 std::string replay_command(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm) {
   return fmt::format("{} replay {} --seed {}{}{}", program_name(), s.path, seed,
                      swarm == s.swarm ? "" : (swarm ? " --swarm" : " --no-swarm"),

@@ -41,6 +41,9 @@ struct Invocation {
 // user's computations, names itself in the replay lines it prints, so they work when pasted.
 // cli_main and testing::main set it; "onceflow" until one does.
 std::string& program_name();
+// What its error lines start with: the file name of program_name(), "onceflow" for the stock
+// binary, a user's own program's name for theirs.
+std::string error_prefix();
 
 // `program_name() replay PATH --seed N` with the flags that make it the same run.
 std::string replay_command(const Invocation& inv, const Scenario& s, uint64_t seed, bool swarm);

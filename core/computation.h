@@ -7,8 +7,15 @@
 // process_message only; a process function may also use timers. Functions are registered by
 // name in a ComputationRegistry, and specs refer to them by that name.
 //
-// Determinism: a swift map must give the same outputs for the same input on every attempt;
-// a regular computation may not, but then only one attempt's effects are ever applied.
+// Determinism: a swift map must give the same outputs for the same input on every attempt (its
+// outputs are recomputed after a restart, not stored). The engine applies exactly one attempt
+// of a regular computation's epoch, atomically, so its guarantees hold for a function that is
+// not deterministic; but onceflow's checks predict each committed epoch by running the function
+// again on what it took (the `re-execution` check, docs/guarantees.md "The oracle"), so a
+// function that depends on more than its input, state, timers, current_timestamp() and
+// random() fails re-execution there, and delivery and state report what differs from the
+// prediction. Effects outside the engine (a file, a network call) happen once per attempt and
+// again in every re-execution.
 #pragma once
 
 #include <functional>
@@ -204,8 +211,9 @@ class ComputationRegistry {
   void add_bug(const std::string& name, std::string description);
   const std::vector<UserBug>& bugs() const { return bugs_; }
   const UserBug* bug(std::string_view name) const;
-  // This program's own scenario folder: `list`, `explore` and `mutants` use it before the
-  // library's (empty: none; the library is the program's scenarios).
+  // This program's own scenario folder: `list` and `mutants` read it before the library's
+  // (empty: none; the library is the program's scenarios). `run`, `explore` and the others
+  // take a scenario's path as given.
   void set_scenario_dir(std::string dir) { scenario_dir_ = std::move(dir); }
   const std::string& scenario_dir() const { return scenario_dir_; }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/explore.h"
 #include "cli/scenario.h"
 
 namespace onceflow::cli {
@@ -137,6 +138,28 @@ TEST(CoverageCurveTest, CountsNewFeaturesPerShareOfTheRuns) {
   EXPECT_NE(line.find("the last found nothing new"), std::string::npos) << line;
   EXPECT_EQ(c.json()["features"], 11);
   EXPECT_EQ(CoverageCurve().line(), "");
+}
+
+// A seed's line in explore's report: the first check that failed, unless the user's function
+// is not what it committed (re-execution) and delivery or state failed beside it, which may
+// follow from it: then re-execution's, naming them, with the replay line still last.
+TEST(ExploreSummaryTest, TheFirstFailureIsReexecutionWhenTheOthersMayFollowFromIt) {
+  using checkers::Verdict;
+  simulated::RunOutcome r;
+  r.verdicts = {Verdict::fail("delivery", "unexpected: message 1 — replay: x replay s --seed 1"),
+                Verdict::fail("state", "started from"), Verdict::pass("consumption"),
+                Verdict::fail("re-execution", "computation C committed message 1 — replay: x replay s --seed 1"),
+                Verdict::fail("my check", "mine")};
+  const std::string line = summary_json(r)["first_failure"];
+  EXPECT_EQ(line,
+            "re-execution: computation C committed message 1 (read this first: delivery, state failed too, and may "
+            "follow from it) — replay: x replay s --seed 1");
+  // An engine's lost write: re-execution holds, delivery's line stands.
+  r.verdicts = {Verdict::fail("delivery", "lost-write: 1 of 2"), Verdict::pass("re-execution")};
+  EXPECT_EQ(summary_json(r)["first_failure"], "delivery: lost-write: 1 of 2");
+  // Re-execution alone, after another check that does not follow from it.
+  r.verdicts = {Verdict::fail("fencing", "late"), Verdict::fail("re-execution", "committed")};
+  EXPECT_EQ(summary_json(r)["first_failure"], "fencing: late");
 }
 
 }  // namespace
