@@ -469,13 +469,9 @@ std::string first_inputs(const EpochRecord& e) {
   return out;
 }
 
-// Where a message came from, for a report: the computation and committed epoch, or the source.
-std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>& producers) {
-  const auto it = producers.find(id);
-  // Not among what the committed epochs produced as the history records it (a real run's
-  // record is its re-execution's): only a re-execution, or nothing, gives this id.
-  if (it == producers.end()) return "a re-execution alone (no committed epoch has it as recorded)";
-  const EpochRecord& e = *it->second;
+// Which committed epoch made a message, for a report: the computation or source, its job and
+// commit, and a computation's first inputs.
+std::string origin_of_epoch(const EpochRecord& e) {
   if (e.job.starts_with("source/")) {
     // onceflow real --verify's sources are one record each, of no epoch: their input.
     if (e.version == 0 && e.epoch == 0) return fmt::format("source {}", e.computation);
@@ -483,6 +479,15 @@ std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>&
   }
   return fmt::format("computation {} (job {}, {}, inputs {})", e.computation, e.job, committed_as(e),
                      first_inputs(e));
+}
+
+// Where a message came from, for a report: the first committed epoch that produced it.
+std::string origin_of(uint64_t id, const std::map<uint64_t, const EpochRecord*>& producers) {
+  const auto it = producers.find(id);
+  // Not among what the committed epochs produced as the history records it (a real run's
+  // record is its re-execution's): only a re-execution, or nothing, gives this id.
+  if (it == producers.end()) return "a re-execution alone (no committed epoch has it as recorded)";
+  return origin_of_epoch(*it->second);
 }
 
 bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key == b.key && a.payload == b.payload; }
@@ -518,8 +523,9 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
       if (known) continue;
       const MessageRecord& w = *want->second.front();
       const size_t from = shown_from(d->message.payload, w.payload);
-      return fmt::format("unexpected: message {} delivered as {}, but its re-execution ({}) gives {}", hex_id(id),
-                         shown(Item{d->message.key, d->message.payload}, from), origin_of(id, producers),
+      return fmt::format("unexpected: message {} delivered as {}, but its re-execution{} gives {}", hex_id(id),
+                         shown(Item{d->message.key, d->message.payload}, from),
+                         producers.count(id) != 0 ? fmt::format(" ({})", origin_of(id, producers)) : std::string(),
                          shown(Item{w.key, w.payload}, from));
     }
     if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
@@ -1220,6 +1226,50 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
                                                         format_time(h.drained_at), format_time(h.drained_at - h.heal_at), format_time(h.liveness_bound)));
 }
 
+// A MessageId names one message: a computation that takes each of its inputs once (not swift,
+// exactly-once, no input repeated late) commits each of its outputs once, in one epoch. A
+// second message under one id, in the same epoch or another, is a problem: a consumer that
+// deduplicates by the id keeps one of them, and delivery by id cannot tell (the re-execution
+// names its outputs as the engine does).
+namespace {
+std::string id_committed_twice(const PipelineHistory& h) {
+  std::map<std::string_view, bool> once;  // "computation/Name/" -> takes each input once
+  for (const auto& [stream, consumers] : h.stream_consumers) {
+    for (const StreamConsumer& c : consumers) {
+      auto [it, fresh] = once.try_emplace(c.job_prefix, c.exactly_once);
+      if (!fresh) it->second = it->second && c.exactly_once;
+    }
+  }
+  const auto twice = [](const EpochRecord& e1, const MessageRecord& m1, const EpochRecord& e2, const MessageRecord& m2) {
+    return fmt::format("message {} committed twice: as {} on stream {} by {}, and as {} on stream {} by {}; a MessageId "
+                       "names one message, and a consumer that deduplicates by it keeps one of them (outputs of "
+                       "different inputs, or of one input, given one id)",
+                       hex_id(m2.id), shown(m1), m1.stream, origin_of_epoch(e1), shown(m2), m2.stream,
+                       origin_of_epoch(e2));
+  };
+  std::unordered_map<uint64_t, std::pair<const EpochRecord*, const MessageRecord*>> committed;
+  std::unordered_map<uint64_t, const MessageRecord*> in_epoch;
+  for (const EpochRecord& e : h.epochs) {
+    if (!e.job.starts_with("computation/")) continue;
+    const std::string_view job = e.job;
+    const auto taker = once.find(job.substr(0, job.rfind('/') + 1));
+    // Every computation's epoch names its outputs apart; one that takes each input once names
+    // them apart from its other epochs' too (a swift or at-least-once one may give an output
+    // again, the same, in a later epoch).
+    const bool across = !e.swift && taker != once.end() && taker->second;
+    in_epoch.clear();
+    for (const MessageRecord& m : e.produced) {
+      const auto [same, fresh_here] = in_epoch.try_emplace(m.id, &m);
+      if (!fresh_here && (across || !same_message(*same->second, m))) return twice(e, *same->second, e, m);
+      if (!across) continue;
+      const auto [it, fresh] = committed.try_emplace(m.id, &e, &m);
+      if (!fresh && it->second.first != &e) return twice(*it->second.first, *it->second.second, e, m);
+    }
+  }
+  return "";
+}
+}  // namespace
+
 Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
   if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
   // Every message committed: by the sources' committed epochs and by the computations'.
@@ -1236,6 +1286,7 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     }
   }
   std::sort(ids.begin(), ids.end());
+  if (std::string problem = id_committed_twice(h); !problem.empty()) return failure(name(), h, problem);
   // A run that never drained stopped short: what it had not read or consumed yet is late,
   // which liveness reports (with what the run still waited for), not lost. Not read yet: past
   // the last input its source emitted from its queue partition, which it reads in order (one

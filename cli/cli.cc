@@ -760,7 +760,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
           if (!run_seed(clean, s, seed, s.swarm, 0, false).passed) {
             ++baseline_failures;
             baseline_seeds.push_back(fmt::format("{} --seed {}", s.path, seed));
-            if (!as_json) fmt::print(stderr, "onceflow mutants: {} seed {} fails with no bug switch on\n", s.path, seed);
+            if (!as_json) fmt::print(stderr, "{} mutants: {} seed {} fails with no bug switch on\n", cli::error_prefix(), s.path, seed);
             continue;
           }
           caught = r;
@@ -793,7 +793,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       if (!row["caught"].get<bool>()) {
         std::string named = sw.own ? "any check" : "";
         for (const std::string& c : catchers) named += (named.empty() ? "" : ", ") + c;
-        fmt::print(stderr, "onceflow mutants: {} must be caught by {}; {}\n", bug, named,
+        fmt::print(stderr, "{} mutants: {} must be caught by {}; {}\n", cli::error_prefix(), bug, named,
                    other_failure.empty() ? "no seed failed" : "only other checks failed, first: " + other_failure);
       }
       print_row(bug, row["caught"].get<bool>() ? "caught" : "MISSED",
@@ -1066,7 +1066,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
 
   CLI::App* list = app.add_subcommand("list", "List the scenario library");
   list->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
+                   "Directory of scenario files (default: the program's own folder (set_scenario_dir), else ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
   list->add_flag("--json", as_json, "Print one JSON object");
   bool list_probes = false, list_bugs = false, with_library = false;
   list->add_flag("--probes", list_probes, "List the engine's probes (core/probes.h) instead of the scenarios");
@@ -1075,7 +1075,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
                  "Also the onceflow library's scenarios (and engine bug switches), after the program's own");
   CLI::App* mutants = app.add_subcommand("mutants", "Check that every bug switch is caught by a checker");
   mutants->add_option("--scenarios", library_dir,
-                   "Directory of scenario files (default: ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
+                   "Directory of scenario files (default: the program's own folder (set_scenario_dir), else ./scenarios, else $ONCEFLOW_SCENARIOS, else the installed library, else the one this binary was built from)");
   mutants->add_option("--max-seeds", max_seeds, "Seeds to try per scenario before giving up")
       ->check(whole(1, 1'000'000));
   mutants->add_option("--jobs,-j", jobs, "Worker processes")->check(whole(1, kMaxJobs));

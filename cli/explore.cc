@@ -21,7 +21,8 @@ json summary_json(const simulated::RunOutcome& r) {
     if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
   }
   // A function that is not what it committed fails delivery and state too, through what it
-  // made: its re-execution is the failure to read, as `run` says ("read first").
+  // made: its re-execution is the failure to read first, as `run` says.
+  std::string read_first;
   if (!checkers::read_first(r.verdicts).empty()) {
     std::string others;
     for (const auto& v : r.verdicts) {
@@ -29,10 +30,10 @@ json summary_json(const simulated::RunOutcome& r) {
     }
     for (const auto& v : r.verdicts) {
       if (v.check != "re-execution") continue;
-      const size_t replay = v.detail.find(" — replay: ");  // stays last, where explore looks for it
-      first_failure = fmt::format("{}: {} (read this first: {} failed too, and may follow from it){}", v.check,
-                                  v.detail.substr(0, replay), others,
-                                  replay == std::string::npos ? "" : v.detail.substr(replay));
+      read_first = fmt::format("re-execution: {}; the {} failures may follow from it (a function that depends on more "
+                               "than its input, state, timers, current_timestamp() and random(), or an engine that "
+                               "named its outputs wrongly)",
+                               v.detail.substr(0, v.detail.find(" — replay: ")), others);
     }
   }
   json effects = json::object();
@@ -49,6 +50,7 @@ json summary_json(const simulated::RunOutcome& r) {
               {"mix", r.fault_mix},
               {"checks", checks},
               {"first_failure", first_failure},
+              {"read_first", read_first},
               {"drain_us", r.drain_us},
               {"effects", effects},
               {"probes", probes},
@@ -64,6 +66,7 @@ SeedSummary parse_summary(const json& j) {
   s.mix = j.at("mix").get<std::string>();
   for (const auto& c : j.at("checks")) s.checks.emplace_back(c[0].get<std::string>(), c[1].get<std::string>());
   s.first_failure = j.at("first_failure").get<std::string>();
+  s.read_first = j.value("read_first", std::string());
   s.drain_us = j.at("drain_us").get<int64_t>();
   for (const auto& [kind, e] : j.at("effects").items()) {
     s.measures[kind] = e[0].get<std::string>();

@@ -29,6 +29,9 @@ struct SeedSummary {
   std::string mix;
   std::vector<std::pair<std::string, std::string>> checks;  // name, "pass" | "fail" | "n/a"
   std::string first_failure;
+  // When re-execution failed beside checks that may follow from it (checkers::read_first):
+  // the re-execution's failure, to read first; else "".
+  std::string read_first;
   int64_t drain_us = -1;                     // from the calm to drained; -1: never
   std::map<std::string, uint64_t> effects;   // fault kind -> what it did (its measure's count)
   std::map<std::string, std::string> measures;  // fault kind -> what that count counts

@@ -410,6 +410,7 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
   json failing_seeds = json::array();
   for (const auto* r : e.tally.failing()) {
     json f{{"seed", r->seed}, {"failure", r->first_failure}, {"faults", r->mix}, {"replay", replay_of(inv, e, *r)}};
+    if (!r->read_first.empty()) f["read_first"] = r->read_first;
     if (e.guided) {
       const GuidedInput& in = e.guided->input(r->run - 1);
       f["run"] = r->run;
@@ -497,10 +498,11 @@ void print_explored(const Invocation& inv, const ExploreOptions& eo, const Explo
         fmt::print("  run {} (seed {}{}) {}\n    faults: {}\n    replay: {}\n", r->run, r->seed,
                    in.fresh ? "" : fmt::format(", a mutant of run {}: {}", in.parent + 1, in.mutation),
                    without_replay(r->first_failure), r->mix, replay_of(inv, e, *r));
-        continue;
+      } else {
+        fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
+                   replay_of(inv, e, *r));
       }
-      fmt::print("  seed {:<6} {}\n    faults: {}\n    replay: {}\n", r->seed, without_replay(r->first_failure), r->mix,
-                 replay_of(inv, e, *r));
+      if (!r->read_first.empty()) fmt::print("    read first: {}\n", r->read_first);
     }
     if (failing.size() > kListedFailures) {
       fmt::print("  ... and {} more (--json lists them all)\n", failing.size() - kListedFailures);

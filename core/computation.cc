@@ -60,10 +60,14 @@ void CollectingOutput::add_timer(Micros trigger_ts, Micros event_ts, std::string
 }
 
 void ComputationRegistry::add(const std::string& name, ProcessFunctionFactory factory, FunctionContract contract) {
-  assert(factory);
-  const bool inserted = factories_.emplace(name, std::move(factory)).second;
-  assert(inserted);
-  (void)inserted;
+  if (name.empty() || !factory) throw std::invalid_argument("add: a computation needs a name and a factory");
+  if (factories_.count(name) != 0) {
+    throw std::invalid_argument(fmt::format(
+        "add: a function named '{}' is registered already (one of onceflow's built-ins, or one added before): give "
+        "yours another name",
+        name));
+  }
+  factories_.emplace(name, std::move(factory));
   contracts_.emplace(name, std::move(contract));
 }
 

@@ -194,7 +194,8 @@ struct UserBug {
 
 class ComputationRegistry {
  public:
-  // REQUIRES: the name is new.
+  // std::invalid_argument when the name is empty or taken (a built-in's, core/builtin.h, or
+  // one added before).
   void add(const std::string& name, ProcessFunctionFactory factory, FunctionContract contract = {});
   bool has(std::string_view name) const { return factories_.find(name) != factories_.end(); }
   // REQUIRES: has(name).
@@ -211,9 +212,9 @@ class ComputationRegistry {
   void add_bug(const std::string& name, std::string description);
   const std::vector<UserBug>& bugs() const { return bugs_; }
   const UserBug* bug(std::string_view name) const;
-  // This program's own scenario folder: `list` and `mutants` read it before the library's
-  // (empty: none; the library is the program's scenarios). `run`, `explore` and the others
-  // take a scenario's path as given.
+  // This program's own scenario folder: `list` and `mutants` read it in place of the
+  // library's (`list --library` adds the library's; empty: none, the library is the program's
+  // scenarios). `run`, `explore` and the others take a scenario's path as given.
   void set_scenario_dir(std::string dir) { scenario_dir_ = std::move(dir); }
   const std::string& scenario_dir() const { return scenario_dir_; }
 

@@ -930,6 +930,26 @@ TEST(ReexecutedHistoryTest, DeliveryNamesADuplicateOnlyForOneIdVisibleTwice) {
   EXPECT_TRUE(DeliveryCheck().check(h).passed) << DeliveryCheck().check(h).detail;
 }
 
+// One MessageId, one message: a computation that takes each input once commits each output
+// once. Two outputs under one id (the engine naming outputs of one input, or of two, alike)
+// fail consumption, whatever delivery makes of them: a sink deduplicating by id keeps one, and
+// the re-execution names outputs as the engine does.
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnOneIdCommittedTwiceByAComputationThatTakesEachInputOnce) {
+  PipelineHistory h = reexecuted_history();
+  ASSERT_TRUE(ConsumptionCheck().check(h).passed) << ConsumptionCheck().check(h).detail;
+  MessageRecord other = h.epochs[1].produced[0];
+  other.payload = "7:2";
+  h.epochs[1].produced.push_back(other);  // the same epoch
+  expect_failure(ConsumptionCheck().check(h), {"message 0000000000000021 committed twice", "computation Count"});
+  h = reexecuted_history();
+  EpochRecord later = h.epochs[1];
+  later.version = 40;
+  later.consumed = {};
+  later.produced = {other};  // another epoch of the same computation
+  h.epochs.push_back(later);
+  expect_failure(ConsumptionCheck().check(h), {"message 0000000000000021 committed twice", "committed version 40"});
+}
+
 TEST(ReexecutedHistoryTest, DeliveryFailsOnAnOutputNoReexecutionProduced) {
   PipelineHistory h = reexecuted_history();
   h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, message(0x77, 7, "counts", 20, "7:9")});

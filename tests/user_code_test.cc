@@ -17,6 +17,7 @@
 #include <cstdlib>
 
 #include "checkers/history.h"
+#include "core/builtin.h"
 #include "cli/cli.h"
 #include "testing/testing.h"
 #include "tests/scenario_runs.h"
@@ -415,6 +416,22 @@ TEST(UserCodeTest, RegisteringABadCheckOrBugSwitchIsRefused) {
   EXPECT_THROW(r.add_check("delivery", counts_match_inputs), std::invalid_argument);
   EXPECT_THROW(r.add_check("determinism", counts_match_inputs), std::invalid_argument);
   EXPECT_THROW(r.add_bug("no-lease-prerequisite", ""), std::invalid_argument);
+}
+
+// A function under a name a built-in has (or one added before) is refused, naming it: it used
+// to stop the program on an assert, or, without asserts, keep the built-in in its place.
+TEST(UserCodeTest, AFunctionUnderATakenNameIsRefusedNamingIt) {
+  ComputationRegistry r;
+  builtin::register_all(r);
+  try {
+    r.add("Normalize", [] { return std::unique_ptr<ProcessFunction>(); });
+    ADD_FAILURE() << "a built-in's name was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'Normalize' is registered already"), std::string::npos) << e.what();
+  }
+  r.add("Mine", [] { return std::unique_ptr<ProcessFunction>(); });
+  EXPECT_THROW(r.add("Mine", [] { return std::unique_ptr<ProcessFunction>(); }), std::invalid_argument);
+  EXPECT_THROW(r.add("", [] { return std::unique_ptr<ProcessFunction>(); }), std::invalid_argument);
 }
 
 }  // namespace

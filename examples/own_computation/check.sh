@@ -16,9 +16,9 @@ grep -Eq "^shorter-wins +caught +each key keeps its longest word" <<<"$out" || {
 # A function that depends on more than its input and state: re-execution names it.
 grep -Eq "^cache-outlives-epoch +caught +re-execution" <<<"$out" || { echo "$out"; echo "FAIL: cache-outlives-epoch not caught by re-execution"; exit 1; }
 grep -q "no-lease-prerequisite" <<<"$out" && { echo "FAIL: mutants ran the engine's switches unasked"; exit 1; }
-# explore's line for a failing seed is the re-execution, with what may follow from it.
+# explore says to read a failing seed's re-execution first, with what may follow from it.
 out=$("$mine" explore "$dir/scenario.yaml" --seeds 10 --jobs 2 --bug cache-outlives-epoch)
-grep -Eq "^  seed [0-9]+ +re-execution: computation LongestWord .*\(read this first: delivery" <<<"$out" ||
+grep -Eq "^    read first: re-execution: computation LongestWord .*; the delivery(, state)? failures may follow" <<<"$out" ||
   { echo "$out"; echo "FAIL: explore does not show the re-execution first"; exit 1; }
 # Your program's errors start with its own name.
 err=$("$mine" explore "$dir/no-such.yaml" 2>&1 >/dev/null)
