@@ -1226,13 +1226,14 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
                                                         format_time(h.drained_at), format_time(h.drained_at - h.heal_at), format_time(h.liveness_bound)));
 }
 
-// A MessageId names one message: a computation that takes each of its inputs once (not swift,
-// exactly-once, no input repeated late) commits each of its outputs once, in one epoch. A
-// second message under one id, in the same epoch or another, is a problem: a consumer that
-// deduplicates by the id keeps one of them, and delivery by id cannot tell (the re-execution
-// names its outputs as the engine does).
+// What a computation's committed epochs gave: each output with the event time of an input or
+// timer of its epoch, and each MessageId naming one message: an epoch names its outputs apart,
+// and a computation that takes each of its inputs once (not swift, exactly-once, no input
+// repeated late) names them apart from its other epochs' too. A second message under one id is
+// a problem: a consumer that deduplicates by the id keeps one of them, and delivery by id
+// cannot tell (the re-execution names its outputs as the engine does).
 namespace {
-std::string id_committed_twice(const PipelineHistory& h) {
+std::string outputs_problem(const PipelineHistory& h) {
   std::map<std::string_view, bool> once;  // "computation/Name/" -> takes each input once
   for (const auto& [stream, consumers] : h.stream_consumers) {
     for (const StreamConsumer& c : consumers) {
@@ -1249,6 +1250,7 @@ std::string id_committed_twice(const PipelineHistory& h) {
   };
   std::unordered_map<uint64_t, std::pair<const EpochRecord*, const MessageRecord*>> committed;
   std::unordered_map<uint64_t, const MessageRecord*> in_epoch;
+  std::set<int64_t> event_times;
   for (const EpochRecord& e : h.epochs) {
     if (!e.job.starts_with("computation/")) continue;
     const std::string_view job = e.job;
@@ -1258,7 +1260,19 @@ std::string id_committed_twice(const PipelineHistory& h) {
     // again, the same, in a later epoch).
     const bool across = !e.swift && taker != once.end() && taker->second;
     in_epoch.clear();
+    // An output carries the event time of the input or timer it came from (a batch, one of its
+    // inputs'): the re-execution derives outputs as the engine does, so this is asked here. (An
+    // epoch that took nothing gives nothing, which re-execution holds it to.)
+    const bool took = !e.consumed.empty() || !e.fired.empty();
+    event_times.clear();
+    for (const MessageRecord& in : e.consumed) event_times.insert(in.event_ts);
+    for (const FiredTimerRecord& t : e.fired) event_times.insert(t.event_ts);
     for (const MessageRecord& m : e.produced) {
+      if (took && event_times.count(m.event_ts) == 0) {
+        return fmt::format("message {} on stream {} by {} carries event time {}, which none of its epoch's inputs and "
+                           "timers has: an output carries the event time of what it came from",
+                           shown(m), m.stream, origin_of_epoch(e), format_time(m.event_ts));
+      }
       const auto [same, fresh_here] = in_epoch.try_emplace(m.id, &m);
       if (!fresh_here && (across || !same_message(*same->second, m))) return twice(e, *same->second, e, m);
       if (!across) continue;
@@ -1286,7 +1300,7 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     }
   }
   std::sort(ids.begin(), ids.end());
-  if (std::string problem = id_committed_twice(h); !problem.empty()) return failure(name(), h, problem);
+  if (std::string problem = outputs_problem(h); !problem.empty()) return failure(name(), h, problem);
   // A run that never drained stopped short: what it had not read or consumed yet is late,
   // which liveness reports (with what the run still waited for), not lost. Not read yet: past
   // the last input its source emitted from its queue partition, which it reads in order (one

@@ -70,6 +70,12 @@ checkers::MessageRecord record_of(const Message& m) {
   return {m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
 }
 
+// As simulated/committed_history.h's, which this library does not link.
+checkers::FiredTimerRecord record_of(const EngineObserver::Epoch::FiredTimer& f) {
+  return {f.row,           f.creation,         f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
+          f.after_consumed, f.watermark};
+}
+
 }  // namespace
 
 std::string process_life_key(Micros started_at, const std::string& process) {
@@ -357,6 +363,7 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     epoch.random_seed = r.row.random_seed;
     epoch.timers_fired = r.row.timers_fired;
     checkers::EpochRecord e;
+    for (const auto& f : r.row.timers_fired) e.fired.push_back(record_of(f));
     e.job = job;
     e.computation = queue.computation;
     e.epoch = r.epoch;

@@ -75,6 +75,11 @@ checkers::MessageRecord record_of(Message&& m) {
                                  m.event_ts,     m.system_ts};
 }
 
+checkers::FiredTimerRecord record_of(const EngineObserver::Epoch::FiredTimer& f) {
+  return {f.row,           f.creation,         f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
+          f.after_consumed, f.watermark};
+}
+
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
                        std::vector<Message> source_messages, checkers::PipelineHistory& h) {
   Reexecution reexecution(spec, registry);

@@ -75,10 +75,7 @@ class Recorder final : public EngineObserver {
     r.now = e.now;
     r.clock_bound = world_->node_clock_furthest(world_->find(e.node));
     r.random_seed = e.random_seed;
-    for (const auto& f : e.timers_fired) {
-      r.fired.push_back({f.row, f.creation, f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
-                         f.after_consumed, f.watermark});
-    }
+    for (const auto& f : e.timers_fired) r.fired.push_back(record_of(f));
     for (const auto& read : e.state_reads) {
       r.state_reads.push_back({read.table, read.key, read.value.has_value(), read.value.value_or(std::string())});
     }

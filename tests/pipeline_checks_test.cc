@@ -950,6 +950,20 @@ TEST(ReexecutedHistoryTest, ConsumptionFailsOnOneIdCommittedTwiceByAComputationT
   expect_failure(ConsumptionCheck().check(h), {"message 0000000000000021 committed twice", "committed version 40"});
 }
 
+// An output carries the event time of the input or timer it came from: one with another fails
+// consumption (the re-execution derives outputs as the engine does, so it would agree).
+TEST(ReexecutedHistoryTest, ConsumptionFailsOnAnOutputWhoseEventTimeNoInputOfItsEpochHas) {
+  PipelineHistory h = reexecuted_history();
+  h.epochs[1].produced[0].event_ts += 1;
+  expect_failure(ConsumptionCheck().check(h), {"message 0000000000000021", "computation Count", "carries event time"});
+  // A timer's output carries the timer's event time.
+  h = reexecuted_history();
+  h.epochs[1].consumed.clear();
+  h.epochs[1].fired = {{"7/100/t", 1, 7, 100, h.epochs[1].produced[0].event_ts, "t", 0, 100}};
+  const Verdict v = ConsumptionCheck().check(h);  // fails, as its input is now taken by no one
+  EXPECT_EQ(v.detail.find("carries event time"), std::string::npos) << v.detail;
+}
+
 TEST(ReexecutedHistoryTest, DeliveryFailsOnAnOutputNoReexecutionProduced) {
   PipelineHistory h = reexecuted_history();
   h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, message(0x77, 7, "counts", 20, "7:9")});

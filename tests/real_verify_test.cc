@@ -75,6 +75,16 @@ TEST_F(RealVerifyTest, AnOrderDependentComputationPasses) {
   EXPECT_NE(v.json.find("\"oracle\": \"the committed history, re-executed\""), std::string::npos) << v.json;
 }
 
+// A timer's output carries the timer's event time, which no input of its epoch may have: the
+// history rows' fired timers go into the record the checks read (consumption failed on every
+// Escalation batch before they did).
+TEST_F(RealVerifyTest, ATimersOutputPassesWithItsTimersEventTime) {
+  run_pipeline("escalation", 3000);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 0) << v.json;
+  EXPECT_NE(v.json.find("\"name\": \"consumption\""), std::string::npos) << v.json;
+}
+
 // A queue sink with at_most_once_strategy promises at most once, as in the simulator: the
 // messages its full in-memory queue gave up (counted by the run) are in doubt, not lost. It
 // was held to exactly once, and failed (a user's probe).
