@@ -1129,6 +1129,22 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     // CLI11 puts the subcommand's help behind --help; one line is enough here.
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
+    // An option the command does not have: CLI11 takes its value for a positional argument and
+    // may report that first ("Path does not exist: 100" for `explore X --seed 100`).
+    const CLI::App* command = nullptr;
+    for (const CLI::App* sub : std::as_const(app).get_subcommands([](const CLI::App*) { return true; })) {
+      if (argc > 1 && sub->check_name(argv[1])) command = sub;
+    }
+    for (int i = 2; command != nullptr && i < argc; ++i) {
+      const std::string_view arg = argv[i];
+      if (arg == "--" ) break;
+      if (!arg.starts_with("--") || arg.size() < 3) continue;
+      const std::string name(arg.substr(0, arg.find('=')));
+      if (command->get_option_no_throw(name) == nullptr && app.get_option_no_throw(name) == nullptr) {
+        what = fmt::format("{}: unknown option '{}'", argv[1], bounded_message(name));
+        break;
+      }
+    }
     fmt::print(stderr, "{}: {} (see {} --help)\n", cli::error_prefix(), bounded_message(what), program_name());
     return kExitUsage;
   }

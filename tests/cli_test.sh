@@ -252,6 +252,9 @@ expect_rc 2 "$bin" help nosuch
 expect_rc 2 "$bin" foo
 msg=$("$bin" foo 2>&1 >/dev/null)
 [[ $msg == "onceflow: unknown command 'foo' (commands: run, explore, "* ]] || fail "unknown command: $msg"
+# An option the command lacks is named, not its value taken for a scenario's path.
+msg=$("$bin" explore "$src/scenarios/keyed_aggregation.yaml" --seed 100 2>&1 >/dev/null)
+[[ $msg == "onceflow: explore: unknown option '--seed' "* ]] || fail "unknown option: $msg"
 grep -q -- "--seeds.*100" <<<"$("$bin" explore --help)" || fail "explore --help does not show --seeds' default"
 grep -q -- "--seed.*1" <<<"$("$bin" run --help)" || fail "run --help does not show --seed's default"
 
