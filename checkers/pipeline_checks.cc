@@ -1227,9 +1227,9 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
 }
 
 // What a computation's committed epochs gave: each output with the event time of an input or
-// timer of its epoch, and each MessageId naming one message: an epoch names its outputs apart,
-// and a computation that takes each of its inputs once (not swift, exactly-once, no input
-// repeated late) names them apart from its other epochs' too. A second message under one id is
+// timer of its epoch, and each MessageId naming one message: a computation that takes each of
+// its inputs once (not swift, exactly-once, no input repeated late) names its outputs apart, in
+// one epoch and across its epochs. A second message under one id is
 // a problem: a consumer that deduplicates by the id keeps one of them, and delivery by id
 // cannot tell (the re-execution names its outputs as the engine does).
 namespace {
@@ -1255,9 +1255,8 @@ std::string outputs_problem(const PipelineHistory& h) {
     if (!e.job.starts_with("computation/")) continue;
     const std::string_view job = e.job;
     const auto taker = once.find(job.substr(0, job.rfind('/') + 1));
-    // Every computation's epoch names its outputs apart; one that takes each input once names
-    // them apart from its other epochs' too (a swift or at-least-once one may give an output
-    // again, the same, in a later epoch).
+    // A computation that takes each input once names its outputs apart, in one epoch and
+    // across its epochs.
     const bool across = !e.swift && taker != once.end() && taker->second;
     in_epoch.clear();
     // An output carries the event time of the input or timer it came from (a batch, one of its
@@ -1273,9 +1272,11 @@ std::string outputs_problem(const PipelineHistory& h) {
                            "timers has: an output carries the event time of what it came from",
                            shown(m), m.stream, origin_of_epoch(e), format_time(m.event_ts));
       }
-      const auto [same, fresh_here] = in_epoch.try_emplace(m.id, &m);
-      if (!fresh_here && (across || !same_message(*same->second, m))) return twice(e, *same->second, e, m);
+      // A swift or at-least-once computation may take one input twice, even in one epoch (no
+      // input dedup), and a function with state then gives one id two payloads.
       if (!across) continue;
+      const auto [same, fresh_here] = in_epoch.try_emplace(m.id, &m);
+      if (!fresh_here) return twice(e, *same->second, e, m);
       const auto [it, fresh] = committed.try_emplace(m.id, &e, &m);
       if (!fresh && it->second.first != &e) return twice(*it->second.first, *it->second.second, e, m);
     }

@@ -948,6 +948,14 @@ TEST(ReexecutedHistoryTest, ConsumptionFailsOnOneIdCommittedTwiceByAComputationT
   later.produced = {other};  // another epoch of the same computation
   h.epochs.push_back(later);
   expect_failure(ConsumptionCheck().check(h), {"message 0000000000000021 committed twice", "committed version 40"});
+  // A computation that may take an input twice (Double, at least once) may give one id two
+  // payloads, even in one epoch: a function with state answers the second take otherwise.
+  h = reexecuted_history();
+  MessageRecord again = h.epochs[2].produced.back();
+  again.payload = "bbb";
+  h.epochs[2].produced.push_back(again);
+  const Verdict v = ConsumptionCheck().check(h);
+  EXPECT_EQ(v.detail.find("committed twice"), std::string::npos) << v.detail;
 }
 
 // An output carries the event time of the input or timer it came from: one with another fails
