@@ -1229,9 +1229,9 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
 // What a computation's committed epochs gave: each output with the event time of an input or
 // timer of its epoch, and each MessageId naming one message: a computation that takes each of
 // its inputs once (not swift, exactly-once, no input repeated late) names its outputs apart, in
-// one epoch and across its epochs. A second message under one id is
-// a problem: a consumer that deduplicates by the id keeps one of them, and delivery by id
-// cannot tell (the re-execution names its outputs as the engine does).
+// one epoch and across its epochs. A second message under one id is a problem: a consumer that
+// deduplicates by the id keeps one of them, and delivery by id cannot tell (the re-execution
+// names its outputs as the engine does).
 namespace {
 std::string outputs_problem(const PipelineHistory& h) {
   std::map<std::string_view, bool> once;  // "computation/Name/" -> takes each input once

@@ -63,22 +63,23 @@ Verdict DeterminismCheck::check(uint64_t seed, uint64_t first_hash, uint64_t sec
                                           replay.empty() ? "" : " — replay: " + replay));
 }
 
-bool may_follow_reexecution(std::string_view check) {
-  return check == "delivery" || check == "state" || check == "timers" || check == "ordering";
-}
-
-std::string read_first(const std::vector<Verdict>& verdicts) {
+std::string following_reexecution(const std::vector<Verdict>& verdicts) {
   bool reexecution = false;
   std::string others;
   for (const auto& v : verdicts) {
     if (v.passed) continue;
     if (v.check == "re-execution") {
       reexecution = true;
-    } else if (may_follow_reexecution(v.check)) {
+    } else if (v.check == "delivery" || v.check == "state" || v.check == "timers" || v.check == "ordering") {
       others += fmt::format("{}{}", others.empty() ? "" : ", ", v.check);
     }
   }
-  if (!reexecution || others.empty()) return "";
+  return reexecution ? others : "";
+}
+
+std::string read_first(const std::vector<Verdict>& verdicts) {
+  const std::string others = following_reexecution(verdicts);
+  if (others.empty()) return "";
   return fmt::format(
       "re-execution: a committed epoch is not what its computation's function gives on what it took (a function that "
       "depends on more than its input, its state, its timers, current_timestamp() and random(), such as a member "

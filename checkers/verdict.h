@@ -36,8 +36,9 @@ std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts
 // and delivery, state, timers or ordering fail too, those failures may follow from the
 // function: the line that says to read re-execution first, naming them; else "".
 std::string read_first(const std::vector<Verdict>& verdicts);
-// The checks whose failures may follow from a failed re-execution (those read_first names).
-bool may_follow_reexecution(std::string_view check);
+// What read_first names: the failed checks that may follow from a failed re-execution,
+// "delivery, state"; "" when re-execution held or none of them failed.
+std::string following_reexecution(const std::vector<Verdict>& verdicts);
 // The keys failing verdicts name, as they write them: "(key 13, ...".
 std::set<uint64_t> keys_named_by_failures(const std::vector<Verdict>& verdicts);
 

@@ -1137,7 +1137,7 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
     }
     for (int i = 2; command != nullptr && i < argc; ++i) {
       const std::string_view arg = argv[i];
-      if (arg == "--" ) break;
+      if (arg == "--") break;
       if (!arg.starts_with("--") || arg.size() < 3) continue;
       const std::string name(arg.substr(0, arg.find('=')));
       if (command->get_option_no_throw(name) == nullptr && app.get_option_no_throw(name) == nullptr) {

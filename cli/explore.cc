@@ -23,11 +23,7 @@ json summary_json(const simulated::RunOutcome& r) {
   // A function that is not what it committed fails delivery and state too, through what it
   // made: its re-execution is the failure to read first, as `run` says.
   std::string read_first;
-  if (!checkers::read_first(r.verdicts).empty()) {
-    std::string others;
-    for (const auto& v : r.verdicts) {
-      if (!v.passed && checkers::may_follow_reexecution(v.check)) others += (others.empty() ? "" : ", ") + v.check;
-    }
+  if (const std::string others = checkers::following_reexecution(r.verdicts); !others.empty()) {
     for (const auto& v : r.verdicts) {
       if (v.check != "re-execution") continue;
       read_first = fmt::format("re-execution: {}; the {} failures may follow from it (a function that depends on more "

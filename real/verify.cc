@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "checkers/pipeline_checks.h"
+#include "checkers/records.h"
 #include "checkers/user_checks.h"
 #include "core/engine.h"
 #include "core/env/codec.h"
@@ -26,6 +27,7 @@ namespace onceflow::real {
 namespace {
 
 using json = nlohmann::json;
+using checkers::record_of;
 
 constexpr Micros kClickHouseTimeout = 60 * kSeconds;  // reading a whole table back
 
@@ -64,16 +66,6 @@ Result<std::vector<Message>> read_clickhouse(const SinkSpec& sink, bool* dedups)
     }
   }
   return out;
-}
-
-checkers::MessageRecord record_of(const Message& m) {
-  return {m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
-}
-
-// As simulated/committed_history.h's, which this library does not link.
-checkers::FiredTimerRecord record_of(const EngineObserver::Epoch::FiredTimer& f) {
-  return {f.row,           f.creation,         f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
-          f.after_consumed, f.watermark};
 }
 
 }  // namespace

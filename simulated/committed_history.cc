@@ -66,20 +66,6 @@ std::map<std::string, std::vector<checkers::StreamConsumer>> consumers_of(const 
 
 }  // namespace
 
-checkers::MessageRecord record_of(const Message& m) {
-  return checkers::MessageRecord{m.id, m.key, m.stream, m.alignment_ts, m.payload, m.event_ts, m.system_ts};
-}
-
-checkers::MessageRecord record_of(Message&& m) {
-  return checkers::MessageRecord{m.id,           m.key,      std::move(m.stream), m.alignment_ts, std::move(m.payload),
-                                 m.event_ts,     m.system_ts};
-}
-
-checkers::FiredTimerRecord record_of(const EngineObserver::Epoch::FiredTimer& f) {
-  return {f.row,           f.creation,         f.timer.key, f.timer.trigger_ts, f.timer.event_ts, f.timer.timer_stream,
-          f.after_consumed, f.watermark};
-}
-
 void reexecute_history(const PipelineSpec& spec, const ComputationRegistry& registry,
                        std::vector<Message> source_messages, checkers::PipelineHistory& h) {
   Reexecution reexecution(spec, registry);

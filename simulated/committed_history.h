@@ -6,16 +6,14 @@
 #pragma once
 
 #include "checkers/history.h"
+#include "checkers/records.h"
 #include "core/computation.h"
-#include "core/engine.h"
 #include "core/message.h"
 #include "core/spec.h"
 
 namespace onceflow::simulated {
 
-checkers::MessageRecord record_of(const Message& m);
-checkers::MessageRecord record_of(Message&& m);  // takes m's stream and payload
-checkers::FiredTimerRecord record_of(const EngineObserver::Epoch::FiredTimer& f);
+using checkers::record_of;  // checkers/records.h
 
 // Fills `h` from its committed epochs (h.epochs, in commit order) and `source_messages` (every
 // input the sources hold): each computation epoch's expected_* fields and the re-execution's
