@@ -97,7 +97,8 @@ std::vector<Message> OutputBatches::take(int batch_size) {
         if (!batch.payload.empty()) batch.payload += '\n';
         batch.payload += items[i].payload;
       }
-      batch.id = batched_message_id(batch.parents);
+      batch.id = batched_message_id(where.stream, where.key, static_cast<uint32_t>(at / static_cast<size_t>(batch_size)),
+                                    batch.parents);
       out.push_back(std::move(batch));
     }
   }

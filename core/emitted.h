@@ -60,7 +60,8 @@ inline uint64_t timer_timer_unique(std::string_view computation, std::string_vie
 
 // A swift map's batching with relaxed guarantees: the outputs of one epoch grouped by
 // (stream, key), each group cut into messages of at most `batch_size` outputs (newline-joined
-// payloads), named by their parents. Times are the first parent's.
+// payloads), named by group, place and parents (batched_message_id). Times are the first
+// parent's.
 class OutputBatches {
  public:
   void add(const Message& parent, CollectingOutput::Out&& out);

@@ -28,10 +28,11 @@ MessageId derived_message_id(MessageId parent, uint32_t output_index) {
   return mix64(mix64(kDerivedTag ^ parent) ^ output_index);
 }
 
-MessageId batched_message_id(std::vector<MessageId> parents) {
+MessageId batched_message_id(std::string_view stream, uint64_t key, uint32_t part, std::vector<MessageId> parents) {
   assert(!parents.empty());
   std::sort(parents.begin(), parents.end());
-  uint64_t h = kBatchTag;
+  uint64_t h = mix64(kBatchTag ^ hash_bytes(stream));
+  h = mix64(mix64(h ^ key) ^ part);
   for (MessageId p : parents) h = mix64(h ^ p);
   return mix64(h ^ parents.size());
 }

@@ -39,8 +39,10 @@ MessageId source_message_id(std::string_view source, int partition, uint64_t off
 // A service log row's "offset" for source_message_id: its row index within its cycle.
 inline uint64_t service_log_offset(uint64_t cycle, uint64_t row) { return (cycle << 40) | row; }
 MessageId derived_message_id(MessageId parent, uint32_t output_index);
-// Independent of the order of `parents`. REQUIRES: parents is not empty.
-MessageId batched_message_id(std::vector<MessageId> parents);
+// A relaxed swift batch's id: its (stream, key) group, its place among the group's batches
+// (`part`) and its parents, in any order. One input's outputs may land in several groups, or
+// in several batches of one group: each batch gets its own id. REQUIRES: parents is not empty.
+MessageId batched_message_id(std::string_view stream, uint64_t key, uint32_t part, std::vector<MessageId> parents);
 // `timer` identifies the timer within its computation: trigger, key, timer stream and, when
 // equal timestamps are not merged, what made it unique.
 MessageId timer_output_id(std::string_view computation, std::string_view timer, uint32_t output_index);

@@ -54,14 +54,14 @@ RC_GTEST_PROP(MessageIdProps, BatchedIdsIgnoreParentOrder, ()) {
   const auto rotation = *rc::gen::inRange<size_t>(0, parents.size());
   std::rotate(reordered.begin(), reordered.begin() + static_cast<long>(rotation), reordered.end());
   if (*rc::gen::arbitrary<bool>()) std::reverse(reordered.begin(), reordered.end());
-  RC_ASSERT(batched_message_id(parents) == batched_message_id(reordered));
+  RC_ASSERT(batched_message_id("s", 1, 0, parents) == batched_message_id("s", 1, 0, reordered));
 }
 
 RC_GTEST_PROP(MessageIdProps, BatchedIdsOfDifferentParentSetsDiffer, ()) {
   const auto a = *rc::gen::nonEmpty(rc::gen::container<std::set<uint64_t>>(rc::gen::inRange<uint64_t>(0, 200)));
   const auto b = *rc::gen::nonEmpty(rc::gen::container<std::set<uint64_t>>(rc::gen::inRange<uint64_t>(0, 200)));
   RC_PRE(a != b);
-  RC_ASSERT(batched_message_id({a.begin(), a.end()}) != batched_message_id({b.begin(), b.end()}));
+  RC_ASSERT(batched_message_id("s", 1, 0, {a.begin(), a.end()}) != batched_message_id("s", 1, 0, {b.begin(), b.end()}));
 }
 
 RC_GTEST_PROP(MessageIdProps, EncodingRoundTrips, (uint64_t id, uint64_t key, std::string payload)) {

@@ -1,5 +1,7 @@
 #include "core/message.h"
 
+#include "core/emitted.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -30,10 +32,32 @@ TEST(MessageTest, IdsDoNotCollideAcrossOriginsParentsAndIndexes) {
 }
 
 TEST(MessageTest, BatchedIdsDependOnTheParentSetNotItsOrder) {
-  EXPECT_EQ(batched_message_id({1, 2, 3}), batched_message_id({3, 1, 2}));
-  EXPECT_NE(batched_message_id({1, 2, 3}), batched_message_id({1, 2}));
-  EXPECT_NE(batched_message_id({1, 2}), batched_message_id({1, 3}));
-  EXPECT_NE(batched_message_id({5}), 5u);
+  EXPECT_EQ(batched_message_id("s", 7, 0, {1, 2, 3}), batched_message_id("s", 7, 0, {3, 1, 2}));
+  EXPECT_NE(batched_message_id("s", 7, 0, {1, 2, 3}), batched_message_id("s", 7, 0, {1, 2}));
+  EXPECT_NE(batched_message_id("s", 7, 0, {1, 2}), batched_message_id("s", 7, 0, {1, 3}));
+  EXPECT_NE(batched_message_id("s", 7, 0, {5}), 5u);
+}
+
+// One input's outputs in two groups, or in two batches of one group, share their parents.
+TEST(MessageTest, BatchesOfOneParentSetInOtherGroupsOrPlacesDiffer) {
+  const MessageId id = batched_message_id("s", 7, 0, {1, 2});
+  EXPECT_NE(id, batched_message_id("t", 7, 0, {1, 2}));
+  EXPECT_NE(id, batched_message_id("s", 8, 0, {1, 2}));
+  EXPECT_NE(id, batched_message_id("s", 7, 1, {1, 2}));
+}
+
+// Batch size 2, one input with four outputs on one key and one on another: three batches,
+// three ids.
+TEST(MessageTest, OutputBatchesNameEachBatchApart) {
+  Message parent;
+  parent.id = 42;
+  OutputBatches batches;
+  for (uint64_t key : {1, 1, 1, 1, 2}) batches.add(parent, CollectingOutput::Out{key, "out", "p"});
+  const std::vector<Message> out = batches.take(2);
+  ASSERT_EQ(out.size(), 3u);
+  std::set<MessageId> ids;
+  for (const Message& m : out) ids.insert(m.id);
+  EXPECT_EQ(ids.size(), 3u);
 }
 
 TEST(MessageTest, EncodingRoundTrips) {
