@@ -159,6 +159,35 @@ class AlertTotals final : public ProcessFunction {
   StateClient total_;
 };
 
+// FanOut: a tokenizer's fan-out. Each word goes out in one to three pieces, as many as the
+// key's count so far says (so the arrival order decides), each on a key of its own; every
+// fifth word of a key arms a processing-time timer whose firing sends the key's count to two
+// keys. One input, or one firing, gives several outputs: each must be a message of its own.
+class FanOut final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    const int64_t n = number(count_.get(m.key)) + 1;
+    count_.set(m.key, std::to_string(n));
+    const int64_t pieces = 1 + n % 3;
+    for (int64_t i = 0; i < pieces; ++i) {
+      const size_t from = std::min(m.payload.size(), static_cast<size_t>(i) * 2);
+      out.add_message((m.key + static_cast<uint64_t>(i) * 5) % kFanOutKeys,
+                      fmt::format("piece {} of {} from={} n={} text={}", i + 1, pieces, m.key, n, m.payload.substr(from)));
+    }
+    if (n % 5 == 0) out.add_timer(context.current_timestamp() + kReportDelay / 5);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext&) override {
+    const int64_t n = number(count_.get(t.key));
+    out.add_message(t.key % kFanOutKeys, fmt::format("tick of {} n={}", t.key, n));
+    out.add_message((t.key + 1) % kFanOutKeys, fmt::format("tock of {} n={}", t.key, n));
+  }
+
+ private:
+  static constexpr uint64_t kFanOutKeys = 11;
+  StateClient count_;
+};
+
 // A join side's waiting entries, oldest first, as state holds them: "<event time> <length>
 // <payload>" one after another (a length, so that a payload may hold any byte).
 struct Waiting {
@@ -275,6 +304,7 @@ void register_all(ComputationRegistry& registry) {
   registry.add("Escalation", factory<Escalation>());
   registry.add("AlertTotals", factory<AlertTotals>());
   registry.add("OrderPaymentJoin", factory<OrderPaymentJoin>());
+  registry.add("FanOut", factory<FanOut>());
 }
 
 }  // namespace onceflow::user_style

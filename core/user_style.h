@@ -20,6 +20,9 @@
 //   the job's event-time watermark (which follows both inputs) passes; payments wait. Which
 //   order meets which payment, and which expire, is the arrival order and the watermark's
 //   pace: the engine's choices.
+// - FanOut: each word in one to three pieces on keys of their own (how many is the key's count
+//   so far), and every fifth word of a key a timer whose firing reports to two keys: several
+//   outputs of one input or one firing, each its own message.
 //
 // Planted bugs in them (state in a member, a swift map reading the machine's clock) live in
 // tests/user_style_test.cc: nothing a simulation runs by default may read the clock.
@@ -33,8 +36,8 @@ inline constexpr Micros kReportDelay = 50 * kMillis;
 inline constexpr Micros kSessionGap = 30 * kMillis;
 inline constexpr Micros kJoinWindow = 20 * kMillis;
 
-// Registers LongestSoFar, RunningMax, SessionWindow, Lottery, Escalation, AlertTotals and
-// OrderPaymentJoin.
+// Registers LongestSoFar, RunningMax, SessionWindow, Lottery, Escalation, AlertTotals,
+// OrderPaymentJoin and FanOut.
 void register_all(ComputationRegistry& registry);
 // RunningMax's value of a message: its payload's hash mod 1000.
 int64_t value_of(const Message& m);

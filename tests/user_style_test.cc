@@ -125,7 +125,8 @@ std::vector<checkers::Verdict> failures_with(const std::string& file, const std:
 
 TEST(UserStyleTest, CorrectComputationsPassUnderFaults) {
   for (const char* file : {"user_longest_so_far.yaml", "user_running_max.yaml", "user_session_window.yaml",
-                           "user_lottery.yaml", "user_escalation.yaml", "user_order_payment_join.yaml"}) {
+                           "user_lottery.yaml", "user_escalation.yaml", "user_order_payment_join.yaml",
+                           "user_fan_out.yaml", "user_fan_out_alo.yaml"}) {
     const Tally t = run_seeds(options_of(file), 10);
     EXPECT_EQ(t.passed, t.runs) << file << ": " << (t.failures.empty() ? "" : t.failures.front());
   }
