@@ -21,6 +21,13 @@ int64_t number(const std::optional<std::string>& text) {
   return v;
 }
 
+// The key's count in `counter`, one more than before.
+int64_t count_up(StateClient& counter, uint64_t key) {
+  const int64_t n = number(counter.get(key)) + 1;
+  counter.set(key, std::to_string(n));
+  return n;
+}
+
 class LongestSoFar final : public ProcessFunction {
  public:
   void init(const InitContext& init) override { init.init_state_client(longest_, "longest"); }
@@ -97,8 +104,7 @@ class Lottery final : public ProcessFunction {
  public:
   void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
-    const int64_t n = number(count_.get(m.key)) + 1;
-    count_.set(m.key, std::to_string(n));
+    const int64_t n = count_up(count_, m.key);
     out.add_message(m.key, fmt::format("key={} n={} draw={} at={}", m.key, n, context.random().uniform(1'000'000),
                                        context.current_timestamp()));
   }
@@ -118,8 +124,7 @@ class Escalation final : public ProcessFunction {
     init.init_state_client(seen_, "seen");
   }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
-    const int64_t n = number(seen_.get(m.key)) + 1;
-    seen_.set(m.key, std::to_string(n));
+    const int64_t n = count_up(seen_, m.key);
     const std::string before = pending_.get(m.key).value_or("");
     pending_.set(m.key, before + m.payload.substr(0, 3) + ";");
     if (before.empty()) out.add_timer(context.current_timestamp() + 5000 + context.random().uniform_range(0, 35000));
@@ -167,8 +172,7 @@ class FanOut final : public ProcessFunction {
  public:
   void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
   void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
-    const int64_t n = number(count_.get(m.key)) + 1;
-    count_.set(m.key, std::to_string(n));
+    const int64_t n = count_up(count_, m.key);
     const int64_t pieces = 1 + n % 3;
     for (int64_t i = 0; i < pieces; ++i) {
       const size_t from = std::min(m.payload.size(), static_cast<size_t>(i) * 2);
