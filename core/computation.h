@@ -115,6 +115,10 @@ class RuntimeContext {
   virtual Random& random() = 0;
 };
 
+// A computation's function. An exception out of process_message or process_timer gives the
+// epoch up (the job retries it); a simulated run fails `exceptions` naming it. Do not swallow
+// exceptions you do not know (`catch (...)`) around state reads: the simulator unwinds a
+// crashed node's calls with one (docs/extending.md).
 class ProcessFunction {
  public:
   virtual ~ProcessFunction() = default;

@@ -244,6 +244,9 @@ class EngineObserver {
   // A computation's function made a call its spec does not allow (CollectingOutput::misuse):
   // the epoch is abandoned, and every later one will be too. The deployment should stop.
   virtual void computation_misuse(const std::string& /*computation*/, const std::string& /*what*/) {}
+  // A computation's function threw (`what` names the computation, the exception, the message
+  // or timer and the epoch): the epoch is given up, and the job retries it.
+  virtual void computation_threw(const std::string& /*computation*/, const std::string& /*what*/) {}
   virtual void job_fenced(const JobId& /*job*/, LeaseId /*lease*/) {}
   // An epoch was given up before or at its commit (its reads failed, the commit conflicted or
   // found the store unavailable): nothing of it applied; the job retries. `why` says which.

@@ -182,9 +182,10 @@ Job::Outcome Job::run_epoch() {
         etx.tx, [&etx](const std::string& table, const std::string& key) { return etx.read(table, key); }, &etx.failed);
   }
   if (!etx.failed.is_ok()) {
-    probe(env_, Probe::kEpochReadFailed);
+    if (!etx.threw) probe(env_, Probe::kEpochReadFailed);
     if (env_.observer != nullptr) {
-      env_.observer->epoch_abandoned(id_, lease_, etx.meta.epoch, "its reads failed (" + etx.failed.message() + ")");
+      env_.observer->epoch_abandoned(id_, lease_, etx.meta.epoch,
+                                     etx.threw ? etx.failed.message() : "its reads failed (" + etx.failed.message() + ")");
     }
     env_.store.abort(etx.tx);
     return Outcome::kRetry;

@@ -174,6 +174,9 @@ class Job {
   std::vector<DueTimer> due_timers(EpochTx& etx, Micros event_watermark);
   void fire_timers(EpochTx& etx);
   bool misused(EpochTx& etx, const CollectingOutput& out);
+  // The function threw during `call` (from a catch block): the epoch is given up. After a read
+  // failed it was told "no such row" and may throw on that: only the read failure counts.
+  void function_threw(EpochTx& etx, const UserCall& call);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);

@@ -72,7 +72,13 @@ void Job::step_computation(EpochTx& etx) {
     {
       const UserCall call = user_call(etx, m.id, m.key, false);
       const user_code::CallScope scope(call);
-      function_->process_message(m, out, context);
+      try {
+        function_->process_message(m, out, context);
+      } catch (const FiberKilled&) {
+        throw;  // the node went down under the call: not the function's doing
+      } catch (...) {
+        function_threw(etx, call);
+      }
     }
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     etx.meta.event_watermark =
@@ -128,6 +134,16 @@ bool Job::misused(EpochTx& etx, const CollectingOutput& out) {
   etx.failed = Status::invalid_argument(fmt::format("computation {}: {}", computation_->name, out.misuse));
   if (env_.observer != nullptr) env_.observer->computation_misuse(computation_->name, out.misuse);
   return true;
+}
+
+void Job::function_threw(EpochTx& etx, const UserCall& call) {
+  if (!etx.failed.is_ok()) return;
+  const std::string where = call.timer ? fmt::format("firing a timer of key {}", call.key)
+                                       : fmt::format("taking message {} (key {})", format_id(call.message), call.key);
+  etx.failed = Status::aborted(fmt::format("computation {} threw {} {} in epoch {} of job {}", computation_->name,
+                                            user_code::describe_current_exception(), where, call.epoch, call.job));
+  etx.threw = true;
+  if (env_.observer != nullptr) env_.observer->computation_threw(computation_->name, etx.failed.message());
 }
 
 // How far the timers of `timer_stream` are due: its watermark, the event time seen so far or
@@ -237,7 +253,13 @@ void Job::fire_timers(EpochTx& etx) {
     {
       const UserCall call = user_call(etx, 0, t.key, true);
       const user_code::CallScope scope(call);
-      function_->process_timer(t, out, context);
+      try {
+        function_->process_timer(t, out, context);
+      } catch (const FiberKilled&) {
+        throw;  // the node went down under the call: not the function's doing
+      } catch (...) {
+        function_threw(etx, call);
+      }
     }
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);

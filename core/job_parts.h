@@ -157,8 +157,9 @@ class Job::EpochTx final : public StateBackend {
   }
   void erase(const std::string& table, uint64_t key) override { tx.erase(table, tables::hex16(key)); }
 
+  // A row read once answers the same for the rest of the epoch, even after another read failed
+  // (the epoch is given up then, and a row not read yet answers "no such row").
   std::optional<std::string> read(const std::string& table, const std::string& key) {
-    if (!failed.is_ok()) return std::nullopt;
     if (const auto* own = tx.buffered(table, key)) return *own;
     if (auto it = prefetched_.find(Transaction::TableKey{table, key}); it != prefetched_.end()) return it->second;
     if (const KnownRange* range = known(table, key)) {
@@ -167,11 +168,13 @@ class Job::EpochTx final : public StateBackend {
       if (row != range->rows.end() && row->key == key) return row->value;
       return std::nullopt;
     }
+    if (!failed.is_ok()) return std::nullopt;
     auto r = store_.get(tx, table, key);
     if (!r) {
       failed = r.error();
       return std::nullopt;
     }
+    prefetched_.emplace(std::pair<std::string, std::string>(table, key), *r);
     return *r;
   }
   // Reads `keys` of `table` in one round trip, for read() to answer from later. Keys already
@@ -266,6 +269,7 @@ class Job::EpochTx final : public StateBackend {
   Micros now;
   Meta meta;
   Status failed;       // the first read error; the epoch is abandoned when set
+  bool threw = false;  // `failed` says what the computation's function threw
   bool has_work = false;
   bool page_full = false;  // an input read returned a whole page: more may be waiting
   bool aligned = false;    // an input was left for later, newer than a producer's watermark

@@ -97,13 +97,25 @@ struct Reexecution::Impl {
     if (const auto value = timer_after_add(existing, t.event_ts, unique)) held[row] = *value;
   }
 
+  // The function threw re-executing `what` of a committed epoch (from a catch block), which
+  // in the run it had not: nothing of that call is kept.
+  static void threw(const ComputationSpec& c, const std::string& what, ReexecutedEpoch& out) {
+    out.problems.push_back(fmt::format("computation {} threw {} re-executing {}, which the committed epoch took without "
+                                       "throwing",
+                                       c.name, user_code::describe_current_exception(), what));
+  }
+
   void message(const ComputationSpec& c, ProcessFunction& f, FixedContext& context, const Message& m,
                OutputBatches* batches, ReexecutedEpoch& out) {
     CollectingOutput emitted(c, m.key, m.event_ts);
     {
       const UserCall call = call_for(m.id, m.key, false);
       const user_code::CallScope scope(call);
-      f.process_message(m, emitted, context);
+      try {
+        f.process_message(m, emitted, context);
+      } catch (...) {
+        return threw(c, fmt::format("message {} (key {})", format_id(m.id), m.key), out);
+      }
     }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
       if (batches != nullptr) {
@@ -138,7 +150,11 @@ struct Reexecution::Impl {
     {
       const UserCall call = call_for(0, t.key, true);
       const user_code::CallScope scope(call);
-      f.process_timer(t, emitted, context);
+      try {
+        f.process_timer(t, emitted, context);
+      } catch (...) {
+        return threw(c, fmt::format("timer {}", readable_timer(fired.row)), out);
+      }
     }
     for (uint32_t i = 0; i < emitted.messages.size(); ++i) {
       out.produced.push_back(timer_output(c.name, firing, t, std::move(emitted.messages[i]), i));

@@ -1,7 +1,14 @@
 #include "core/user_code.h"
 
+#include <cxxabi.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <deque>
+#include <exception>
+#include <memory>
 #include <mutex>
+#include <typeinfo>
 
 #include "core/env/random.h"
 #include "core/env/status.h"
@@ -88,6 +95,22 @@ bool buggify_fires(uint32_t site, const UserCall& call) {
   const uint32_t ordinal = call.buggify_calls != nullptr ? (*call.buggify_calls)[site]++ : 0;
   const uint64_t draw = mix64(call.random_seed ^ mix64(hash_bytes(user_code::site(site).name) + ordinal));
   return (draw >> 62) == 0;  // one call in four
+}
+
+std::string describe_current_exception() {
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  std::string name = type == nullptr ? "unknown" : type->name();
+  int status = 0;
+  const std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
+  if (status == 0 && demangled != nullptr) name = demangled.get();
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return fmt::format("{} \"{}\"", name, e.what());
+  } catch (...) {
+    return "an exception of type " + name;
+  }
 }
 
 }  // namespace user_code

@@ -120,6 +120,11 @@ void assertion(uint32_t site, bool condition, std::string details);
 bool buggify(uint32_t site);
 bool bug(uint32_t site);
 
+// What the exception being handled is, for a message: "std::runtime_error \"what\"" (its
+// dynamic type, demangled), or "an exception of type T" when it is no std::exception.
+// REQUIRES: called from a catch block.
+std::string describe_current_exception();
+
 // The hooks of the run on this thread, and the call running now (null: none).
 UserCodeHooks* hooks();
 const UserCall* call();

@@ -205,6 +205,12 @@ class RealDeployment::Progress final : public EngineObserver {
     if (misuse.empty()) misuse = fmt::format("computation {}: {}; nothing of that epoch was committed", computation, what);
   }
   std::string misuse;  // the first call a computation's spec does not allow
+  // On stderr once per distinct one (the job retries the epoch: the same input may throw
+  // again and again).
+  void computation_threw(const std::string&, const std::string& what) override {
+    const std::string line = "onceflow real: " + what + "; the epoch is given up and retried";
+    if (warned_.insert(line).second) fmt::print(stderr, "{}\n", line);
+  }
   void epoch_committing(const Epoch& e) override {
     if (metrics_ != nullptr) committing_[e.job.str()] = clock_.now();
   }

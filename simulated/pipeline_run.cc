@@ -55,6 +55,11 @@ class Recorder final : public EngineObserver {
     if (misuse.empty()) misuse = fmt::format("computation {}: {}", computation, what);
   }
   std::string misuse;
+  void computation_threw(const std::string&, const std::string& what) override {
+    if (threw++ == 0) first_throw = what;
+  }
+  uint64_t threw = 0;       // calls of computations' functions that threw
+  std::string first_throw;  // what the first one threw, where
   // Every attempt is kept; the store's outcomes decide later which ones applied.
   void epoch_committing(const Epoch& e) override {
     checkers::EpochRecord r;
@@ -717,6 +722,17 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
         fmt::format("user code read the machine's clock or randomness, which differs on every attempt (answered from "
                     "the simulation; use the RuntimeContext's current_timestamp() and random()): {}{}",
                     calls, o.replay_command.empty() ? "" : " — replay: " + o.replay_command)));
+  }
+  if (recorder.threw > 0) {
+    // The cause of whatever else failed (the job retried the epoch, and the input threw again):
+    // named first.
+    out.verdicts.insert(out.verdicts.begin(),
+                        checkers::Verdict::fail("exceptions", fmt::format("{} call{} of a computation's function threw "
+                                                                          "(each gives its epoch up; the job retries it), "
+                                                                          "the first: {}{}",
+                                                                          recorder.threw, recorder.threw == 1 ? "" : "s",
+                                                                          recorder.first_throw,
+                                                                          o.replay_command.empty() ? "" : " — replay: " + o.replay_command)));
   }
   out.passed = checkers::all_passed(out.verdicts);
   out.trace_hash = world.world().trace_hash();

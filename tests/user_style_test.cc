@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <map>
+#include <stdexcept>
 
+#include "core/user_code.h"
 #include "tests/scenario_runs.h"
 
 namespace onceflow::testing {
@@ -94,12 +96,53 @@ class JoinPaymentsInMember final : public ProcessFunction {
   std::map<uint64_t, std::vector<std::string>> payments_;
 };
 
+// The planted bug: a parser that throws on a word it does not know, as a user's may.
+class ThrowsOnHoneydew final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    if (m.payload == "honeydew") throw std::runtime_error("cannot parse '" + m.payload + "'");
+    out.add_message(m.key, m.payload);
+  }
+};
+
+// The planted bug: a function that throws only when its epoch is re-executed (it asks whether
+// it is, which no function should).
+class ThrowsWhenReexecuted final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    if (user_code::call() != nullptr && user_code::call()->replay && m.payload == "fig") throw 42;
+    out.add_message(m.key, m.payload);
+  }
+};
+
+// Reads its key's row, another row, then its key's row again in each call, and counts the
+// calls where the two answers differ (a test's own counter, outside any run's state).
+class ReadsTwice final : public ProcessFunction {
+ public:
+  static inline int disagreements = 0;
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    const auto first = count_.get(m.key);
+    out.add_message(m.key, m.payload);
+    (void)count_.get(m.key + 1000);  // a row not prefetched: a read from the store, which may fail
+    const auto second = count_.get(m.key);
+    if (first != second) ++disagreements;
+    count_.set(m.key, std::to_string(std::stoll(second.value_or("0")) + 1));
+  }
+
+ private:
+  StateClient count_;
+};
+
 ComputationRegistry with_planted_bugs() {
   ComputationRegistry r = builtin_registry();
   r.add("RunningMaxInMember", [] { return std::make_unique<RunningMaxInMember>(); });
   r.add("WallClockStamp", [] { return std::make_unique<WallClockStamp>(); });
   r.add("ProcessCounterStamp", [] { return std::make_unique<ProcessCounterStamp>(); });
   r.add("JoinPaymentsInMember", [] { return std::make_unique<JoinPaymentsInMember>(); });
+  r.add("ThrowsOnHoneydew", [] { return std::make_unique<ThrowsOnHoneydew>(); });
+  r.add("ReadsTwice", [] { return std::make_unique<ReadsTwice>(); });
+  r.add("ThrowsWhenReexecuted", [] { return std::make_unique<ThrowsWhenReexecuted>(); });
   return r;
 }
 
@@ -179,6 +222,64 @@ TEST(UserStyleTest, TheDeterminismSelfCheckHashesPayloads) {
   const checkers::Verdict v = twice(o);
   EXPECT_FALSE(v.passed) << "payloads that differ between two runs of a seed passed the determinism self-check";
   EXPECT_NE(v.detail.find("other payloads"), std::string::npos) << v.detail;
+}
+
+// An exception out of the user's function gives its epoch up (the job retries it, and the
+// input throws again): the run goes on to its end and fails, naming the computation, the
+// exception and the message first, instead of ending the process.
+TEST(UserStyleTest, AFunctionThatThrowsFailsTheRunNamingTheExceptionFirst) {
+  simulated::PipelineRunOptions o = options_of("user_lottery.yaml");
+  for (auto& c : o.spec.computations) {
+    if (c.name == "Lottery") c.processing_function = "ThrowsOnHoneydew";
+  }
+  o.swarm = false;
+  o.replay_command = "replay-me";
+  const simulated::RunOutcome r = simulated::run_pipeline(o, with_planted_bugs()).outcome;
+  EXPECT_FALSE(r.passed);
+  ASSERT_FALSE(r.verdicts.empty());
+  const checkers::Verdict& first = r.verdicts.front();
+  EXPECT_EQ(first.check, "exceptions");
+  EXPECT_FALSE(first.passed);
+  for (const char* part : {"computation Lottery threw std::runtime_error \"cannot parse 'honeydew'\" taking message",
+                           "in epoch", "replay: replay-me"}) {
+    EXPECT_NE(first.detail.find(part), std::string::npos) << part << " not in: " << first.detail;
+  }
+  // Without the word, nothing throws and nothing is said of exceptions.
+  for (auto& c : o.spec.computations) {
+    if (c.name == "Lottery") c.processing_function = "Lottery";
+  }
+  for (const auto& v : simulated::run_pipeline(o, with_planted_bugs()).outcome.verdicts) EXPECT_NE(v.check, "exceptions");
+}
+
+// A row read once answers the same for the rest of its epoch, even once another read of the
+// epoch failed (the epoch is given up then): a function need not guard against its own state
+// changing under it.
+TEST(UserStyleTest, ARowReadTwiceInACallAnswersTheSameUnderStoreFaults) {
+  simulated::PipelineRunOptions o = options_of("user_running_max.yaml");
+  for (auto& c : o.spec.computations) {
+    if (c.name == "RunningMax") c.processing_function = "ReadsTwice";
+  }
+  const ComputationRegistry registry = with_planted_bugs();
+  ReadsTwice::disagreements = 0;
+  uint64_t failed_reads = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    o.seed = seed;
+    const auto probes = simulated::run_pipeline(o, registry).outcome.probes;
+    if (const auto it = probes.find("epoch.read_failed"); it != probes.end()) failed_reads += it->second;
+  }
+  ASSERT_GT(failed_reads, 0u) << "no store read failed: the test tests nothing";
+  EXPECT_EQ(ReadsTwice::disagreements, 0);
+}
+
+TEST(UserStyleTest, AFunctionThatThrowsOnlyWhenReexecutedFailsReexecution) {
+  const auto failed = failures_with("user_lottery.yaml", "Lottery", "ThrowsWhenReexecuted", 1, false);
+  ASSERT_FALSE(failed.empty()) << "a function that threw re-executing a committed epoch passed";
+  bool named = false;
+  for (const auto& v : failed) {
+    named = named || (v.check == "re-execution" &&
+                      v.detail.find("computation Lottery threw an exception of type int re-executing message") != std::string::npos);
+  }
+  EXPECT_TRUE(named) << failed.front().check << ": " << failed.front().detail;
 }
 
 }  // namespace
