@@ -40,13 +40,22 @@ std::optional<Micros> trace_line_time(std::string_view line) {
 }
 
 bool names_commit_tx(std::string_view text, const std::set<uint64_t>& txs) {
-  constexpr std::string_view kCommits = " commits tx ";
-  const size_t at = text.find(kCommits);
-  if (txs.empty() || at == std::string_view::npos) return false;
-  uint64_t tx = 0;
-  const char* begin = text.data() + at + kCommits.size();
-  const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), tx);
-  return ec == std::errc() && end != begin && txs.count(tx) > 0;
+  if (txs.empty()) return false;
+  // The job's attempt ("... lease L commits tx T: ...") and the store's answer to it ("commit tx
+  // T version V writes N", "commit tx T rejected: ..."), which names no message.
+  for (const std::string_view pattern : {std::string_view("commits tx "), std::string_view("commit tx ")}) {
+    for (size_t at = text.find(pattern); at != std::string_view::npos; at = text.find(pattern, at + 1)) {
+      if (at > 0 && text[at - 1] != ' ') continue;
+      uint64_t tx = 0;
+      const char* begin = text.data() + at + pattern.size();
+      const auto [end, ec] = std::from_chars(begin, text.data() + text.size(), tx);
+      if (ec == std::errc() && end != begin && (end == text.data() + text.size() || *end == ' ' || *end == ':') &&
+          txs.count(tx) > 0) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 bool ReplayFilter::names_key(std::string_view text) const {

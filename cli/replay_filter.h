@@ -28,8 +28,10 @@ struct TraceLine {
 TraceLine split_trace_line(std::string_view line);
 // A trace line's time (its first field), or nullopt when it has none.
 std::optional<Micros> trace_line_time(std::string_view line);
-// Whether `text` is a commit attempt's line ("... commits tx T: ...") of one of `txs`: such a
-// line lists only an epoch's first ids, so a message is found there by its transactions.
+// Whether `text` is a commit attempt's line ("... commits tx T: ...") of one of `txs`, or the
+// store's answer to one ("commit tx T version V ...", "commit tx T rejected: ..."): an attempt's
+// line lists only an epoch's first ids, and the answer none, so a message is found there by its
+// transactions.
 bool names_commit_tx(std::string_view text, const std::set<uint64_t>& txs);
 
 struct ReplayFilter {

@@ -758,8 +758,8 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       << YAML::EndMap;
     y << YAML::Key << "workload" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "messages"
       << YAML::Value << s.pipeline.workload.messages << YAML::Key << "keys" << YAML::Value << s.pipeline.workload.keys
-      << YAML::Key << "interval" << YAML::Value << s.pipeline.workload.interval_us << YAML::Key << "event_disorder"
-      << YAML::Value << s.pipeline.workload.event_disorder_us << YAML::EndMap;
+      << YAML::Key << "interval" << YAML::Value << format_time(s.pipeline.workload.interval_us) << YAML::Key
+      << "event_disorder" << YAML::Value << format_time(s.pipeline.workload.event_disorder_us) << YAML::EndMap;
     y << YAML::Key << "guarantees" << YAML::Value << YAML::BeginMap;
     for (const auto& [sink, g] : s.pipeline.sink_guarantees) {
       y << YAML::Key << sink << YAML::Value
@@ -785,7 +785,7 @@ std::string scenario_yaml(const Scenario& s, const std::string& name, const std:
       for (const auto& [sink, c] : s.pipeline.clickhouse_targets) {
         y << YAML::Key << sink << YAML::Value << YAML::Flow << YAML::BeginMap;
         y << YAML::Key << "database" << YAML::Value << c.database << YAML::Key << "engine" << YAML::Value << c.engine;
-        y << YAML::Key << "dedup_window" << YAML::Value << c.window_us;
+        y << YAML::Key << "dedup_window" << YAML::Value << format_time(c.window_us);
         y << YAML::Key << "dedup_window_blocks" << YAML::Value << c.window_blocks;
         y << YAML::Key << "same_table_on_all_hosts" << YAML::Value << c.same_table_on_all_hosts << YAML::EndMap;
       }
