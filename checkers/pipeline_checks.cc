@@ -646,11 +646,20 @@ Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
       const StateReadRecord& want = e.expected_state[i];
       if (got == want) continue;
       const size_t from = got.present && want.present ? shown_from(got.value, want.value) : 0;
+      // A function reading a row of a key it was not handed reads what another job may be
+      // writing at the same time: the user's mistake, more often than the engine's.
+      const bool own_key =
+          std::any_of(e.consumed.begin(), e.consumed.end(), [&](const MessageRecord& m) { return m.key == got.key; }) ||
+          std::any_of(e.fired.begin(), e.fired.end(), [&](const FiredTimerRecord& t) { return t.key == got.key; });
       return failure(check, h,
                      fmt::format("computation {} (job {}, {}) started from table {} key {} = {}, "
-                                 "but re-executing the committed epochs before it gives {}",
+                                 "but re-executing the committed epochs before it gives {}{}",
                                  e.computation, e.job, committed_as(e), got.table, got.key,
-                                 got.present ? shown(got.value, from) : "(absent)", want.present ? shown(want.value, from) : "(absent)"));
+                                 got.present ? shown(got.value, from) : "(absent)", want.present ? shown(want.value, from) : "(absent)",
+                                 own_key ? ""
+                                         : fmt::format(" (key {} is the key of no message or timer this epoch took: {}, "
+                                                       "which another partition's job may write at the same time)",
+                                                       got.key, kReadAnotherKeysRow)));
     }
   }
   std::set<std::string> names;

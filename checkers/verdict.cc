@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace onceflow::checkers {
@@ -80,6 +81,21 @@ std::string following_reexecution(const std::vector<Verdict>& verdicts) {
 std::string read_first(const std::vector<Verdict>& verdicts) {
   const std::string others = following_reexecution(verdicts);
   if (others.empty()) return "";
+  const bool another_key = std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) {
+    return !v.passed && v.check == "state" && v.detail.find(kReadAnotherKeysRow) != std::string::npos;
+  });
+  if (another_key) {
+    std::string rest = "re-execution";
+    for (const auto& v : verdicts) {
+      if (!v.passed && v.check != "state" && v.check != "re-execution" && others.find(v.check) != std::string::npos) {
+        rest += ", " + v.check;
+      }
+    }
+    return fmt::format("state: a computation's function read the row of a key none of its epoch's messages or timers "
+                       "had, which another partition's job may write at the same time, so what it read is not what the "
+                       "committed history gives; the {} failures may follow from it (docs/guarantees.md, \"The oracle\")",
+                       rest);
+  }
   return fmt::format(
       "re-execution: a committed epoch is not what its computation's function gives on what it took (a function that "
       "depends on more than its input, its state, its timers, current_timestamp() and random(), such as a member "

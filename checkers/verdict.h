@@ -32,9 +32,13 @@ struct Verdict {
 // The MessageIds (runs of exactly 16 lowercase hex digits) that failing verdicts name in their
 // details: what a report of the run should point at.
 std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts);
+// What `state` says when an epoch started from another value of a row whose key none of its
+// messages or timers had: the function read another key's row.
+inline constexpr std::string_view kReadAnotherKeysRow = "its function read another key's row";
 // When a computation's committed epochs are not what its own function gives (`re-execution`)
 // and delivery, state, timers or ordering fail too, those failures may follow from the
-// function: the line that says to read re-execution first, naming them; else "".
+// function: the line that says to read re-execution first (or `state`, when it says the
+// function read another key's row), naming them; else "".
 std::string read_first(const std::vector<Verdict>& verdicts);
 // What read_first names: the failed checks that may follow from a failed re-execution,
 // "delivery, state"; "" when re-execution held or none of them failed.

@@ -21,10 +21,16 @@ json summary_json(const simulated::RunOutcome& r) {
     if (!v.passed && first_failure.empty()) first_failure = v.check + ": " + v.detail;
   }
   // A function that is not what it committed fails delivery and state too, through what it
-  // made: its re-execution is the failure to read first, as `run` says.
+  // made: its re-execution is the failure to read first, as `run` says; or `state`, when it
+  // says the function read another key's row (the cause, where re-execution shows an effect).
   std::string read_first;
   if (const std::string others = checkers::following_reexecution(r.verdicts); !others.empty()) {
     for (const auto& v : r.verdicts) {
+      if (!v.passed && v.check == "state" && v.detail.find(checkers::kReadAnotherKeysRow) != std::string::npos) {
+        read_first = fmt::format("state: {}; the re-execution and {} failures may follow from it",
+                                 v.detail.substr(0, v.detail.find(" — replay: ")), others);
+        break;
+      }
       if (v.check != "re-execution") continue;
       read_first = fmt::format("re-execution: {}; the {} failures may follow from it (a function that depends on more "
                                "than its input, state, timers, current_timestamp() and random(), or an engine that "

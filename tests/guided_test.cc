@@ -2,6 +2,7 @@
 // mutants may hold, that it is deterministic; and the coverage curve the reports print.
 #include "cli/guided.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -161,6 +162,13 @@ TEST(ExploreSummaryTest, ReadFirstIsTheReexecutionWhenTheOthersMayFollowFromIt) 
   EXPECT_EQ(parse_summary(summary_json(r)).read_first, "");
   r.verdicts = {Verdict::fail("fencing", "late"), Verdict::fail("re-execution", "committed")};
   EXPECT_EQ(parse_summary(summary_json(r)).read_first, "");
+  // The function read another key's row: state names the cause, re-execution an effect.
+  r.verdicts = {Verdict::fail("delivery", "unexpected"),
+                Verdict::fail("state", fmt::format("started from key 2 ({}, which ...)", checkers::kReadAnotherKeysRow)),
+                Verdict::fail("re-execution", "committed")};
+  EXPECT_TRUE(parse_summary(summary_json(r)).read_first.starts_with("state: started from key 2"))
+      << parse_summary(summary_json(r)).read_first;
+  EXPECT_TRUE(checkers::read_first(r.verdicts).starts_with("state: ")) << checkers::read_first(r.verdicts);
 }
 
 }  // namespace

@@ -893,6 +893,12 @@ TEST(ReexecutedHistoryTest, StateFailsOnAnEpochStartingFromOtherStateOrOtherTabl
   h.epochs[1].expected_state[0] = {"Count/state", 7, true, "1"};
   expect_failure(StateCheck().check(h), {"computation Count", "version 2", "table Count/state key 7",
                                          "(absent)", "\"1\""});
+  // Key 7 is the key of the message the epoch took: no word of another key's row.
+  EXPECT_EQ(StateCheck().check(h).detail.find(kReadAnotherKeysRow), std::string::npos);
+  // A row of a key none of its messages or timers had: the function read another key's row.
+  for (MessageRecord& m : h.epochs[1].consumed) m.key = 8;
+  expect_failure(StateCheck().check(h), {"table Count/state key 7", "key 7 is the key of no message or timer this epoch took",
+                                         std::string(kReadAnotherKeysRow)});
   h = reexecuted_history();
   h.reexecuted_tables["Count/state"][std::string("\x07", 1)] = "3";
   expect_failure(StateCheck().check(h), {"table Count/state", "re-executed"});
