@@ -634,6 +634,24 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
 
 namespace {
 
+// When the epoch took no message or timer of `key` and another job of its computation did: a
+// note that the function read another key's row, which that job may be writing at the same
+// time (the user's mistake, more often than the engine's); else "".
+std::string another_jobs_key(const PipelineHistory& h, const EpochRecord& e, uint64_t key) {
+  const auto has_key = [key](const EpochRecord& r) {
+    return std::any_of(r.consumed.begin(), r.consumed.end(), [&](const MessageRecord& m) { return m.key == key; }) ||
+           std::any_of(r.fired.begin(), r.fired.end(), [&](const FiredTimerRecord& t) { return t.key == key; });
+  };
+  if (has_key(e)) return "";
+  for (const EpochRecord& other : h.epochs) {
+    if (other.computation != e.computation || other.job == e.job || !has_key(other)) continue;
+    return fmt::format(" (key {} is the key of no message or timer this epoch took, and job {} took some: {}, which "
+                       "that job may write at the same time)",
+                       key, other.job, kReadAnotherKeysRow);
+  }
+  return "";
+}
+
 // The state each committed epoch started from is what the re-execution of the committed epochs
 // before it gives, and the tables at the end are what the whole re-execution gives.
 Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
@@ -646,20 +664,12 @@ Verdict state_by_reexecution(std::string_view check, const PipelineHistory& h) {
       const StateReadRecord& want = e.expected_state[i];
       if (got == want) continue;
       const size_t from = got.present && want.present ? shown_from(got.value, want.value) : 0;
-      // A function reading a row of a key it was not handed reads what another job may be
-      // writing at the same time: the user's mistake, more often than the engine's.
-      const bool own_key =
-          std::any_of(e.consumed.begin(), e.consumed.end(), [&](const MessageRecord& m) { return m.key == got.key; }) ||
-          std::any_of(e.fired.begin(), e.fired.end(), [&](const FiredTimerRecord& t) { return t.key == got.key; });
       return failure(check, h,
                      fmt::format("computation {} (job {}, {}) started from table {} key {} = {}, "
                                  "but re-executing the committed epochs before it gives {}{}",
                                  e.computation, e.job, committed_as(e), got.table, got.key,
                                  got.present ? shown(got.value, from) : "(absent)", want.present ? shown(want.value, from) : "(absent)",
-                                 own_key ? ""
-                                         : fmt::format(" (key {} is the key of no message or timer this epoch took: {}, "
-                                                       "which another partition's job may write at the same time)",
-                                                       got.key, kReadAnotherKeysRow)));
+                                 another_jobs_key(h, e, got.key)));
     }
   }
   std::set<std::string> names;

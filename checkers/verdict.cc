@@ -78,19 +78,25 @@ std::string following_reexecution(const std::vector<Verdict>& verdicts) {
   return reexecution ? others : "";
 }
 
-std::string read_first(const std::vector<Verdict>& verdicts) {
+std::string following_another_keys_row(const std::vector<Verdict>& verdicts) {
   const std::string others = following_reexecution(verdicts);
-  if (others.empty()) return "";
   const bool another_key = std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) {
     return !v.passed && v.check == "state" && v.detail.find(kReadAnotherKeysRow) != std::string::npos;
   });
-  if (another_key) {
-    std::string rest = "re-execution";
-    for (const auto& v : verdicts) {
-      if (!v.passed && v.check != "state" && v.check != "re-execution" && others.find(v.check) != std::string::npos) {
-        rest += ", " + v.check;
-      }
+  if (others.empty() || !another_key) return "";
+  std::string rest = "re-execution";
+  for (const auto& v : verdicts) {
+    if (!v.passed && v.check != "state" && v.check != "re-execution" && others.find(v.check) != std::string::npos) {
+      rest += ", " + v.check;
     }
+  }
+  return rest;
+}
+
+std::string read_first(const std::vector<Verdict>& verdicts) {
+  const std::string others = following_reexecution(verdicts);
+  if (others.empty()) return "";
+  if (const std::string rest = following_another_keys_row(verdicts); !rest.empty()) {
     return fmt::format("state: a computation's function read the row of a key none of its epoch's messages or timers "
                        "had, which another partition's job may write at the same time, so what it read is not what the "
                        "committed history gives; the {} failures may follow from it (docs/guarantees.md, \"The oracle\")",

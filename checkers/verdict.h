@@ -34,6 +34,8 @@ struct Verdict {
 std::set<std::string> ids_named_by_failures(const std::vector<Verdict>& verdicts);
 // What `state` says when an epoch started from another value of a row whose key none of its
 // messages or timers had: the function read another key's row.
+// The verdict a simulated run adds, first, when a call of a computation's function threw.
+inline constexpr const char* kExceptionsCheck = "exceptions";
 inline constexpr std::string_view kReadAnotherKeysRow = "its function read another key's row";
 // When a computation's committed epochs are not what its own function gives (`re-execution`)
 // and delivery, state, timers or ordering fail too, those failures may follow from the
@@ -43,6 +45,9 @@ std::string read_first(const std::vector<Verdict>& verdicts);
 // What read_first names: the failed checks that may follow from a failed re-execution,
 // "delivery, state"; "" when re-execution held or none of them failed.
 std::string following_reexecution(const std::vector<Verdict>& verdicts);
+// When `state` says the function read another key's row and re-execution failed: the failed
+// checks that may follow from that read, "re-execution, delivery"; else "".
+std::string following_another_keys_row(const std::vector<Verdict>& verdicts);
 // The keys failing verdicts name, as they write them: "(key 13, ...".
 std::set<uint64_t> keys_named_by_failures(const std::vector<Verdict>& verdicts);
 

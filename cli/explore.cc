@@ -24,18 +24,18 @@ json summary_json(const simulated::RunOutcome& r) {
   // made: its re-execution is the failure to read first, as `run` says; or `state`, when it
   // says the function read another key's row (the cause, where re-execution shows an effect).
   std::string read_first;
-  if (const std::string others = checkers::following_reexecution(r.verdicts); !others.empty()) {
-    for (const auto& v : r.verdicts) {
-      if (!v.passed && v.check == "state" && v.detail.find(checkers::kReadAnotherKeysRow) != std::string::npos) {
-        read_first = fmt::format("state: {}; the re-execution and {} failures may follow from it",
-                                 v.detail.substr(0, v.detail.find(" — replay: ")), others);
-        break;
-      }
-      if (v.check != "re-execution") continue;
+  const std::string others = checkers::following_reexecution(r.verdicts);
+  const std::string from_state = checkers::following_another_keys_row(r.verdicts);
+  for (const auto& v : r.verdicts) {
+    if (others.empty() || v.passed) continue;
+    const std::string detail = v.detail.substr(0, v.detail.find(" — replay: "));
+    if (!from_state.empty() && v.check == "state") {
+      read_first = fmt::format("state: {}; the {} failures may follow from it", detail, from_state);
+    } else if (from_state.empty() && v.check == "re-execution") {
       read_first = fmt::format("re-execution: {}; the {} failures may follow from it (a function that depends on more "
                                "than its input, state, timers, current_timestamp() and random(), or an engine that "
                                "named its outputs wrongly)",
-                               v.detail.substr(0, v.detail.find(" — replay: ")), others);
+                               detail, others);
     }
   }
   json effects = json::object();

@@ -93,7 +93,7 @@ const std::vector<std::string>& builtin_check_names() {
   static const std::vector<std::string> names = {"delivery", "state",  "consumption", "re-execution", "fencing",
                                                  "controller", "delivery-callback", "timers", "ordering",
                                                  "swift-determinism", "lifecycle", "layout", "liveness",
-                                                 "assertions", "determinism"};
+                                                 "assertions", "determinism", "exceptions"};
   return names;
 }
 

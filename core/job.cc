@@ -53,7 +53,14 @@ Job::Job(const EngineEnv& env, JobId id, LeaseId lease)
     state_backend_ = std::make_unique<StateForward>(*this);
     function_ = env_.registry.create(computation_->processing_function);
     const InitContext init(*state_backend_, computation_->name);
-    function_->init(init);
+    try {
+      function_->init(init);
+    } catch (const FiberKilled&) {
+      throw;
+    } catch (...) {
+      init_threw_ = fmt::format("computation {} threw {} in init() on job {}", computation_->name,
+                                user_code::describe_current_exception(), job_name_);
+    }
     state_tables_ = init.tables();
     std::sort(state_tables_.begin(), state_tables_.end());
     state_tables_.erase(std::unique(state_tables_.begin(), state_tables_.end()), state_tables_.end());

@@ -189,6 +189,7 @@ class Job {
   std::string origin_;  // a source: source_origin(), the name its offsets and ids are kept under
   const SinkSpec* sink_ = nullptr;
   std::unique_ptr<ProcessFunction> function_;
+  std::string init_threw_;  // what the function's init() threw, where: every epoch is given up
   // What the function draws from: seeded per epoch by the job and the epoch's number. Only
   // one epoch of a given number ever commits (each commit rewrites the job's meta row), so
   // no two committed epochs draw the same numbers, whichever process life ran them; a

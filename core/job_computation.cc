@@ -7,6 +7,12 @@ namespace onceflow {
 
 void Job::step_computation(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
+  if (!init_threw_.empty()) {  // the function is not ready: no epoch of it can run
+    etx.failed = Status::aborted(init_threw_);
+    etx.threw = true;
+    if (env_.observer != nullptr) env_.observer->computation_threw(spec.name, init_threw_);
+    return;
+  }
   const bool swift = spec.type == ComputationType::kSwiftMap;
   const bool dedup = spec.processing_mode == ProcessingMode::kExactlyOnce && !swift && !env_.bugs.no_input_dedup;
   std::vector<Input> rows;

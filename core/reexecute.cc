@@ -75,7 +75,12 @@ struct Reexecution::Impl {
     if (f == nullptr) {
       assert(registry.has(c.processing_function));
       f = registry.create(c.processing_function);
-      f->init(InitContext(backend, c.name));
+      try {
+        f->init(InitContext(backend, c.name));
+      } catch (...) {
+        // The run's init() did not throw, or nothing of it committed: what the function gives
+        // half-initialised, re-execution compares with what was committed.
+      }
     }
     return *f;
   }
@@ -98,7 +103,8 @@ struct Reexecution::Impl {
   }
 
   // The function threw re-executing `what` of a committed epoch (from a catch block), which
-  // in the run it had not: nothing of that call is kept.
+  // in the run it had not: its outputs and timers are dropped (state it wrote before throwing
+  // stays, and may show in `state` too).
   static void threw(const ComputationSpec& c, const std::string& what, ReexecutedEpoch& out) {
     out.problems.push_back(fmt::format("computation {} threw {} re-executing {}, which the committed epoch took without "
                                        "throwing",

@@ -194,6 +194,8 @@ Scheduler::WakeToken Scheduler::wake_token() const {
   return WakeToken{current_->id, current_->generation};
 }
 
+bool Scheduler::current_killed() const { return current_ != nullptr && current_->killed; }
+
 bool Scheduler::park(Micros deadline) {
   Fiber* f = current_;
   assert(f != nullptr);

@@ -76,6 +76,9 @@ class Scheduler {
   // Throws FiberKilled when the fiber's node is killed meanwhile.
   WakeToken wake_token() const;
   bool park(Micros deadline);
+  // Whether the running fiber's node was killed: it is being unwound, and a fiber that caught
+  // FiberKilled (a user's `catch (...)`) and went on must not act for the dead node.
+  bool current_killed() const;
   void sleep_until(Micros t) { (void)park(t); }
   void yield();
   // Makes the fiber waiting under `token` resume at the current time. A no-op when that wait

@@ -54,6 +54,8 @@ class SimNetwork::Endpoint final : public Network {
     Scheduler& sched = net_.world_.scheduler();
     assert(sched.in_fiber() && sched.current_node() == node_);
     assert(timeout_us > 0);
+    // A fiber of a crashed node that swallowed FiberKilled sends nothing: the crash stands.
+    if (sched.current_killed()) throw FiberKilled{};
     // No such host: the connection is refused, as DNS would refuse it.
     if (!net_.world_.has_node(to)) return Status::unreachable("no node named " + to);
     const uint64_t call_id = net_.next_call_id_++;

@@ -727,7 +727,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
     // The cause of whatever else failed (the job retried the epoch, and the input threw again):
     // named first.
     out.verdicts.insert(out.verdicts.begin(),
-                        checkers::Verdict::fail("exceptions", fmt::format("{} call{} of a computation's function threw "
+                        checkers::Verdict::fail(checkers::kExceptionsCheck, fmt::format("{} call{} of a computation's function threw "
                                                                           "(each gives its epoch up; the job retries it), "
                                                                           "the first: {}{}",
                                                                           recorder.threw, recorder.threw == 1 ? "" : "s",

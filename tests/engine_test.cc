@@ -1155,31 +1155,44 @@ sinks:
 }
 
 TEST(EngineTest, RelaxedBatchingGroupsInputsEachBatchUnderItsOwnId) {
-  const ComputationRegistry reg = registry();
-  PipelineSpec spec = load("three_stage");
-  spec.computations[0].allow_batching_with_relaxed_guarantees = true;
-  spec.computations[0].batch_size = 4;
-  class Batches final : public EngineObserver {
+  // Each word twice on its key: with batches of one output, one input's two outputs are two
+  // batches of one parent set, which a name by parents alone gave one id.
+  class TwiceEach final : public ProcessFunction {
    public:
-    void epoch_committed(const Epoch& e) override {
-      for (const Message& m : e.produced) {
-        if (m.parents.empty()) continue;
-        batched += m.parents.size() > 1 ? 1 : 0;
-        // Nothing is recomputed without faults: an id seen twice names two batches.
-        EXPECT_TRUE(ids.insert(m.id).second) << format_id(m.id);
-      }
+    void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+      out.add_message(m.key, m.payload);
+      out.add_message(m.key, m.payload + "!");
     }
-    int batched = 0;
-    std::set<MessageId> ids;
-  } batches;
-  PipelineWorldOptions options;
-  options.observer = &batches;
-  options.workload.interval_us = 200;  // bursts, so epochs hold several words per key
-  PipelineWorld w(spec, reg, options);
-  w.start();
-  ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
-  EXPECT_GT(batches.batched, 0);
-  expect_reference(w, reg);  // without faults nothing is recomputed: the same words counted
+  };
+  ComputationRegistry reg = registry();
+  reg.add("TwiceEach", [] { return std::make_unique<TwiceEach>(); });
+  for (const int batch_size : {4, 1}) {
+    PipelineSpec spec = load("three_stage");
+    spec.computations[0].allow_batching_with_relaxed_guarantees = true;
+    spec.computations[0].batch_size = batch_size;
+    if (batch_size == 1) spec.computations[0].processing_function = "TwiceEach";
+    class Batches final : public EngineObserver {
+     public:
+      void epoch_committed(const Epoch& e) override {
+        for (const Message& m : e.produced) {
+          if (m.parents.empty()) continue;
+          ++batches;
+          // Nothing is recomputed without faults: an id seen twice names two batches.
+          EXPECT_TRUE(ids.insert(m.id).second) << format_id(m.id);
+        }
+      }
+      int batches = 0;
+      std::set<MessageId> ids;
+    } batches;
+    PipelineWorldOptions options;
+    options.observer = &batches;
+    options.workload.interval_us = 200;  // bursts, so epochs hold several words per key
+    PipelineWorld w(spec, reg, options);
+    w.start();
+    ASSERT_TRUE(w.run_until_drained(60 * kSeconds));
+    EXPECT_GT(batches.batches, 0);
+    if (batch_size == 4) expect_reference(w, reg);  // nothing recomputed: the same words counted
+  }
 }
 
 }  // namespace

@@ -79,6 +79,28 @@ TEST_F(NetworkTest, DownNodeRefuses) {
   EXPECT_TRUE(reply.error().is_unreachable());
 }
 
+// A user's `catch (...)` may swallow the FiberKilled that unwinds a crashed node's fiber: the
+// fiber goes on, but sends nothing for the dead node.
+TEST_F(NetworkTest, AFiberThatSwallowedItsKillSendsNothing) {
+  bool sent_after_kill = false;
+  world_->runtime(client_).spawn("swallows", [&] {
+    try {
+      world_->runtime(client_).sleep_for(1'000'000);
+    } catch (...) {  // the mistake: FiberKilled caught and dropped
+    }
+    try {
+      (void)world_->network_endpoint(client_).call("server", "echo", "after", 10'000);
+      sent_after_kill = true;
+    } catch (const FiberKilled&) {
+    }
+  });
+  world_->run_until(world_->now() + 1'000);
+  world_->crash(client_);
+  world_->run_until(world_->now() + 100'000);
+  EXPECT_FALSE(sent_after_kill);
+  EXPECT_EQ(handled_, 0);
+}
+
 TEST_F(NetworkTest, PausedServerAnswersAfterItResumes) {
   world_->pause(server_);
   world_->scheduler().at(5'000, kWorldNode, [this] { world_->resume(server_); });

@@ -117,6 +117,7 @@ TEST(PipelineChecksTest, CheckersHaveTheirNames) {
   // A program's own check may not take a built-in's name (core/computation.h keeps the list).
   std::vector<std::string> builtin(names.begin(), names.end());
   builtin.push_back(checkers::DeterminismCheck::kName);
+  builtin.push_back(checkers::kExceptionsCheck);
   EXPECT_EQ(builtin, builtin_check_names());
   for (const auto& v : run_pipeline_checks(good_history())) EXPECT_FALSE(v.check.empty());
 }
@@ -895,10 +896,15 @@ TEST(ReexecutedHistoryTest, StateFailsOnAnEpochStartingFromOtherStateOrOtherTabl
                                          "(absent)", "\"1\""});
   // Key 7 is the key of the message the epoch took: no word of another key's row.
   EXPECT_EQ(StateCheck().check(h).detail.find(kReadAnotherKeysRow), std::string::npos);
-  // A row of a key none of its messages or timers had: the function read another key's row.
+  // A row of a key none of its messages or timers had, but no other job of Count took one:
+  // nothing to say of whose the row is.
   for (MessageRecord& m : h.epochs[1].consumed) m.key = 8;
+  EXPECT_EQ(StateCheck().check(h).detail.find(kReadAnotherKeysRow), std::string::npos);
+  // Another job of Count took key 7: the function read another job's key's row.
+  h.epochs.push_back(epoch("computation/Count/1", "Count", false, 2, 8, 440, {message(0x61, 7, "in", 10, "z")}, {}, {},
+                           "worker-2", {}));
   expect_failure(StateCheck().check(h), {"table Count/state key 7", "key 7 is the key of no message or timer this epoch took",
-                                         std::string(kReadAnotherKeysRow)});
+                                         "job computation/Count/1 took some", std::string(kReadAnotherKeysRow)});
   h = reexecuted_history();
   h.reexecuted_tables["Count/state"][std::string("\x07", 1)] = "3";
   expect_failure(StateCheck().check(h), {"table Count/state", "re-executed"});

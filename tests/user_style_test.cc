@@ -105,6 +105,13 @@ class ThrowsOnHoneydew final : public ProcessFunction {
   }
 };
 
+// The planted bug: an init() that throws (a configuration it cannot parse, say).
+class ThrowsInInit final : public ProcessFunction {
+ public:
+  void init(const InitContext&) override { throw std::invalid_argument("no such table"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override { out.add_message(m.key, m.payload); }
+};
+
 // The planted bug: a function that throws only when its epoch is re-executed (it asks whether
 // it is, which no function should).
 class ThrowsWhenReexecuted final : public ProcessFunction {
@@ -142,6 +149,7 @@ ComputationRegistry with_planted_bugs() {
   r.add("JoinPaymentsInMember", [] { return std::make_unique<JoinPaymentsInMember>(); });
   r.add("ThrowsOnHoneydew", [] { return std::make_unique<ThrowsOnHoneydew>(); });
   r.add("ReadsTwice", [] { return std::make_unique<ReadsTwice>(); });
+  r.add("ThrowsInInit", [] { return std::make_unique<ThrowsInInit>(); });
   r.add("ThrowsWhenReexecuted", [] { return std::make_unique<ThrowsWhenReexecuted>(); });
   return r;
 }
@@ -249,6 +257,16 @@ TEST(UserStyleTest, AFunctionThatThrowsFailsTheRunNamingTheExceptionFirst) {
     if (c.name == "Lottery") c.processing_function = "Lottery";
   }
   for (const auto& v : simulated::run_pipeline(o, with_planted_bugs()).outcome.verdicts) EXPECT_NE(v.check, "exceptions");
+  // An init() that throws: no epoch of the computation runs, and the run says why.
+  for (auto& c : o.spec.computations) {
+    if (c.name == "Lottery") c.processing_function = "ThrowsInInit";
+  }
+  const simulated::RunOutcome init = simulated::run_pipeline(o, with_planted_bugs()).outcome;
+  ASSERT_FALSE(init.verdicts.empty());
+  EXPECT_EQ(init.verdicts.front().check, "exceptions");
+  EXPECT_NE(init.verdicts.front().detail.find("computation Lottery threw std::invalid_argument \"no such table\" in init()"),
+            std::string::npos)
+      << init.verdicts.front().detail;
 }
 
 // A row read once answers the same for the rest of its epoch, even once another read of the
