@@ -174,9 +174,13 @@ class Job {
   std::vector<DueTimer> due_timers(EpochTx& etx, Micros event_watermark);
   void fire_timers(EpochTx& etx);
   bool misused(EpochTx& etx, const CollectingOutput& out);
-  // The function threw during `call` (from a catch block): the epoch is given up. After a read
-  // failed it was told "no such row" and may throw on that: only the read failure counts.
-  void function_threw(EpochTx& etx, const UserCall& call);
+  // Runs `run`, a call of the function, as `call`. An exception out of it gives the epoch up
+  // (gave_up_for_throw); after a read failed it was told "no such row" and may throw on that:
+  // only the read failure counts. Defined and used in job_computation.cc.
+  template <typename Call>
+  void call_function(EpochTx& etx, const UserCall& call, Call&& run);
+  // The epoch is given up for what the function threw (`what`: which, where), and reported.
+  void gave_up_for_throw(EpochTx& etx, const std::string& what);
   void add_timer(EpochTx& etx, const Timer& t, uint64_t unique);
   void emit(EpochTx& etx, Message m);
   Micros next_output_ts(EpochTx& etx);

@@ -7,12 +7,7 @@ namespace onceflow {
 
 void Job::step_computation(EpochTx& etx) {
   const ComputationSpec& spec = *computation_;
-  if (!init_threw_.empty()) {  // the function is not ready: no epoch of it can run
-    etx.failed = Status::aborted(init_threw_);
-    etx.threw = true;
-    if (env_.observer != nullptr) env_.observer->computation_threw(spec.name, init_threw_);
-    return;
-  }
+  if (!init_threw_.empty()) return gave_up_for_throw(etx, init_threw_);  // no epoch of it can run
   const bool swift = spec.type == ComputationType::kSwiftMap;
   const bool dedup = spec.processing_mode == ProcessingMode::kExactlyOnce && !swift && !env_.bugs.no_input_dedup;
   std::vector<Input> rows;
@@ -75,17 +70,7 @@ void Job::step_computation(EpochTx& etx) {
     // acknowledged.
     if (swift && committed_epochs_ == 0 && etx.meta.epoch > 1) probe(env_, Probe::kSwiftRecompute);
     CollectingOutput out(spec, m.key, m.event_ts);
-    {
-      const UserCall call = user_call(etx, m.id, m.key, false);
-      const user_code::CallScope scope(call);
-      try {
-        function_->process_message(m, out, context);
-      } catch (const FiberKilled&) {
-        throw;  // the node went down under the call: not the function's doing
-      } catch (...) {
-        function_threw(etx, call);
-      }
-    }
+    call_function(etx, user_call(etx, m.id, m.key, false), [&] { function_->process_message(m, out, context); });
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     etx.meta.event_watermark =
         std::max(etx.meta.event_watermark, env_.bugs.event_watermark_from_system_time ? m.system_ts : m.event_ts);
@@ -142,14 +127,26 @@ bool Job::misused(EpochTx& etx, const CollectingOutput& out) {
   return true;
 }
 
-void Job::function_threw(EpochTx& etx, const UserCall& call) {
-  if (!etx.failed.is_ok()) return;
-  const std::string where = call.timer ? fmt::format("firing a timer of key {}", call.key)
-                                       : fmt::format("taking message {} (key {})", format_id(call.message), call.key);
-  etx.failed = Status::aborted(fmt::format("computation {} threw {} {} in epoch {} of job {}", computation_->name,
-                                            user_code::describe_current_exception(), where, call.epoch, call.job));
+template <typename Call>
+void Job::call_function(EpochTx& etx, const UserCall& call, Call&& run) {
+  const user_code::CallScope scope(call);
+  try {
+    run();
+  } catch (const FiberKilled&) {
+    throw;  // the node went down under the call: not the function's doing
+  } catch (...) {
+    if (!etx.failed.is_ok()) return;  // told "no such row" by a failed read: that is the cause
+    const std::string where = call.timer ? fmt::format("firing a timer of key {}", call.key)
+                                         : fmt::format("taking message {} (key {})", format_id(call.message), call.key);
+    gave_up_for_throw(etx, fmt::format("computation {} threw {} {} in epoch {} of job {}", computation_->name,
+                                       user_code::describe_current_exception(), where, call.epoch, call.job));
+  }
+}
+
+void Job::gave_up_for_throw(EpochTx& etx, const std::string& what) {
+  etx.failed = Status::aborted(what);
   etx.threw = true;
-  if (env_.observer != nullptr) env_.observer->computation_threw(computation_->name, etx.failed.message());
+  if (env_.observer != nullptr) env_.observer->computation_threw(computation_->name, what);
 }
 
 // How far the timers of `timer_stream` are due: its watermark, the event time seen so far or
@@ -256,17 +253,7 @@ void Job::fire_timers(EpochTx& etx) {
       continue;
     }
     CollectingOutput out(spec, t.key, t.event_ts);
-    {
-      const UserCall call = user_call(etx, 0, t.key, true);
-      const user_code::CallScope scope(call);
-      try {
-        function_->process_timer(t, out, context);
-      } catch (const FiberKilled&) {
-        throw;  // the node went down under the call: not the function's doing
-      } catch (...) {
-        function_threw(etx, call);
-      }
-    }
+    call_function(etx, user_call(etx, 0, t.key, true), [&] { function_->process_timer(t, out, context); });
     if (!etx.failed.is_ok() || misused(etx, out)) return;
     probe(env_, committed_epochs_ == 0 && etx.meta.epoch > 1 ? Probe::kTimerFiredAfterRestart : Probe::kTimerFired);
     etx.record.timers_fired.push_back({rest, value.creation, t, etx.record.consumed.size(),
