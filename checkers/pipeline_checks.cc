@@ -495,8 +495,11 @@ bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key
 
 // One sink held to the re-executed history by MessageId: exactly once, at least once (extras
 // only copies) or at most once (a missing one dropped or in doubt).
+// A run that never drained stopped short: a message still in the sink's stream at the end,
+// which the sink had not committed, is late, not lost (liveness fails the run); `late` counts
+// them. One gone from the stream untaken is lost as in any run.
 std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& h,
-                               const std::map<uint64_t, const EpochRecord*>& producers) {
+                               const std::map<uint64_t, const EpochRecord*>& producers, size_t& late) {
   std::map<uint64_t, std::vector<const MessageRecord*>> expected;
   for (const MessageRecord& m : e.expected) expected[m.id].push_back(&m);
   const auto delivered = deliveries_by_id(h, e.sink);
@@ -546,17 +549,23 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
       if (delivered.count(id) != 0) return fmt::format("message {} counted as dropped, but the target holds it", hex_id(id));
     }
   }
+  const auto commits = sink_commits(h);
+  const auto sink = commits.find(e.sink);
+  const auto sink_committed = [&](uint64_t id) { return sink != commits.end() && sink->second.count(id) != 0; };
   std::vector<const MessageRecord*> missing;
   for (const auto& [id, variants] : expected) {
     if (delivered.count(id) != 0) continue;
     if (e.guarantee == Guarantee::kAtMostOnce && (drops.count(id) != 0 || doubt.count(id) != 0)) continue;
+    if (h.never_drained() && !sink_committed(id) &&
+        std::binary_search(h.in_streams_at_end.begin(), h.in_streams_at_end.end(), id)) {
+      ++late;
+      continue;
+    }
     missing.push_back(variants.front());
   }
   if (missing.empty()) return "";
   // Named in the order they were decided: when the sink committed each (its delivery was then
   // due), else when the epoch that produced it committed; the first one named is the first lost.
-  const auto commits = sink_commits(h);
-  const auto sink = commits.find(e.sink);
   const auto decided_at = [&](const MessageRecord* m) -> int64_t {
     if (sink != commits.end()) {
       if (auto it = sink->second.find(m->id); it != sink->second.end()) return it->second;
@@ -619,8 +628,9 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   if (h.sinks.empty()) return Verdict::not_applicable(std::string(name()), "no sinks");
   std::string summary;
   const auto producers = h.reexecuted ? producing_epochs(h) : std::map<uint64_t, const EpochRecord*>{};
+  size_t late = 0;
   for (const SinkExpectation& e : h.sinks) {
-    const std::string problem = h.reexecuted ? sink_problem_by_id(e, h, producers) : sink_problem(e, h);
+    const std::string problem = h.reexecuted ? sink_problem_by_id(e, h, producers, late) : sink_problem(e, h);
     if (!problem.empty()) {
       return failure(name(), h, fmt::format("sink {} ({}): {}", e.sink, guarantee_name(e.guarantee), problem));
     }
@@ -629,7 +639,11 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   }
   const std::string twice = visible_twice(h);
   if (!twice.empty()) return failure(name(), h, twice);
-  return Verdict::pass(std::string(name()), fmt::format("{} sinks: {}", h.sinks.size(), summary));
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} sinks: {}{}", h.sinks.size(), summary,
+                                   late == 0 ? ""
+                                             : fmt::format("; never drained: {} messages no sink committed yet, left to "
+                                                           "liveness", late)));
 }
 
 namespace {
@@ -1043,14 +1057,20 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   }
   // A due event-time timer still stored at the end never fired, whatever the engine's own
   // watermark said: its job had taken an event as new as its trigger. Not when the run ended
-  // paused, draining or stopped, when no timer fires.
+  // paused, draining or stopped, when no timer fires; and late, not lost, in a run that never
+  // drained (its job may have been stuck: liveness fails the run).
   const std::string_view end_state = h.state_changes.empty() ? "working" : std::string_view(h.state_changes.back().state);
+  size_t late = 0;
   if (end_state == "working" || end_state == "completed") {
     for (const std::string& timer : pending) {
       const auto t = pending_event_timer(timer, h.event_time_timer_streams);
       if (!t) continue;
       const auto taken = event_watermark.find(t->job);
       if (taken == event_watermark.end() || t->trigger_ts > taken->second) continue;
+      if (h.never_drained()) {
+        ++late;
+        continue;
+      }
       return failure(name(), h, fmt::format("event-time timer {} of job {} never fired: still stored at the end, though the "
                                             "job's event watermark (the newest event it took, or the trigger of a due timer "
                                             "a repartition moved to it) was {}, at or past its trigger {}",
@@ -1063,9 +1083,13 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     set += counts.first;
     fired += counts.second;
   }
-  return Verdict::pass(std::string(name()), fmt::format("{} timer rows set {} times (moves included), {} firings: each "
-                                                        "setting fired once; {} pending at the end",
-                                                        timers.size(), set, fired, pending.size()));
+  return Verdict::pass(std::string(name()),
+                       fmt::format("{} timer rows set {} times (moves included), {} firings: each setting fired once; {} "
+                                   "pending at the end{}",
+                                   timers.size(), set, fired, pending.size(),
+                                   late == 0 ? ""
+                                             : fmt::format(" (never drained: {} of them due, not fired yet, left to "
+                                                           "liveness)", late)));
 }
 
 Verdict TimersAtEndCheck::check(const PipelineHistory& h) const {
@@ -1231,12 +1255,57 @@ Verdict LayoutCheck::check(const PipelineHistory& h) const {
                                                         followed));
 }
 
+namespace {
+
+// What the pipeline did in the second half of its liveness bound, for a run that never drained:
+// busy (which computations kept committing, and whether their timers kept setting timers) or
+// stuck (no commit at all).
+std::string busy_at_the_bound(const PipelineHistory& h) {
+  const int64_t from = h.heal_at + h.liveness_bound / 2;
+  struct Busy {
+    size_t epochs = 0, consumed = 0, fired = 0, set = 0;
+  };
+  std::map<std::string_view, Busy> by;  // "computation/Name" -> what its epochs did
+  for (const EpochRecord& e : h.epochs) {
+    // An idle job's heartbeat commits nothing the pipeline waits for.
+    if (e.commit_time < from || (e.consumed.empty() && e.timers_fired.empty())) continue;
+    const size_t slash = e.job.rfind('/');
+    Busy& b = by[std::string_view(e.job).substr(0, slash == std::string::npos ? e.job.size() : slash)];
+    ++b.epochs;
+    b.consumed += e.consumed.size();
+    b.fired += e.timers_fired.size();
+    b.set += e.timers_created.size();
+  }
+  if (by.empty()) {
+    return fmt::format("; no epoch took a message or fired a timer after {}: stuck, not busy", format_time(from));
+  }
+  std::vector<std::pair<std::string_view, Busy>> busiest(by.begin(), by.end());
+  std::stable_sort(busiest.begin(), busiest.end(),
+                   [](const auto& a, const auto& b) { return a.second.epochs > b.second.epochs; });
+  std::string out = fmt::format("; committed after {}:", format_time(from));
+  for (size_t i = 0; i < busiest.size() && i < 3; ++i) {
+    const auto& [job, b] = busiest[i];
+    out += fmt::format("{} {} {} epochs ({} messages taken, {} timers fired, {} set)", i == 0 ? "" : ",", job, b.epochs,
+                       b.consumed, b.fired, b.set);
+  }
+  for (const auto& [job, b] : busiest) {
+    if (b.fired == 0 || b.set == 0 || b.consumed * 10 > b.fired) continue;
+    out += fmt::format(" — {}'s timers set timers as they fired, with few messages taken: a timer that sets another "
+                       "on each firing keeps the pipeline from ever draining",
+                       job);
+    break;
+  }
+  return out;
+}
+
+}  // namespace
+
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
   if (h.drained_at < 0 || h.drained_at > deadline) {
     std::string when =
         h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}", format_time(h.drained_at));
-    if (h.drained_at < 0 && !h.undrained.empty()) when += " (at the bound: " + h.undrained + ")";
+    if (h.drained_at < 0 && !h.undrained.empty()) when += " (at the bound: " + h.undrained + ")" + busy_at_the_bound(h);
     return failure(name(), h,
                    fmt::format("not drained by {} ({} after the calm at {}); {}", format_time(deadline), format_time(h.liveness_bound),
                                format_time(h.heal_at), when));

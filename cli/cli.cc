@@ -744,6 +744,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       }
       for (uint64_t first = 1; first <= max_seeds && !caught; first += batch) {
         const uint64_t count = std::min(batch, max_seeds - first + 1);
+        const uint64_t tried_before = tried;
         std::map<uint64_t, cli::SeedSummary> found;
         explore_seeds(inv, s, first, count, jobs, s.swarm, [&](const cli::SeedSummary& r) {
           ++tried;
@@ -764,6 +765,8 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
             continue;
           }
           caught = r;
+          // Seeds tried: up to the catching one (the batch ran the rest beside it).
+          tried = tried_before + (seed - first + 1);
           break;
         }
       }
@@ -773,13 +776,16 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         if (verdict == "fail" && catches(name) && checker.empty()) checker = name;
       }
       // The program's own switch breaks its own function: a run that differs from itself
-      // (determinism: the function read the machine's clock or randomness, named first) or
-      // epochs the function does not give again (re-execution) say so; delivery or state fail
-      // only as a consequence.
-      for (const char* cause : {"re-execution", "determinism"}) {
+      // (determinism: the function read the machine's clock or randomness, named first), a
+      // swift map giving other outputs for one input (swift-determinism) or epochs the function
+      // does not give again (re-execution) say so; delivery or state fail only as a
+      // consequence. Unless the run's "read first" names state (a read of another key's row),
+      // as explore says.
+      for (const char* cause : {"re-execution", "swift-determinism", "determinism"}) {
         const auto failed = [&](const auto& check) { return check.first == cause && check.second == "fail"; };
         if (sw.own && std::any_of(caught->checks.begin(), caught->checks.end(), failed)) checker = cause;
       }
+      if (sw.own && checker == "re-execution" && caught->read_first.starts_with("state:")) checker = "state";
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
                  {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};
       break;

@@ -119,7 +119,7 @@ constexpr BugName kBugNames[] = {
      "a fired timer is deleted in a transaction of its own"},
     {"dedup-cleanup-early", &BugSwitches::dedup_cleanup_early, "consumption delivery",
      "`input_messages` rows dropped without the watermark"},
-    {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat, "delivery consumption",
+    {"no-idle-heartbeat", &BugSwitches::no_idle_heartbeat, "liveness",
      "an idle job commits nothing"},
     {"no-abort-on-rebalance", &BugSwitches::no_abort_on_rebalance, "controller fencing",
      "the controller moves a job without aborting its Lease"},

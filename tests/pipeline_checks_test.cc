@@ -584,6 +584,24 @@ TEST(PipelineChecksTest, LivenessFailsWhenNotDrainedInTime) {
   EXPECT_TRUE(LivenessCheck().check(h).passed);
 }
 
+// Why a run never drained, from what committed in the second half of the bound: nothing taken
+// or fired (stuck), or a computation whose timers kept setting timers (busy, for ever).
+TEST(PipelineChecksTest, LivenessSaysWhetherANeverDrainedRunWasStuckOrBusy) {
+  PipelineHistory h = good_history();
+  h.drained_at = -1;
+  h.undrained = "timers of Count are still to fire";
+  expect_failure(LivenessCheck().check(h), {"no epoch took a message or fired a timer after 0.003500s: stuck, not busy"});
+  for (int i = 0; i < 3; ++i) {
+    EpochRecord e = epoch("computation/Count/0", "Count", false, 1, 10 + i, 4'000 + i, {}, {}, {"Count/7/100/t"}, "w",
+                          {"Count/7/100/t"});
+    e.timers_fired = {"Count/7/100/t"};
+    h.epochs.push_back(e);
+  }
+  expect_failure(LivenessCheck().check(h), {"committed after 0.003500s: computation/Count 3 epochs (0 messages taken, 3 "
+                                            "timers fired, 3 set)",
+                                            "computation/Count's timers set timers as they fired"});
+}
+
 // good_history() with every job Lease ended by 10,000us and the pipeline `state` at version 6.
 PipelineHistory ended_as(const char* state) {
   PipelineHistory h = good_history();
@@ -929,6 +947,31 @@ TEST(ReexecutedHistoryTest, DeliveryFailsOnAMissingOutputNamingItsIdAndCount) {
   expect_failure(DeliveryCheck().check(h), {"0000000000000041 counted as dropped, but the target holds it"});
 }
 
+// A run that never drained: what is still in the sink's stream, untaken by the sink, is late
+// (liveness fails the run), as consumption says; gone from the stream, or taken by the sink
+// and not delivered, it is lost as in any run.
+TEST(ReexecutedHistoryTest, DeliveryLeavesWhatAStalledRunsSinkHadNotTakenYetToLiveness) {
+  PipelineHistory h = reexecuted_history();
+  h.deliveries.erase(h.deliveries.begin());  // counts_out's 0x21
+  h.undrained = "stream counts still holds 1 message";
+  h.in_streams_at_end = {0x21};
+  // The sink took it: its delivery was due.
+  expect_failure(DeliveryCheck().check(h), {"sink counts_out", "lost-write: 1 of 1 messages missing", "0000000000000021"});
+  for (EpochRecord& e : h.epochs) {
+    if (e.job == "sink/counts_out/0") e.consumed.clear();  // the sink never took it
+  }
+  const Verdict late = DeliveryCheck().check(h);
+  EXPECT_TRUE(late.passed) << late.detail;
+  EXPECT_NE(late.detail.find("never drained: 1 messages no sink committed yet, left to liveness"), std::string::npos)
+      << late.detail;
+  PipelineHistory gone = h;
+  gone.in_streams_at_end.clear();
+  expect_failure(DeliveryCheck().check(gone), {"sink counts_out", "lost-write: 1 of 1 messages missing"});
+  PipelineHistory drained = h;
+  drained.undrained.clear();
+  expect_failure(DeliveryCheck().check(drained), {"sink counts_out", "lost-write: 1 of 1 messages missing"});
+}
+
 TEST(ReexecutedHistoryTest, DeliveryNamesADuplicateOnlyForOneIdVisibleTwice) {
   PipelineHistory h = reexecuted_history();
   h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, h.sinks[0].expected[0]});
@@ -1047,6 +1090,15 @@ TEST(ReexecutedHistoryTest, ADueEventTimeTimerStillStoredAtTheEndFails) {
   EXPECT_TRUE(TimerCheck().check(later).passed) << TimerCheck().check(later).detail;
   h.state_changes.push_back({"stopped", 99, 990, {}});
   EXPECT_TRUE(TimerCheck().check(h).passed) << TimerCheck().check(h).detail;
+  // In a run that never drained (its job may have been stuck, say every epoch threw), it is
+  // late: liveness fails the run.
+  h.state_changes.clear();
+  PipelineHistory stalled = h;
+  stalled.undrained = "row timers/Count/t:0000/... is still there";
+  const Verdict late = TimerCheck().check(stalled);
+  EXPECT_TRUE(late.passed) << late.detail;
+  EXPECT_NE(late.detail.find("never drained: 1 of them due, not fired yet, left to liveness"), std::string::npos)
+      << late.detail;
   // A system-time timer is not held to event times.
   h.state_changes.clear();
   h.event_time_timer_streams = {"Count/other"};
