@@ -282,34 +282,42 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"assertions", user_code.counts()}};
   }
   if (stats && !(o.verify && ending == RealDeployment::Ending::kDrained)) fmt::print("{}\n", stats->dump());
+  // A run asked to --verify that ended before it drained was not verified: exit 3, which a
+  // script that waits for a verdict must not read as a pass (0). Its work is in the store, and
+  // the next run resumes it.
+  const auto unverified = [&] {
+    if (!o.verify) return 0;
+    fmt::print(stderr, "onceflow real: --verify: not verified, the run ended before it drained (exit 3)\n");
+    return 3;
+  };
   if (ending == RealDeployment::Ending::kLeft) {
     fmt::print(stderr, "onceflow real: this process leaves on signal {}; the pipeline goes on in the others (a worker's "
                "jobs move to other workers once their Leases end)\n", g_signal.load());
-    return 0;
+    return unverified();
   }
   if (ending == RealDeployment::Ending::kStopped && o.role == RealOptions::Role::kWorker) {
     fmt::print(stderr, "onceflow real: the pipeline was stopped; this worker's process ends\n");
-    return 0;
+    return unverified();
   }
   if (ending == RealDeployment::Ending::kStoppedElsewhere) {
     fmt::print(stderr, "onceflow real: the pipeline was stopped {}, nothing in flight; this process ends; run again with "
                "{} to resume\n", stopped_by(*store), o.resume_hint());
-    return 0;
+    return unverified();
   }
   if (ending == RealDeployment::Ending::kStopped) {
     fmt::print(stderr, "onceflow real: stopped on signal {}, nothing in flight; run again with {} to resume\n",
                g_signal.load(), o.resume_hint());
-    return 0;
+    return unverified();
   }
   if (ending != RealDeployment::Ending::kDrained && drain_timed_out) {
     fmt::print(stderr, "onceflow real: the drain did not end in --drain-timeout ({}): the run ends with work in flight, "
                "kept in the store; run again with {} to resume\n", format_duration(o.drain_timeout_us), o.resume_hint());
-    return 0;
+    return unverified();
   }
   if (ending != RealDeployment::Ending::kDrained) {
     fmt::print(stderr, "onceflow real: interrupted on signal {} before the pipeline was stopped; run again with {} "
                "to resume\n", g_signal.load(), o.resume_hint());
-    return 0;
+    return unverified();
   }
   if (!o.verify) return 0;
   VerifyOptions verify;

@@ -447,6 +447,18 @@ wait "$pid"
 rc=$?
 [ "$rc" -eq 0 ] && grep -q "stopped on signal 15, nothing in flight" "$tmp/twice.log" ||
   fail "one SIGTERM sent twice at once: exit $rc: $(tail -2 "$tmp/twice.log")"
+# Asked to --verify, a run that a signal stopped before it drained was not verified: exit 3,
+# not 0, which a script waiting for a verdict would take as a pass; the next run resumes it.
+"$bin" real "$src/scenarios/pipelines/keyed_aggregation.yaml" --data "$tmp/real-unverified" --messages 2000000 \
+  --no-progress --verify >"$tmp/unverified.json" 2>"$tmp/unverified.log" &
+pid=$!
+sleep 1.5
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" -eq 3 ] && grep -q "stopped on signal 15" "$tmp/unverified.log" &&
+  grep -q -- "--verify: not verified, the run ended before it drained (exit 3)" "$tmp/unverified.log" ||
+  fail "--verify stopped by SIGTERM: exit $rc: $(tail -2 "$tmp/unverified.log")"
 # Its progress lines (a fresh directory, one output per input) never say more was delivered
 # this run than the targets hold, nor more than went in (30 of 31 lines once did).
 python3 - "$tmp/sigint.log" <<'PY' || fail "progress lines disagree: $(grep -m3 'delivered' "$tmp/sigint.log")"
