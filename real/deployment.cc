@@ -167,6 +167,8 @@ void describe_metrics(Metrics& m) {
   m.describe("onceflow_sink_outbox_undelivered_messages", T::kGauge,
              "Messages a sink partition's committed outbox holds that its target has not acknowledged.");
   m.describe("onceflow_build_info", T::kGauge, "1, labelled with the version of onceflow this process runs.");
+  m.describe("onceflow_computation_exceptions_total", T::kCounter,
+             "Calls of a computation's function that threw; each gave its epoch up, which the job retries.");
 }
 
 // Counts what the engine does, for the progress line: a delivery counts once the target
@@ -187,6 +189,7 @@ class RealDeployment::Progress final : public EngineObserver {
     describe_metrics(m);
     m.set("onceflow_build_info", {{"version", ONCEFLOW_VERSION}}, 1);
     for (const auto& source : spec_.sources) m.add("onceflow_source_messages_total", {{"source", source.name}}, 0);
+    for (const auto& c : spec_.computations) m.add("onceflow_computation_exceptions_total", {{"computation", c.name}}, 0);
     for (const auto& sink : spec_.sinks) {
       m.add("onceflow_sink_messages_total", {{"sink", sink.name}}, 0);
       if (sink.delivery_guarantee == SinkDelivery::kAtMostOnce) {
@@ -207,10 +210,13 @@ class RealDeployment::Progress final : public EngineObserver {
   std::string misuse;  // the first call a computation's spec does not allow
   // On stderr once per distinct one (the job retries the epoch: the same input may throw
   // again and again).
-  void computation_threw(const std::string&, const std::string& what) override {
+  void computation_threw(const std::string& computation, const std::string& what) override {
+    ++threw;
+    if (metrics_ != nullptr) metrics_->add("onceflow_computation_exceptions_total", {{"computation", computation}});
     const std::string line = "onceflow real: " + what + "; the epoch is given up and retried";
     if (warned_.insert(line).second) fmt::print(stderr, "{}\n", line);
   }
+  uint64_t threw = 0;  // calls of a computation's function that threw, for the progress line
   void epoch_committing(const Epoch& e) override {
     if (metrics_ != nullptr) committing_[e.job.str()] = clock_.now();
   }
@@ -333,6 +339,7 @@ RealDeployment::~RealDeployment() = default;
 
 Micros RealDeployment::first_epoch_at() const { return progress_->first_epoch_at; }
 RealDeployment::AtMostOnceCounts RealDeployment::at_most_once() const { return progress_->amo; }
+uint64_t RealDeployment::computation_exceptions() const { return progress_->threw; }
 
 Status RealDeployment::create_topic(const std::string& topic, int partitions, bool compact, bool exact) {
   if (mock_ != nullptr) return mock_->create_topic(topic, partitions);
@@ -1456,16 +1463,17 @@ void RealDeployment::print_progress(Micros elapsed, bool last) {
   if (o_.role == RealOptions::Role::kController) {
     who = fmt::format(" ({}, {})", layout_.controllers.front(), observed_.leads ? "leads" : "stands by");
   }
-  std::string amo;
+  std::string trouble;  // what the user's code or an at-most-once sink lost or gave up
+  if (progress_->threw > 0) trouble = fmt::format(", {} calls threw (epochs given up and retried)", progress_->threw);
   if (progress_->amo.dropped + progress_->amo.in_doubt > 0) {
-    amo = fmt::format(", at most once: {} dropped, {} in doubt", progress_->amo.dropped, progress_->amo.in_doubt);
+    trouble += fmt::format(", at most once: {} dropped, {} in doubt", progress_->amo.dropped, progress_->amo.in_doubt);
   }
   const std::string in = controls() ? fmt::format("{}/{}", c.produced, inputs_->size()) : std::to_string(c.produced);
   // A controller's process delivers nothing and commits no epoch itself: the workers' do.
   const std::string work = o_.role == RealOptions::Role::kController
                                ? std::string()
                                : fmt::format(", delivered {} this run ({} msg/s, acknowledged by the targets){}{}, epochs {}",
-                                             delivered, rate, amo, latency, progress_->epochs);
+                                             delivered, rate, trouble, latency, progress_->epochs);
   fmt::print(stderr, "{}onceflow real{}: in {}{}{}, {:.0f}s{}{}{}", tty ? "\r" : "", who, in, outputs, work, seconds, kafka,
              waiting, tty && !last ? "\x1b[K" : "\n");
   delivered_at_last_progress_ = delivered;

@@ -166,6 +166,8 @@ class RealDeployment {
     uint64_t in_doubt = 0;
   };
   AtMostOnceCounts at_most_once() const;
+  // Calls of a computation's function that threw in this life (each gave its epoch up).
+  uint64_t computation_exceptions() const;
 
  private:
   class Progress;

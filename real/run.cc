@@ -197,6 +197,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   LatencyHistogram latency;
   Micros first_epoch_at = -1;
   RealDeployment::AtMostOnceCounts amo;
+  uint64_t exceptions = 0;  // calls of a computation's function that threw
   bool drain_timed_out = false;
   UserCodeCounts user_code(registry.bug(o.bug) != nullptr ? o.bug : std::string());
   if (!o.bug.empty()) {
@@ -236,6 +237,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     latency = deployment.latency();
     first_epoch_at = deployment.first_epoch_at();
     amo = deployment.at_most_once();
+    exceptions = deployment.computation_exceptions();
     drain_timed_out = deployment.drain_timed_out();
     if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
   }
@@ -279,6 +281,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
                             {"first_epoch_ms", first_epoch_at < 0 ? json(nullptr)
                                                                   : json(static_cast<double>(first_epoch_at - opened_at) / 1e3)},
                             {"drained", ending == RealDeployment::Ending::kDrained},
+                            {"computation_exceptions", exceptions},
                             {"assertions", user_code.counts()}};
   }
   if (stats && !(o.verify && ending == RealDeployment::Ending::kDrained)) fmt::print("{}\n", stats->dump());

@@ -68,6 +68,56 @@ class RealVerifyTest : public ::testing::Test {
   ComputationRegistry registry_;
 };
 
+// A user's computation that throws while a service it calls is down (its first three calls,
+// in this process): each throw gives the epoch up and the job retries it; the run drains, says
+// on stderr what threw and in --stats how many calls did, and verifies.
+int g_flaky_calls_left = 0;
+class FlakyCounter final : public ProcessFunction {
+ public:
+  explicit FlakyCounter(std::unique_ptr<ProcessFunction> inner) : inner_(std::move(inner)) {}
+  void init(const InitContext& context) override { inner_->init(context); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    if (g_flaky_calls_left > 0) {
+      --g_flaky_calls_left;
+      throw std::runtime_error("the rates service is down");
+    }
+    inner_->process_message(m, out, context);
+  }
+
+ private:
+  std::unique_ptr<ProcessFunction> inner_;
+};
+
+TEST_F(RealVerifyTest, AComputationThatThrowsForAWhileIsRetriedCountedAndVerified) {
+  path_ = std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/keyed_aggregation.yaml";
+  auto parsed = load_pipeline_spec(path_);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+  spec_ = *parsed;
+  builtin::register_all(registry_);
+  registry_.add("FlakyCounter", [this] { return std::make_unique<FlakyCounter>(registry_.create("Counter")); });
+  for (ComputationSpec& c : spec_.computations) {
+    if (c.name == "Counter") c.processing_function = "FlakyCounter";
+  }
+  g_flaky_calls_left = 3;
+  RealOptions o;
+  o.data_dir = dir_.str();
+  o.messages = 500;
+  o.progress = false;
+  o.stats = true;
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int rc = run_real(path_, spec_, registry_, o);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_EQ(g_flaky_calls_left, 0);
+  EXPECT_NE(out.find("\"computation_exceptions\":3"), std::string::npos) << out;
+  EXPECT_NE(err.find("threw std::runtime_error \"the rates service is down\""), std::string::npos) << err;
+  EXPECT_NE(err.find("the epoch is given up and retried"), std::string::npos) << err;
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 0) << v.json;
+}
+
 TEST_F(RealVerifyTest, AnOrderDependentComputationPasses) {
   run_pipeline("longest_so_far", 3000);
   const Verified v = verify_after([](LevelDbStore&) {});
