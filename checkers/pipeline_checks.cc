@@ -497,7 +497,8 @@ bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key
 // only copies) or at most once (a missing one dropped or in doubt).
 // A run that never drained stopped short: a message still in the sink's stream at the end,
 // which the sink had not committed, is late, not lost (liveness fails the run); `late` counts
-// them. One gone from the stream untaken is lost as in any run.
+// them. One gone from the stream untaken, or behind a message of its key the sink took, is
+// lost as in any run.
 std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& h,
                                const std::map<uint64_t, const EpochRecord*>& producers, size_t& late) {
   std::map<uint64_t, std::vector<const MessageRecord*>> expected;
@@ -552,12 +553,35 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
   const auto commits = sink_commits(h);
   const auto sink = commits.find(e.sink);
   const auto sink_committed = [&](uint64_t id) { return sink != commits.end() && sink->second.count(id) != 0; };
+  // A sink takes a key's messages in alignment order (as `ordering` holds it to): one behind a
+  // message of its key the sink took was skipped, not late. By key, the newest alignment time
+  // the sink's committed epochs took.
+  std::map<uint64_t, int64_t> newest_taken;
+  if (h.never_drained() && h.produced_times_recorded) {
+    for (const EpochRecord& epoch : h.epochs) {
+      if (epoch.computation != e.sink || !epoch.job.starts_with("sink/") || epoch.commit_time < 0) continue;
+      for (const MessageRecord& m : epoch.consumed) {
+        auto [it, fresh] = newest_taken.try_emplace(m.key, m.alignment_ts);
+        it->second = std::max(it->second, m.alignment_ts);
+      }
+    }
+  }
+  const auto passed_over = [&](uint64_t id, uint64_t key) {
+    const auto taken = newest_taken.find(key);
+    const auto producer = producers.find(id);
+    if (taken == newest_taken.end() || producer == producers.end()) return false;
+    for (const MessageRecord& m : producer->second->produced) {
+      if (m.id == id) return m.alignment_ts < taken->second;
+    }
+    return false;
+  };
   std::vector<const MessageRecord*> missing;
   for (const auto& [id, variants] : expected) {
     if (delivered.count(id) != 0) continue;
     if (e.guarantee == Guarantee::kAtMostOnce && (drops.count(id) != 0 || doubt.count(id) != 0)) continue;
     if (h.never_drained() && !sink_committed(id) &&
-        std::binary_search(h.in_streams_at_end.begin(), h.in_streams_at_end.end(), id)) {
+        std::binary_search(h.in_streams_at_end.begin(), h.in_streams_at_end.end(), id) &&
+        !passed_over(id, variants.front()->key)) {
       ++late;
       continue;
     }
@@ -973,6 +997,10 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // its name; a timer due where it was stays due where a repartition moves it (its trigger is
   // a floor of the new job's watermark from then on).
   std::map<std::string, int64_t, std::less<>> event_watermark;
+  // For a run that never drained: when each job's watermark rose (version, new watermark), and
+  // the last version at which it took a message or fired a timer.
+  std::map<std::string, std::vector<std::pair<uint64_t, int64_t>>, std::less<>> rises;
+  std::map<std::string, uint64_t, std::less<>> last_active;
   // A move counts as a creation of its new row and a firing of its old one, where it applied.
   size_t next_move = 0;
   const auto apply_moves = [&](uint64_t before_version) -> std::string {
@@ -989,6 +1017,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       if (to && was != event_watermark.end() && from->trigger_ts <= was->second) {
         auto [floor, fresh] = event_watermark.try_emplace(to->job, from->trigger_ts);
         floor->second = std::max(floor->second, from->trigger_ts);
+        rises[floor->first].emplace_back(m.version, floor->second);
       }
     }
     return "";
@@ -997,8 +1026,11 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
     if (std::string problem = apply_moves(e.version); !problem.empty()) return failure(name(), h, problem);
     if (!e.consumed.empty() && !h.event_time_timer_streams.empty()) {
       auto [newest, fresh] = event_watermark.try_emplace(e.job, e.consumed.front().event_ts);
+      const int64_t was = newest->second;
       for (const MessageRecord& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
+      if (fresh || newest->second > was) rises[e.job].emplace_back(e.version, newest->second);
     }
+    if (!e.consumed.empty() || !e.fired.empty()) last_active[e.job] = e.version;
     for (const FiredTimerRecord& f : e.fired) {
       if (f.trigger_ts > f.watermark) {
         return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
@@ -1058,7 +1090,9 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // A due event-time timer still stored at the end never fired, whatever the engine's own
   // watermark said: its job had taken an event as new as its trigger. Not when the run ended
   // paused, draining or stopped, when no timer fires; and late, not lost, in a run that never
-  // drained (its job may have been stuck: liveness fails the run).
+  // drained if its job took nothing and fired nothing after the commit that made it due (the
+  // job was stuck, say every epoch threw: liveness fails the run). A job that went on working
+  // and never fired it lost it.
   const std::string_view end_state = h.state_changes.empty() ? "working" : std::string_view(h.state_changes.back().state);
   size_t late = 0;
   if (end_state == "working" || end_state == "completed") {
@@ -1068,8 +1102,17 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       const auto taken = event_watermark.find(t->job);
       if (taken == event_watermark.end() || t->trigger_ts > taken->second) continue;
       if (h.never_drained()) {
-        ++late;
-        continue;
+        uint64_t due = 0;  // the commit at which the job's watermark first reached the trigger
+        for (const auto& [version, watermark] : rises[t->job]) {
+          if (watermark < t->trigger_ts) continue;
+          due = version;
+          break;
+        }
+        const auto active = last_active.find(t->job);
+        if (active == last_active.end() || active->second <= due) {
+          ++late;
+          continue;
+        }
       }
       return failure(name(), h, fmt::format("event-time timer {} of job {} never fired: still stored at the end, though the "
                                             "job's event watermark (the newest event it took, or the trigger of a due timer "
@@ -1288,10 +1331,12 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
     out += fmt::format("{} {} {} epochs ({} messages taken, {} timers fired, {} set)", i == 0 ? "" : ",", job, b.epochs,
                        b.consumed, b.fired, b.set);
   }
+  // Many firings, most of them setting a timer again, and few messages: timers that keep
+  // themselves going.
   for (const auto& [job, b] : busiest) {
-    if (b.fired == 0 || b.set == 0 || b.consumed * 10 > b.fired) continue;
+    if (b.fired < 10 || b.set * 2 < b.fired || b.consumed * 10 > b.fired) continue;
     out += fmt::format(" — {}'s timers set timers as they fired, with few messages taken: a timer that sets another "
-                       "on each firing keeps the pipeline from ever draining",
+                       "on each firing may keep the pipeline from ever draining",
                        job);
     break;
   }

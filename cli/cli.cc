@@ -1281,6 +1281,10 @@ int cli_run(int argc, char** argv, const ComputationRegistry& registry, bool exe
         throw UsageError{"--verify re-executes the run's committed history, which --no-history does not record"};
       }
       real_options.role = real_role_of(real_role, real_options, real_workers->count() > 0);
+      if (real_options.verify && real_options.role == real::RealOptions::Role::kWorker) {
+        throw UsageError{"--verify is a controller's: a worker's process ends when the pipeline stops and verifies "
+                         "nothing (give --verify to --role controller or all)"};
+      }
       return cmd_real(registry, path, real_options, kafka_timeout, progress_every, drain_timeout, sink_timeout);
     }
     if (explain->parsed()) return cmd_explain(inv, path, seed, swarm, html_path);

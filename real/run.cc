@@ -115,8 +115,8 @@ bool uses_kafka(const PipelineSpec& spec) {
   return false;
 }
 
-int bad(const std::string& line) {
-  fmt::print(stderr, "onceflow: {}\n", line);
+int bad(std::string_view command, const std::string& line) {
+  fmt::print(stderr, "onceflow {}: {}\n", command, line);
   return 2;
 }
 
@@ -160,22 +160,22 @@ void catch_stop_signals_early() {
 int run_real(const std::string& spec_path, const PipelineSpec& spec, const ComputationRegistry& registry,
              const RealOptions& o) {
   StopOnSignals signals;  // before the store is touched
-  if (Status s = check_backends(spec); !s.is_ok()) return bad(spec_path + ": " + s.message());
+  if (Status s = check_backends(spec); !s.is_ok()) return bad("real", spec_path + ": " + s.message());
   auto configured = kafka_config(spec, o);
-  if (!configured) return bad(configured.error().message());
+  if (!configured) return bad("real", configured.error().message());
   KafkaConfig kafka = std::move(*configured);
   const bool kafka_used = uses_kafka(spec);
   if (kafka_used && o.kafka.empty()) {
-    return bad(spec_path + ": the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)");
+    return bad("real", spec_path + ": the pipeline reads or writes kafka: give --kafka BROKERS (or --kafka mock)");
   }
   std::unique_ptr<KafkaMockCluster> mock;
   if (kafka_used && o.kafka == "mock" && o.role != RealOptions::Role::kAll) {
-    return bad("--kafka mock makes a cluster inside this one process; the processes of a deployment need one they "
+    return bad("real", "--kafka mock makes a cluster inside this one process; the processes of a deployment need one they "
                "share: run onceflow kafka-mock and give its address to --kafka");
   }
   if (kafka_used && o.kafka == "mock") {
     auto started = KafkaMockCluster::start(3);
-    if (!started) return bad(started.error().message());
+    if (!started) return bad("real", started.error().message());
     mock = std::move(*started);
     kafka.brokers = mock->bootstrap_servers();
     fmt::print(stderr, "onceflow real: kafka mock cluster at {}\n", kafka.brokers);
@@ -185,11 +185,11 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   std::unique_ptr<RealStore> store;
   if (o.store.empty()) {
     auto opened = open_data_dir(o.data_dir, spec, clock);
-    if (!opened) return bad(opened.error().message());
+    if (!opened) return bad("real", opened.error().message());
     store = std::move(*opened);
   } else {
     auto opened = open_pg_store(o.store, spec);
-    if (!opened) return bad(opened.error().message());
+    if (!opened) return bad("real", opened.error().message());
     store = std::move(*opened);
   }
   RealDeployment::Ending ending = RealDeployment::Ending::kInterrupted;
@@ -207,27 +207,27 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   std::string life;
   {
     RealDeployment deployment(spec, registry, o, *store);
-    if (Status refused = deployment.refuse_inputs_after_the_end(); !refused.is_ok()) return bad(refused.message());
+    if (Status refused = deployment.refuse_inputs_after_the_end(); !refused.is_ok()) return bad("real", refused.message());
     // A life that would verify a store it cannot: refused before its row makes it worse.
     if (o.verify) {
-      if (Status agree = lives_agree_on_bug(*store, registry, o.bug); !agree.is_ok()) return bad("--verify: " + agree.message());
+      if (Status agree = lives_agree_on_bug(*store, registry, o.bug); !agree.is_ok()) return bad("real", "--verify: " + agree.message());
     }
     if (Status connected = deployment.connect_http_sinks(); !connected.is_ok()) {
-      return bad(spec_path + ": " + connected.message());
+      return bad("real", spec_path + ": " + connected.message());
     }
     if (kafka_used) {
       if (Status connected = deployment.connect_kafka(kafka, mock.get()); !connected.is_ok()) {
-        return bad(fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
+        return bad("real", fmt::format("kafka at {}: {}", kafka.describe(), kafka.redact(connected.message())));
       }
     }
     if (o.metrics_port >= 0) {
       auto port = deployment.serve_metrics(o.metrics_address, o.metrics_port);
-      if (!port) return bad(port.error().message());
+      if (!port) return bad("real", port.error().message());
       fmt::print(stderr, "onceflow real: metrics at http://{}:{}/metrics\n", o.metrics_address, *port);
     }
     // This process's life, for --verify (kProcessLives): "running" until it ends by itself.
     life = process_life_key(clock.now(), fmt::format("{}-{}", host_name(), getpid()));
-    if (Status s = put_row(*store, kProcessLives, life, process_life_start(o.bug)); !s.is_ok()) return bad(s.message());
+    if (Status s = put_row(*store, kProcessLives, life, process_life_start(o.bug)); !s.is_ok()) return bad("real", s.message());
     signals.attach(deployment);
     struct Detach {
       StopOnSignals& signals;
@@ -239,7 +239,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
     amo = deployment.at_most_once();
     exceptions = deployment.computation_exceptions();
     drain_timed_out = deployment.drain_timed_out();
-    if (ending == RealDeployment::Ending::kFailed) return bad(kafka.redact(deployment.failure().message()));
+    if (ending == RealDeployment::Ending::kFailed) return bad("real", kafka.redact(deployment.failure().message()));
   }
   // The life's end, once the deployment's loop is gone (no group commit of its fibers
   // pending): clean with nothing in flight, else cut short (a second signal, a drain that timed
@@ -328,7 +328,7 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   verify.stats = stats ? &*stats : nullptr;
   verify.bug = o.bug;
   auto verdict = verify_run(spec, registry, *store, kafka, verify);
-  if (!verdict) return bad("--verify: " + kafka.redact(verdict.error().message()));
+  if (!verdict) return bad("real", "--verify: " + kafka.redact(verdict.error().message()));
   return *verdict;
 }
 
@@ -339,12 +339,12 @@ namespace {
 std::unique_ptr<RealStore> open_for_ctl(const PipelineSpec& spec, const RealOptions& o, WallClock& clock) {
   if (o.store.empty()) {
     if (!std::filesystem::exists(std::filesystem::path(o.data_dir) / "onceflow-data")) {
-      bad(fmt::format("{} holds no onceflow real data directory", o.data_dir));
+      bad("ctl", fmt::format("{} holds no onceflow real data directory", o.data_dir));
       return nullptr;
     }
     auto opened = open_data_dir(o.data_dir, spec, clock);
     if (!opened) {
-      bad(opened.error().message() + (opened.error().message().find("lock") != std::string::npos
+      bad("ctl", opened.error().message() + (opened.error().message().find("lock") != std::string::npos
                                           ? " (a running onceflow real holds it: LevelDB opens in one process at a time)"
                                           : ""));
       return nullptr;
@@ -353,7 +353,7 @@ std::unique_ptr<RealStore> open_for_ctl(const PipelineSpec& spec, const RealOpti
   }
   auto opened = open_pg_store(o.store, spec, /*existing_only=*/true);
   if (!opened) {
-    bad(opened.error().message());
+    bad("ctl", opened.error().message());
     return nullptr;
   }
   return std::move(*opened);
@@ -388,24 +388,24 @@ int run_ctl_status(const PipelineSpec& spec, const RealOptions& o, bool as_json,
   // Kafka sources' lag needs the topics' ends, from the cluster (--kafka): the store holds
   // only what was read.
   std::optional<KafkaConfig> kafka;
-  if (o.kafka.empty() && !o.kafka_config_file.empty()) return bad("ctl status --kafka-config: give --kafka BROKERS too");
+  if (o.kafka.empty() && !o.kafka_config_file.empty()) return bad("ctl", "status --kafka-config: give --kafka BROKERS too");
   if (!o.kafka.empty()) {
-    if (o.kafka == "mock") return bad("ctl status --kafka: give the brokers of the deployment's cluster, not 'mock'");
+    if (o.kafka == "mock") return bad("ctl", "status --kafka: give the brokers of the deployment's cluster, not 'mock'");
     auto configured = kafka_config(spec, o);
-    if (!configured) return bad(configured.error().message());
+    if (!configured) return bad("ctl", configured.error().message());
     kafka = std::move(*configured);
   }
   std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
   if (!store) return 2;
   const Micros first = clock.now();
   auto status = read_status(spec, *store);
-  if (!status) return bad(status.error().message());
+  if (!status) return bad("ctl", status.error().message());
   add_kafka_lag(*status, spec, kafka ? &*kafka : nullptr);
   if (rates_over_us > 0 && !o.store.empty()) {
     std::this_thread::sleep_for(std::chrono::microseconds(rates_over_us));
     const Micros second_at = clock.now();  // each read's start: the store's snapshot is taken then
     auto second = read_status(spec, *store);
-    if (!second) return bad(second.error().message());
+    if (!second) return bad("ctl", second.error().message());
     add_kafka_lag(*second, spec, kafka ? &*kafka : nullptr);
     add_rates(*second, *status, static_cast<double>(second_at - first) / kSeconds);
     status = std::move(second);
@@ -425,29 +425,29 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
   std::unique_ptr<RealStore> store = open_for_ctl(spec, o, clock);
   if (!store) return 2;
   if (o.store.empty()) {
-    return bad(fmt::format("ctl {} asks a running deployment, and the run of {} has ended (LevelDB opens in one process "
+    return bad("ctl", fmt::format("{} asks a running deployment, and the run of {} has ended (LevelDB opens in one process "
                            "at a time, so a running one is reached only through PostgreSQL): onceflow real resumes it, "
                            "with its spec's partition counts", request.verb, o.data_dir));
   }
   auto rows = read_controller_rows(*store);
-  if (!rows) return bad(rows.error().message());
-  if (!rows->state) return bad(fmt::format("the pipeline {} has never started on this store", spec.name));
+  if (!rows) return bad("ctl", rows.error().message());
+  if (!rows->state) return bad("ctl", fmt::format("the pipeline {} has never started on this store", spec.name));
   // Checked here, so that a mistake is told at once: the controller checks again.
   if (request.verb == "repartition" || request.verb == "set") {
     if (request.args.empty()) {
-      return bad(fmt::format("ctl {} needs {} ...", request.verb, request.verb == "set" ? "SETTING=VALUE" : "NAME=COUNT"));
+      return bad("ctl", fmt::format("{} needs {} ...", request.verb, request.verb == "set" ? "SETTING=VALUE" : "NAME=COUNT"));
     }
-    if (!rows->layout) return bad("the pipeline has no layout yet; ask again once it works");
+    if (!rows->layout) return bad("ctl", "the pipeline has no layout yet; ask again once it works");
     std::set<std::string> named;
     for (const std::string& arg : request.args) {
       const std::string name = arg.substr(0, arg.find('='));
-      if (!named.insert(name).second) return bad(fmt::format("ctl {}: {} is named twice", request.verb, name));
+      if (!named.insert(name).second) return bad("ctl", fmt::format("{}: {} is named twice", request.verb, name));
     }
     const std::string text = command.substr(request.verb.size() + 1);
     const PipelineSpec in_force = with_layout(spec, *rows->layout);
     if (request.verb == "set") {
       auto next = reconfigured_layout(*rows->layout, text);
-      if (!next) return bad(fmt::format("ctl set: {}", next.error().message()));
+      if (!next) return bad("ctl", fmt::format("set: {}", next.error().message()));
       next->version = rows->layout->version;
       if (*next == *rows->layout) {
         fmt::print("nothing to change: {} in force already\n", text);
@@ -455,7 +455,7 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
       }
     } else {
       auto changes = parse_repartition(in_force, text);
-      if (!changes) return bad(fmt::format("ctl repartition: {}", changes.error().message()));
+      if (!changes) return bad("ctl", fmt::format("repartition: {}", changes.error().message()));
       const auto count_of = [&](const std::string& name) {
         const ComputationSpec* c = in_force.computation(name);
         return c != nullptr ? c->partitions : in_force.sink(name)->partitions;
@@ -470,12 +470,12 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
   const Micros asked_at = calendar_now();
   const Micros deadline = asked_at + request.timeout_us;
   auto id = submit_request(*store, command);
-  if (!id) return bad("the request could not be stored: " + id.error().message());
+  if (!id) return bad("ctl", "the request could not be stored: " + id.error().message());
   // The leader's process takes it within a fraction of a second.
   std::optional<OperatorRequest> seen;
   while (true) {
     auto r = read_request(*store, *id);
-    if (!r) return bad(fmt::format("request {} could not be read back: {}", *id, r.error().message()));
+    if (!r) return bad("ctl", fmt::format("request {} could not be read back: {}", *id, r.error().message()));
     seen = *r;
     if (!seen || seen->state == OperatorRequest::State::kDone || seen->state == OperatorRequest::State::kRefused) break;
     if (calendar_now() >= deadline) {
@@ -496,9 +496,9 @@ int run_ctl_request(const PipelineSpec& spec, const RealOptions& o, const CtlReq
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!seen) return bad(fmt::format("request {} is gone from the store", *id));
+  if (!seen) return bad("ctl", fmt::format("request {} is gone from the store", *id));
   if (seen->state == OperatorRequest::State::kRefused) {
-    return bad(fmt::format("{} refused '{}': {}", seen->by, command, seen->answer));
+    return bad("ctl", fmt::format("{} refused '{}': {}", seen->by, command, seen->answer));
   }
   const bool versioned = request.verb == "repartition" || request.verb == "set";
   fmt::print("request {} '{}': {} answered {}{} ({:.1f} s)\n", *id, command, seen->by, versioned ? "layout version " : "",
@@ -565,7 +565,7 @@ extern "C" void on_mock_signal(int sig) { g_mock_signal.store(sig); }
 
 int run_kafka_mock(int brokers, const std::vector<std::string>& topics) {
   auto mock = KafkaMockCluster::start(brokers);
-  if (!mock) return bad(mock.error().message());
+  if (!mock) return bad("kafka-mock", mock.error().message());
   for (const std::string& topic : topics) {
     const size_t colon = topic.rfind(':');
     int partitions = 1;
@@ -579,9 +579,9 @@ int run_kafka_mock(int brokers, const std::vector<std::string>& topics) {
       }
     }
     if (name.empty() || partitions < 1 || partitions > 10'000) {
-      return bad(fmt::format("--topic {}: expected NAME or NAME:PARTITIONS (1 to 10000)", topic.substr(0, 64)));
+      return bad("kafka-mock", fmt::format("--topic {}: expected NAME or NAME:PARTITIONS (1 to 10000)", topic.substr(0, 64)));
     }
-    if (Status s = (*mock)->create_topic(name, partitions); !s.is_ok()) return bad(s.message());
+    if (Status s = (*mock)->create_topic(name, partitions); !s.is_ok()) return bad("kafka-mock", s.message());
   }
   for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) std::signal(sig, on_mock_signal);
   fmt::print("{}\n", (*mock)->bootstrap_servers());

@@ -308,6 +308,10 @@ expect_rc 2 "$bin" real "$real_spec" --data "$tmp/y" --bug kafka-init-keeps-epoc
 expect_rc 2 "$bin" real "$real_spec"                      # --data (or --store) is required
 expect_rc 2 "$bin" real "$real_spec" --data "$tmp/both" --store "host=$tmp/nothing"   # not both
 expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x connect_timeout=2"  # no server there
+# A worker's process verifies nothing (it ends when the pipeline stops): --verify is refused.
+grep -q "^onceflow: --verify is a controller's" <<<"$("$bin" real "$real_spec" --store "host=$tmp/nothing" --role worker \
+  --verify 2>&1)" || fail "real --role worker --verify"
+expect_rc 2 "$bin" real "$real_spec" --store "host=$tmp/nothing" --role worker --verify
 lines=$("$bin" real "$real_spec" --store "host=$tmp/nothing dbname=x" 2>&1 >/dev/null | wc -l)
 [ "$lines" -eq 1 ] || fail "an unreachable --store gave $lines lines"
 # Roles: several processes share a PostgreSQL store; LevelDB and --workers belong to --role all.
