@@ -206,6 +206,8 @@ struct PipelineHistory {
   // Simulated runs that never drained: the ids of the messages still in a stream at the end,
   // sorted (what a consumer may still take).
   std::vector<uint64_t> in_streams_at_end;
+  // And the ids in the sinks' outboxes (committed by the sink, not acknowledged by its target).
+  std::vector<uint64_t> in_outboxes_at_end;
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`
   // computation -> the timer rows its re-execution holds at the end (set, not fired), without

@@ -458,16 +458,19 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   h.tables = std::move(actual.tables);
   h.source_input_lanes = w.source_lanes();  // beside the source inputs, in their order
   reexecute_history(w.spec(), registry, w.take_source_messages(), h);
-  if (drained_at < 0) {  // what a consumer may still take: not lost but late (checkers: consumption)
+  if (drained_at < 0) {  // what a consumer or a sink may still take or deliver: not lost but late
     for (const auto& [table, rows] : data.tables()) {
-      if (table.rfind("stream/", 0) != 0) continue;
+      const bool stream = table.rfind("stream/", 0) == 0;
+      if (!stream && table.rfind("output_messages/", 0) != 0) continue;
+      auto& ids = stream ? h.in_streams_at_end : h.in_outboxes_at_end;
       for (const Row& row : data.read_range(table, "", "", data.last_version(), SIZE_MAX)) {
-        auto messages = stream_rows::decode(row.value);
+        auto messages = stream_rows::decode(row.value);  // an outbox row is encoded as a stream row is
         if (!messages) continue;
-        for (const Message& m : *messages) h.in_streams_at_end.push_back(m.id);
+        for (const Message& m : *messages) ids.push_back(m.id);
       }
     }
     std::sort(h.in_streams_at_end.begin(), h.in_streams_at_end.end());
+    std::sort(h.in_outboxes_at_end.begin(), h.in_outboxes_at_end.end());
   }
   for (const auto& [id, lease] : data.leases()) {
     const bool ended = lease.state != LeaseState::kActive;

@@ -955,21 +955,34 @@ TEST(ReexecutedHistoryTest, DeliveryFailsOnAMissingOutputNamingItsIdAndCount) {
 }
 
 // A run that never drained: what is still in the sink's stream, untaken by the sink, is late
-// (liveness fails the run), as consumption says; gone from the stream, or taken by the sink
-// and not delivered, it is lost as in any run.
+// (liveness fails the run), as consumption says, and so is one the sink took that is still in
+// its outbox; gone from the stream untaken, or from the outbox undelivered, it is lost as in
+// any run.
 TEST(ReexecutedHistoryTest, DeliveryLeavesWhatAStalledRunsSinkHadNotTakenYetToLiveness) {
   PipelineHistory h = reexecuted_history();
   h.deliveries.erase(h.deliveries.begin());  // counts_out's 0x21
   h.undrained = "stream counts still holds 1 message";
   h.in_streams_at_end = {0x21};
-  // The sink took it: its delivery was due.
+  // The sink took it and its outbox holds it no more: lost.
   expect_failure(DeliveryCheck().check(h), {"sink counts_out", "lost-write: 1 of 1 messages missing", "0000000000000021"});
+  // Still in the outbox: its delivery is under way.
+  PipelineHistory outbox = h;
+  outbox.in_outboxes_at_end = {0x21};
+  const Verdict pending = DeliveryCheck().check(outbox);
+  EXPECT_TRUE(pending.passed) << pending.detail;
+  EXPECT_NE(pending.detail.find("never drained: 1 messages not delivered yet (in a stream or an outbox), left to "
+                                "liveness"),
+            std::string::npos)
+      << pending.detail;
+  outbox.undrained.clear();  // a drained run: lost
+  expect_failure(DeliveryCheck().check(outbox), {"sink counts_out", "lost-write: 1 of 1 messages missing"});
   for (EpochRecord& e : h.epochs) {
     if (e.job == "sink/counts_out/0") e.consumed.clear();  // the sink never took it
   }
   const Verdict late = DeliveryCheck().check(h);
   EXPECT_TRUE(late.passed) << late.detail;
-  EXPECT_NE(late.detail.find("never drained: 1 messages no sink committed yet, left to liveness"), std::string::npos)
+  EXPECT_NE(late.detail.find("never drained: 1 messages not delivered yet (in a stream or an outbox), left to liveness"),
+            std::string::npos)
       << late.detail;
   PipelineHistory gone = h;
   gone.in_streams_at_end.clear();
