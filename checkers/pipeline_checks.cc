@@ -494,11 +494,11 @@ bool same_content(const MessageRecord& a, const MessageRecord& b) { return a.key
 
 
 // One sink held to the re-executed history by MessageId: exactly once, at least once (extras
-// only copies) or at most once (a missing one dropped or in doubt).
-// A run that never drained stopped short: a message still in the sink's stream at the end,
-// which the sink had not committed, or still in its outbox, which it had, is late, not lost
-// (liveness fails the run); `late` counts them. One gone from the stream untaken, behind a
-// message of its key the sink took, or gone from the outbox undelivered, is lost as in any run.
+// only copies) or at most once (a missing one dropped or in doubt). A run that never drained
+// stopped short: a message still in the sink's stream at the end, which the sink had not
+// committed, or still in its outbox, which it had, is late, not lost (liveness fails the run);
+// `late` counts them. One gone from the stream untaken, behind a message of its key the sink
+// took, or gone from the outbox undelivered, is lost as in any run.
 std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& h,
                                const std::map<uint64_t, const EpochRecord*>& producers, size_t& late) {
   std::map<uint64_t, std::vector<const MessageRecord*>> expected;
@@ -575,19 +575,21 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
     }
     return false;
   };
+  const auto held = [](const std::vector<uint64_t>& ids, uint64_t id) {
+    return std::binary_search(ids.begin(), ids.end(), id);
+  };
+  // Still on its way in a run that never drained: untaken in the stream, or in the outbox.
+  const auto under_way = [&](uint64_t id, uint64_t key) {
+    if (!h.never_drained()) return false;
+    if (sink_committed(id)) return held(h.in_outboxes_at_end, id);
+    return held(h.in_streams_at_end, id) && !passed_over(id, key);
+  };
   std::vector<const MessageRecord*> missing;
   for (const auto& [id, variants] : expected) {
     if (delivered.count(id) != 0) continue;
     if (e.guarantee == Guarantee::kAtMostOnce && (drops.count(id) != 0 || doubt.count(id) != 0)) continue;
-    if (h.never_drained() && !sink_committed(id) &&
-        std::binary_search(h.in_streams_at_end.begin(), h.in_streams_at_end.end(), id) &&
-        !passed_over(id, variants.front()->key)) {
+    if (under_way(id, variants.front()->key)) {
       ++late;
-      continue;
-    }
-    if (h.never_drained() && sink_committed(id) &&
-        std::binary_search(h.in_outboxes_at_end.begin(), h.in_outboxes_at_end.end(), id)) {
-      ++late;  // committed by the sink, still in its outbox: its delivery is under way
       continue;
     }
     missing.push_back(variants.front());
@@ -1002,8 +1004,9 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
   // its name; a timer due where it was stays due where a repartition moves it (its trigger is
   // a floor of the new job's watermark from then on).
   std::map<std::string, int64_t, std::less<>> event_watermark;
-  // For a run that never drained: when each job's watermark rose (version, new watermark), and
-  // the last version at which it took a message or fired a timer.
+  // Only for a run that never drained: when each job's watermark rose (version, new
+  // watermark), and the last version at which it took a message or fired a timer.
+  const bool stalled = h.never_drained();
   std::map<std::string, std::vector<std::pair<uint64_t, int64_t>>, std::less<>> rises;
   std::map<std::string, uint64_t, std::less<>> last_active;
   // A move counts as a creation of its new row and a firing of its old one, where it applied.
@@ -1022,7 +1025,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       if (to && was != event_watermark.end() && from->trigger_ts <= was->second) {
         auto [floor, fresh] = event_watermark.try_emplace(to->job, from->trigger_ts);
         floor->second = std::max(floor->second, from->trigger_ts);
-        rises[floor->first].emplace_back(m.version, floor->second);
+        if (stalled) rises[floor->first].emplace_back(m.version, floor->second);
       }
     }
     return "";
@@ -1033,9 +1036,9 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       auto [newest, fresh] = event_watermark.try_emplace(e.job, e.consumed.front().event_ts);
       const int64_t was = newest->second;
       for (const MessageRecord& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
-      if (fresh || newest->second > was) rises[e.job].emplace_back(e.version, newest->second);
+      if (stalled && (fresh || newest->second > was)) rises[e.job].emplace_back(e.version, newest->second);
     }
-    if (!e.consumed.empty() || !e.fired.empty()) last_active[e.job] = e.version;
+    if (stalled && (!e.consumed.empty() || !e.fired.empty())) last_active[e.job] = e.version;
     for (const FiredTimerRecord& f : e.fired) {
       if (f.trigger_ts > f.watermark) {
         return failure(name(), h, fmt::format("timer {} of job {} (key {}) fired at version {} with its stream's watermark at "
@@ -1106,12 +1109,12 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
       if (!t) continue;
       const auto taken = event_watermark.find(t->job);
       if (taken == event_watermark.end() || t->trigger_ts > taken->second) continue;
-      if (h.never_drained()) {
+      if (stalled) {
         uint64_t due = 0;  // the commit at which the job's watermark first reached the trigger
-        for (const auto& [version, watermark] : rises[t->job]) {
-          if (watermark < t->trigger_ts) continue;
-          due = version;
-          break;
+        if (const auto rose = rises.find(t->job); rose != rises.end()) {
+          const auto reached = std::find_if(rose->second.begin(), rose->second.end(),
+                                            [&](const auto& rise) { return rise.second >= t->trigger_ts; });
+          if (reached != rose->second.end()) due = reached->first;
         }
         const auto active = last_active.find(t->job);
         if (active == last_active.end() || active->second <= due) {
