@@ -686,8 +686,10 @@ RealDeployment::Ending RealDeployment::run() {
       // A pipeline that completed as the signal came refuses the stop, and has nothing in
       // flight either: the drain is over (it waited out --drain-timeout before, a CI run
       // found).
+      // A completed pipeline read all of its input and has nothing in flight: drained, even
+      // when a signal came as it completed (--verify verifies it).
       if (state == "stopped" || state == "completed") {
-        return end_as(drain_deadline >= 0 ? Ending::kStopped : Ending::kDrained, now);
+        return end_as(drain_deadline >= 0 && state == "stopped" ? Ending::kStopped : Ending::kDrained, now);
       }
       return drain_over();
     }
@@ -1115,6 +1117,7 @@ bool RealDeployment::heads_done(const Transaction& tx) {
 
 Status RealDeployment::refuse_inputs_after_the_end() {
   if (!controls() || inputs_->size() == 0) return Status::ok();
+  if (Status same = refuse_another_workload(); !same.is_ok()) return same;
   auto tx = store_.begin();
   if (!tx) return tx.error();
   auto next = store_.get(*tx, kProducer, "next");
@@ -1128,6 +1131,30 @@ Status RealDeployment::refuse_inputs_after_the_end() {
       "nothing more would come): --messages {} would add {} that could not be ordered after them; give "
       "--messages {} to run or verify it again, or start on a fresh store",
       store_.where(), written, inputs_->size(), inputs_->size() - written, written));
+}
+
+// The workload's --keys and --seed are kept with the store by its first life: a later life's
+// inputs continue that one's generated sequence, so other values would write another workload
+// behind it (the input log keeps --verify right, but the run is no longer the one asked for).
+Status RealDeployment::refuse_another_workload() {
+  const std::string asked = fmt::format("--keys {} --seed {}", o_.keys, o_.seed);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto tx = store_.begin();
+    if (!tx) return tx.error();
+    auto stored = store_.get(*tx, kProducer, "workload");
+    if (!stored) return stored.error();
+    if (*stored) {
+      store_.abort(*tx);
+      if (**stored == asked) return Status::ok();
+      return Status::invalid_argument(fmt::format(
+          "the pipeline in {} was started with {}, and this run gives {}: its inputs would not continue the "
+          "workload already written; give {} to run or verify it again, or start on a fresh store",
+          store_.where(), **stored, asked, **stored));
+    }
+    tx->put(kProducer, "workload", asked);
+    if (store_.commit(*tx, {}).has_value()) return Status::ok();
+  }
+  return Status::unavailable(fmt::format("the workload's --keys and --seed could not be kept in {}", store_.where()));
 }
 
 // Writes the workload into the source queues, a batch per transaction, the batch recorded as

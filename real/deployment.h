@@ -124,7 +124,8 @@ class RealDeployment {
   // the producer wrote all of its --messages it told the queue sources that nothing more will
   // come (their heads past every time), so later inputs could never be ordered after what the
   // sources published, and would stay in the streams (a drain waiting for them for ever).
-  // Call before run().
+  // Also refuses another --keys or --seed than the store's first life gave (kept in the store
+  // by that life): later inputs continue its generated workload. Call before run().
   Status refuse_inputs_after_the_end();
   // Serves this process's metrics at http://ADDRESS:PORT/metrics until the deployment ends
   // (port 0: a free one); returns the port.
@@ -170,6 +171,7 @@ class RealDeployment {
   uint64_t computation_exceptions() const;
 
  private:
+  Status refuse_another_workload();  // part of refuse_inputs_after_the_end
   class Progress;
   class SharedConnectors;
   static DeploymentLayout process_layout(const EngineOptions& options, const RealOptions& o);

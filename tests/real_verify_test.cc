@@ -38,8 +38,12 @@ class RealVerifyTest : public ::testing::Test {
     o.progress = false;
     o.bug = bug;
     o.verify = verify;
+    o.keys = keys_;
+    o.seed = seed_;
     return run_real(path_, spec_, registry_, o);
   }
+  int keys_ = 16;      // life()'s --keys
+  uint64_t seed_ = 1;  // life()'s --seed
   // Runs `damage` on the stopped run's store, then verifies it.
   template <typename Damage>
   Verified verify_after(Damage damage, const std::string& bug = "") {
@@ -308,6 +312,28 @@ TEST_F(RealVerifyTest, MoreInputsAfterTheEndAreRefused) {
   EXPECT_NE(err.find("had all its inputs at 2000"), std::string::npos) << err;
   EXPECT_NE(err.find("--messages 3000 would add 1000"), std::string::npos) << err;
   EXPECT_EQ(life(1000), 0);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(life(2000, "", true), 0);
+  const std::string json = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(json.find("\"inputs\": 2000"), std::string::npos) << json;
+}
+
+// A later life's inputs continue the workload the store's first life generated: another --keys
+// or --seed is refused (exit 2, one line naming both) before it writes any; the same ones go on.
+TEST_F(RealVerifyTest, AnotherWorkloadInALaterLifeIsRefused) {
+  run_pipeline("longest_so_far", 2000);
+  keys_ = 32;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(life(3000), 2);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("was started with --keys 16 --seed 1, and this run gives --keys 32 --seed 1"), std::string::npos) << err;
+  keys_ = 16;
+  seed_ = 7;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(life(2000, "", true), 2);
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("this run gives --keys 16 --seed 7"), std::string::npos) << err;
+  seed_ = 1;
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(life(2000, "", true), 0);
   const std::string json = ::testing::internal::GetCapturedStdout();
