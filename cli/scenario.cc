@@ -300,7 +300,7 @@ class Loader {
       if (o.sink_guarantees.count(sink.name) > 0) continue;
       auto target = o.clickhouse_targets.find(sink.name);
       o.sink_guarantees[sink.name] =
-          simulated::default_guarantee(sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
+          simulated::default_guarantee(o.spec, sink, target == o.clickhouse_targets.end() ? nullptr : &target->second);
     }
     // A kind listed for swarm mode that a sink's guarantee excludes would make a clean run fail.
     const auto allowed = simulated::swarm_kinds_for(o);

@@ -40,6 +40,12 @@ SinkDelivery promised_delivery(const SinkSpec& sink, bool target_deduplicates) {
   return SinkDelivery::kExactlyOnce;
 }
 
+SinkDelivery pipeline_delivery(const PipelineSpec& spec, const SinkSpec& sink, bool target_deduplicates) {
+  const SinkDelivery promised = promised_delivery(sink, target_deduplicates);
+  if (promised == SinkDelivery::kExactlyOnce && spec.repeats_late(sink.input_stream)) return SinkDelivery::kAtLeastOnce;
+  return promised;
+}
+
 std::string_view processing_mode_name(ProcessingMode mode) {
   switch (mode) {
     case ProcessingMode::kExactlyOnce:

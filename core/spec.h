@@ -147,8 +147,8 @@ inline bool finite(const SourceSpec& s) {
 // at_most_once_strategy or delivery_guarantee at_most_once (Kafka, ClickHouse); at least once
 // for http sinks, at_least_once Kafka, ClickHouse and async queue sinks, ArkFlow outputs
 // without exactly_once, and ClickHouse sinks whose target does not deduplicate blocks
-// (`target_deduplicates`); else exactly once. The simulator and real --verify both hold a
-// sink to this.
+// (`target_deduplicates`); else exactly once. pipeline_delivery adds what the pipeline
+// upstream of it allows.
 SinkDelivery promised_delivery(const SinkSpec& sink, bool target_deduplicates = true);
 // What identifies a source's input (its type and the topic or table it reads), as a hash: a
 // source whose identity changes reads a different input.
@@ -200,6 +200,12 @@ struct PipelineSpec {
   // The number of partitions of a stream's consumer side, where it is read.
   // Every stream has exactly one consumer (a computation or a sink).
 };
+// What the pipeline delivers to a sink's target: what the sink promises (promised_delivery),
+// but at least once where that is exactly once and the stream it takes repeats late
+// (repeats_late: downstream of an at_least_once_consistent computation, the same message may
+// be emitted again after the sink's input dedup forgot it). The simulator's default and real
+// --verify hold a sink to this.
+SinkDelivery pipeline_delivery(const PipelineSpec& spec, const SinkSpec& sink, bool target_deduplicates = true);
 
 // Parses "250us", "20ms", "1.5s", "2m" or a bare number of microseconds; nullopt otherwise.
 std::optional<Micros> parse_duration(std::string_view text);

@@ -31,11 +31,11 @@ using checkers::record_of;
 
 constexpr Micros kClickHouseTimeout = 60 * kSeconds;  // reading a whole table back
 
-// The guarantee a sink of `onceflow real` promises (core/spec.h: promised_delivery), as the
-// simulator holds it to; `dedups`: a ClickHouse sink's tables deduplicate blocks (their
-// engine, as the server says; its warning said so otherwise).
-checkers::Guarantee guarantee_of(const SinkSpec& sink, bool dedups = true) {
-  return checkers::guarantee_of(promised_delivery(sink, dedups));
+// The guarantee a sink of `onceflow real` is held to (core/spec.h: pipeline_delivery), as the
+// simulator holds it; `dedups`: a ClickHouse sink's tables deduplicate blocks (their engine,
+// as the server says; its warning said so otherwise).
+checkers::Guarantee guarantee_of(const PipelineSpec& spec, const SinkSpec& sink, bool dedups = true) {
+  return checkers::guarantee_of(pipeline_delivery(spec, sink, dedups));
 }
 
 // What a ClickHouse sink's table holds (every shard's), as messages; `dedups` is whether every
@@ -528,7 +528,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     }
     bool dedups = true;
     if (Status read = read_deliveries(sink, store, kafka, h, &dedups); !read.is_ok()) return read;
-    h.sinks.push_back({sink.name, guarantee_of(sink, dedups), {}, {}, writes_before_commit(sink)});
+    h.sinks.push_back({sink.name, guarantee_of(spec, sink, dedups), {}, {}, writes_before_commit(sink)});
   }
   say(fmt::format("{} outputs held; re-executing the committed history", h.deliveries.size()));
   if (Status done = reexecute_recorded(spec, registry, store, *sources, h); !done.is_ok()) return done;

@@ -320,7 +320,7 @@ std::vector<faults::FaultKind> swarm_kinds_for(const PipelineRunOptions& o) {
     auto ch = o.clickhouse_targets.find(sink.name);
     const auto guarantee = g != o.sink_guarantees.end()
                                ? g->second
-                               : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
+                               : default_guarantee(o.spec, sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
     at_most_once = at_most_once || guarantee == checkers::Guarantee::kAtMostOnce;
   }
   if (at_most_once) std::erase(kinds, faults::FaultKind::kDuplicate);
@@ -335,9 +335,9 @@ Micros largest_clock_fault(const faults::FaultPlan& plan) {
   return largest;
 }
 
-checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
+checkers::Guarantee default_guarantee(const PipelineSpec& spec, const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse) {
   return checkers::guarantee_of(
-      promised_delivery(sink, clickhouse == nullptr || clickhouse_engine_deduplicates(clickhouse->engine)));
+      pipeline_delivery(spec, sink, clickhouse == nullptr || clickhouse_engine_deduplicates(clickhouse->engine)));
 }
 
 namespace {
@@ -437,7 +437,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     auto ch = o.clickhouse_targets.find(sink.name);
     const auto guarantee = g != o.sink_guarantees.end()
                                ? g->second
-                               : default_guarantee(sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
+                               : default_guarantee(w.spec(), sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
     h.sinks.push_back({sink.name, guarantee, {}, {}, writes_before_commit(sink)});
     // At-most-once: what a crash took from a sink's memory is lost and counted as such. A
     // message still held at the end without its node having crashed since is not: it was

@@ -84,8 +84,11 @@ struct PipelineRunOptions {
 // at-most-once when its strategy is enabled or it says so; at-least-once for http sinks (a
 // POST whose answer is lost goes again), at_least_once Kafka and ClickHouse sinks, ArkFlow
 // outputs without exactly_once, and an exactly-once ClickHouse sink whose engine does not
-// deduplicate blocks; else exactly-once (ArkFlow's exactly_once output claims it).
-checkers::Guarantee default_guarantee(const SinkSpec& sink, const sim::ClickHouseTargetConfig* clickhouse = nullptr);
+// deduplicate blocks; else exactly-once (ArkFlow's exactly_once output claims it); and
+// at-least-once instead of exactly-once downstream of an at_least_once_consistent computation
+// (core/spec.h: pipeline_delivery).
+checkers::Guarantee default_guarantee(const PipelineSpec& spec, const SinkSpec& sink,
+                                      const sim::ClickHouseTargetConfig* clickhouse = nullptr);
 
 // The calm, from which the liveness bound counts: every fault lifted (`heal_at`), every input
 // written, and the operator's last state request and operation made (a stop halts the

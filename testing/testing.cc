@@ -186,7 +186,7 @@ CaseResult run_loaded(const PipelineCase& c, const PipelineSpec& spec, const Com
   // The sites that fired, pinned: the file runs as this case did (a site's answers depend on
   // its own calls only).
   s.pipeline.buggify_sites = std::set<std::string>(run.outcome.buggify_fired.begin(), run.outcome.buggify_fired.end());
-  for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, simulated::default_guarantee(sink));
+  for (const auto& sink : spec.sinks) s.pipeline.sink_guarantees.try_emplace(sink.name, simulated::default_guarantee(spec, sink));
   std::ofstream out(file);
   if (out) {
     out << "# A failing case of property " << name << "; replay with: " << replay << "\n"

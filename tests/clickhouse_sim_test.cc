@@ -103,7 +103,7 @@ TEST_F(ClickHouseTest, APlainMergeTreeIsAcceptedWithAWarningAndNoDedup) {
   ASSERT_EQ(warnings_.seen.size(), 1u);
   EXPECT_EQ(warnings_.seen[0].first, "ClickHouseTargetDoesNotDeduplicate");
   EXPECT_EQ(table_.appended.size(), 4u);  // the replay went in again
-  EXPECT_EQ(simulated::default_guarantee(spec_, &data_.config), checkers::Guarantee::kAtLeastOnce);
+  EXPECT_EQ(simulated::default_guarantee(PipelineSpec{}, spec_, &data_.config), checkers::Guarantee::kAtLeastOnce);
 }
 
 TEST_F(ClickHouseTest, AWindowShorterThanTheReplayHorizonGivesTheStructuredWarning) {

@@ -200,6 +200,18 @@ TEST(SpecTest, LateRepeatsFlowDownstreamOfAnAtLeastOnceConsistentComputation) {
   EXPECT_TRUE(spec.repeats_late("s2"));
   EXPECT_TRUE(spec.repeats_late("s3"));
   EXPECT_TRUE(spec.repeats_late("s3b"));
+  // So a sink downstream of B delivers at least once, whatever it promises; one upstream of it,
+  // what it promises.
+  SinkSpec sink;
+  sink.type = SinkType::kAsyncQueue;
+  sink.input_stream = "s3b";
+  EXPECT_EQ(promised_delivery(sink), SinkDelivery::kExactlyOnce);
+  EXPECT_EQ(pipeline_delivery(spec, sink), SinkDelivery::kAtLeastOnce);
+  sink.input_stream = "s1";
+  EXPECT_EQ(pipeline_delivery(spec, sink), SinkDelivery::kExactlyOnce);
+  sink.at_most_once_strategy.enabled = true;
+  sink.input_stream = "s3";
+  EXPECT_EQ(pipeline_delivery(spec, sink), SinkDelivery::kAtMostOnce);
   // A cycle with no such stage ends the walk.
   spec.computations = {stage("E", "x", "y", ProcessingMode::kExactlyOnce), stage("F", "y", "x", ProcessingMode::kExactlyOnce)};
   EXPECT_FALSE(spec.repeats_late("x"));
