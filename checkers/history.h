@@ -86,6 +86,8 @@ struct EpochRecord {
   std::vector<std::string> expected_timers_created;  // rows within the partition
   std::vector<StateReadRecord> expected_state;
   std::vector<std::string> reexecution_problems;
+  // A real run's epoch whose outputs were compared with its re-execution's by their digest.
+  bool outputs_compared = false;
 };
 
 struct DeliveryRecord {  // a message the target made visible

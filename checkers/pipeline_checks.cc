@@ -512,7 +512,7 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
       const std::string origin =
           producers.count(id) != 0 ? fmt::format("committed by {}", origin_of(id, producers))
           : h.outputs_recorded     ? std::string("nor did any committed epoch as recorded")
-                                   : std::string("a real run records no outputs, only what its epochs took: a function "
+                                   : std::string("a real run records its epochs' outputs by digest only, not by id: a function "
                                                  "that gave this id when it ran and others when re-executed, as one reading "
                                                  "the machine's clock or randomness or keeping a member variable does, or a "
                                                  "message no epoch made");
@@ -1584,10 +1584,11 @@ std::string outputs_problem(const EpochRecord& e) {
 
 Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
   if (!h.reexecuted) return Verdict::not_applicable(std::string(name()), "the history was not re-executed");
-  size_t epochs = 0, outputs = 0, clocked = 0;
+  size_t epochs = 0, outputs = 0, clocked = 0, compared = 0;
   for (const EpochRecord& e : h.epochs) {
     if (!e.reexecuted) continue;
     ++epochs;
+    compared += e.outputs_compared ? 1 : 0;
     outputs += e.produced.size();
     clocked += e.clock_bound != INT64_MAX ? 1 : 0;
     std::string problem =
@@ -1608,8 +1609,10 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
   if (!h.outputs_recorded) {
     return Verdict::pass(std::string(name()),
                          fmt::format("{} committed epochs re-executed: each timer they fired held, and due by the events "
-                                     "taken or the clock read; {} of them told a time their clock had reached{}",
-                                     epochs, clocked, clocked < epochs ? " (the others kept no clock reading)" : ""));
+                                     "taken or the clock read; {} of them told a time their clock had reached{}; {} "
+                                     "committed the outputs their re-execution gives (by digest){}",
+                                     epochs, clocked, clocked < epochs ? " (the others kept no clock reading)" : "", compared,
+                                     compared < epochs ? " (the others kept none, or bind an external table)" : ""));
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} committed epochs re-executed: {} outputs, timers and state as committed", epochs,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include "core/emitted.h"
@@ -224,9 +225,40 @@ std::string encode_history_row(const EngineObserver::Epoch& e) {
   for (const auto& f : e.timers_fired) {
     out.bytes(f.row).u64(f.creation).i64(f.timer.event_ts).u64(f.after_consumed);
   }
-  // Last, and only when read, so that rows written before it was kept still decode.
-  if (e.clock_at_commit != EngineObserver::Epoch::kNoClockReading) out.i64(e.clock_at_commit - e.now);
+  // Last, and only when read, so that rows written before it was kept still decode; then the
+  // outputs' digest, which rows written before it was kept lack.
+  if (e.clock_at_commit != EngineObserver::Epoch::kNoClockReading) {
+    out.i64(e.clock_at_commit - e.now);
+    out.fixed64(outputs_digest(e.produced));
+    std::string tags;
+    tags.reserve(2 * e.consumed.size());
+    for (const Message& m : e.consumed) {
+      const uint16_t tag = version_tag(m);
+      tags.push_back(static_cast<char>(tag & 0xff));
+      tags.push_back(static_cast<char>(tag >> 8));
+    }
+    out.bytes(tags);
+  }
   return out.take();
+}
+
+uint16_t version_tag(const Message& m) { return static_cast<uint16_t>(mix64(mix64(m.key) ^ hash_bytes(m.payload))); }
+
+uint64_t outputs_digest(const std::vector<Message>& produced) {
+  std::vector<std::pair<MessageId, size_t>> by_id;  // each id's first message, as the check keeps it
+  by_id.reserve(produced.size());
+  for (size_t i = 0; i < produced.size(); ++i) by_id.emplace_back(produced[i].id, i);
+  std::sort(by_id.begin(), by_id.end());
+  uint64_t digest = mix64(by_id.size());
+  for (size_t i = 0; i < by_id.size(); ++i) {
+    if (i > 0 && by_id[i].first == by_id[i - 1].first) continue;
+    const Message& m = produced[by_id[i].second];
+    uint64_t h = mix64(m.id ^ mix64(m.key));
+    h = mix64(h ^ hash_bytes(m.stream));
+    h = mix64(h ^ static_cast<uint64_t>(m.event_ts));
+    digest += mix64(h ^ hash_bytes(m.payload));  // a sum: the order of the outputs does not count
+  }
+  return digest;
 }
 
 std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes) {
@@ -256,7 +288,15 @@ std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes) {
     row.timers_fired.push_back(std::move(f));
   }
   if (in.ok() && !in.done()) row.clock_at_commit = row.now + in.i64();
-  if (!in.done()) return std::nullopt;
+  if (in.ok() && !in.done()) row.outputs_digest = in.fixed64();
+  if (in.ok() && !in.done()) {
+    const std::string tags = in.string();
+    if (tags.size() != 2 * row.consumed.size()) return std::nullopt;
+    for (size_t i = 0; i < tags.size(); i += 2) {
+      row.version_tags.push_back(static_cast<uint16_t>(static_cast<uint8_t>(tags[i]) | static_cast<uint8_t>(tags[i + 1]) << 8));
+    }
+  }
+  if (!in.ok() || !in.done()) return std::nullopt;
   return row;
 }
 

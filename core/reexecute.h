@@ -65,9 +65,20 @@ struct EpochHistoryRow {
   std::vector<std::pair<MessageId, Micros>> consumed;  // (id, system time), in order
   std::vector<EngineObserver::Epoch::FiredTimer> timers_fired;  // watermark not kept (0)
   Micros clock_at_commit = EngineObserver::Epoch::kNoClockReading;  // not past `now` if not kept
+  // outputs_digest of what the epoch produced (rows written before it was kept have none).
+  std::optional<uint64_t> outputs_digest;
+  // version_tag of each message taken, beside `consumed` (empty in rows written before they
+  // were kept): an at-least-once stage may commit one id in several versions, and these tell
+  // which one the epoch took.
+  std::vector<uint16_t> version_tags;
 };
 std::string encode_history_row(const EngineObserver::Epoch& e);
 std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes);
+// A digest of an epoch's outputs as the re-execution check compares them: each MessageId's
+// first message (key, stream, event time, payload), in any order.
+uint64_t outputs_digest(const std::vector<Message>& produced);
+// A short hash of a message's key and payload, telling apart the versions of one MessageId.
+uint16_t version_tag(const Message& m);
 
 class Reexecution {
  public:

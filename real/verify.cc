@@ -308,7 +308,9 @@ Result<std::map<std::string, JobEpochs>> recorded_epochs(const PipelineSpec& spe
 // committed computation epoch, in an order the run's causality allows (below).
 Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& registry, RealStore& store,
                           const std::vector<Message>& sources, checkers::PipelineHistory& h) {
-  std::map<MessageId, Message> known;  // every message committed so far, by id
+  std::map<MessageId, Message> known;  // every message committed so far, by id (its first version)
+  // Ids committed in more than one version (by an at-least-once stage): every version.
+  std::map<MessageId, std::vector<Message>> versions;
   for (const auto& source : spec.sources) {
     checkers::EpochRecord e;
     e.job = fmt::format("source/{}/0", source.name);
@@ -338,14 +340,40 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       if (!fresh) it->second = std::min(it->second, layout);
     }
   };
+  // Whether the version of a message that an epoch took (its `i`-th) is known yet: any
+  // version, where the row kept no tags.
+  const auto taken_known = [&](const EpochHistoryRow& row, size_t i) {
+    const MessageId id = row.consumed[i].first;
+    const auto it = known.find(id);
+    if (it == known.end()) return false;
+    if (i >= row.version_tags.size() || version_tag(it->second) == row.version_tags[i]) return true;
+    const auto several = versions.find(id);
+    return several != versions.end() && std::any_of(several->second.begin(), several->second.end(), [&](const Message& v) {
+             return version_tag(v) == row.version_tags[i];
+           });
+  };
   const auto ready = [&](const JobEpochs& queue) {
     const RecordedEpoch& head = queue.epochs[queue.next];
     if (head.layout > oldest_left[queue.computation]) return false;
-    return std::all_of(head.row.consumed.begin(), head.row.consumed.end(),
-                       [&](const auto& taken) { return known.count(taken.first) != 0; });
+    for (size_t i = 0; i < head.row.consumed.size(); ++i) {
+      if (!taken_known(head.row, i)) return false;
+    }
+    return true;
   };
   // The newest event time any job of each computation took so far, for fired_before_due.
   std::map<std::string, Micros> newest_event;
+  // The computations whose epochs' outputs are compared with their re-execution's: those
+  // binding no external table. An external table may be written by several jobs, whose order
+  // of commits a real run does not record; a computation's own state is its keys', each
+  // written by one job at a time, in the order re-executed here.
+  std::set<std::string> judged_by_digest;
+  for (const auto& c : spec.computations) {
+    const std::vector<std::string> tables = bound_tables(registry, c);
+    const bool external = std::any_of(tables.begin(), tables.end(), [](const std::string& t) {
+      return t.starts_with(InitContext::external_table(""));
+    });
+    if (!external) judged_by_digest.insert(c.name);
+  }
   const auto run_head = [&](const std::string& job, JobEpochs& queue) {
     const RecordedEpoch& r = queue.epochs[queue.next++];
     CommittedEpoch epoch;
@@ -363,11 +391,25 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     e.now = r.row.now;
     e.clock_bound = r.row.clock_at_commit;
     e.reexecuted = true;
-    for (const auto& [id, system_ts] : r.row.consumed) {
+    bool inputs_known = true;  // each message it took, in the version it took
+    for (size_t i = 0; i < r.row.consumed.size(); ++i) {
+      const auto& [id, system_ts] = r.row.consumed[i];
       const auto it = known.find(id);
+      inputs_known = inputs_known && it != known.end();
       Message m;
       m.id = id;
       if (it != known.end()) m = it->second;
+      // Of several versions, the one whose tag the row kept (the first when it kept none).
+      if (const auto several = versions.find(id); several != versions.end()) {
+        const auto tagged = i < r.row.version_tags.size()
+                                ? std::find_if(several->second.begin(), several->second.end(),
+                                               [&](const Message& v) { return version_tag(v) == r.row.version_tags[i]; })
+                                : several->second.end();
+        inputs_known = inputs_known && tagged != several->second.end();
+        if (tagged != several->second.end()) m = *tagged;
+      } else if (it != known.end() && i < r.row.version_tags.size() && version_tag(m) != r.row.version_tags[i]) {
+        inputs_known = false;  // a version nobody committed: the consumption check names it
+      }
       m.system_ts = m.alignment_ts = system_ts;
       e.consumed.push_back(record_of(m));
       // A message committed by nobody is not handed to the function (the consumption check
@@ -375,11 +417,31 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       if (it != known.end()) epoch.consumed.push_back(std::move(m));
     }
     ReexecutedEpoch again = reexecution.next(epoch);
+    // What the epoch committed on its streams, by its digest: a computation's outputs that a
+    // later stage ignores or never passes on reach no sink, and are judged here.
+    // Not where the inputs are in doubt: one taken that nobody committed (the consumption
+    // check names it), or one an at-least-once stage committed in several versions, none of
+    // them with the tag the row kept (or it kept none).
+    e.outputs_compared = r.row.outputs_digest && judged_by_digest.count(queue.computation) != 0 && inputs_known;
+    e.reexecution_problems = std::move(again.problems);
+    if (e.outputs_compared && outputs_digest(again.produced) != *r.row.outputs_digest) {
+      e.reexecution_problems.push_back(fmt::format(
+          "committed outputs other than the {} its re-execution gives (the run recorded their digest, not the "
+          "messages): a function whose outputs depend on more than what its epoch took, its key's state, its "
+          "timers, its system time and its random seed (a member or static variable, another key's row, the wall "
+          "clock, an unseeded generator), or outputs changed after it gave them",
+          again.produced.size() == 1 ? std::string("1 message") : fmt::format("{} messages", again.produced.size())));
+    }
     for (Message& m : again.produced) {
       e.produced.push_back(record_of(m));
-      known.emplace(m.id, std::move(m));
+      const auto [it, fresh] = known.try_emplace(m.id, m);
+      if (fresh || (it->second.key == m.key && it->second.payload == m.payload)) continue;
+      std::vector<Message>& all = versions[m.id];
+      if (all.empty()) all.push_back(it->second);
+      if (std::none_of(all.begin(), all.end(), [&](const Message& v) { return v.key == m.key && v.payload == m.payload; })) {
+        all.push_back(m);
+      }
     }
-    e.reexecution_problems = std::move(again.problems);
     auto [newest, fresh] = newest_event.try_emplace(queue.computation, INT64_MIN);
     for (const auto& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
     if (const ComputationSpec* c = spec.computation(queue.computation)) {

@@ -1069,9 +1069,9 @@ TEST(ReexecutedHistoryTest, DeliveryFailsOnAnOutputNoReexecutionProduced) {
   h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, message(0x77, 7, "counts", 20, "7:9")});
   expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000077", "job sink/counts_out/0",
                                             "nor did any committed epoch as recorded"});
-  // A real run records no outputs: the id is one the function gave when it ran, not re-executed.
+  // A real run records outputs by digest only: the id is one the function gave when it ran, not re-executed.
   h.outputs_recorded = false;
-  expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000077", "a real run records no outputs"});
+  expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000077", "a real run records its epochs' outputs by digest only"});
   h = reexecuted_history();
   h.deliveries[0].message.payload = "7:5";  // the right id, other content
   expect_failure(DeliveryCheck().check(h), {"unexpected: message 0000000000000021 delivered as", "\"7:5\""});

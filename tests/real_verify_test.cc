@@ -3,7 +3,12 @@
 // history fails the check that owns it.
 #include "real/verify.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/builtin.h"
 #include "core/reexecute.h"
@@ -121,6 +126,69 @@ TEST_F(RealVerifyTest, AComputationThatThrowsForAWhileIsRetriedCountedAndVerifie
   const Verified v = verify_after([](LevelDbStore&) {});
   EXPECT_EQ(v.rc, 0) << v.json;
 }
+
+// A first stage's mistake that a later stage hides reaches no sink: Stamp numbers its outputs
+// from a counter all its jobs share (the calls' interleaving, which no re-execution repeats),
+// and Strip drops the number. The run records each epoch's outputs by digest, so --verify
+// names the first stage's epoch; stamped with a constant instead, the run verifies.
+int g_stamped = 0;
+bool g_stamp_counts = false;
+class Stamp final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(m.key, fmt::format("{}|{}", m.payload, g_stamp_counts ? ++g_stamped : 0));
+  }
+};
+class Strip final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    out.add_message(m.key, m.payload.substr(0, m.payload.rfind('|')));
+  }
+};
+
+class RealVerifyDigestTest : public RealVerifyTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RealVerifyDigestTest, AnEarlierStagesOutputsAreComparedByTheirDigest) {
+  g_stamp_counts = GetParam();
+  testing::TempDir spec_dir;
+  std::filesystem::create_directories(spec_dir.str());
+  path_ = spec_dir.str() + "/stamped.yaml";
+  {
+    std::ofstream out(path_);
+    out << "name: stamped\n"
+           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
+           "computations:\n"
+           "  Stamp: {type: process_function, processing_function: Stamp, input_streams: [event], "
+           "output_streams: [stamped], partitions: 2}\n"
+           "  Strip: {type: process_function, processing_function: Strip, input_streams: [stamped], "
+           "output_streams: [stripped], partitions: 2}\n"
+           "sinks:\n  out: {type: async_queue, input_stream: stripped, partitions: 1}\n";
+  }
+  auto parsed = load_pipeline_spec(path_);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+  spec_ = *parsed;
+  registry_.add("Stamp", [] { return std::make_unique<Stamp>(); });
+  registry_.add("Strip", [] { return std::make_unique<Strip>(); });
+  ASSERT_EQ(life(2000), 0);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  if (!g_stamp_counts) {
+    EXPECT_EQ(v.rc, 0) << v.json;
+    EXPECT_NE(v.json.find("committed the outputs their re-execution gives (by digest)"), std::string::npos) << v.json;
+    EXPECT_EQ(v.json.find("(the others kept none"), std::string::npos) << v.json;
+    return;
+  }
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_NE(v.json.find("computation Stamp (job computation/Stamp/"), std::string::npos) << v.json;
+  EXPECT_NE(v.json.find("committed outputs other than the"), std::string::npos) << v.json;
+  // The sink got what the re-execution gives it: nothing else fails.
+  for (const auto& check : nlohmann::json::parse(v.json).at("checks")) {
+    if (check.at("name") != "re-execution") {
+      EXPECT_NE(check.at("verdict"), "fail") << check.dump();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CounterOrConstant, RealVerifyDigestTest, ::testing::Bool());
 
 TEST_F(RealVerifyTest, AnOrderDependentComputationPasses) {
   run_pipeline("longest_so_far", 3000);
