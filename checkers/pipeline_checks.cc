@@ -1327,18 +1327,35 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
     b.fired += e.timers_fired.size();
     b.set += e.timers_created.size();
   }
+  // A sink's epochs that only acknowledge what its target took commit nothing taken or fired:
+  // deliveries then are work too.
+  std::map<std::string_view, size_t> delivered;  // sink -> messages its target took after `from`
+  for (const DeliveryRecord& d : h.deliveries) {
+    if (d.time >= from) ++delivered[d.sink];
+  }
+  std::string deliveries;
+  for (const auto& [sink, n] : delivered) {
+    deliveries += fmt::format("{} sink {}'s target took {} messages", deliveries.empty() ? "" : ",", sink, n);
+  }
   if (by.empty()) {
-    return fmt::format("; no epoch took a message or fired a timer after {}: stuck, not busy", format_time(from));
+    if (!deliveries.empty()) {
+      return fmt::format("; no epoch took a message or fired a timer in the bound's second half (from {} on), but "
+                         "deliveries went on:{} (still "
+                         "delivering, not stuck)", format_time(from), deliveries);
+    }
+    return fmt::format("; no epoch took a message or fired a timer in the bound's second half (from {} on): stuck, not busy",
+                       format_time(from));
   }
   std::vector<std::pair<std::string_view, Busy>> busiest(by.begin(), by.end());
   std::stable_sort(busiest.begin(), busiest.end(),
                    [](const auto& a, const auto& b) { return a.second.epochs > b.second.epochs; });
-  std::string out = fmt::format("; committed after {}:", format_time(from));
+  std::string out = fmt::format("; committed in the bound's second half (from {} on):", format_time(from));
   for (size_t i = 0; i < busiest.size() && i < 3; ++i) {
     const auto& [job, b] = busiest[i];
     out += fmt::format("{} {} {} epochs ({} messages taken, {} timers fired, {} set)", i == 0 ? "" : ",", job, b.epochs,
                        b.consumed, b.fired, b.set);
   }
+  if (!deliveries.empty()) out += ";" + deliveries;
   // Many firings, most of them setting a timer again, and few messages: timers that keep
   // themselves going.
   for (const auto& [job, b] : busiest) {
@@ -1355,6 +1372,16 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
 
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
   const int64_t deadline = h.heal_at + h.liveness_bound;
+  if (h.drained_at < 0 && !h.left_at_rest.empty()) {
+    // The scenario's own request left the pipeline stopped or paused: it reads no more input,
+    // so a drain is not asked for (lifecycle holds the stop's own drain to the bound).
+    return Verdict::not_applicable(
+        std::string(name()),
+        fmt::format("the scenario's last state request left the pipeline {} at {}, so it is not asked to drain{}; "
+                    "end the scenario with {{set_state: working}} to have liveness judged",
+                    h.left_at_rest, format_time(h.left_at_rest_at),
+                    h.undrained.empty() ? "" : " (at the bound: " + h.undrained + ")"));
+  }
   if (h.drained_at < 0 || h.drained_at > deadline) {
     std::string when =
         h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}", format_time(h.drained_at));

@@ -515,6 +515,12 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   h.faults_lifted_at = o.heal_at_us;
   h.heal_at = calm(o, o.heal_at_us, w.last_write_ts());
+  for (const auto& [at, state] : o.state_requests) {
+    if (at < h.left_at_rest_at) continue;
+    h.left_at_rest_at = at;
+    h.left_at_rest = state == "working" ? "" : state;
+  }
+  if (h.left_at_rest.empty()) h.left_at_rest_at = -1;
   h.liveness_bound = liveness_bound;
   h.drained_at = drained_at;
   const auto& lines = w.world().trace().lines();

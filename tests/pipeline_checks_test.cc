@@ -590,7 +590,22 @@ TEST(PipelineChecksTest, LivenessSaysWhetherANeverDrainedRunWasStuckOrBusy) {
   PipelineHistory h = good_history();
   h.drained_at = -1;
   h.undrained = "timers of Count are still to fire";
-  expect_failure(LivenessCheck().check(h), {"no epoch took a message or fired a timer after 0.003500s: stuck, not busy"});
+  expect_failure(LivenessCheck().check(h), {"no epoch took a message or fired a timer in the bound's second half (from 0.003500s on): stuck, not busy"});
+  // A sink whose epochs only acknowledge what its target took is delivering, not stuck.
+  PipelineHistory delivering = h;
+  delivering.deliveries.push_back(h.deliveries.front());
+  delivering.deliveries.back().time = 4'000;
+  expect_failure(LivenessCheck().check(delivering),
+                 {"no epoch took a message or fired a timer in the bound's second half (from 0.003500s on), but "
+                  "deliveries went on: sink counts_out's target took 1 messages (still delivering, not stuck)"});
+  // Left stopped or paused by the scenario's own last request: no drain is asked for.
+  PipelineHistory stopped = h;
+  stopped.left_at_rest = "stopped";
+  stopped.left_at_rest_at = 1'000;
+  const Verdict at_rest = LivenessCheck().check(stopped);
+  EXPECT_TRUE(at_rest.passed && !at_rest.applicable) << at_rest.detail;
+  EXPECT_NE(at_rest.detail.find("the scenario's last state request left the pipeline stopped at 0.001000s"), std::string::npos)
+      << at_rest.detail;
   for (int i = 0; i < 12; ++i) {
     EpochRecord e = epoch("computation/Count/0", "Count", false, 1, 10 + i, 4'000 + i, {}, {}, {"Count/7/100/t"}, "w",
                           {"Count/7/100/t"});
@@ -604,7 +619,7 @@ TEST(PipelineChecksTest, LivenessSaysWhetherANeverDrainedRunWasStuckOrBusy) {
       EXPECT_EQ(few.detail.find("set timers as they fired"), std::string::npos) << few.detail;
     }
   }
-  expect_failure(LivenessCheck().check(h), {"committed after 0.003500s: computation/Count 12 epochs (0 messages taken, 12 "
+  expect_failure(LivenessCheck().check(h), {"committed in the bound's second half (from 0.003500s on): computation/Count 12 epochs (0 messages taken, 12 "
                                             "timers fired, 12 set)",
                                             "computation/Count's timers set timers as they fired"});
 }
