@@ -56,7 +56,8 @@ json summary_json(const simulated::RunOutcome& r) {
               {"drain_us", r.drain_us},
               {"effects", effects},
               {"probes", probes},
-              {"features", run_features(r)}};
+              {"features", run_features(r)},
+              {"warnings", r.warnings}};
 }
 
 SeedSummary parse_summary(const json& j) {
@@ -76,6 +77,7 @@ SeedSummary parse_summary(const json& j) {
   }
   for (const auto& p : j.at("probes")) s.probes.insert(p.get<std::string>());
   s.features = j.at("features").get<std::vector<std::string>>();
+  s.warnings = j.value("warnings", std::vector<std::string>());
   for (const auto& c : j.at("assertions")) {
     s.user_sites.push_back({c[0].get<std::string>(), c[1].get<std::string>(), c[2].get<uint64_t>(), c[3].get<uint64_t>()});
   }
@@ -179,6 +181,20 @@ json ExploreTally::checks_json() const {
   return checks;
 }
 
+json ExploreTally::warnings_json() const {
+  json out = json::object();
+  for (const auto& [key, r] : results_) {
+    std::set<std::string> named;  // a run's warnings of one name count it once
+    for (const std::string& w : r.warnings) {
+      const std::string name = w.substr(0, w.find(' '));
+      if (!named.insert(name).second) continue;
+      if (!out.contains(name)) out[name] = {{"runs", 0}, {"first_seed", r.seed}, {"first", w}};
+      out[name]["runs"] = out[name]["runs"].get<uint64_t>() + 1;
+    }
+  }
+  return out;
+}
+
 json ExploreTally::effects_json() const {
   json kinds = json::object();
   for (const auto& [kind, k] : kinds_) kinds[kind] = {{"measure", k.measure}, {"seeds", k.seeds}, {"total", k.total}};
@@ -213,6 +229,11 @@ void ExploreTally::print(uint64_t seeds, bool probes_apply) const {
     fmt::print("  warning: fault kind {} was configured in {} seeds and had no effect in any: is its injector "
                "working?\n",
                kind, kinds_.at(kind).seeds);
+  }
+  const json warnings = warnings_json();
+  for (const auto& [name, w] : warnings.items()) {
+    fmt::print("  warning: {} in {} of {} seeds (first, seed {}: {})\n", name, w["runs"].get<uint64_t>(), seeds,
+               w["first_seed"].get<uint64_t>(), w["first"].get<std::string>());
   }
   if (!sites_.empty()) {
     fmt::print("\n  {:<40} {:<12} {:>6} {:>10} {:>10}\n", "assertion (your code)", "kind", "seeds", "evaluated", "held");

@@ -38,6 +38,7 @@ struct SeedSummary {
   std::set<std::string> probes;              // probes reached
   std::vector<simulated::UserSiteCount> user_sites;  // the user's assertions (core/user_code.h)
   std::vector<std::string> features;         // what the run reached (cli/guided.h run_features)
+  std::vector<std::string> warnings;         // the run's warnings (RunOutcome::warnings)
   // A run of a guided exploration: its number (1-based) and the scenario file that replays
   // a mutant's failure; 0 and "" for a seed of the scenario as written.
   uint64_t run = 0;
@@ -78,6 +79,9 @@ class ExploreTally {
 
   nlohmann::json checks_json() const;
   nlohmann::json effects_json() const;
+  // The runs' warnings by name (the first word): in how many runs, the first run's seed and
+  // its warning.
+  nlohmann::json warnings_json() const;
   nlohmann::json drains_json() const { return drain_percentiles(drains_us_); }
   // The checks table, the drains, the effects and the probes, as `explore` prints them.
   void print(uint64_t seeds, bool probes_apply) const;

@@ -456,6 +456,7 @@ json explored_json(const Invocation& inv, const ExploreOptions& eo, const Explor
               {"checks", e.tally.checks_json()},
               {"drain_us", e.tally.drains_json()},
               {"effects", e.tally.effects_json()},
+              {"warnings", e.tally.warnings_json()},
               {"assertions", e.tally.assertions_json()},
               {"assertions_never_met", e.tally.assertions_never_met()},
               {"events_total", e.tally.events()},

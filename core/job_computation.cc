@@ -132,6 +132,18 @@ void Job::call_function(EpochTx& etx, const UserCall& call, Call&& run) {
   const user_code::CallScope scope(call);
   try {
     run();
+    if (env_.runtime.unwinding()) {
+      // The function caught the node's crash (a `catch (...)` around a state read) and went
+      // on: said (a run lists a warning once), and the unwinding goes on.
+      if (env_.observer != nullptr) {
+        env_.observer->warning("UserCodeSwallowedCrash",
+                               {{"Computation", computation_->name}, {"Job", std::string(call.job)},
+                                {"Detail", "the function caught the exception that unwinds a crashed node's calls (a "
+                                           "catch (...) around a state read or a timer call) and returned: catch "
+                                           "your own exception types and rethrow the rest"}});
+      }
+      throw FiberKilled{};
+    }
   } catch (const FiberKilled&) {
     throw;  // the node went down under the call: not the function's doing
   } catch (...) {

@@ -37,6 +37,7 @@ class World::NodeRuntime final : public Runtime, public Clock {
     return sched.park(global > sched.now() ? global : sched.now());
   }
   void wake(Waiter waiter) override { world_.scheduler_.wake({waiter.fiber, waiter.generation}); }
+  bool unwinding() const override { return world_.scheduler_.current_killed(); }
 
  private:
   World& world_;

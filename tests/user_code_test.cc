@@ -45,6 +45,26 @@ class CountWords final : public ProcessFunction {
   StateClient count_;
 };
 
+// CountWords with a catch-all around a state read the engine did not fetch ahead (a row no
+// key has), as extending.md warns against: it also catches the simulator's unwinding of a
+// crashed node's calls.
+class CountsCatchingEverything final : public ProcessFunction {
+ public:
+  void init(const InitContext& init) override { init.init_state_client(count_, "count"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    try {
+      (void)count_.get(m.key + 1'000'000);
+    } catch (...) {
+    }
+    const int64_t n = std::stoll(count_.get(m.key).value_or("0")) + 1;
+    count_.set(m.key, std::to_string(n));
+    out.add_message(m.key, fmt::format("count {}", n));
+  }
+
+ private:
+  StateClient count_;
+};
+
 class ShortWordsOnly final : public ProcessFunction {
  public:
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
@@ -104,6 +124,7 @@ ComputationRegistry user_registry() {
   ComputationRegistry r = builtin_registry();
   r.add("CountWords", [] { return std::make_unique<CountWords>(); });
   r.add("ShortWordsOnly", [] { return std::make_unique<ShortWordsOnly>(); });
+  r.add("CountsCatchingEverything", [] { return std::make_unique<CountsCatchingEverything>(); });
   r.add("NoKeyFive", [] { return std::make_unique<NoKeyFive>(); });
   r.add("StampsTheMachine", [] { return std::make_unique<StampsTheMachine>(); });
   r.add("LosesWordsOnTheSlowPath", [] { return std::make_unique<LosesWordsOnTheSlowPath>(); });
@@ -182,6 +203,25 @@ TEST(UserCodeTest, AnAssertionAfterAFailedStoreReadIsNotCounted) {
   reads = Status::unavailable("read timed out");
   run();
   EXPECT_EQ(hooks.assertions, 1) << "counted after a failed read";
+}
+
+// A function that swallows the unwinding of its crashed node is told (a warning the run lists,
+// and explore tallies), and the crash stands; a function that lets it through is not told.
+TEST(UserCodeTest, AFunctionThatSwallowsItsNodesCrashIsWarnedOf) {
+  const ComputationRegistry registry = user_registry();
+  const auto swallowed = [](const simulated::RunOutcome& r) {
+    return std::any_of(r.warnings.begin(), r.warnings.end(),
+                       [](const std::string& w) { return w.starts_with("UserCodeSwallowedCrash Computation=LongestSoFar"); });
+  };
+  int warned = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const simulated::RunOutcome catching = simulated::run_pipeline(with_function("CountsCatchingEverything", seed, true), registry).outcome;
+    EXPECT_TRUE(catching.passed) << "seed " << seed;
+    warned += swallowed(catching) ? 1 : 0;
+    const simulated::RunOutcome letting = simulated::run_pipeline(with_function("CountWords", seed, true), registry).outcome;
+    EXPECT_FALSE(swallowed(letting)) << "seed " << seed;
+  }
+  EXPECT_GT(warned, 0);
 }
 
 TEST(UserCodeTest, AReachedUnreachableFailsTheRun) {

@@ -55,6 +55,11 @@ class Runtime {
   virtual void wake(Waiter waiter) = 0;
 
   void sleep_for(Micros duration) { sleep_until(clock().now() + duration); }
+
+  // Whether the calling fiber's node went down and the fiber is being unwound: true after a
+  // FiberKilled was thrown in it, also to code that caught it and went on. A real process has
+  // no such unwinding.
+  virtual bool unwinding() const { return false; }
 };
 
 }  // namespace onceflow
