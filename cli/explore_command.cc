@@ -526,9 +526,12 @@ void write_junit(std::ofstream& out, const Invocation& inv, const ExploreOptions
       ++failures;
     }
   }
+  // --require-sometimes holds the program's assertions over all the scenarios: a case of its own.
+  const std::vector<std::string> never_met = eo.require_sometimes ? never_met_anywhere(all) : std::vector<std::string>{};
+  failures += never_met.empty() ? 0 : 1;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   const std::string totals = fmt::format("tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\"",
-                                         all.size(), failures, skipped, wall_ms / 1e3);
+                                         all.size() + (eo.require_sometimes ? 1 : 0), failures, skipped, wall_ms / 1e3);
   out << "<testsuites name=\"onceflow explore\" " << totals << ">\n";
   out << "  <testsuite name=\"onceflow explore\" " << totals << ">\n";
   for (const auto& e : all) {
@@ -563,6 +566,16 @@ void write_junit(std::ofstream& out, const Invocation& inv, const ExploreOptions
                                       e.failed(), e.stopped.empty() ? "" : " (stopped by the " + e.stopped + ")");
     if (e.started && e.as_expected() && e.s.demonstrates_failure) summary += listed;
     out << "      <system-out>" << xml_escape(summary) << "</system-out>\n";
+    out << "    </testcase>\n";
+  }
+  if (eo.require_sometimes) {
+    out << "    <testcase classname=\"onceflow.explore.assertions\" name=\"--require-sometimes: every sometimes "
+           "assertion true and every reachable one reached in some seed\" time=\"0.000\">\n";
+    if (!never_met.empty()) {
+      const std::string unmet = "assertions never met: " + joined_names(never_met);
+      out << "      <failure message=\"" << xml_escape(unmet) << "\" type=\"coverage\">" << xml_escape(unmet)
+          << "</failure>\n";
+    }
     out << "    </testcase>\n";
   }
   out << "  </testsuite>\n</testsuites>\n";

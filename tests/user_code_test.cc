@@ -254,6 +254,34 @@ TEST(UserCodeTest, AnInstrumentedCorrectComputationPassesAndItsAssertionsAreCoun
   }
 }
 
+// explore --require-sometimes exits 1 when an assertion was never met, and its JUnit report
+// says so in a case of its own (it said every scenario passed).
+TEST(UserCodeTest, AnAssertionNeverMetFailsTheJUnitReportOfRequireSometimes) {
+  const ComputationRegistry registry = user_registry();
+  const std::string dir = ::testing::TempDir() + "/require_sometimes_";
+  std::ofstream(dir + "pipeline.yaml")
+      << "name: counts\nsources:\n  words: {type: queue, partitions: 2, output_stream: word}\n"
+         "computations:\n  Count: {type: process_function, processing_function: CountWords, input_streams: [word], "
+         "output_streams: [counted], partitions: 2}\nsinks:\n  out: {type: async_queue, input_stream: counted, partitions: 1}\n";
+  std::ofstream(dir + "scenario.yaml") << "name: counts\nkind: pipeline\npipeline: " << dir
+                                       << "pipeline.yaml\nworkload: {messages: 60, keys: 4, interval: 4ms}\n";
+  const std::string xml = dir + "report.xml";
+  std::vector<std::string> args = {"onceflow", "explore", dir + "scenario.yaml", "--seeds", "2", "--jobs", "1",
+                                   "--require-sometimes", "--junit", xml};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = cli_main(static_cast<int>(argv.size()), argv.data(), registry);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 1) << out;
+  std::ifstream in(xml);
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("tests=\"2\" failures=\"1\""), std::string::npos) << report;
+  EXPECT_NE(report.find("type=\"coverage\">assertions never met: sometimes &quot;a key is counted a million times&quot;"),
+            std::string::npos)
+      << report;
+}
+
 TEST(UserCodeTest, BuggifyFiresOnSomeSeedsInSimulationAndTheReexecutionGetsTheSameAnswers) {
   const ComputationRegistry registry = user_registry();
   int fired_seeds = 0, quiet_seeds = 0;
