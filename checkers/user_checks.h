@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "checkers/history.h"
 #include "checkers/verdict.h"
 #include "core/computation.h"
+#include "core/user_code.h"
 
 namespace onceflow::checkers {
 
@@ -22,10 +22,9 @@ inline std::vector<Verdict> run_user_checks(const ComputationRegistry& registry,
     Verdict v;
     try {
       v = check(h);
-    } catch (const std::exception& e) {
-      v = Verdict::fail(name, fmt::format("the check threw: {}", e.what()));
     } catch (...) {
-      v = Verdict::fail(name, "the check threw something other than a std::exception");
+      // Named as a computation's throw is: `std::invalid_argument "stoll"`.
+      v = Verdict::fail(name, "the check threw " + user_code::describe_current_exception());
     }
     v.check = name;
     if (!v.passed && !h.replay_command.empty() && v.detail.find(" — replay: ") == std::string::npos) {

@@ -786,8 +786,11 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
         if (sw.own && std::any_of(caught->checks.begin(), caught->checks.end(), failed)) checker = cause;
       }
       if (sw.own && checker == "re-execution" && caught->read_first.starts_with("state:")) checker = "state";
+      // The detail of the check named, where the run kept it: its "read first" one, else the
+      // first failure.
+      const std::string& detail = caught->read_first.starts_with(checker + ":") ? caught->read_first : caught->first_failure;
       row = json{{"bug", bug}, {"caught", true}, {"checker", checker}, {"scenario", s.path},
-                 {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", caught->first_failure}};
+                 {"seed", caught->seed}, {"seed_passes_without_the_switch", true}, {"detail", detail}};
       break;
     }
     row["seeds_tried"] = tried;

@@ -640,9 +640,10 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
                                fmt::format("--continuous: seed {} of {} failed {}", r.seed, e.s.path, check),
                                fmt::format("seed {} of {} under continuous exploration: fails {}", r.seed, e.s.path, check));
         ++written;
-        fmt::print("new failure: {} seed {}: {}\n  faults: {}\n  wrote {}\n  replay: {} run {} --seed {}{}\n  or: {}\n",
-                   e.s.path, r.seed, without_replay(r.first_failure), r.mix, file, program_name(), file, r.seed, bug,
-                   replay_command(inv, e.s, r.seed, e.swarm));
+        fmt::print("new failure: {} seed {}: {}\n{}  faults: {}\n  wrote {}\n  replay: {} run {} --seed {}{}\n  or: {}\n",
+                   e.s.path, r.seed, without_replay(r.first_failure),
+                   r.read_first.empty() ? "" : "  read first: " + r.read_first + "\n", r.mix, file, program_name(), file,
+                   r.seed, bug, replay_command(inv, e.s, r.seed, e.swarm));
         std::fflush(stdout);
       }
     }

@@ -290,6 +290,16 @@ SeedRange seeds_from_env(uint64_t default_count) {
 std::optional<rc::detail::TestParams> property_params_from_env() {
   const auto seed = env_number("ONCEFLOW_SEED", 0);
   const auto cases = env_number("ONCEFLOW_SEEDS", 1);
+  // RapidCheck prints its configuration's seed once, as it first reads RC_PARAMS: given
+  // ONCEFLOW_SEED's there (unless RC_PARAMS names one), the line names the seed that runs.
+  static const bool told = [&] {
+    const char* given = std::getenv("RC_PARAMS");
+    std::string params = given == nullptr ? "" : given;
+    if (!seed || params.find("seed=") != std::string::npos) return false;
+    params += fmt::format("{}seed={}", params.empty() ? "" : " ", *seed);
+    return ::setenv("RC_PARAMS", params.c_str(), 1) == 0;
+  }();
+  (void)told;
   if ((!seed && !cases) || !rc::detail::configuration().reproduce.empty()) return std::nullopt;
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   if (seed) params.seed = *seed;

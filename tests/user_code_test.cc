@@ -331,7 +331,7 @@ TEST(UserCodeTest, AUserCheckThatThrowsFailsNamingWhatItThrew) {
   const checkers::Verdict* v = verdict(r, "a check that throws");
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->passed);
-  EXPECT_NE(v->detail.find("no such table"), std::string::npos) << v->detail;
+  EXPECT_NE(v->detail.find("the check threw std::runtime_error \"no such table\""), std::string::npos) << v->detail;
 }
 
 TEST(UserCodeTest, TheMachinesClockAndRandomnessAreAnsweredFromTheSimulationAndFailDeterminism) {
