@@ -260,8 +260,9 @@ struct PipelineHistory {
   int64_t liveness_bound = 0;
   int64_t drained_at = -1;  // -1: never drained, or a real run's history (no simulated time)
   std::string undrained;    // never drained: what it still waited for at the bound
-  // The scenario's own last state request, when it asked for a stop or a pause (the state and
-  // when it asked); the run then reads no more input, and is not asked to drain.
+  // The operator's last state request, when it asked for a stop or a pause (the state and when
+  // it asked): the scenario's own, as faults are lifted with a restart; the run then reads no
+  // more input, and is not asked to drain.
   std::string left_at_rest;
   int64_t left_at_rest_at = -1;
   // A simulated run that did not drain within its bound: what it had not done yet is late,

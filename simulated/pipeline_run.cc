@@ -515,12 +515,12 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
   }
   h.faults_lifted_at = o.heal_at_us;
   h.heal_at = calm(o, o.heal_at_us, w.last_write_ts());
-  for (const auto& [at, state] : o.state_requests) {
-    if (at < h.left_at_rest_at) continue;
+  // As the operator last asked, whoever asked (the scenario's set_state, a pipeline_stop or
+  // pipeline_pause fault lifted at the heal, a respec's restart).
+  if (const auto& [state, at] = w.last_state_request(); state != "working") {
+    h.left_at_rest = state;
     h.left_at_rest_at = at;
-    h.left_at_rest = state == "working" ? "" : state;
   }
-  if (h.left_at_rest.empty()) h.left_at_rest_at = -1;
   h.liveness_bound = liveness_bound;
   h.drained_at = drained_at;
   const auto& lines = w.world().trace().lines();

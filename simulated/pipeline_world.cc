@@ -193,6 +193,7 @@ void PipelineWorld::respec(const std::string& yaml) {
       }
     }
     (void)ask_controllers(op, Controller::kSetStateService, fmt::format("{} working", ++state_requests_));
+    last_state_request_ = {"working", world_->now()};
     --operations_pending_;
   });
 }
@@ -381,6 +382,7 @@ void PipelineWorld::set_pipeline_state(const std::string& state) {
   const NodeIndex op = world_->find(kOperatorNode);
   world_->record(op, "asks the controller for " + state);
   const std::string request = fmt::format("{} {}", ++state_requests_, state);
+  last_state_request_ = {state, world_->now()};
   ++operations_pending_;
   world_->runtime(op).spawn("set-state", [this, op, request] {
     (void)ask_controllers(op, Controller::kSetStateService, request, 100);

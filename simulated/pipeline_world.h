@@ -144,6 +144,10 @@ class PipelineWorld {
     std::vector<std::string> in_flight;  // "<table>:<key>", at most 8
   };
   const std::vector<StateChange>& state_changes() const { return state_changes_; }
+  // The last state the operator asked for (by a scenario's set_state, a pipeline_stop or
+  // pipeline_pause fault and its lifting, or a respec's restart) and when; "working" at -1
+  // when none was asked for.
+  const std::pair<std::string, Micros>& last_state_request() const { return last_state_request_; }
   // Each new layout as a controller stored it.
   struct LayoutChange {
     uint64_t layout_version = 0;
@@ -219,6 +223,7 @@ class PipelineWorld {
   uint64_t state_requests_ = 0;  // sequence numbers of the operator's state requests
   uint64_t dedup_entries_max_ = 0;
   std::vector<StateChange> state_changes_;
+  std::pair<std::string, Micros> last_state_request_{"working", -1};
   std::vector<LayoutChange> layout_changes_;
   std::string layout_row_;    // the layout row as last seen after a commit
   Layout layout_;             // ... decoded
