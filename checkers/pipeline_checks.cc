@@ -1639,7 +1639,9 @@ Verdict ReexecutionCheck::check(const PipelineHistory& h) const {
                                      "taken or the clock read; {} of them told a time their clock had reached{}; {} "
                                      "committed the outputs their re-execution gives (by digest){}",
                                      epochs, clocked, clocked < epochs ? " (the others kept no clock reading)" : "", compared,
-                                     compared < epochs ? " (the others kept none, or bind an external table)" : ""));
+                                     compared < epochs ? " (the others kept no digest, bind an external table, took a "
+                                                                 "message whose version is in doubt, or failed otherwise)"
+                                                               : ""));
   }
   return Verdict::pass(std::string(name()),
                        fmt::format("{} committed epochs re-executed: {} outputs, timers and state as committed", epochs,

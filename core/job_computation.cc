@@ -130,23 +130,29 @@ bool Job::misused(EpochTx& etx, const CollectingOutput& out) {
 template <typename Call>
 void Job::call_function(EpochTx& etx, const UserCall& call, Call&& run) {
   const user_code::CallScope scope(call);
+  // The function caught the node's crash (a `catch (...)` around a state read) and went on,
+  // returning or throwing its own: said (a run lists a warning once), and the unwinding goes on.
+  const auto swallowed_crash = [&](std::string_view how) {
+    if (env_.observer == nullptr) return;
+    env_.observer->warning("UserCodeSwallowedCrash",
+                           {{"Computation", computation_->name}, {"Job", std::string(call.job)},
+                            {"Detail", fmt::format("the function caught the exception that unwinds a crashed node's "
+                                                   "calls (a catch (...) around a state read or a timer call) and {}: "
+                                                   "catch your own exception types and rethrow the rest", how)}});
+  };
   try {
     run();
     if (env_.runtime.unwinding()) {
-      // The function caught the node's crash (a `catch (...)` around a state read) and went
-      // on: said (a run lists a warning once), and the unwinding goes on.
-      if (env_.observer != nullptr) {
-        env_.observer->warning("UserCodeSwallowedCrash",
-                               {{"Computation", computation_->name}, {"Job", std::string(call.job)},
-                                {"Detail", "the function caught the exception that unwinds a crashed node's calls (a "
-                                           "catch (...) around a state read or a timer call) and returned: catch "
-                                           "your own exception types and rethrow the rest"}});
-      }
+      swallowed_crash("returned");
       throw FiberKilled{};
     }
   } catch (const FiberKilled&) {
     throw;  // the node went down under the call: not the function's doing
   } catch (...) {
+    if (env_.runtime.unwinding()) {
+      swallowed_crash("threw another");
+      throw FiberKilled{};
+    }
     if (!etx.failed.is_ok()) return;  // told "no such row" by a failed read: that is the cause
     const std::string where = call.timer ? fmt::format("firing a timer of key {}", call.key)
                                          : fmt::format("taking message {} (key {})", format_id(call.message), call.key);

@@ -242,7 +242,11 @@ std::string encode_history_row(const EngineObserver::Epoch& e) {
   return out.take();
 }
 
-uint16_t version_tag(const Message& m) { return static_cast<uint16_t>(mix64(mix64(m.key) ^ hash_bytes(m.payload))); }
+uint16_t version_tag(const Message& m) {
+  uint64_t h = mix64(mix64(m.key) ^ hash_bytes(m.payload));
+  h = mix64(h ^ hash_bytes(m.stream));
+  return static_cast<uint16_t>(mix64(h ^ static_cast<uint64_t>(m.event_ts)));
+}
 
 uint64_t outputs_digest(const std::vector<Message>& produced) {
   std::vector<std::pair<MessageId, size_t>> by_id;  // each id's first message, as the check keeps it

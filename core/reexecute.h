@@ -77,7 +77,8 @@ std::optional<EpochHistoryRow> decode_history_row(std::string_view bytes);
 // A digest of an epoch's outputs as the re-execution check compares them: each MessageId's
 // first message (key, stream, event time, payload), in any order.
 uint64_t outputs_digest(const std::vector<Message>& produced);
-// A short hash of a message's key and payload, telling apart the versions of one MessageId.
+// A short hash of a message's key, stream, event time and payload, telling apart the versions
+// of one MessageId.
 uint16_t version_tag(const Message& m);
 
 class Reexecution {

@@ -340,23 +340,35 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       if (!fresh) it->second = std::min(it->second, layout);
     }
   };
-  // Whether the version of a message that an epoch took (its `i`-th) is known yet: any
-  // version, where the row kept no tags.
-  const auto taken_known = [&](const EpochHistoryRow& row, size_t i) {
-    const MessageId id = row.consumed[i].first;
+  // The versions of `id` committed so far whose tag is `tag` (nullptr: none of the id).
+  const auto tagged = [&](MessageId id, uint16_t tag, std::vector<const Message*>& out) {
+    out.clear();
     const auto it = known.find(id);
-    if (it == known.end()) return false;
-    if (i >= row.version_tags.size() || version_tag(it->second) == row.version_tags[i]) return true;
+    if (it == known.end()) return;
     const auto several = versions.find(id);
-    return several != versions.end() && std::any_of(several->second.begin(), several->second.end(), [&](const Message& v) {
-             return version_tag(v) == row.version_tags[i];
-           });
+    if (several == versions.end()) {
+      if (version_tag(it->second) == tag) out.push_back(&it->second);
+      return;
+    }
+    for (const Message& v : several->second) {
+      if (version_tag(v) == tag) out.push_back(&v);
+    }
   };
-  const auto ready = [&](const JobEpochs& queue) {
+  // Whether the message an epoch took (its `i`-th) is known yet: by id, and with `exact`, in
+  // the version it took (by its tag, where the row kept tags).
+  std::vector<const Message*> matches;
+  const auto taken_known = [&](const EpochHistoryRow& row, size_t i, bool exact) {
+    const MessageId id = row.consumed[i].first;
+    if (known.count(id) == 0) return false;
+    if (!exact || i >= row.version_tags.size()) return true;
+    tagged(id, row.version_tags[i], matches);
+    return !matches.empty();
+  };
+  const auto ready = [&](const JobEpochs& queue, bool exact) {
     const RecordedEpoch& head = queue.epochs[queue.next];
     if (head.layout > oldest_left[queue.computation]) return false;
     for (size_t i = 0; i < head.row.consumed.size(); ++i) {
-      if (!taken_known(head.row, i)) return false;
+      if (!taken_known(head.row, i, exact)) return false;
     }
     return true;
   };
@@ -368,7 +380,12 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
   // written by one job at a time, in the order re-executed here.
   std::set<std::string> judged_by_digest;
   for (const auto& c : spec.computations) {
-    const std::vector<std::string> tables = bound_tables(registry, c);
+    std::vector<std::string> tables;
+    try {
+      tables = bound_tables(registry, c);
+    } catch (...) {
+      continue;  // its init() threw here: what it binds is not known, so it is not judged
+    }
     const bool external = std::any_of(tables.begin(), tables.end(), [](const std::string& t) {
       return t.starts_with(InitContext::external_table(""));
     });
@@ -399,16 +416,15 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       Message m;
       m.id = id;
       if (it != known.end()) m = it->second;
-      // Of several versions, the one whose tag the row kept (the first when it kept none).
-      if (const auto several = versions.find(id); several != versions.end()) {
-        const auto tagged = i < r.row.version_tags.size()
-                                ? std::find_if(several->second.begin(), several->second.end(),
-                                               [&](const Message& v) { return version_tag(v) == r.row.version_tags[i]; })
-                                : several->second.end();
-        inputs_known = inputs_known && tagged != several->second.end();
-        if (tagged != several->second.end()) m = *tagged;
-      } else if (it != known.end() && i < r.row.version_tags.size() && version_tag(m) != r.row.version_tags[i]) {
-        inputs_known = false;  // a version nobody committed: the consumption check names it
+      // The version whose tag the row kept; the first committed when it kept none. A tag no
+      // version has (the producer's re-execution gave another: it binds an external table), or
+      // that two have, leaves the version in doubt, and the epoch's outputs uncompared.
+      if (it != known.end() && i < r.row.version_tags.size()) {
+        tagged(id, r.row.version_tags[i], matches);
+        inputs_known = inputs_known && matches.size() == 1;
+        if (matches.size() == 1) m = *matches.front();
+      } else if (versions.count(id) != 0) {
+        inputs_known = false;
       }
       m.system_ts = m.alignment_ts = system_ts;
       e.consumed.push_back(record_of(m));
@@ -419,10 +435,11 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     ReexecutedEpoch again = reexecution.next(epoch);
     // What the epoch committed on its streams, by its digest: a computation's outputs that a
     // later stage ignores or never passes on reach no sink, and are judged here.
-    // Not where the inputs are in doubt: one taken that nobody committed (the consumption
-    // check names it), or one an at-least-once stage committed in several versions, none of
-    // them with the tag the row kept (or it kept none).
-    e.outputs_compared = r.row.outputs_digest && judged_by_digest.count(queue.computation) != 0 && inputs_known;
+    // Not where the inputs are in doubt (one taken that nobody committed, which the
+    // consumption check names, or in a version not told apart), nor where the re-execution
+    // found another problem, which is then the one to read.
+    e.outputs_compared = r.row.outputs_digest && judged_by_digest.count(queue.computation) != 0 && inputs_known &&
+                         again.problems.empty();
     e.reexecution_problems = std::move(again.problems);
     if (e.outputs_compared && outputs_digest(again.produced) != *r.row.outputs_digest) {
       e.reexecution_problems.push_back(fmt::format(
@@ -434,13 +451,15 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     }
     for (Message& m : again.produced) {
       e.produced.push_back(record_of(m));
+      // Versions differ in what the digest and the tags see.
+      const auto same = [&](const Message& v) {
+        return v.key == m.key && v.payload == m.payload && v.event_ts == m.event_ts && v.stream == m.stream;
+      };
       const auto [it, fresh] = known.try_emplace(m.id, m);
-      if (fresh || (it->second.key == m.key && it->second.payload == m.payload)) continue;
+      if (fresh || same(it->second)) continue;
       std::vector<Message>& all = versions[m.id];
       if (all.empty()) all.push_back(it->second);
-      if (std::none_of(all.begin(), all.end(), [&](const Message& v) { return v.key == m.key && v.payload == m.payload; })) {
-        all.push_back(m);
-      }
+      if (std::none_of(all.begin(), all.end(), same)) all.push_back(m);
     }
     auto [newest, fresh] = newest_event.try_emplace(queue.computation, INT64_MIN);
     for (const auto& m : e.consumed) newest->second = std::max(newest->second, m.event_ts);
@@ -456,11 +475,22 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
     left = false;
     bool progress = false;
     for (auto& [job, queue] : *recorded) {
-      while (queue.next < queue.epochs.size() && ready(queue)) {
+      while (queue.next < queue.epochs.size() && ready(queue, true)) {
         run_head(job, queue);
         progress = true;
       }
       left = left || queue.next < queue.epochs.size();
+    }
+    if (left && !progress) {
+      // An epoch that waits for a version of a message no re-execution gives (its producer's
+      // re-execution differs, binding an external table) goes with the version there is.
+      for (auto& [job, queue] : *recorded) {
+        if (queue.next < queue.epochs.size() && ready(queue, false)) {
+          run_head(job, queue);
+          progress = true;
+          break;
+        }
+      }
     }
     if (left && !progress) {
       // Nothing can go on: some epoch took a message nobody committed. The oldest such head goes
