@@ -242,11 +242,17 @@ std::string encode_history_row(const EngineObserver::Epoch& e) {
   return out.take();
 }
 
-uint16_t version_tag(const Message& m) {
-  uint64_t h = mix64(mix64(m.key) ^ hash_bytes(m.payload));
-  h = mix64(h ^ hash_bytes(m.stream));
-  return static_cast<uint16_t>(mix64(h ^ static_cast<uint64_t>(m.event_ts)));
+namespace {
+// What the re-execution check compares of a message besides its id: key, stream, event time
+// and payload, hashed.
+uint64_t content_hash(const Message& m) {
+  uint64_t h = mix64(mix64(m.key) ^ hash_bytes(m.stream));
+  h = mix64(h ^ static_cast<uint64_t>(m.event_ts));
+  return mix64(h ^ hash_bytes(m.payload));
 }
+}  // namespace
+
+uint16_t version_tag(const Message& m) { return static_cast<uint16_t>(content_hash(m)); }
 
 uint64_t outputs_digest(const std::vector<Message>& produced) {
   std::vector<std::pair<MessageId, size_t>> by_id;  // each id's first message, as the check keeps it
@@ -256,11 +262,8 @@ uint64_t outputs_digest(const std::vector<Message>& produced) {
   uint64_t digest = mix64(by_id.size());
   for (size_t i = 0; i < by_id.size(); ++i) {
     if (i > 0 && by_id[i].first == by_id[i - 1].first) continue;
-    const Message& m = produced[by_id[i].second];
-    uint64_t h = mix64(m.id ^ mix64(m.key));
-    h = mix64(h ^ hash_bytes(m.stream));
-    h = mix64(h ^ static_cast<uint64_t>(m.event_ts));
-    digest += mix64(h ^ hash_bytes(m.payload));  // a sum: the order of the outputs does not count
+    // A sum: the order of the outputs does not count.
+    digest += mix64(by_id[i].first ^ content_hash(produced[by_id[i].second]));
   }
   return digest;
 }

@@ -449,20 +449,37 @@ Status RealDeployment::check_kafka_holds_what_was_done() {
 // This deployment's id, made once and kept in the store: Kafka markers and transactional ids
 // carry it, so another deployment on the same topics never mistakes them for its own.
 std::string RealDeployment::instance() {
+  auto kept = keep_once("instance", [] {
+    std::random_device os;  // a real deployment: no simulation reaches this
+    return fmt::format("{:08x}{:08x}", os(), os());
+  });
+  return kept ? *kept : "default";
+}
+
+// The producer's row `key`: as stored, or `make()`'s value, stored now by the first to ask.
+Result<std::string> RealDeployment::keep_once(std::string_view key, const std::function<std::string()>& make) {
+  Status last = Status::unavailable(fmt::format("{}: the row {} could not be kept", store_.where(), key));
   for (int attempt = 0; attempt < 10; ++attempt) {
     auto tx = store_.begin();
-    if (!tx) continue;
-    auto stored = store_.get(*tx, kProducer, "instance");
-    if (stored && *stored) {
+    if (!tx) {
+      last = tx.error();
+      continue;
+    }
+    auto stored = store_.get(*tx, kProducer, std::string(key));
+    if (!stored) {
+      store_.abort(*tx);
+      last = stored.error();
+      continue;
+    }
+    if (*stored) {
       store_.abort(*tx);
       return **stored;
     }
-    std::random_device os;  // a real deployment: no simulation reaches this
-    const std::string id = fmt::format("{:08x}{:08x}", os(), os());
-    tx->put(kProducer, "instance", id);
-    if (store_.commit(*tx, {}).has_value()) return id;
+    const std::string value = make();
+    tx->put(kProducer, std::string(key), value);
+    if (store_.commit(*tx, {}).has_value()) return value;
   }
-  return "default";
+  return last;
 }
 
 std::string host_name() {
@@ -1138,23 +1155,13 @@ Status RealDeployment::refuse_inputs_after_the_end() {
 // behind it (the input log keeps --verify right, but the run is no longer the one asked for).
 Status RealDeployment::refuse_another_workload() {
   const std::string asked = fmt::format("--keys {} --seed {}", o_.keys, o_.seed);
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    auto tx = store_.begin();
-    if (!tx) return tx.error();
-    auto stored = store_.get(*tx, kProducer, "workload");
-    if (!stored) return stored.error();
-    if (*stored) {
-      store_.abort(*tx);
-      if (**stored == asked) return Status::ok();
-      return Status::invalid_argument(fmt::format(
-          "the pipeline in {} was started with {}, and this run gives {}: its inputs would not continue the "
-          "workload already written; give {} to run or verify it again, or start on a fresh store",
-          store_.where(), **stored, asked, **stored));
-    }
-    tx->put(kProducer, "workload", asked);
-    if (store_.commit(*tx, {}).has_value()) return Status::ok();
-  }
-  return Status::unavailable(fmt::format("the workload's --keys and --seed could not be kept in {}", store_.where()));
+  auto kept = keep_once("workload", [&] { return asked; });
+  if (!kept) return kept.error();
+  if (*kept == asked) return Status::ok();
+  return Status::invalid_argument(fmt::format(
+      "the pipeline in {} was started with {}, and this run gives {}: its inputs would not continue the "
+      "workload already written; give {} to run or verify it again, or start on a fresh store",
+      store_.where(), *kept, asked, *kept));
 }
 
 // Writes the workload into the source queues, a batch per transaction, the batch recorded as

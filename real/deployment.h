@@ -172,6 +172,7 @@ class RealDeployment {
 
  private:
   Status refuse_another_workload();  // part of refuse_inputs_after_the_end
+  Result<std::string> keep_once(std::string_view key, const std::function<std::string()>& make);
   class Progress;
   class SharedConnectors;
   static DeploymentLayout process_layout(const EngineOptions& options, const RealOptions& o);

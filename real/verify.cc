@@ -340,7 +340,7 @@ Status reexecute_recorded(const PipelineSpec& spec, const ComputationRegistry& r
       if (!fresh) it->second = std::min(it->second, layout);
     }
   };
-  // The versions of `id` committed so far whose tag is `tag` (nullptr: none of the id).
+  // Into `out`, the versions of `id` committed so far whose tag is `tag`.
   const auto tagged = [&](MessageId id, uint16_t tag, std::vector<const Message*>& out) {
     out.clear();
     const auto it = known.find(id);
