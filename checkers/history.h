@@ -165,6 +165,10 @@ struct SinkExpectation {
   // The sink writes each epoch's messages before the epoch commits (a synchronous sink): its
   // outputs are visible before their commit by design, and repeated after a failed one.
   bool writes_before_commit = false;
+  // The sink's stream may carry one MessageId again in a later take (core/spec.h:
+  // repeats_late, downstream of an at_least_once_consistent computation). An at-most-once sink
+  // then sends a message at most once per take: as often as its committed epochs took it.
+  bool repeats_late = false;
 };
 
 // A consumer of a stream: a computation or sink by name, and whether it takes each message

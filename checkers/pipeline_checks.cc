@@ -102,6 +102,13 @@ std::string_view guarantee_name(Guarantee g) {
   return "unknown-guarantee";
 }
 
+// An at-most-once sink whose stream repeats late (SinkExpectation::repeats_late) sends a
+// message at most once per take, not once.
+bool per_take(const SinkExpectation& e) { return e.guarantee == Guarantee::kAtMostOnce && e.repeats_late; }
+std::string guarantee_name(const SinkExpectation& e) {
+  return per_take(e) ? "at-most-once per take" : std::string(guarantee_name(e.guarantee));
+}
+
 // ---- delivery ----
 
 ItemCounts count_items(std::span<const Item> items) {
@@ -253,17 +260,18 @@ std::string sink_problem(const SinkExpectation& e, const PipelineHistory& h) {
 
 // A MessageId made visible twice by a sink that promises no duplicates; empty when none.
 std::string visible_twice(const PipelineHistory& h) {
-  std::map<std::string_view, Guarantee> guarantees;
-  for (const SinkExpectation& e : h.sinks) guarantees[e.sink] = e.guarantee;
+  std::map<std::string_view, const SinkExpectation*> sinks;
+  for (const SinkExpectation& e : h.sinks) sinks[e.sink] = &e;
   std::map<std::pair<std::string_view, uint64_t>, const DeliveryRecord*> first;
   for (const DeliveryRecord& d : h.deliveries) {
-    auto g = guarantees.find(d.sink);
-    if (g == guarantees.end() || g->second == Guarantee::kAtLeastOnce) continue;
+    auto g = sinks.find(d.sink);
+    // Copies a sink sends once per take are held to its takes (sink_problem_by_id).
+    if (g == sinks.end() || g->second->guarantee == Guarantee::kAtLeastOnce || (h.reexecuted && per_take(*g->second))) continue;
     auto [it, fresh] = first.try_emplace({d.sink, d.message.id}, &d);
     if (fresh) continue;
     const DeliveryRecord& before = *it->second;
     return fmt::format("message {} made visible twice by sink {} ({}): by job '{}' at {} and job '{}' at {}",
-                       hex_id(d.message.id), d.sink, guarantee_name(g->second), before.producer_job,
+                       hex_id(d.message.id), d.sink, guarantee_name(*g->second), before.producer_job,
                        format_time(before.time), d.producer_job, format_time(d.time));
   }
   return "";
@@ -504,6 +512,22 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
   std::map<uint64_t, std::vector<const MessageRecord*>> expected;
   for (const MessageRecord& m : e.expected) expected[m.id].push_back(&m);
   const auto delivered = deliveries_by_id(h, e.sink);
+  // Per take: how many of the sink's committed epochs took each message.
+  std::map<uint64_t, size_t> takes;
+  if (per_take(e)) {
+    for (const EpochRecord& epoch : h.epochs) {
+      if (epoch.computation != e.sink || !epoch.job.starts_with("sink/") || epoch.commit_time < 0) continue;
+      for (const MessageRecord& m : epoch.consumed) ++takes[m.id];
+    }
+  }
+  // A real run's history has no sink epochs (onceflow real --verify records computations'
+  // epochs only): how often the sink took a message is not known, and its copies are not judged.
+  const bool takes_known = h.outputs_recorded;
+  const auto taken = [&](uint64_t id) {
+    if (!takes_known) return SIZE_MAX;
+    const auto it = takes.find(id);
+    return it == takes.end() ? size_t{0} : it->second;
+  };
   // A delivery under an id the re-execution never gave this sink.
   for (const auto& [id, copies] : delivered) {
     const auto want = expected.find(id);
@@ -532,14 +556,15 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
                          producers.count(id) != 0 ? fmt::format(" ({})", origin_of(id, producers)) : std::string(),
                          shown(Item{w.key, w.payload}, from));
     }
-    if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce) {
+    if (copies.size() > 1 && e.guarantee != Guarantee::kAtLeastOnce && !(per_take(e) && copies.size() <= taken(id))) {
       // Who made each copy visible, and when where the history knows (onceflow real's targets
       // keep no times).
       const auto by = [](const DeliveryRecord& d) {
         std::string who = d.producer_job.empty() ? "the sink" : "job '" + d.producer_job + "'";
         return d.time > 0 ? who + " at " + format_time(d.time) : who;
       };
-      return fmt::format("duplicate: message {} made visible {} times ({}): by {} and by {}", shown(got), copies.size(),
+      return fmt::format("duplicate: message {} made visible {} times{} ({}): by {} and by {}", shown(got), copies.size(),
+                         per_take(e) ? fmt::format(", taken by the sink's committed epochs {} times", taken(id)) : "",
                          origin_of(id, producers), by(*copies[0]), by(*copies[1]));
     }
   }
@@ -547,7 +572,12 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
   const auto& doubt = ids_of(h.in_doubt, e.sink);
   if (e.guarantee == Guarantee::kAtMostOnce) {
     for (uint64_t id : drops) {
-      if (delivered.count(id) != 0) return fmt::format("message {} counted as dropped, but the target holds it", hex_id(id));
+      const auto held = delivered.find(id);
+      if (held == delivered.end()) continue;
+      // Per take: one take dropped, another delivered.
+      if (per_take(e) && held->second.size() < taken(id)) continue;
+      return fmt::format("message {} counted as dropped, but the target holds it{}", hex_id(id),
+                         per_take(e) ? fmt::format(" as often as the sink's committed epochs took it ({})", taken(id)) : "");
     }
   }
   const auto commits = sink_commits(h);
@@ -663,10 +693,10 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   for (const SinkExpectation& e : h.sinks) {
     const std::string problem = h.reexecuted ? sink_problem_by_id(e, h, producers, late) : sink_problem(e, h);
     if (!problem.empty()) {
-      return failure(name(), h, fmt::format("sink {} ({}): {}", e.sink, guarantee_name(e.guarantee), problem));
+      return failure(name(), h, fmt::format("sink {} ({}): {}", e.sink, guarantee_name(e), problem));
     }
     summary += fmt::format("{}{} {} {} messages", summary.empty() ? "" : ", ", e.sink,
-                           guarantee_name(e.guarantee), sink_output(h, e.sink).size());
+                           guarantee_name(e), sink_output(h, e.sink).size());
   }
   const std::string twice = visible_twice(h);
   if (!twice.empty()) return failure(name(), h, twice);

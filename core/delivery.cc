@@ -332,7 +332,8 @@ void Delivery::send_at_most_once() {
       continue;
     }
     amo_sending_ = true;
-    const SendOutcome outcome = send_once(m);
+    SendOutcome outcome = send_once(m);
+    if (env_.bugs.amo_retry_in_doubt && outcome == SendOutcome::kInDoubt) outcome = send_once(m);  // the bug
     amo_sending_ = false;
     if (outcome != SendOutcome::kSent) probe(env_, outcome == SendOutcome::kInDoubt ? Probe::kAmoInDoubt : Probe::kAmoNotSent);
     discard_next = env_.bugs.amo_silent_loss && outcome == SendOutcome::kInDoubt;

@@ -131,6 +131,8 @@ constexpr BugName kBugNames[] = {
      "the at-most-once queue's sender counts a failed send neither as a drop nor in doubt"},
     {"amo-silent-loss", &BugSwitches::amo_silent_loss, "delivery",
      "after a send whose answer was lost, the at-most-once sender discards the next message without a word"},
+    {"amo-retry-in-doubt", &BugSwitches::amo_retry_in_doubt, "delivery",
+     "the at-most-once sender sends again a message whose send got no answer, which the target may hold already"},
     {"random-per-process", &BugSwitches::random_per_process, "re-execution",
      "computations draw from the process's generator, which a restarted process seeds as before, so \"random\" request ids repeat across lives"},
     {"assign-before-persist", &BugSwitches::assign_before_persist, "controller",

@@ -106,6 +106,8 @@ struct BugSwitches {
   // at-most-once queue: after a send whose answer was lost, the next message is discarded
   // without a word
   bool amo_silent_loss = false;
+  // at-most-once queue: a send that got no answer goes again (it may have arrived)
+  bool amo_retry_in_doubt = false;
   // computations draw from the process's generator, which a restarted process seeds as its
   // previous life did: "random" ids repeat across lives
   bool random_per_process = false;

@@ -620,7 +620,8 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
     }
     bool dedups = true;
     if (Status read = read_deliveries(sink, store, kafka, h, &dedups); !read.is_ok()) return read;
-    h.sinks.push_back({sink.name, guarantee_of(spec, sink, dedups), {}, {}, writes_before_commit(sink)});
+    h.sinks.push_back({sink.name, guarantee_of(spec, sink, dedups), {}, {}, writes_before_commit(sink),
+                       spec.repeats_late(sink.input_stream)});
   }
   say(fmt::format("{} outputs held; re-executing the committed history", h.deliveries.size()));
   if (Status done = reexecute_recorded(spec, registry, store, *sources, h); !done.is_ok()) return done;

@@ -438,7 +438,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     const auto guarantee = g != o.sink_guarantees.end()
                                ? g->second
                                : default_guarantee(w.spec(), sink, ch == o.clickhouse_targets.end() ? nullptr : &ch->second);
-    h.sinks.push_back({sink.name, guarantee, {}, {}, writes_before_commit(sink)});
+    h.sinks.push_back({sink.name, guarantee, {}, {}, writes_before_commit(sink), w.spec().repeats_late(sink.input_stream)});
     // At-most-once: what a crash took from a sink's memory is lost and counted as such. A
     // message still held at the end without its node having crashed since is not: it was
     // lost without a count, which the delivery check reports.

@@ -969,6 +969,42 @@ TEST(ReexecutedHistoryTest, DeliveryFailsOnAMissingOutputNamingItsIdAndCount) {
   expect_failure(DeliveryCheck().check(h), {"0000000000000041 counted as dropped, but the target holds it"});
 }
 
+// An at-most-once sink downstream of an at_least_once_consistent computation may take one
+// MessageId again (its stream repeats late): it sends at most once per take. Copies beyond
+// its committed epochs' takes are duplicates, and a drop the target holds as often as it was
+// taken is still a lie.
+TEST(ReexecutedHistoryTest, DeliveryHoldsAnAtMostOnceSinkWhoseStreamRepeatsToItsTakes) {
+  PipelineHistory h = reexecuted_history();
+  h.sinks[1].repeats_late = true;
+  const DeliveryRecord again{"alerts", "", 0, 520, message(0x41, 7, "alerts", 10, "x")};
+  h.deliveries.push_back(again);
+  expect_failure(DeliveryCheck().check(h), {"sink alerts (at-most-once per take)", "duplicate: message 0000000000000041",
+                                            "made visible 2 times, taken by the sink's committed epochs 1 times"});
+  // Without the repeats, the same copy is a duplicate of a sink that sends at most once.
+  PipelineHistory once = h;
+  once.sinks[1].repeats_late = false;
+  expect_failure(DeliveryCheck().check(once), {"sink alerts (at-most-once)", "0000000000000041"});
+  // A second committed take of 0x41 accounts for the second copy.
+  h.epochs.push_back(epoch("sink/alerts/0", "alerts", false, 2, 8, 500, {message(0x41, 7, "alerts", 10, "x")}, {}, {},
+                           "worker-2", {}));
+  h.controller_commits[0].job_leases["sink/alerts/0"] = 2;
+  const Verdict per_take = DeliveryCheck().check(h);
+  EXPECT_TRUE(per_take.passed) << per_take.detail;
+  EXPECT_NE(per_take.detail.find("alerts at-most-once per take"), std::string::npos) << per_take.detail;
+  // A third copy is one too many.
+  h.deliveries.push_back(again);
+  expect_failure(DeliveryCheck().check(h), {"made visible 3 times, taken by the sink's committed epochs 2 times"});
+  // One take dropped, the other delivered: fine; dropped while the target holds every take: not.
+  h.deliveries.pop_back();
+  h.deliveries.pop_back();
+  h.counted_drops["alerts"].insert(0x41);
+  const Verdict dropped_once = DeliveryCheck().check(h);
+  EXPECT_TRUE(dropped_once.passed) << dropped_once.detail;
+  h.deliveries.push_back(again);
+  expect_failure(DeliveryCheck().check(h), {"0000000000000041 counted as dropped, but the target holds it as often as the "
+                                            "sink's committed epochs took it (2)"});
+}
+
 // A run that never drained: what is still in the sink's stream, untaken by the sink, is late
 // (liveness fails the run), as consumption says, and so is one the sink took that is still in
 // its outbox; gone from the stream untaken, or from the outbox undelivered, it is lost as in
