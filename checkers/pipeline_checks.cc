@@ -102,6 +102,17 @@ std::string_view guarantee_name(Guarantee g) {
   return "unknown-guarantee";
 }
 
+// What a run that never drained had not done yet (`what`), for a pass detail: late, and
+// judged by liveness, unless the scenario's own request left the pipeline at rest, which
+// liveness does not judge (it reads no more input and is not asked to drain).
+std::string not_done_yet(const PipelineHistory& h, const std::string& what) {
+  if (!h.left_at_rest.empty()) {
+    return fmt::format("; left {} by the scenario's request at {}: {} (not asked to drain)", h.left_at_rest,
+                       format_time(h.left_at_rest_at), what);
+  }
+  return fmt::format("; never drained: {}, left to liveness", what);
+}
+
 // An at-most-once sink whose stream repeats late (SinkExpectation::repeats_late) sends a
 // message at most once per take, not once.
 bool per_take(const SinkExpectation& e) { return e.guarantee == Guarantee::kAtMostOnce && e.repeats_late; }
@@ -703,8 +714,8 @@ Verdict DeliveryCheck::check(const PipelineHistory& h) const {
   return Verdict::pass(std::string(name()),
                        fmt::format("{} sinks: {}{}", h.sinks.size(), summary,
                                    late == 0 ? ""
-                                             : fmt::format("; never drained: {} messages not delivered yet (in a "
-                                                           "stream or an outbox), left to liveness", late)));
+                                             : not_done_yet(h, fmt::format("{} messages not delivered yet (in a "
+                                                                           "stream or an outbox)", late))));
 }
 
 namespace {
@@ -1168,9 +1179,7 @@ Verdict TimerCheck::check(const PipelineHistory& h) const {
                        fmt::format("{} timer rows set {} times (moves included), {} firings: each setting fired once; {} "
                                    "pending at the end{}",
                                    timers.size(), set, fired, pending.size(),
-                                   late == 0 ? ""
-                                             : fmt::format(" (never drained: {} of them due, not fired yet, left to "
-                                                           "liveness)", late)));
+                                   late == 0 ? "" : not_done_yet(h, fmt::format("{} of them due, not fired yet", late))));
 }
 
 Verdict TimersAtEndCheck::check(const PipelineHistory& h) const {
@@ -1358,16 +1367,42 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
     b.set += e.timers_created.size();
   }
   // A sink's epochs that only acknowledge what its target took commit nothing taken or fired:
-  // deliveries then are work too.
-  std::map<std::string_view, size_t> delivered;  // sink -> messages its target took after `from`
+  // deliveries then are work too, of messages the target did not hold before `from`; copies
+  // of what it held already are a sink resending, not progress.
+  std::map<std::pair<std::string_view, uint64_t>, int64_t> first;  // (sink, id) -> first delivery
   for (const DeliveryRecord& d : h.deliveries) {
-    if (d.time >= from) ++delivered[d.sink];
+    auto [it, fresh] = first.try_emplace({d.sink, d.message.id}, d.time);
+    if (!fresh) it->second = std::min(it->second, d.time);
   }
-  std::string deliveries;
-  for (const auto& [sink, n] : delivered) {
-    deliveries += fmt::format("{} sink {}'s target took {} messages", deliveries.empty() ? "" : ",", sink, n);
+  struct Taken {
+    size_t fresh = 0, again = 0;
+  };
+  std::map<std::string_view, Taken> delivered;  // sink -> what its target took after `from`
+  for (const DeliveryRecord& d : h.deliveries) {
+    if (d.time < from) continue;
+    Taken& t = delivered[d.sink];
+    if (first.at({d.sink, d.message.id}) == d.time) {
+      ++t.fresh;
+    } else {
+      ++t.again;
+    }
+  }
+  std::string deliveries, resent;
+  for (const auto& [sink, t] : delivered) {
+    if (t.fresh > 0) {
+      deliveries += fmt::format("{} sink {}'s target took {} messages it did not hold before{}", deliveries.empty() ? "" : ",",
+                                sink, t.fresh, t.again == 0 ? "" : fmt::format(" (and {} copies)", t.again));
+    } else {
+      resent += fmt::format("{} sink {}'s target took {} copies of messages it held already", resent.empty() ? "" : ",",
+                            sink, t.again);
+    }
   }
   if (by.empty()) {
+    if (deliveries.empty() && !resent.empty()) {
+      return fmt::format("; no epoch took a message or fired a timer in the bound's second half (from {} on), and the "
+                         "deliveries brought nothing new:{} (resending, not delivering: stuck)",
+                         format_time(from), resent);
+    }
     if (!deliveries.empty()) {
       return fmt::format("; no epoch took a message or fired a timer in the bound's second half (from {} on), but "
                          "deliveries went on:{} (still "
@@ -1581,10 +1616,10 @@ Verdict ConsumptionCheck::check(const PipelineHistory& h) const {
     }
   }
   if (checked == 0 && consumed == 0) return Verdict::not_applicable(std::string(name()), "no message was committed");
-  const std::string late = unread + unconsumed == 0 ? ""
-                                                     : fmt::format("; never drained: {} inputs not read and {} messages not "
-                                                                   "consumed yet, left to liveness",
-                                                                   unread, unconsumed);
+  const std::string late =
+      unread + unconsumed == 0
+          ? ""
+          : not_done_yet(h, fmt::format("{} inputs not read and {} messages not consumed yet", unread, unconsumed));
   return Verdict::pass(std::string(name()), fmt::format("{} committed messages taken by each consumer as promised; {} "
                                                         "consumptions each equal to what was committed{}",
                                                         produced.size(), consumed, late));

@@ -595,9 +595,20 @@ TEST(PipelineChecksTest, LivenessSaysWhetherANeverDrainedRunWasStuckOrBusy) {
   PipelineHistory delivering = h;
   delivering.deliveries.push_back(h.deliveries.front());
   delivering.deliveries.back().time = 4'000;
+  delivering.deliveries.back().message.id = 0x99;
   expect_failure(LivenessCheck().check(delivering),
                  {"no epoch took a message or fired a timer in the bound's second half (from 0.003500s on), but "
-                  "deliveries went on: sink counts_out's target took 1 messages (still delivering, not stuck)"});
+                  "deliveries went on: sink counts_out's target took 1 messages it did not hold before (still "
+                  "delivering, not stuck)"});
+  // One resending what its target held already is stuck, however many copies it sends.
+  PipelineHistory resending = h;
+  for (int64_t t : {3'600, 4'000, 4'400}) {
+    resending.deliveries.push_back(h.deliveries.front());
+    resending.deliveries.back().time = t;
+  }
+  expect_failure(LivenessCheck().check(resending),
+                 {"and the deliveries brought nothing new: sink counts_out's target took 3 copies of messages it held "
+                  "already (resending, not delivering: stuck)"});
   // Left stopped or paused by the scenario's own last request: no drain is asked for.
   PipelineHistory stopped = h;
   stopped.left_at_rest = "stopped";
@@ -815,6 +826,17 @@ TEST(ReexecutedHistoryTest, ConsumptionLeavesWhatAStalledRunHadNotReadOrTakenYet
   EXPECT_TRUE(v.passed) << v.detail;
   EXPECT_NE(v.detail.find("never drained: 1 inputs not read and 2 messages not consumed yet, left to liveness"),
             std::string::npos) << v.detail;
+  // Left stopped by the scenario's own request, the run is not asked to drain and liveness
+  // judges nothing: what is still to do is said to be so, not left to liveness.
+  PipelineHistory at_rest = h;
+  at_rest.left_at_rest = "stopped";
+  at_rest.left_at_rest_at = 1'000;
+  const Verdict rest = ConsumptionCheck().check(at_rest);
+  EXPECT_TRUE(rest.passed) << rest.detail;
+  EXPECT_NE(rest.detail.find("left stopped by the scenario's request at 0.001000s: 1 inputs not read and 2 messages not "
+                             "consumed yet (not asked to drain)"),
+            std::string::npos) << rest.detail;
+  EXPECT_EQ(rest.detail.find("liveness"), std::string::npos) << rest.detail;
   // Gone from the stream: lost.
   PipelineHistory gone = h;
   gone.in_streams_at_end = {0x12};
