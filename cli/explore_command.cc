@@ -630,7 +630,10 @@ int explore_continuous(const Invocation& inv, const ExploreOptions& eo, std::vec
       std::sort(failed.begin(), failed.end(), [](const SeedSummary& a, const SeedSummary& b) { return a.seed < b.seed; });
       for (const SeedSummary& r : failed) {
         ++failures;
-        const std::string check = r.first_failure.substr(0, r.first_failure.find(':'));
+        // One file per (scenario, cause): the check the run's "read first" names (a state read
+        // or a re-execution that explains the rest), else the first failing one.
+        const std::string& cause = r.read_first.empty() ? r.first_failure : r.read_first;
+        const std::string check = cause.substr(0, cause.find(':'));
         if (!known.emplace(e.s.path, check).second) continue;
         // The failing run again here, for its plan and knobs, written down as a scenario.
         const simulated::RunOutcome again = run_seed_once(inv, e.s, r.seed, e.swarm, 0);
