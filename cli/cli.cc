@@ -631,7 +631,9 @@ int cmd_list(const std::vector<std::string>& dirs, bool as_json) {
 int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json) {
   const bool show_engine = engine || registry.bugs().empty();
   json own = json::array(), engines = json::array();
-  for (const UserBug& b : registry.bugs()) own.push_back({{"name", b.name}, {"description", b.description}});
+  for (const UserBug& b : registry.bugs()) {
+    own.push_back({{"name", b.name}, {"description", b.description}, {"harmless", b.harmless}});
+  }
   if (show_engine) {
     for (const std::string& name : BugSwitches::names()) {
       engines.push_back({{"name", name}, {"mistake", BugSwitches::mistake(name)}, {"caught_by", BugSwitches::catchers(name)}});
@@ -641,7 +643,7 @@ int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json
     fmt::print("{}\n", json{{"own", own}, {"engine", show_engine ? engines : json(nullptr)}}.dump(2));
     return kExitPass;
   }
-  for (const UserBug& b : registry.bugs()) fmt::print("{:<32} {}\n", b.name, b.description);
+  for (const UserBug& b : registry.bugs()) fmt::print("{:<32} {}{}\n", b.name, b.description, b.harmless ? " (harmless: must stay green)" : "");
   if (!show_engine) return kExitPass;
   if (!registry.bugs().empty()) fmt::print("\nengine bug switches:\n");
   for (const std::string& name : BugSwitches::names()) {
@@ -651,6 +653,9 @@ int cmd_list_bugs(const ComputationRegistry& registry, bool engine, bool as_json
   }
   return kExitPass;
 }
+
+// Seeds of each pipeline scenario a harmless switch must pass (at most --max-seeds).
+constexpr uint64_t kHarmlessSeeds = 30;
 
 // Runs every bug switch against the pipeline scenarios of `dir` until a checker catches it:
 // the program's own switches (ComputationRegistry::add_bug) when it has any, the engine's
@@ -673,11 +678,12 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   store_order.insert(store_order.end(), engine_order.begin(), engine_order.end());
   struct Switch {
     std::string name;
-    bool own = false;  // the program's: any failing check catches it
+    bool own = false;       // the program's: any failing check catches it
+    bool harmless = false;  // the program's, that must stay green (UserBug::harmless)
   };
   std::vector<Switch> switches;
-  for (const UserBug& b : registry.bugs()) switches.push_back({b.name, true});
-  if (switches.empty() || engine_bugs) {
+  for (const UserBug& b : registry.bugs()) switches.push_back({b.name, true, b.harmless});
+  if (registry.bugs().empty() || engine_bugs) {
     for (const std::string& name : BugSwitches::names()) switches.push_back({name, false});
   }
   // The table's columns are as wide as their longest entry (a program's switch or check may
@@ -695,7 +701,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   };
   const Micros start = wall_now();
   json results = json::array();
-  bool all_caught = true;
+  bool all_caught = true, all_held = true;  // every bug switch caught; every harmless one held
   const uint64_t batch = 10;
   const Invocation clean{registry, {}, "", {}};
   uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
@@ -706,6 +712,7 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
     print_row("bug switch", "result", "caught by", "scenario", "seed", "tried");
     std::fflush(stdout);
   }
+  size_t harmless = 0, held = 0;
   for (const Switch& sw : switches) {
     const std::string& bug = sw.name;
     Invocation inv{registry, {}, bug, {}};
@@ -713,6 +720,45 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
       inv.user_bugs.insert(bug);
     } else {
       (void)inv.bugs.enable(bug);
+    }
+    if (sw.harmless) {
+      // Every seed must pass with it on; a failure counts only on a seed that passes without.
+      ++harmless;
+      const uint64_t seeds = std::min<uint64_t>(max_seeds, kHarmlessSeeds);
+      json row{{"bug", bug}, {"own", true}, {"harmless", true}, {"held", true}, {"seeds_per_scenario", seeds}};
+      uint64_t tried = 0;
+      for (const cli::Scenario* s : engine_order) {
+        std::map<uint64_t, cli::SeedSummary> failed;
+        explore_seeds(inv, *s, 1, seeds, jobs, s->swarm, [&](const cli::SeedSummary& r) {
+          ++tried;
+          if (!r.passed) failed.emplace(r.seed, r);
+        });
+        for (const auto& [seed, r] : failed) {
+          if (!run_seed(clean, *s, seed, s->swarm, 0, false).passed) continue;  // fails without it too
+          const std::string check = r.first_failure.substr(0, r.first_failure.find(':'));
+          row.update(json{{"held", false}, {"checker", check}, {"scenario", s->path}, {"seed", seed},
+                          {"detail", r.read_first.empty() ? r.first_failure : r.read_first}});
+          break;
+        }
+        if (!row["held"].get<bool>()) break;
+      }
+      row["seeds_tried"] = tried;
+      const bool ok = row["held"].get<bool>();
+      held += ok ? 1 : 0;
+      all_held &= ok;
+      if (!as_json) {
+        if (!ok) {
+          fmt::print(stderr, "{} mutants: {} is declared harmless, but {} --seed {} fails with it on and passes without: {}\n",
+                     cli::error_prefix(), bug, row["scenario"].get<std::string>(), row["seed"].get<uint64_t>(),
+                     row["detail"].get<std::string>());
+        }
+        print_row(bug, ok ? "held" : "FAILED", ok ? "-" : row["checker"].get<std::string>(),
+                  ok ? "(harmless)" : row["scenario"].get<std::string>(),
+                  ok ? std::string("-") : std::to_string(row["seed"].get<uint64_t>()), std::to_string(tried));
+        std::fflush(stdout);
+      }
+      results.push_back(row);
+      continue;
     }
     json row{{"bug", bug}, {"caught", false}, {"checker", nullptr}, {"scenario", nullptr}, {"seed", nullptr}};
     uint64_t tried = 0;
@@ -817,6 +863,9 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   if (as_json) {
     fmt::print("{}\n", json{{"mutants", results},
                             {"all_caught", all_caught},
+                            {"harmless", harmless},
+                            {"harmless_held", held},
+                            {"all_harmless_held", all_held},
                             {"max_seeds_per_scenario", max_seeds},
                             {"caught_only_on_seeds_that_pass_without_the_switch", true},
                             {"seeds_failing_without_the_switch", baseline_failures},
@@ -824,12 +873,17 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
                             {"wall_ms", wall_ms}}
                            .dump(2));
   } else {
-    fmt::print("\n{} of {} bug switches caught ({:.1f}s), each on a seed that passes without it ({} failing seeds "
-               "failed without the switch too and did not count)\n",
-               std::count_if(results.begin(), results.end(), [](const json& r) { return r["caught"].get<bool>(); }),
-               results.size(), wall_ms / 1e3, baseline_failures);
+    const std::string harmless_held = fmt::format("{} of {} harmless switches held", held, harmless);
+    if (results.size() == harmless) {
+      fmt::print("\n{} ({:.1f}s)\n", harmless_held, wall_ms / 1e3);
+    } else {
+      fmt::print("\n{} of {} bug switches caught ({:.1f}s), each on a seed that passes without it ({} failing seeds "
+                 "failed without the switch too and did not count){}\n",
+                 std::count_if(results.begin(), results.end(), [](const json& r) { return r.value("caught", false); }),
+                 results.size() - harmless, wall_ms / 1e3, baseline_failures, harmless == 0 ? "" : "; " + harmless_held);
+    }
   }
-  return all_caught ? kExitPass : kExitViolation;
+  return all_caught && all_held ? kExitPass : kExitViolation;
 }
 
 }  // namespace

@@ -110,14 +110,23 @@ void ComputationRegistry::add_check(const std::string& name, UserCheck check) {
 }
 
 void ComputationRegistry::add_bug(const std::string& name, std::string description) {
+  add_switch(name, std::move(description), false);
+}
+
+void ComputationRegistry::add_harmless_switch(const std::string& name, std::string description) {
+  add_switch(name, std::move(description), true);
+}
+
+void ComputationRegistry::add_switch(const std::string& name, std::string description, bool harmless) {
+  const char* what = harmless ? "add_harmless_switch" : "add_bug";
   const bool well_formed = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
   });
-  if (!well_formed) throw std::invalid_argument(fmt::format("add_bug: '{}' is not 1 to 64 of a-z, 0-9 and -", name));
-  if (bug(name) != nullptr) throw std::invalid_argument(fmt::format("add_bug: '{}' is registered already", name));
+  if (!well_formed) throw std::invalid_argument(fmt::format("{}: '{}' is not 1 to 64 of a-z, 0-9 and -", what, name));
+  if (bug(name) != nullptr) throw std::invalid_argument(fmt::format("{}: '{}' is registered already", what, name));
   BugSwitches engine;
-  if (engine.enable(name)) throw std::invalid_argument(fmt::format("add_bug: '{}' is an engine bug switch's name", name));
-  bugs_.push_back({name, std::move(description)});
+  if (engine.enable(name)) throw std::invalid_argument(fmt::format("{}: '{}' is an engine bug switch's name", what, name));
+  bugs_.push_back({name, std::move(description), harmless});
 }
 
 const UserBug* ComputationRegistry::bug(std::string_view name) const {

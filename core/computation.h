@@ -194,6 +194,9 @@ using UserCheck = std::function<checkers::Verdict(const checkers::PipelineHistor
 struct UserBug {
   std::string name;
   std::string description;
+  // A switch that must change nothing a check can see (a refactor, another data structure, a
+  // cache that is correct): `mutants` wants every seed to pass with it on.
+  bool harmless = false;
 };
 
 class ComputationRegistry {
@@ -214,6 +217,9 @@ class ComputationRegistry {
   // std::invalid_argument unless the name is new, 1 to 64 of [a-z0-9-], and not an engine bug
   // switch's.
   void add_bug(const std::string& name, std::string description);
+  // As add_bug, for a switch that must stay green (UserBug::harmless): a variant of your code
+  // that computes the same, whose failure would be a false alarm of a check or a bug in it.
+  void add_harmless_switch(const std::string& name, std::string description);
   const std::vector<UserBug>& bugs() const { return bugs_; }
   const UserBug* bug(std::string_view name) const;
   // This program's own scenario folder: `list` and `mutants` read it in place of the
@@ -223,6 +229,7 @@ class ComputationRegistry {
   const std::string& scenario_dir() const { return scenario_dir_; }
 
  private:
+  void add_switch(const std::string& name, std::string description, bool harmless);
   std::vector<std::pair<std::string, UserCheck>> checks_;
   std::vector<UserBug> bugs_;
   std::string scenario_dir_;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -32,6 +33,7 @@ class CountWords final : public ProcessFunction {
   void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
     int64_t n = std::stoll(count_.get(m.key).value_or("0")) + 1;
     if (ONCEFLOW_BUG("count-twice")) n += 1;
+    if (ONCEFLOW_BUG("count-in-two-steps")) n = std::stoll(count_.get(m.key).value_or("0")) + (n - n) + 1;
     ONCEFLOW_ALWAYS(n >= 1, "a count is at least one", fmt::format("count {}", n));
     ONCEFLOW_SOMETIMES(n >= 3, "a key is counted three times");
     ONCEFLOW_SOMETIMES(n > 1'000'000, "a key is counted a million times");
@@ -384,6 +386,29 @@ int run_cli(const ComputationRegistry& registry, std::vector<std::string> args) 
 }
 
 // shrink keeps the user's fault points a failure needs, pinned by name, like the engine's.
+// mutants holds a harmless switch to every seed passing: one that computes the same holds, one
+// that does not (count-twice, declared harmless by mistake) fails mutants naming its seed.
+TEST(UserCodeTest, MutantsWantsAHarmlessSwitchGreenAndFailsOneThatIsNot) {
+  const std::string dir = ::testing::TempDir() + "/harmless_switches";
+  std::filesystem::create_directories(dir);
+  std::ifstream in(std::string(ONCEFLOW_SOURCE_DIR) + "/scenarios/pipelines/longest_so_far.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "processing_function: LongestSoFar";
+  text.replace(text.find(from), from.size(), "processing_function: CountWords");
+  std::ofstream(dir + "/count_words_pipeline.yaml") << text;
+  std::ofstream(dir + "/count_words.yaml") << "name: count-words\nkind: pipeline\npipeline: count_words_pipeline.yaml\n"
+                                              "workload: {messages: 100, keys: 4, interval: 5ms}\n"
+                                              "faults: {swarm: true, heal_at: 2s}\n";
+  ComputationRegistry registry = builtin_registry();
+  registry.add("CountWords", [] { return std::make_unique<CountWords>(); });
+  registry.add_check("counts match inputs", counts_match_inputs);
+  registry.add_harmless_switch("count-in-two-steps", "reads the count again to add one");
+  EXPECT_EQ(run_cli(registry, {"prog", "mutants", "--scenarios", dir, "--max-seeds", "5"}), 0);
+  registry.add_harmless_switch("count-twice", "each word counts twice, declared harmless by mistake");
+  EXPECT_EQ(run_cli(registry, {"prog", "mutants", "--scenarios", dir, "--max-seeds", "5"}), 1);
+  EXPECT_THROW(registry.add_harmless_switch("count-twice", "again"), std::invalid_argument);
+}
+
 TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   const ComputationRegistry registry = user_registry();
   const SlowPathFiles files = slow_path_files();

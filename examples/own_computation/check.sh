@@ -16,6 +16,9 @@ grep -Eq "^shorter-wins +caught +each key keeps its longest word" <<<"$out" || {
 # A function that depends on more than its input and state: re-execution names it.
 grep -Eq "^cache-outlives-epoch +caught +re-execution" <<<"$out" || { echo "$out"; echo "FAIL: cache-outlives-epoch not caught by re-execution"; exit 1; }
 grep -q "no-lease-prerequisite" <<<"$out" && { echo "FAIL: mutants ran the engine's switches unasked"; exit 1; }
+# A harmless switch (the same state through more writes) must stay green on every seed.
+grep -Eq "^rewrite-unchanged +held " <<<"$out" || { echo "$out"; echo "FAIL: rewrite-unchanged did not hold"; exit 1; }
+grep -q "2 of 2 bug switches caught.*; 1 of 1 harmless switches held" <<<"$out" || { echo "$out"; echo "FAIL: mutants summary"; exit 1; }
 # explore says to read a failing seed's re-execution first, with what may follow from it.
 out=$("$mine" explore "$dir/scenario.yaml" --seeds 10 --jobs 2 --bug cache-outlives-epoch)
 grep -Eq "^    read first: re-execution: computation LongestWord .*; the delivery(, state)? failures may follow" <<<"$out" ||

@@ -36,6 +36,9 @@ class LongestWord final : public onceflow::ProcessFunction {
                                                      : m.payload.size() > best.size();
     if (!longer) {
       ONCEFLOW_REACHABLE("a word no longer than the key's longest is passed over");
+      // A variant that must change nothing a check sees (harmless switch rewrite-unchanged):
+      // the kept word written back, the same state through more writes.
+      if (ONCEFLOW_BUG("rewrite-unchanged") && !best.empty()) longest_.set(m.key, best);
       return;
     }
     ONCEFLOW_SOMETIMES(!best.empty(), "a longer word replaces a shorter one");
@@ -78,6 +81,7 @@ void register_my_computations(onceflow::ComputationRegistry& registry) {
   registry.add_check("each key keeps its longest word", each_key_keeps_its_longest_word);
   registry.add_bug("shorter-wins", "LongestWord keeps the shorter word");
   registry.add_bug("cache-outlives-epoch", "LongestWord trusts a member-variable cache over its state");
+  registry.add_harmless_switch("rewrite-unchanged", "LongestWord writes back the word it keeps");
 }
 
 }  // namespace my
