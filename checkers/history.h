@@ -212,7 +212,8 @@ struct PipelineHistory {
   // Simulated runs that never drained: the ids of the messages still in a stream at the end,
   // sorted (what a consumer may still take).
   std::vector<uint64_t> in_streams_at_end;
-  // And the ids in the sinks' outboxes (committed by the sink, not acknowledged by its target).
+  // And the ids in the sinks' outboxes (committed by the sink, not acknowledged by its target)
+  // or in an at-most-once sink's queue in memory (taken, not sent yet).
   std::vector<uint64_t> in_outboxes_at_end;
   std::map<std::string, std::vector<StreamConsumer>> stream_consumers;  // stream -> consumers
   std::map<std::string, std::map<std::string, std::string>> reexecuted_tables;  // as `tables`

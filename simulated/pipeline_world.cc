@@ -483,16 +483,24 @@ std::vector<std::string> PipelineWorld::in_flight() const {
       if (out.size() < kShown) out.push_back(table + ":" + row.key);
     }
   }
+  for_each_amo_held([&](const std::string& job, uint64_t held) {
+    if (out.size() < kShown) out.push_back(fmt::format("{}:{} holds {} in memory", tables::kJobMeta, job, held));
+  });
+  return out;
+}
+
+// Each at-most-once sink partition whose last commit said it held messages in memory, not
+// sent yet (its job's progress, as onceflow real's drain reads it).
+void PipelineWorld::for_each_amo_held(const std::function<void(const std::string& job, uint64_t held)>& each) const {
   for (const auto& sink : current_spec_.sinks) {  // a repartitioned sink has the layout's partitions
     if (!sink.at_most_once_strategy.enabled) continue;
     for (int p = 0; p < sink.partitions; ++p) {
       const std::string job = JobId{JobKind::kSink, sink.name, p}.str();
       const auto meta = data_.latest(tables::kJobMeta, job);
       const uint64_t held = meta ? job_progress(*meta).amo_pending : 0;
-      if (held != 0 && out.size() < kShown) out.push_back(fmt::format("{}:{} holds {} in memory", tables::kJobMeta, job, held));
+      if (held != 0) each(job, held);
     }
   }
-  return out;
 }
 
 // A layout request the controller will refuse whatever comes (a name or count it does not
@@ -546,6 +554,13 @@ std::string PipelineWorld::undrained() const {
     const auto left = data_.read_range(table, "", "", data_.last_version(), 1);
     if (!left.empty()) return fmt::format("row {}:{} is still there", table, left.front().key);
   }
+  // A sink that took a burst sends its queue in memory one message a request, for a while
+  // after the store has nothing left in flight.
+  std::string held;
+  for_each_amo_held([&](const std::string& job, uint64_t n) {
+    if (held.empty()) held = fmt::format("{} holds {} at-most-once messages in memory, not sent yet", job, n);
+  });
+  if (!held.empty()) return held;
   for (const auto& c : current_spec_.computations) {
     if (!c.timer_streams.empty() && timers_may_fire(c)) return fmt::format("timers of {} are still to fire", c.name);
   }

@@ -180,6 +180,7 @@ class PipelineWorld {
   void heartbeat_queue_heads();
   void record_state_change(const StoreData::CommitRecord& commit);
   std::vector<std::string> in_flight() const;
+  void for_each_amo_held(const std::function<void(const std::string& job, uint64_t held)>& each) const;
   void start_targets();
   void load_inputs();
   // Where each input goes when respecs swap a queue source's table (SourceInput::table).
