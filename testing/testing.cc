@@ -43,7 +43,8 @@ void showValue(const PipelineWorkload& w, std::ostream& os) {
 
 namespace onceflow::testing {
 
-PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_workers) {
+PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_workers,
+                         const std::map<std::string, checkers::Guarantee>& guarantees) {
   PlanTargets t;
   for (int i = 1; i <= workers; ++i) t.workers.push_back(fmt::format("worker-{}", i));
   for (int i = 1; i <= spare_workers; ++i) t.spare_workers.push_back(fmt::format("worker-spare-{}", i));
@@ -51,6 +52,10 @@ PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_worker
     // Queue targets and http receivers are nodes; the other sinks write the store.
     if (sink.type == SinkType::kAsyncQueue || sink.type == SinkType::kHttp) t.sink_targets.push_back(sink_target_node(sink.name));
   }
+  simulated::PipelineRunOptions o;
+  o.spec = spec;
+  o.sink_guarantees = guarantees;
+  t.kinds = simulated::swarm_kinds_for(o);
   return t;
 }
 
@@ -77,7 +82,7 @@ rc::Gen<faults::FaultPlan> fault_plan(const PlanTargets& targets, const PlanShap
   o.store_node = "store";
   o.sink_targets = targets.sink_targets;
   o.spare_workers = targets.spare_workers;
-  std::vector<faults::FaultKind> kinds = shape.kinds;
+  std::vector<faults::FaultKind> kinds = shape.kinds.empty() ? targets.kinds : shape.kinds;
   if (kinds.empty()) kinds.assign(std::begin(faults::kAllPipelineSwarmKinds), std::end(faults::kAllPipelineSwarmKinds));
   // A fault is a kind, a strength and a seed for where and when; shrinking weakens it.
   const auto fault = rc::gen::apply(
@@ -218,7 +223,7 @@ CaseResult check_under_faults(const std::string& spec_path, const ComputationReg
   c.bug_name = options.bug_name;
   c.buggify = options.buggify;
   c.workload = *gen::workload(options.max_messages).as("workload");
-  c.plan = *gen::fault_plan(plan_targets(*spec, c.workers, c.spare_workers), options.plan).as("faults");
+  c.plan = *gen::fault_plan(plan_targets(*spec, c.workers, c.spare_workers, c.guarantees), options.plan).as("faults");
   c.seed = *rc::gen::inRange<uint64_t>(1, 1'000'000).as("seed");
   const auto* test = ::testing::UnitTest::GetInstance();
   const auto* info = test != nullptr ? test->current_test_info() : nullptr;

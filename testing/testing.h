@@ -41,7 +41,11 @@ namespace onceflow::testing {
 
 // What generated fault plans may contain.
 struct PlanShape {
-  std::vector<faults::FaultKind> kinds;  // empty: every swarm kind for pipelines
+  // Empty: the kinds `explore`'s swarm draws for the pipeline (PlanTargets::kinds): every
+  // pipeline swarm kind, without `duplicate` where a sink delivers at most once (its sends
+  // carry no producer id, so a network duplicating them duplicates its deliveries:
+  // docs/guarantees.md).
+  std::vector<faults::FaultKind> kinds;
   size_t max_faults = 8;
   Micros start_us = 100 * kMillis;
   Micros heal_at_us = 3 * kSeconds;
@@ -52,8 +56,12 @@ struct PlanTargets {
   std::vector<std::string> workers;        // "worker-1", ...
   std::vector<std::string> sink_targets;   // "target-<sink>" of each async sink
   std::vector<std::string> spare_workers;  // "worker-spare-1", ...
+  std::vector<faults::FaultKind> kinds;    // what the swarm draws for the pipeline (empty: every pipeline kind)
 };
-PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_workers);
+// `guarantees`: sinks held to other guarantees than their spec's (an at-most-once one excludes
+// `duplicate` from `kinds`).
+PlanTargets plan_targets(const PipelineSpec& spec, int workers, int spare_workers,
+                         const std::map<std::string, checkers::Guarantee>& guarantees = {});
 
 namespace gen {
 // Workloads of 1 to max_messages input messages over 1 to 32 keys.

@@ -143,13 +143,9 @@ void pipeline_property(const BugSwitches& bugs, const std::string& bug_name) {
   const Shape s = *shape().as("pipeline");
   testing::FaultOptions options;
   options.max_messages = 60;
-  if (s.at_most_once) {
-    // At most once needs a transport that does not duplicate requests (docs/guarantees.md).
-    using faults::FaultKind;
-    for (const FaultKind kind : faults::kAllPipelineSwarmKinds) {
-      if (kind != FaultKind::kDuplicate) options.plan.kinds.push_back(kind);
-    }
-  }
+  // At most once needs a transport that does not duplicate requests (docs/guarantees.md): the
+  // helper draws no `duplicate` for such a sink, as explore's swarm does not
+  // (TheHelpersDrawWhatTheSwarmDraws).
   options.guarantees = {{"out", s.guarantee()}};
   options.bugs = bugs;
   options.bug_name = bug_name;
@@ -157,6 +153,38 @@ void pipeline_property(const BugSwitches& bugs, const std::string& bug_name) {
 }
 
 ONCEFLOW_PROP(PipelineProps, EveryShapeKeepsItsGuaranteeUnderFaults, ()) { pipeline_property({}, ""); }
+
+// The helpers' fault plans draw the kinds explore's swarm draws for the pipeline: no
+// `duplicate` where a sink delivers at most once (its sends carry no producer id), by its spec
+// or by the guarantee the test holds it to.
+TEST(PipelineProps, TheHelpersDrawWhatTheSwarmDraws) {
+  Shape s;
+  s.stages = {{"Counter", "process_function", "exactly_once", 1}};
+  s.sink_type = "async_queue";
+  const auto has_duplicate = [](const std::vector<faults::FaultKind>& kinds) {
+    return std::find(kinds.begin(), kinds.end(), faults::FaultKind::kDuplicate) != kinds.end();
+  };
+  auto exactly_once = load_pipeline_spec(write_spec(s));
+  ASSERT_TRUE(exactly_once.has_value()) << exactly_once.error().message();
+  EXPECT_TRUE(has_duplicate(testing::plan_targets(*exactly_once, 2, 0).kinds));
+  EXPECT_FALSE(has_duplicate(testing::plan_targets(*exactly_once, 2, 0, {{"out", checkers::Guarantee::kAtMostOnce}}).kinds));
+  s.at_most_once = true;
+  auto at_most_once = load_pipeline_spec(write_spec(s));
+  ASSERT_TRUE(at_most_once.has_value()) << at_most_once.error().message();
+  const testing::PlanTargets targets = testing::plan_targets(*at_most_once, 2, 0);
+  EXPECT_FALSE(has_duplicate(targets.kinds));
+  // And the plans drawn from them: 200 plans of up to 8 faults, not one duplicate.
+  rc::detail::TestParams params;
+  params.maxSuccess = 200;
+  params.seed = 7;
+  const auto result = testing::check_quietly(
+      [&] {
+        const faults::FaultPlan plan = *testing::gen::fault_plan(targets).as("faults");
+        for (const faults::Fault& f : plan.faults) RC_ASSERT(f.kind != faults::FaultKind::kDuplicate);
+      },
+      rc::detail::TestMetadata{"PipelineProps/Kinds", "kinds"}, params);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>());
+}
 
 // With a bug switch on, RapidCheck must find a counterexample, and its report must name the
 // onceflow command and the RC_PARAMS string that replay it.
