@@ -107,6 +107,10 @@ class UserCodeHooks {
   virtual bool simulated() const = 0;
   // User code called `what` (e.g. "clock_gettime") of the machine during `call`.
   virtual void nondeterministic(std::string_view what, const UserCall& call) = 0;
+  // Whether assertions evaluated by a re-execution (UserCall::replay) count: not where the run
+  // counts its own calls (a re-execution would count them twice), but where the re-execution
+  // is what is judged (`onceflow real --verify`).
+  virtual bool counts_replays() const { return false; }
 };
 
 namespace user_code {

@@ -6,8 +6,8 @@ namespace onceflow::real {
 
 using json = nlohmann::json;
 
-UserCodeCounts::UserCodeCounts(std::string bug)
-    : bug_(std::move(bug)), sites_(user_code::sites()), counts_(sites_.size()) {}
+UserCodeCounts::UserCodeCounts(std::string bug, bool reexecution)
+    : bug_(std::move(bug)), reexecution_(reexecution), sites_(user_code::sites()), counts_(sites_.size()) {}
 
 bool UserCodeCounts::bug(uint32_t site) { return !bug_.empty() && user_code::site(site).name == bug_; }
 
@@ -21,9 +21,24 @@ void UserCodeCounts::assertion(uint32_t site, bool condition, std::string_view d
   if (assertion_held(kind, condition)) c.held.store(c.held.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool failed = assertion_failed(kind, condition);
   if (failed && !c.told.exchange(true)) {
-    fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {}){}{}\n",
-               user_site_kind_name(kind), sites_[site].name, kind == UserSiteKind::kUnreachable ? "reached" : "failed",
-               call.computation, call.job, call.epoch, call.key, details.empty() ? "" : ": ", details.substr(0, 300));
+    c.first_failure = fmt::format("computation {}, job {}, epoch {}, {} (key {}){}{}", call.computation, call.job, call.epoch,
+                                  call.timer ? "a timer" : fmt::format("message {:016x}", call.message), call.key,
+                                  details.empty() ? "" : ": ", details.substr(0, 300));
+    if (!reexecution_) {
+      fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {}){}{}\n",
+                 user_site_kind_name(kind), sites_[site].name, kind == UserSiteKind::kUnreachable ? "reached" : "failed",
+                 call.computation, call.job, call.epoch, call.key, details.empty() ? "" : ": ", details.substr(0, 300));
+    }
+  }
+}
+
+void UserCodeCounts::fill(checkers::PipelineHistory& h) const {
+  for (size_t i = 0; i < sites_.size(); ++i) {
+    const UserSiteKind kind = sites_[i].kind;
+    if (kind != UserSiteKind::kAlways && kind != UserSiteKind::kUnreachable) continue;
+    const uint64_t evaluated = counts_[i].evaluated.load(), held = counts_[i].held.load();
+    h.user_assertions.push_back({sites_[i].name, std::string(user_site_kind_name(kind)), evaluated,
+                                 assertion_failures(kind, evaluated, held), counts_[i].first_failure});
   }
 }
 

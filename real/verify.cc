@@ -21,6 +21,7 @@
 #include "core/timer_row.h"
 #include "real/clickhouse_sink.h"
 #include "real/deployment.h"
+#include "real/user_code_counts.h"
 #include "real/wall_clock.h"
 
 namespace onceflow::real {
@@ -624,7 +625,15 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
                        spec.repeats_late(sink.input_stream)});
   }
   say(fmt::format("{} outputs held; re-executing the committed history", h.deliveries.size()));
-  if (Status done = reexecute_recorded(spec, registry, store, *sources, h); !done.is_ok()) return done;
+  // The program's assertions as the re-execution of every committed epoch evaluates them (with
+  // the life's bug switch, as lives_agree_on_bug holds every life to): a committed epoch in
+  // which one failed fails `assertions`, whichever process ran it.
+  UserCodeCounts assertions(registry.bug(options.bug) != nullptr ? options.bug : std::string(), true);
+  {
+    const user_code::HooksScope scope(&assertions);
+    if (Status done = reexecute_recorded(spec, registry, store, *sources, h); !done.is_ok()) return done;
+  }
+  assertions.fill(h);
   say(fmt::format("{} epochs re-executed; checking", h.epochs.size()));
   for (const std::string prefix : {"state/", "external/"}) {
     auto names = store.table_names(prefix);
@@ -682,7 +691,7 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
   }
   std::vector<checkers::Verdict> verdicts = {checkers::DeliveryCheck().check(h), checkers::StateCheck().check(h),
                                              checkers::ConsumptionCheck().check(h), checkers::ReexecutionCheck().check(h),
-                                             checkers::TimersAtEndCheck().check(h)};
+                                             checkers::TimersAtEndCheck().check(h), checkers::AssertionsCheck().check(h)};
   // The program's own checks also see the inputs (the consumption check above reads
   // source_inputs as what source epochs emitted, which a real run does not record).
   for (const Message& m : *sources) h.source_inputs.push_back(record_of(m));

@@ -12,6 +12,7 @@
 
 #include "core/builtin.h"
 #include "core/reexecute.h"
+#include "core/user_code.h"
 #include "real/data_dir.h"
 #include "real/run.h"
 #include "real/wall_clock.h"
@@ -190,6 +191,60 @@ TEST_P(RealVerifyDigestTest, AnEarlierStagesOutputsAreComparedByTheirDigest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CounterOrConstant, RealVerifyDigestTest, ::testing::Bool());
+
+// The program's assertions hold in every committed epoch, as the re-execution evaluates them:
+// a failed `always` fails --verify's `assertions` (it passed, every other check green, the
+// failure said only on the run's stderr: a user's probe); holding, it passes with a count.
+bool g_words_are_short = false;
+class ShortWords final : public ProcessFunction {
+ public:
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext&) override {
+    ONCEFLOW_ALWAYS(!g_words_are_short || m.payload.size() <= 5, "a word is at most 5 letters",
+                    fmt::format("{} has {}", m.payload, m.payload.size()));
+    out.add_message(m.key, m.payload);
+  }
+};
+
+class RealVerifyAssertionsTest : public RealVerifyTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RealVerifyAssertionsTest, AFailedAssertionInACommittedEpochFailsVerify) {
+  g_words_are_short = GetParam();
+  testing::TempDir spec_dir;
+  std::filesystem::create_directories(spec_dir.str());
+  path_ = spec_dir.str() + "/short_words.yaml";
+  std::ofstream(path_) << "name: short-words\n"
+                          "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
+                          "computations:\n"
+                          "  ShortWords: {type: process_function, processing_function: ShortWords, input_streams: [event], "
+                          "output_streams: [words], partitions: 2}\n"
+                          "sinks:\n  out: {type: async_queue, input_stream: words, partitions: 1}\n";
+  auto parsed = load_pipeline_spec(path_);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+  spec_ = *parsed;
+  registry_.add("ShortWords", [] { return std::make_unique<ShortWords>(); });
+  ::testing::internal::CaptureStderr();
+  const int rc = life(2000);
+  (void)::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  const nlohmann::json verdict = nlohmann::json::parse(v.json);
+  const auto checks = verdict.at("checks");
+  const auto it = std::find_if(checks.begin(), checks.end(), [](const auto& c) { return c.at("name") == "assertions"; });
+  ASSERT_NE(it, checks.end()) << v.json;
+  if (!g_words_are_short) {
+    EXPECT_EQ(v.rc, 0) << v.json;
+    EXPECT_EQ(it->at("verdict"), "pass") << v.json;
+    EXPECT_NE(it->at("detail").get<std::string>().find("held over 2000 evaluations"), std::string::npos) << v.json;
+    return;
+  }
+  EXPECT_EQ(v.rc, 1) << v.json;
+  EXPECT_EQ(it->at("verdict"), "fail") << v.json;
+  const std::string detail = it->at("detail");
+  EXPECT_NE(detail.find("always \"a word is at most 5 letters\" false"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("first in computation ShortWords, job computation/ShortWords/"), std::string::npos) << detail;
+}
+
+INSTANTIATE_TEST_SUITE_P(HoldingOrNot, RealVerifyAssertionsTest, ::testing::Bool());
 
 TEST_F(RealVerifyTest, AnOrderDependentComputationPasses) {
   run_pipeline("longest_so_far", 3000);
