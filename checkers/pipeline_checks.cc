@@ -113,6 +113,14 @@ std::string not_done_yet(const PipelineHistory& h, const std::string& what) {
   return fmt::format("; never drained: {}, left to liveness", what);
 }
 
+// Calls `f` with each committed epoch of sink `sink`, in commit order.
+template <typename F>
+void for_each_sink_epoch(const PipelineHistory& h, std::string_view sink, F&& f) {
+  for (const EpochRecord& e : h.epochs) {
+    if (e.computation == sink && e.job.starts_with("sink/") && e.commit_time >= 0) f(e);
+  }
+}
+
 // An at-most-once sink whose stream repeats late (SinkExpectation::repeats_late) sends a
 // message at most once per take, not once.
 bool per_take(const SinkExpectation& e) { return e.guarantee == Guarantee::kAtMostOnce && e.repeats_late; }
@@ -524,16 +532,15 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
   for (const MessageRecord& m : e.expected) expected[m.id].push_back(&m);
   const auto delivered = deliveries_by_id(h, e.sink);
   // Per take: how many of the sink's committed epochs took each message.
-  std::map<uint64_t, size_t> takes;
-  if (per_take(e)) {
-    for (const EpochRecord& epoch : h.epochs) {
-      if (epoch.computation != e.sink || !epoch.job.starts_with("sink/") || epoch.commit_time < 0) continue;
-      for (const MessageRecord& m : epoch.consumed) ++takes[m.id];
-    }
-  }
   // A real run's history has no sink epochs (onceflow real --verify records computations'
   // epochs only): how often the sink took a message is not known, and its copies are not judged.
   const bool takes_known = h.outputs_recorded;
+  std::map<uint64_t, size_t> takes;
+  if (per_take(e) && takes_known) {
+    for_each_sink_epoch(h, e.sink, [&](const EpochRecord& epoch) {
+      for (const MessageRecord& m : epoch.consumed) ++takes[m.id];
+    });
+  }
   const auto taken = [&](uint64_t id) {
     if (!takes_known) return SIZE_MAX;
     const auto it = takes.find(id);
@@ -599,13 +606,12 @@ std::string sink_problem_by_id(const SinkExpectation& e, const PipelineHistory& 
   // the sink's committed epochs took.
   std::map<uint64_t, int64_t> newest_taken;
   if (h.never_drained() && h.produced_times_recorded) {
-    for (const EpochRecord& epoch : h.epochs) {
-      if (epoch.computation != e.sink || !epoch.job.starts_with("sink/") || epoch.commit_time < 0) continue;
+    for_each_sink_epoch(h, e.sink, [&](const EpochRecord& epoch) {
       for (const MessageRecord& m : epoch.consumed) {
         auto [it, fresh] = newest_taken.try_emplace(m.key, m.alignment_ts);
         it->second = std::max(it->second, m.alignment_ts);
       }
-    }
+    });
   }
   const auto passed_over = [&](uint64_t id, uint64_t key) {
     const auto taken = newest_taken.find(key);
@@ -1369,10 +1375,9 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
   // A sink's epochs that only acknowledge what its target took commit nothing taken or fired:
   // deliveries then are work too, of messages the target did not hold before `from`; copies
   // of what it held already are a sink resending, not progress.
-  std::map<std::pair<std::string_view, uint64_t>, int64_t> first;  // (sink, id) -> first delivery
+  std::set<std::pair<std::string_view, uint64_t>> held;  // (sink, id) the target took before `from`
   for (const DeliveryRecord& d : h.deliveries) {
-    auto [it, fresh] = first.try_emplace({d.sink, d.message.id}, d.time);
-    if (!fresh) it->second = std::min(it->second, d.time);
+    if (d.time < from) held.emplace(d.sink, d.message.id);
   }
   struct Taken {
     size_t fresh = 0, again = 0;
@@ -1381,11 +1386,7 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
   for (const DeliveryRecord& d : h.deliveries) {
     if (d.time < from) continue;
     Taken& t = delivered[d.sink];
-    if (first.at({d.sink, d.message.id}) == d.time) {
-      ++t.fresh;
-    } else {
-      ++t.again;
-    }
+    ++(held.emplace(d.sink, d.message.id).second ? t.fresh : t.again);
   }
   std::string deliveries, resent;
   for (const auto& [sink, t] : delivered) {

@@ -97,6 +97,11 @@ bool buggify_fires(uint32_t site, const UserCall& call) {
   return (draw >> 62) == 0;  // one call in four
 }
 
+std::string describe_call(const UserCall& call) {
+  return fmt::format("computation {}, job {}, epoch {}, {} (key {})", call.computation, call.job, call.epoch,
+                     call.timer ? "a timer" : fmt::format("message {:016x}", call.message), call.key);
+}
+
 std::string describe_current_exception() {
   const std::type_info* type = abi::__cxa_current_exception_type();
   std::string name = type == nullptr ? "unknown" : type->name();

@@ -124,6 +124,10 @@ void assertion(uint32_t site, bool condition, std::string details);
 bool buggify(uint32_t site);
 bool bug(uint32_t site);
 
+// Where a call of the user's code was, for an assertion's first failure: "computation C, job J,
+// epoch E, message M (key K)" (or "a timer" for the message).
+std::string describe_call(const UserCall& call);
+
 // What the exception being handled is, for a message: "std::runtime_error \"what\"" (its
 // dynamic type, demangled), or "an exception of type T" when it is no std::exception.
 // REQUIRES: called from a catch block.

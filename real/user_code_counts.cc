@@ -21,9 +21,7 @@ void UserCodeCounts::assertion(uint32_t site, bool condition, std::string_view d
   if (assertion_held(kind, condition)) c.held.store(c.held.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool failed = assertion_failed(kind, condition);
   if (failed && !c.told.exchange(true)) {
-    c.first_failure = fmt::format("computation {}, job {}, epoch {}, {} (key {}){}{}", call.computation, call.job, call.epoch,
-                                  call.timer ? "a timer" : fmt::format("message {:016x}", call.message), call.key,
-                                  details.empty() ? "" : ": ", details.substr(0, 300));
+    c.first_failure = fmt::format("{}{}{}", user_code::describe_call(call), details.empty() ? "" : ": ", details.substr(0, 300));
     if (!reexecution_) {
       fmt::print(stderr, "onceflow real: {} \"{}\" {} in computation {} (job {}, epoch {}, key {}){}{}\n",
                  user_site_kind_name(kind), sites_[site].name, kind == UserSiteKind::kUnreachable ? "reached" : "failed",

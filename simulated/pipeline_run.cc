@@ -206,12 +206,6 @@ class Recorder final : public EngineObserver {
     bool sending = false;  // its one send had started
   };
   std::map<std::string, std::map<uint64_t, Held>> in_queue;  // queued, neither sent nor dropped yet
-  // A message queued on a node that has not crashed since: its sink will still send or drop it.
-  bool still_held(const Held& held) const {
-    return std::none_of(world_->crashes().begin(), world_->crashes().end(), [&](const auto& crash) {
-      return world_->name(crash.first) == held.node && crash.second >= held.since;
-    });
-  }
   struct Ack {  // an outbox row acknowledged before its one send (at-most-once)
     std::string sink;
     std::string job;
@@ -478,7 +472,7 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
     // And what an at-most-once sink still holds in memory to send, its node not crashed since.
     for (const auto& [sink, held] : rec.in_queue) {
       for (const auto& [id, where] : held) {
-        if (rec.still_held(where)) h.in_outboxes_at_end.push_back(id);
+        if (!crashed_between(where.node, where.since, INT64_MAX)) h.in_outboxes_at_end.push_back(id);
       }
     }
     std::sort(h.in_streams_at_end.begin(), h.in_streams_at_end.end());

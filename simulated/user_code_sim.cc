@@ -19,8 +19,7 @@ void SimUserCode::assertion(uint32_t site, bool condition, std::string_view deta
   const std::string where =
       world_ == nullptr ? std::string() : fmt::format(" on {} at {}", world_->name(world_->scheduler().current_node()),
                                                       format_time(world_->now()));
-  c.first_failure = fmt::format("computation {}, job {}, epoch {}, {} (key {}){}{}", call.computation, call.job,
-                                call.epoch, call.timer ? "a timer" : fmt::format("message {:016x}", call.message), call.key, where,
+  c.first_failure = fmt::format("{}{}{}", user_code::describe_call(call), where,
                                 details.empty() ? std::string() : ": " + std::string(details.substr(0, 300)));
 }
 

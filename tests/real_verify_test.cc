@@ -48,6 +48,19 @@ class RealVerifyTest : public ::testing::Test {
     o.seed = seed_;
     return run_real(path_, spec_, registry_, o);
   }
+  // A pipeline of the test's own: `yaml` written as `file` in a temporary folder the fixture
+  // keeps, loaded, and `functions` registered.
+  void use_spec(const std::string& file, const std::string& yaml,
+                std::vector<std::pair<std::string, ProcessFunctionFactory>> functions) {
+    std::filesystem::create_directories(spec_dir_.str());
+    path_ = spec_dir_.str() + "/" + file;
+    std::ofstream(path_) << yaml;
+    auto parsed = load_pipeline_spec(path_);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+    spec_ = *parsed;
+    for (auto& [name, factory] : functions) registry_.add(name, std::move(factory));
+  }
+  testing::TempDir spec_dir_;
   int keys_ = 16;      // life()'s --keys
   uint64_t seed_ = 1;  // life()'s --seed
   // Runs `damage` on the stopped run's store, then verifies it.
@@ -151,25 +164,16 @@ class RealVerifyDigestTest : public RealVerifyTest, public ::testing::WithParamI
 
 TEST_P(RealVerifyDigestTest, AnEarlierStagesOutputsAreComparedByTheirDigest) {
   g_stamp_counts = GetParam();
-  testing::TempDir spec_dir;
-  std::filesystem::create_directories(spec_dir.str());
-  path_ = spec_dir.str() + "/stamped.yaml";
-  {
-    std::ofstream out(path_);
-    out << "name: stamped\n"
+  ASSERT_NO_FATAL_FAILURE(use_spec("stamped.yaml",
+           "name: stamped\n"
            "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
            "computations:\n"
            "  Stamp: {type: process_function, processing_function: Stamp, input_streams: [event], "
            "output_streams: [stamped], partitions: 2}\n"
            "  Strip: {type: process_function, processing_function: Strip, input_streams: [stamped], "
            "output_streams: [stripped], partitions: 2}\n"
-           "sinks:\n  out: {type: async_queue, input_stream: stripped, partitions: 1}\n";
-  }
-  auto parsed = load_pipeline_spec(path_);
-  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
-  spec_ = *parsed;
-  registry_.add("Stamp", [] { return std::make_unique<Stamp>(); });
-  registry_.add("Strip", [] { return std::make_unique<Strip>(); });
+           "sinks:\n  out: {type: async_queue, input_stream: stripped, partitions: 1}\n",
+           {{"Stamp", [] { return std::make_unique<Stamp>(); }}, {"Strip", [] { return std::make_unique<Strip>(); }}}));
   ASSERT_EQ(life(2000), 0);
   const Verified v = verify_after([](LevelDbStore&) {});
   if (!g_stamp_counts) {
@@ -209,19 +213,14 @@ class RealVerifyAssertionsTest : public RealVerifyTest, public ::testing::WithPa
 
 TEST_P(RealVerifyAssertionsTest, AFailedAssertionInACommittedEpochFailsVerify) {
   g_words_are_short = GetParam();
-  testing::TempDir spec_dir;
-  std::filesystem::create_directories(spec_dir.str());
-  path_ = spec_dir.str() + "/short_words.yaml";
-  std::ofstream(path_) << "name: short-words\n"
-                          "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
-                          "computations:\n"
-                          "  ShortWords: {type: process_function, processing_function: ShortWords, input_streams: [event], "
-                          "output_streams: [words], partitions: 2}\n"
-                          "sinks:\n  out: {type: async_queue, input_stream: words, partitions: 1}\n";
-  auto parsed = load_pipeline_spec(path_);
-  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
-  spec_ = *parsed;
-  registry_.add("ShortWords", [] { return std::make_unique<ShortWords>(); });
+  ASSERT_NO_FATAL_FAILURE(use_spec("short_words.yaml",
+           "name: short-words\n"
+           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
+           "computations:\n"
+           "  ShortWords: {type: process_function, processing_function: ShortWords, input_streams: [event], "
+           "output_streams: [words], partitions: 2}\n"
+           "sinks:\n  out: {type: async_queue, input_stream: words, partitions: 1}\n",
+           {{"ShortWords", [] { return std::make_unique<ShortWords>(); }}}));
   ::testing::internal::CaptureStderr();
   const int rc = life(2000);
   (void)::testing::internal::GetCapturedStderr();
