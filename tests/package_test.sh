@@ -19,7 +19,9 @@ libdir=${libdir%/cmake/onceflow}
 libdir=${libdir#"$prefix"/}
 for f in bin/onceflow "$libdir/libonceflow_cli.a" "$libdir/cmake/onceflow/onceflowConfigVersion.cmake" include/onceflow/cli/cli.h \
          include/onceflow/testing/testing.h include/onceflow/core/env/status.h \
-         share/onceflow/scenarios/retryable_request.yaml share/onceflow/scenarios/pipelines; do
+         share/onceflow/scenarios/retryable_request.yaml share/onceflow/scenarios/pipelines \
+         share/doc/onceflow/README.md share/doc/onceflow/docs/extending.md share/doc/onceflow/docs/guarantees.md \
+         share/doc/onceflow/examples/own_computation/CMakeLists.txt; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
 if grep -rqF "$src" "$prefix/$libdir/cmake"; then fail "the installed package names the source tree $src"; fi
