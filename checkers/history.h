@@ -105,6 +105,9 @@ struct DeliveryRecord {  // a message the target made visible
   int64_t txn = -1;
   int64_t committed_txn = -1;
   bool txn_aborted_by_writer = false;
+  // Made visible by the network's duplicate of the request that carried it (a `duplicate`
+  // fault), not by a send of the engine's.
+  bool network_copy = false;
 };
 
 // An async sink's delivery callback: the sink said the target holds message `id`, after

@@ -31,6 +31,7 @@ struct SimNetwork::Packet {
   std::string service;
   std::string payload;
   Status status;  // replies only
+  bool network_copy = false;  // the second copy of a packet the link duplicated
 };
 
 class SimNetwork::Endpoint final : public Network {
@@ -212,7 +213,13 @@ void SimNetwork::send(std::shared_ptr<const Packet> packet) {
       ++stats_.reordered;
     }
     note(copy == 0 ? "sends" : "network duplicates");
-    sched.at(sched.now() + latency, packet->to, [this, packet] { deliver(packet); });
+    std::shared_ptr<const Packet> sent = packet;
+    if (copy > 0) {
+      auto twin = std::make_shared<Packet>(*packet);
+      twin->network_copy = true;
+      sent = std::move(twin);
+    }
+    sched.at(sched.now() + latency, packet->to, [this, sent] { deliver(sent); });
   }
 }
 
@@ -239,15 +246,19 @@ void SimNetwork::deliver_request(const std::shared_ptr<const Packet>& packet) {
   ++stats_.delivered;
   if (endpoint_impl(packet->to).is_inline(packet->service) && !world_.is_paused(packet->to)) {
     // A handler that never suspends runs at once, as one step of the node: no fiber needed.
+    delivering_copy_ = packet->network_copy;
     Result<std::string> result = (*handler)(world_.name(packet->from), packet->payload);
+    delivering_copy_ = false;
     reply(*packet, std::move(result));
     return;
   }
   // Copy the handler: the service may be replaced while this request runs.
   world_.scheduler().spawn(packet->to, packet->service,
                            [this, packet, run = *handler]() {
+                             delivering_copy_ = packet->network_copy;
                              Result<std::string> result =
                                  run(world_.name(packet->from), packet->payload);
+                             delivering_copy_ = false;
                              reply(*packet, std::move(result));
                            });
 }

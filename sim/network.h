@@ -80,6 +80,10 @@ class SimNetwork {
     std::map<std::string, uint64_t> dropped_at_cut;  // by the cause that cut the link
   };
   const Stats& stats() const { return stats_; }
+  // Whether the request whose handler runs now is the link's duplicate of one already sent
+  // (a `duplicate` fault): read at the handler's start, before it suspends. A target that
+  // records what it made visible keeps it, so a check can tell the transport's copies.
+  bool delivering_network_copy() const { return delivering_copy_; }
 
  private:
   class Endpoint;
@@ -97,6 +101,7 @@ class SimNetwork {
   NetworkOptions options_;
   Xoshiro256StarStar rng_;
   uint64_t next_call_id_ = 1;
+  bool delivering_copy_ = false;
   std::map<NodeIndex, std::unique_ptr<Endpoint>> endpoints_;
   std::map<std::pair<NodeIndex, NodeIndex>, std::string> blocked_;  // cut links -> what cut them
   std::map<std::pair<NodeIndex, NodeIndex>, LinkOptions> links_;

@@ -51,6 +51,7 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
     const NodeIndex self = node.index;
     Random& random = node.fault_random;
     node.network.serve(kSinkAppendService, [&log, &faults, &world, self, &random](const std::string&, std::string_view request) -> Result<std::string> {
+      const bool network_copy = world.network().delivering_network_copy();
       auto req = decode_append(request);
       if (!req) return Status::invalid_argument("malformed append");
       // The whole request is checked before any of it is applied.
@@ -82,8 +83,10 @@ BootFn queue_target_boot(TargetLog& log, TargetFaults& faults) {
           continue;
         }
         ++reply.appended;
-        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {}{}", label, from, e.seqno,
-                                       req->lease, tablet >= 0 ? fmt::format(" to tablet {}", tablet) : ""));
+        log.appended.back().network_copy = network_copy;
+        world.detail(self, fmt::format("appends {} from {} seqNo {} lease {}{}{}", label, from, e.seqno, req->lease,
+                                       tablet >= 0 ? fmt::format(" to tablet {}", tablet) : "",
+                                       network_copy ? " (a copy the network made of the request)" : ""));
       }
       if (take < req->entries.size()) {
         world.detail(self, fmt::format("takes {} of a batch of {} from {}", take, req->entries.size(), from));
@@ -109,6 +112,7 @@ BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idem
     node.network.serve(kHttpPostService, [&log, &faults, &world, self, &random, honour_idempotency_key](
                                               const std::string&, std::string_view request) -> Result<std::string> {
       Decoder in(request);
+      const bool network_copy = world.network().delivering_network_copy();
       const std::string key = in.string();
       const std::string producer = in.string();
       const uint64_t lease = in.u64();
@@ -125,6 +129,7 @@ BootFn http_receiver_boot(TargetLog& log, TargetFaults& faults, bool honour_idem
       }
       world.detail(self, fmt::format("appends {} POSTed by {} lease {}", message_label(*message), producer, lease));
       log.appended.push_back({std::move(*message), producer, lease, world.now()});
+      log.appended.back().network_copy = network_copy;
       return std::string("200");
     });
     return nullptr;

@@ -66,6 +66,7 @@ struct TargetLog {
     int64_t txn = -1;
     int64_t committed_txn = -1;
     int tablet = -1;  // a sharded queue's tablet that holds it; -1 for other targets
+    bool network_copy = false;  // appended from the link's duplicate of a request (a `duplicate` fault)
   };
   std::vector<Entry> appended;
   // A sharded queue: its tablets now (0: not sharded), changed by a reshard at the times given.

@@ -412,7 +412,8 @@ checkers::PipelineHistory collect(const PipelineRunOptions& o, const Computation
           entry.txn >= 0 &&
           w.kafka().aborted_by_writer.count({entry.txn_producer, static_cast<uint64_t>(entry.txn)}) != 0;
       h.deliveries.push_back({sink, entry.producer, entry.lease, entry.time, record_of(std::move(entry.message)),
-                              entry.written_epoch, entry.committed_epoch, entry.txn, entry.committed_txn, aborted});
+                              entry.written_epoch, entry.committed_epoch, entry.txn, entry.committed_txn, aborted,
+                              entry.network_copy});
     }
   }
   for (const SinkSpec& sink : w.spec().sinks) {  // a synchronous sink's rows are its target

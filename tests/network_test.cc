@@ -23,6 +23,7 @@ class NetworkTest : public ::testing::Test {
     server_ = world_->add_node("server", [this](NodeContext& ctx) -> std::shared_ptr<void> {
       ctx.network.serve("echo", [this](const std::string& from, std::string_view req) {
         ++handled_;
+        copies_ += world_->network().delivering_network_copy() ? 1 : 0;
         return Result<std::string>(from + ":" + std::string(req));
       });
       return nullptr;
@@ -45,6 +46,7 @@ class NetworkTest : public ::testing::Test {
   std::unique_ptr<World> world_;
   NodeIndex server_ = 0, client_ = 0;
   int handled_ = 0;
+  int copies_ = 0;  // handled requests that were the link's duplicates
 };
 
 TEST_F(NetworkTest, RequestGetsItsReply) {
@@ -116,6 +118,8 @@ TEST_F(NetworkTest, DuplicatesRunTheHandlerTwiceButAnswerOnce) {
   auto reply = call_once();
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(handled_, 2);
+  EXPECT_EQ(copies_, 1);  // the second run says it is the link's copy, so a target can record it
+  EXPECT_FALSE(world_->network().delivering_network_copy());
 }
 
 TEST_F(NetworkTest, DroppedRepliesLookLikeTimeouts) {

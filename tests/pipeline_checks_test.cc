@@ -654,6 +654,23 @@ TEST(PipelineChecksTest, LifecyclePassesAStopAndACompletionWithNothingInFlight) 
   EXPECT_FALSE(none.applicable);
 }
 
+// A stop asked for and lifted before its drain ended never reaches "stopped", but the drain was
+// checked: the verdict says so instead of "never stopped" beside a stop fault's "stops applied".
+TEST(PipelineChecksTest, LifecycleSaysWhatBecameOfDrainsThatNeverStopped) {
+  const Verdict again = LifecycleCheck().check(ended_as("working"));
+  EXPECT_TRUE(again.passed && again.applicable) << again.detail;
+  EXPECT_EQ(again.detail, "1 drains begun and none reached \"stopped\": 1 started again before they ended; each "
+                          "within the liveness bound");
+  PipelineHistory h = ended_as("working");
+  h.state_changes.pop_back();  // left draining, the run drained in time
+  h.drained_at = 9'000;
+  const Verdict left = LifecycleCheck().check(h);
+  EXPECT_TRUE(left.passed && left.applicable) << left.detail;
+  EXPECT_NE(left.detail.find("0 started again before they ended, the last still draining when the run ended"),
+            std::string::npos)
+      << left.detail;
+}
+
 TEST(PipelineChecksTest, LifecycleFailsOnAStopWithRowsInFlight) {
   PipelineHistory h = ended_as("stopped");
   h.state_changes.back().in_flight = {"output_messages/counts_out:0000/0000000000000007"};
@@ -1086,6 +1103,11 @@ TEST(ReexecutedHistoryTest, DeliveryNamesADuplicateOnlyForOneIdVisibleTwice) {
   PipelineHistory h = reexecuted_history();
   h.deliveries.push_back({"counts_out", "sink/counts_out/0", 2, 455, h.sinks[0].expected[0]});
   expect_failure(DeliveryCheck().check(h), {"duplicate: message 0000000000000021", "2 times"});
+  EXPECT_EQ(DeliveryCheck().check(h).detail.find("network"), std::string::npos);
+  // A copy the transport made still breaks the promise at the target, and says whose it is.
+  h.deliveries.back().network_copy = true;
+  expect_failure(DeliveryCheck().check(h), {"duplicate: message 0000000000000021",
+                                            "1 of the 2 copies came from the network duplicating the request"});
   // Two outputs with equal content and different ids are no duplicate: each is its own.
   h = reexecuted_history();
   MessageRecord same = h.sinks[0].expected[0];
