@@ -732,6 +732,11 @@ Result<int> verify_run(const PipelineSpec& spec, const ComputationRegistry& regi
                      {"expected", expected_total}, {"duplicates", duplicates}, {"lost", lost}, {"sinks", sinks},
                      {"oracle", "the committed history, re-executed"},
                      {"kafka_inputs_not_yet_read", unread}, {"checks", checks}};
+  // As `run` and `explore` say it: the failure the others may follow from.
+  if (const std::string first = checkers::read_first(verdicts); !first.empty()) {
+    verdict["read_first"] = first;
+    fmt::print(stderr, "onceflow real --verify: read first: {}\n", first);
+  }
   if (options.stats != nullptr) verdict["stats"] = *options.stats;
   if (!options.bug.empty()) verdict["bug"] = options.bug;
   fmt::print("{}\n", verdict.dump(2));

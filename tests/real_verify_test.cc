@@ -196,6 +196,29 @@ TEST_P(RealVerifyDigestTest, AnEarlierStagesOutputsAreComparedByTheirDigest) {
 
 INSTANTIATE_TEST_SUITE_P(CounterOrConstant, RealVerifyDigestTest, ::testing::Bool());
 
+// The same mistake with no stage to hide it: the sink holds the counter's outputs, which the
+// re-execution does not give, so delivery fails beside re-execution, and --verify says which
+// to read first, as `run` does.
+TEST_F(RealVerifyTest, AReexecutionFailureOthersFollowFromIsToldToBeReadFirst) {
+  g_stamp_counts = true;
+  ASSERT_NO_FATAL_FAILURE(use_spec("stamped_out.yaml",
+           "name: stamped_out\n"
+           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
+           "computations:\n"
+           "  Stamp: {type: process_function, processing_function: Stamp, input_streams: [event], "
+           "output_streams: [stamped], partitions: 2}\n"
+           "sinks:\n  out: {type: async_queue, input_stream: stamped, partitions: 1}\n",
+           {{"Stamp", [] { return std::make_unique<Stamp>(); }}}));
+  ASSERT_EQ(life(500), 0);
+  const Verified v = verify_after([](LevelDbStore&) {});
+  EXPECT_EQ(v.rc, 1) << v.json;
+  const nlohmann::json verdict = nlohmann::json::parse(v.json);
+  ASSERT_TRUE(verdict.contains("read_first")) << v.json;
+  const std::string first = verdict.at("read_first");
+  EXPECT_TRUE(first.starts_with("re-execution: ")) << first;
+  EXPECT_NE(first.find("the delivery failures may follow from it"), std::string::npos) << first;
+}
+
 // The program's assertions hold in every committed epoch, as the re-execution evaluates them:
 // a failed `always` fails --verify's `assertions` (it passed, every other check green, the
 // failure said only on the run's stderr: a user's probe); holding, it passes with a count.
