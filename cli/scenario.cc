@@ -16,6 +16,7 @@
 #include "core/engine.h"
 #include "core/input_checks.h"
 #include "core/layout.h"
+#include "core/user_code.h"
 #include "faults/points.h"
 
 namespace onceflow::cli {
@@ -557,8 +558,23 @@ class Loader {
     }
     if (f["buggify"]) {  // the user's ONCEFLOW_BUGGIFY sites enabled, by name (a shrunk scenario's)
       if (!f["buggify"].IsSequence()) fail(f["buggify"], "faults.buggify", "expected a list of ONCEFLOW_BUGGIFY site names");
+      // Names this program has no site of enable nothing: a typo would test nothing, silently.
+      std::set<std::string> known;
+      for (const UserSite& site : user_code::sites()) {
+        if (site.kind == UserSiteKind::kBuggify) known.insert(site.name);
+      }
       std::set<std::string> sites;
-      for (const auto& site : f["buggify"]) sites.insert(string(site, "faults.buggify"));
+      for (const auto& site : f["buggify"]) {
+        std::string name = string(site, "faults.buggify");
+        if (known.count(name) == 0) {
+          std::string names;
+          for (const std::string& k : known) names += (names.empty() ? "'" : ", '") + k + "'";
+          fail(site, "faults.buggify",
+               fmt::format("no ONCEFLOW_BUGGIFY site of this program is named '{}' ({})", name,
+                           known.empty() ? std::string("it has none") : "it has " + names));
+        }
+        sites.insert(std::move(name));
+      }
       s.pipeline.buggify_sites = std::move(sites);
     }
     if (f["swarm"]) s.swarm = boolean(f["swarm"], "faults.swarm");

@@ -409,6 +409,28 @@ TEST(UserCodeTest, MutantsWantsAHarmlessSwitchGreenAndFailsOneThatIsNot) {
   EXPECT_THROW(registry.add_harmless_switch("count-twice", "again"), std::invalid_argument);
 }
 
+// A scenario's buggify list names the program's sites: a name it has no site of (a typo) is
+// bad input naming the sites it has, not a run that silently tests no fault point.
+TEST(UserCodeTest, ABuggifyNameTheProgramHasNoSiteOfIsRefused) {
+  const SlowPathFiles files = slow_path_files();
+  const auto with = [&](const std::string& names) {
+    const std::string path = files.scenario + "." + std::to_string(names.size()) + ".yaml";
+    std::ofstream(path) << "name: slow-path\nkind: pipeline\npipeline: " << files.spec
+                        << "\nworkload: {messages: 20, keys: 2, interval: 5ms}\nfaults: {swarm: false, plan: [], "
+                           "buggify: ["
+                        << names << "]}\n";
+    return cli::load_scenario(path);
+  };
+  ASSERT_TRUE(with("the slow path").has_value());
+  const auto typo = with("the slow pth");
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().message().find("faults.buggify: no ONCEFLOW_BUGGIFY site of this program is named 'the slow "
+                                        "pth'"),
+            std::string::npos)
+      << typo.error().message();
+  EXPECT_NE(typo.error().message().find("'the slow path'"), std::string::npos) << typo.error().message();
+}
+
 TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
   const ComputationRegistry registry = user_registry();
   const SlowPathFiles files = slow_path_files();
