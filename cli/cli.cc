@@ -526,6 +526,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
   }
   // The program's own fault points (ONCEFLOW_BUGGIFY) that fired, pinned by name, then each
   // dropped that the failure does not need.
+  std::string buggify_note;
   if (best.pipeline.buggify_sites) {
     cli::Scenario candidate = best;
     for (const std::string& site : std::set<std::string>(*best.pipeline.buggify_sites)) {
@@ -534,7 +535,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
       ++runs;
       if (still_fails(candidate)) best = std::move(candidate);
     }
-    points_note += fmt::format("\n  user fault points (ONCEFLOW_BUGGIFY) kept: {}", best.pipeline.buggify_sites->size());
+    buggify_note = fmt::format("\n  user fault points (ONCEFLOW_BUGGIFY) kept: {}", best.pipeline.buggify_sites->size());
   }
   const size_t faults_before = best.scripted.faults.size();
   const uint64_t workload_before = workload_size(best);
@@ -564,6 +565,7 @@ int cmd_shrink(const Invocation& inv, const std::string& path, uint64_t seed, st
                                     [](const faults::Fault& f) { return f.kind == faults::FaultKind::kPointCrash; });
     points_note += fmt::format(", {} of them kept", kept);
   }
+  points_note += buggify_note;  // after the crashes' line, which the count above ends
   write_shrunk(best, seed, check, out_path, inv.bug_name);
   fmt::print("shrink {} seed {}: fails {}{}\n  faults {} -> {}, workload {} -> {} ({} runs)\n  wrote {}\n  replay: {} run {} --seed {}{}\n",
              path, seed, check, points_note, faults_before, best.scripted.faults.size(), workload_before, workload_size(best), runs,
@@ -707,8 +709,12 @@ int cmd_mutants(const ComputationRegistry& registry, const std::string& dir, uin
   uint64_t baseline_failures = 0;  // seeds that failed with the switch and without it too
   std::vector<std::string> baseline_seeds;  // which ("<scenario> --seed N")
   if (!as_json) {
-    fmt::print("mutants: {} bug switches against the {} scenarios in {}, up to {} seeds each, {} worker process{}\n\n",
-               switches.size(), store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
+    const auto harmless_switches =
+        std::count_if(switches.begin(), switches.end(), [](const Switch& sw) { return sw.harmless; });
+    fmt::print("mutants: {} bug switches{} against the {} scenarios in {}, up to {} seeds each, {} worker process{}\n\n",
+               switches.size() - static_cast<size_t>(harmless_switches),
+               harmless_switches == 0 ? std::string() : fmt::format(" and {} harmless switches", harmless_switches),
+               store_order.size(), dir, max_seeds, jobs, jobs == 1 ? "" : "es");
     print_row("bug switch", "result", "caught by", "scenario", "seed", "tried");
     std::fflush(stdout);
   }

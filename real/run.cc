@@ -201,7 +201,12 @@ int run_real(const std::string& spec_path, const PipelineSpec& spec, const Compu
   bool drain_timed_out = false;
   UserCodeCounts user_code(registry.bug(o.bug) != nullptr ? o.bug : std::string());
   if (!o.bug.empty()) {
-    fmt::print(stderr, "onceflow real: bug switch '{}' is on: this run is broken on purpose\n", o.bug);
+    const UserBug* own = registry.bug(o.bug);
+    if (own != nullptr && own->harmless) {
+      fmt::print(stderr, "onceflow real: harmless switch '{}' is on: this run must compute the same\n", o.bug);
+    } else {
+      fmt::print(stderr, "onceflow real: bug switch '{}' is on: this run is broken on purpose\n", o.bug);
+    }
   }
   const user_code::HooksScope user_code_scope(&user_code);
   std::string life;

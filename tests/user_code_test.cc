@@ -444,7 +444,11 @@ TEST(UserCodeTest, ShrinkPinsTheBuggifySitesAFailureNeeds) {
     if (!simulated::run_pipeline(o, registry).outcome.passed) failing = seed;
   }
   ASSERT_NE(failing, 0u) << "no seed enabled the slow path in 40";
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(run_cli(registry, {"prog", "shrink", scenario, "--seed", std::to_string(failing), "--out", out}), 1);
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  // The crashes' "of them kept" ends the crashes' line, not the fault points' one.
+  EXPECT_NE(said.find("user fault points (ONCEFLOW_BUGGIFY) kept: 1\n"), std::string::npos) << said;
   std::ifstream in(out);
   const std::string shrunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(shrunk.find("buggify: [the slow path]"), std::string::npos) << shrunk;
