@@ -266,6 +266,9 @@ struct PipelineHistory {
   int64_t heal_at = 0;
   int64_t faults_lifted_at = 0;
   int64_t liveness_bound = 0;
+  // The latest trigger of the system-time timers the function had set beyond the bound, which
+  // the run waited for (-1: none): the bound runs from it too.
+  int64_t timers_due_at = -1;
   int64_t drained_at = -1;  // -1: never drained, or a real run's history (no simulated time)
   std::string undrained;    // never drained: what it still waited for at the bound
   // The operator's last state request, when it asked for a stop or a pause (the state and when

@@ -1384,7 +1384,7 @@ namespace {
 // busy (which computations kept committing, and whether their timers kept setting timers) or
 // stuck (no commit at all).
 std::string busy_at_the_bound(const PipelineHistory& h) {
-  const int64_t from = h.heal_at + h.liveness_bound / 2;
+  const int64_t from = std::max(h.heal_at, h.timers_due_at) + h.liveness_bound / 2;
   struct Busy {
     size_t epochs = 0, consumed = 0, fired = 0, set = 0;
   };
@@ -1464,7 +1464,15 @@ std::string busy_at_the_bound(const PipelineHistory& h) {
 }  // namespace
 
 Verdict LivenessCheck::check(const PipelineHistory& h) const {
-  const int64_t deadline = h.heal_at + h.liveness_bound;
+  // From the calm, or from the trigger of the last timer the function set beyond the bound:
+  // such a timer cannot fire earlier, and waiting for it is not being stuck.
+  const int64_t from = std::max(h.heal_at, h.timers_due_at);
+  const int64_t deadline = from + h.liveness_bound;
+  const std::string timers =
+      h.timers_due_at > h.heal_at
+          ? fmt::format(", and from {}, when the last system-time timer the function set beyond the bound fell due",
+                        format_time(h.timers_due_at))
+          : std::string();
   if (h.drained_at < 0 && !h.left_at_rest.empty()) {
     // The scenario's own request left the pipeline stopped or paused: it reads no more input,
     // so a drain is not asked for (lifecycle holds the stop's own drain to the bound).
@@ -1480,11 +1488,12 @@ Verdict LivenessCheck::check(const PipelineHistory& h) const {
         h.drained_at < 0 ? std::string("never drained") : fmt::format("drained at {}", format_time(h.drained_at));
     if (h.drained_at < 0 && !h.undrained.empty()) when += " (at the bound: " + h.undrained + ")" + busy_at_the_bound(h);
     return failure(name(), h,
-                   fmt::format("not drained by {} ({} after the calm at {}); {}", format_time(deadline), format_time(h.liveness_bound),
-                               format_time(h.heal_at), when));
+                   fmt::format("not drained by {} ({} after the calm at {}{}); {}", format_time(deadline),
+                               format_time(h.liveness_bound), format_time(h.heal_at), timers, when));
   }
-  return Verdict::pass(std::string(name()), fmt::format("drained at {}, {} after the calm (bound {})",
-                                                        format_time(h.drained_at), format_time(h.drained_at - h.heal_at), format_time(h.liveness_bound)));
+  return Verdict::pass(std::string(name()), fmt::format("drained at {}, {} after the calm (bound {}{})",
+                                                        format_time(h.drained_at), format_time(h.drained_at - h.heal_at),
+                                                        format_time(h.liveness_bound), timers));
 }
 
 // What a computation's committed epochs gave: each output with the event time of an input or

@@ -124,6 +124,13 @@ class Loader {
     return v;
   }
 
+  // A bound of 0 would read as "the default rule" inside, silently: refused, as leaving the key
+  // out says that.
+  Micros liveness_bound(const YAML::Node& node) const {
+    const Micros bound = duration(node, "liveness_bound");
+    if (bound <= 0) fail(node, "liveness_bound", "must be above 0 (leave it out for the default bound)");
+    return bound;
+  }
   Micros duration(const YAML::Node& node, const std::string& key, Micros longest = kMaxScenarioDuration) const {
     if (!node.IsScalar()) fail(node, key, "expected a duration such as 250ms");
     const std::string text = node.as<std::string>();
@@ -191,7 +198,7 @@ class Loader {
     if (s.kind == "pipeline") return load_pipeline(root, s);
     if (root["workload"]) load_kernel_workload(root["workload"], s);
     if (root["faults"]) load_faults(root["faults"], s);
-    if (root["liveness_bound"]) s.kernel.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    if (root["liveness_bound"]) s.kernel.liveness_bound_us = liveness_bound(root["liveness_bound"]);
     if (root["guarantees"]) {
       if (!root["guarantees"].IsSequence()) fail(root["guarantees"], "guarantees", "expected a list");
       for (const auto& g : root["guarantees"]) s.guarantees.push_back(string(g, "guarantees"));
@@ -294,7 +301,7 @@ class Loader {
       o.faults_start_us = s.kernel.faults_start_us;
       o.heal_at_us = s.kernel.heal_at_us;
     }
-    if (root["liveness_bound"]) o.liveness_bound_us = duration(root["liveness_bound"], "liveness_bound");
+    if (root["liveness_bound"]) o.liveness_bound_us = liveness_bound(root["liveness_bound"]);
     if (const YAML::Node& ops = root["operations"]) load_operations(ops, o);
     if (const YAML::Node& knobs = root["knobs"]) load_knobs(knobs, s);
     for (const auto& sink : o.spec.sinks) {

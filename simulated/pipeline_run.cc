@@ -708,9 +708,30 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   out.knobs = knobs;
   world.run_sampling(calm_from + 200 * kMillis);
   Micros drained_at = -1;
-  if (world.run_until_drained(calm_from + out.liveness_bound_us)) drained_at = world.world().now();
+  Micros deadline = calm_from + out.liveness_bound_us;
+  if (world.run_until_drained(deadline)) drained_at = world.world().now();
+  // A system-time timer the function set further ahead than the bound (a session gap of
+  // minutes) cannot fire before its trigger: nothing is stuck, so the run waits for the latest
+  // such timer and gives the bound again after it, as `onceflow real` waits for its timers. A
+  // few times over, for timers set as others fire; one that keeps setting timers further ahead
+  // is busy, and liveness says so.
+  Micros timers_due_at = -1;
+  constexpr int kTimerWaits = 8;
+  constexpr Micros kLongestTimerWait = 10 * 60 * kSeconds;  // simulated time after the calm
+  for (int wait = 0; drained_at < 0 && wait < kTimerWaits; ++wait) {
+    const Micros last_trigger = world.last_system_timer_trigger();
+    if (last_trigger <= deadline - out.liveness_bound_us || last_trigger > calm_from + kLongestTimerWait) break;
+    timers_due_at = last_trigger;
+    deadline = last_trigger + out.liveness_bound_us;
+    if (world.run_until_drained(deadline)) drained_at = world.world().now();
+  }
   if (drained_at >= 0) out.drain_us = drained_at - calm_from;
-  const std::string undrained = drained_at < 0 ? world.undrained() : "";
+  std::string undrained = drained_at < 0 ? world.undrained() : "";
+  if (const Micros last_trigger = world.last_system_timer_trigger(); drained_at < 0 && last_trigger > deadline) {
+    undrained += fmt::format(" (a system-time timer is set for {}, later than the run waits: give the scenario a "
+                             "liveness_bound past it)",
+                             format_time(last_trigger));
+  }
 
   // The store is drained; let replies in flight land and at-most-once queues empty.
   world.world().run_until(world.world().now() + kSettleUs);
@@ -727,6 +748,7 @@ PipelineRun run_pipeline(const PipelineRunOptions& o, const ComputationRegistry&
   }
   run.history = collect(o, registry, world, recorder, drained_at, out.liveness_bound_us);
   run.history.undrained = undrained;
+  run.history.timers_due_at = timers_due_at;
   user_code.fill(run.history);
   out.verdicts = checkers::run_pipeline_checks(run.history);
   for (checkers::Verdict& v : checkers::run_user_checks(registry, run.history)) out.verdicts.push_back(std::move(v));

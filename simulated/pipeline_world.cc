@@ -567,6 +567,22 @@ std::string PipelineWorld::undrained() const {
   return "";
 }
 
+Micros PipelineWorld::last_system_timer_trigger() const {
+  Micros last = INT64_MIN;
+  for (const ComputationSpec& c : spec_.computations) {
+    for (const std::string& table : tables::timers(c)) {
+      for (const Row& row : data_.read_range(table, "", "", data_.last_version(), SIZE_MAX)) {
+        const auto stored = stored_timer(row.key, decode_timer_value(row.value));
+        if (!stored) continue;
+        const TimerStreamSpec* stream = c.timer_stream(stored->second.timer_stream);
+        if (stream == nullptr || stream->watermark == Watermark::kEventTime) continue;
+        last = std::max(last, stored->second.trigger_ts);
+      }
+    }
+  }
+  return last;
+}
+
 // Whether a timer of `c` is still to fire (core/job.h: timer_may_fire).
 bool PipelineWorld::timers_may_fire(const ComputationSpec& c) const {
   for (const std::string& table : tables::timers(c)) {

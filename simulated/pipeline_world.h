@@ -94,6 +94,9 @@ class PipelineWorld {
   bool drained() const;
   // Why the run is not drained ("" when it is): the first of what it still waits for.
   std::string undrained() const;
+  // The latest trigger of the system-time timers stored now (INT64_MIN: none): a timer the
+  // function set further ahead than the liveness bound is not due yet, and the run waits for it.
+  Micros last_system_timer_trigger() const;
 
   World& world() { return *world_; }
   StoreData& store_data() { return data_; }

@@ -269,6 +269,8 @@ TEST(ScenarioTest, ErrorsNameTheFileLineAndKey) {
                 .find("no node 'nobody'"),
             std::string::npos);
   EXPECT_NE(error_of("name: [oops\n").find("malformed YAML"), std::string::npos);
+  EXPECT_NE(error_of("name: t\nkind: kernel\nliveness_bound: 0s\n").find(":3: liveness_bound: must be above 0"),
+            std::string::npos);
   // A plan that swarm faults would silently replace is refused.
   EXPECT_NE(error_of("name: t\nkind: kernel\nfaults:\n  plan:\n    - {kind: store_unavailable, at: 1s, for: 1s}\n")
                 .find(":5: faults.plan: runs only with swarm: false"),

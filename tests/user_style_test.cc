@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <stdexcept>
@@ -34,6 +35,32 @@ class RunningMaxInMember final : public ProcessFunction {
 
  private:
   std::map<uint64_t, int64_t> max_;
+  StateClient armed_;
+};
+
+// A session gap as production sets it, far longer than the liveness bound: each key's report
+// waits 20 s of processing time after its first message. With `renew`, every report arms the
+// next one 20 s later, for ever: a pipeline that never drains.
+template <bool renew>
+class ReportsAfterALongGap final : public ProcessFunction {
+ public:
+  static constexpr Micros kGap = 20 * kSeconds;
+  void init(const InitContext& init) override { init.init_state_client(armed_, "armed"); }
+  void process_message(const Message& m, OutputCollector& out, RuntimeContext& context) override {
+    if (armed_.get(m.key)) return;
+    armed_.set(m.key, "1");
+    out.add_timer(context.current_timestamp() + kGap);
+  }
+  void process_timer(const Timer& t, OutputCollector& out, RuntimeContext& context) override {
+    out.add_message(t.key, fmt::format("key={} report", t.key));
+    if (renew) {
+      out.add_timer(context.current_timestamp() + kGap);
+    } else {
+      armed_.clear(t.key);
+    }
+  }
+
+ private:
   StateClient armed_;
 };
 
@@ -151,6 +178,8 @@ ComputationRegistry with_planted_bugs() {
   r.add("ReadsTwice", [] { return std::make_unique<ReadsTwice>(); });
   r.add("ThrowsInInit", [] { return std::make_unique<ThrowsInInit>(); });
   r.add("ThrowsWhenReexecuted", [] { return std::make_unique<ThrowsWhenReexecuted>(); });
+  r.add("ReportsAfterALongGap", [] { return std::make_unique<ReportsAfterALongGap<false>>(); });
+  r.add("ReportsAfterALongGapForEver", [] { return std::make_unique<ReportsAfterALongGap<true>>(); });
   return r;
 }
 
@@ -181,6 +210,27 @@ TEST(UserStyleTest, CorrectComputationsPassUnderFaults) {
     const Tally t = run_seeds(options_of(file), 10);
     EXPECT_EQ(t.passed, t.runs) << file << ": " << (t.failures.empty() ? "" : t.failures.front());
   }
+}
+
+// A system-time timer set beyond the liveness bound cannot fire earlier: the run waits for it,
+// as `onceflow real` does, and liveness gives the bound again after it (it failed such a
+// pipeline as "stuck, not busy"). One that sets timers for ever still fails liveness.
+TEST(UserStyleTest, ATimerSetBeyondTheLivenessBoundIsWaitedFor) {
+  EXPECT_TRUE(failures_with("user_running_max.yaml", "RunningMax", "ReportsAfterALongGap", 2, false).empty());
+  simulated::PipelineRunOptions o = options_of("user_running_max.yaml");
+  for (auto& c : o.spec.computations) c.processing_function = "ReportsAfterALongGap";
+  o.swarm = false;
+  o.seed = 1;
+  for (const auto& v : simulated::run_pipeline(o, with_planted_bugs()).outcome.verdicts) {
+    if (v.check != "liveness") continue;
+    EXPECT_TRUE(v.passed && v.applicable) << v.detail;
+    EXPECT_NE(v.detail.find("when the last system-time timer the function set beyond the bound fell due"),
+              std::string::npos)
+        << v.detail;
+  }
+  const auto failed = failures_with("user_running_max.yaml", "RunningMax", "ReportsAfterALongGapForEver", 1, false);
+  const bool liveness = std::any_of(failed.begin(), failed.end(), [](const auto& v) { return v.check == "liveness"; });
+  EXPECT_TRUE(liveness) << (failed.empty() ? "nothing failed" : failed.front().check + ": " + failed.front().detail);
 }
 
 TEST(UserStyleTest, StateKeptInAMemberIsCaughtNamingTheComputation) {
