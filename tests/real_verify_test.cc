@@ -141,6 +141,22 @@ TEST_F(RealVerifyTest, AComputationThatThrowsForAWhileIsRetriedCountedAndVerifie
   EXPECT_EQ(v.rc, 0) << v.json;
 }
 
+// A pipeline of the tests' own: the queue source `events` (2 partitions), then each stage in
+// order (function, the stream it writes; 2 partitions, reading the stream before it), then the
+// sink `out` on the last stream.
+std::string chain_spec(const std::string& name, const std::vector<std::pair<std::string, std::string>>& stages) {
+  std::string yaml = "name: " + name + "\nsources:\n  events: {type: queue, partitions: 2, output_stream: event}\n" +
+                     "computations:\n";
+  std::string stream = "event";
+  for (const auto& [function, output] : stages) {
+    yaml += fmt::format("  {0}: {{type: process_function, processing_function: {0}, input_streams: [{1}], "
+                        "output_streams: [{2}], partitions: 2}}\n",
+                        function, stream, output);
+    stream = output;
+  }
+  return yaml + "sinks:\n  out: {type: async_queue, input_stream: " + stream + ", partitions: 1}\n";
+}
+
 // A first stage's mistake that a later stage hides reaches no sink: Stamp numbers its outputs
 // from a counter all its jobs share (the calls' interleaving, which no re-execution repeats),
 // and Strip drops the number. The run records each epoch's outputs by digest, so --verify
@@ -164,15 +180,7 @@ class RealVerifyDigestTest : public RealVerifyTest, public ::testing::WithParamI
 
 TEST_P(RealVerifyDigestTest, AnEarlierStagesOutputsAreComparedByTheirDigest) {
   g_stamp_counts = GetParam();
-  ASSERT_NO_FATAL_FAILURE(use_spec("stamped.yaml",
-           "name: stamped\n"
-           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
-           "computations:\n"
-           "  Stamp: {type: process_function, processing_function: Stamp, input_streams: [event], "
-           "output_streams: [stamped], partitions: 2}\n"
-           "  Strip: {type: process_function, processing_function: Strip, input_streams: [stamped], "
-           "output_streams: [stripped], partitions: 2}\n"
-           "sinks:\n  out: {type: async_queue, input_stream: stripped, partitions: 1}\n",
+  ASSERT_NO_FATAL_FAILURE(use_spec("stamped.yaml", chain_spec("stamped", {{"Stamp", "stamped"}, {"Strip", "stripped"}}),
            {{"Stamp", [] { return std::make_unique<Stamp>(); }}, {"Strip", [] { return std::make_unique<Strip>(); }}}));
   ASSERT_EQ(life(2000), 0);
   const Verified v = verify_after([](LevelDbStore&) {});
@@ -201,13 +209,7 @@ INSTANTIATE_TEST_SUITE_P(CounterOrConstant, RealVerifyDigestTest, ::testing::Boo
 // to read first, as `run` does.
 TEST_F(RealVerifyTest, AReexecutionFailureOthersFollowFromIsToldToBeReadFirst) {
   g_stamp_counts = true;
-  ASSERT_NO_FATAL_FAILURE(use_spec("stamped_out.yaml",
-           "name: stamped_out\n"
-           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
-           "computations:\n"
-           "  Stamp: {type: process_function, processing_function: Stamp, input_streams: [event], "
-           "output_streams: [stamped], partitions: 2}\n"
-           "sinks:\n  out: {type: async_queue, input_stream: stamped, partitions: 1}\n",
+  ASSERT_NO_FATAL_FAILURE(use_spec("stamped_out.yaml", chain_spec("stamped_out", {{"Stamp", "stamped"}}),
            {{"Stamp", [] { return std::make_unique<Stamp>(); }}}));
   ASSERT_EQ(life(500), 0);
   const Verified v = verify_after([](LevelDbStore&) {});
@@ -236,13 +238,7 @@ class RealVerifyAssertionsTest : public RealVerifyTest, public ::testing::WithPa
 
 TEST_P(RealVerifyAssertionsTest, AFailedAssertionInACommittedEpochFailsVerify) {
   g_words_are_short = GetParam();
-  ASSERT_NO_FATAL_FAILURE(use_spec("short_words.yaml",
-           "name: short-words\n"
-           "sources:\n  events: {type: queue, partitions: 2, output_stream: event}\n"
-           "computations:\n"
-           "  ShortWords: {type: process_function, processing_function: ShortWords, input_streams: [event], "
-           "output_streams: [words], partitions: 2}\n"
-           "sinks:\n  out: {type: async_queue, input_stream: words, partitions: 1}\n",
+  ASSERT_NO_FATAL_FAILURE(use_spec("short_words.yaml", chain_spec("short-words", {{"ShortWords", "words"}}),
            {{"ShortWords", [] { return std::make_unique<ShortWords>(); }}}));
   ::testing::internal::CaptureStderr();
   const int rc = life(2000);
